@@ -1,0 +1,209 @@
+// Package capture turns uncaptured order lines into captured sub-orders: full
+// capture of the remainder and partial capture by lines, exactly as the
+// spec's transition table describes, each with an invoice number from the
+// merchant's gapless document sequence.
+package capture
+
+import (
+	"fmt"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+)
+
+// PartialRequest is the spec's PartialCaptureRequest.
+type PartialRequest struct {
+	OrderLines         []order.LineInput `json:"orderLines"`
+	TotalCaptureAmount *int64            `json:"totalCaptureAmount"`
+}
+
+// FullRequest is the spec's FullCaptureRequest; both fields are optional.
+type FullRequest struct {
+	OrderLines         []order.LineInput `json:"orderLines,omitempty"`
+	TotalCaptureAmount *int64            `json:"totalCaptureAmount,omitempty"`
+}
+
+// selection is what a capture request picked: the lines to capture and the
+// ids of uncaptured lines they move out of the remainder.
+type selection struct {
+	lines []order.Line
+	moved map[string]bool
+}
+
+// selectLines resolves request lines against the uncaptured sub-order. A line
+// with id names a whole uncaptured line, which moves to the capture; a line
+// without id is captured as sent and leaves the remainder unchanged.
+func selectLines(f *fault.Fields, o *order.Order, ins []order.LineInput, env order.Env) selection {
+	sel := selection{moved: map[string]bool{}}
+	if len(ins) > order.MaxLines {
+		f.Add("orderLines", "must have at most %d lines", order.MaxLines)
+		return sel
+	}
+	byID := make(map[string]order.Line, len(o.Uncaptured.Lines))
+	for _, l := range o.Uncaptured.Lines {
+		byID[l.ID] = l
+	}
+	for i, in := range ins {
+		path := fmt.Sprintf("orderLines[%d]", i)
+		if !order.ValidateLineFields(f, path, in, true) {
+			continue
+		}
+		if in.ID == nil {
+			if l, ok := order.ResolveLine(f, path, in, o.VATMode); ok {
+				l.ID = env.IDs.NewID(order.KindLine)
+				sel.lines = append(sel.lines, l)
+			}
+			continue
+		}
+		id := *in.ID
+		stored, ok := byID[id]
+		switch {
+		case !ok:
+			f.Add(path+".id", "does not name an uncaptured line of this order")
+			continue
+		case sel.moved[id]:
+			f.Add(path+".id", "names line %s a second time", id)
+			continue
+		}
+		before := f.Len()
+		if in.Quantity != nil && *in.Quantity != stored.Quantity {
+			f.Add(path+".quantity", "must be the uncaptured quantity %d; to capture part of a line, send it without id and then edit the order", stored.Quantity)
+		}
+		if in.TotalAmount != nil && *in.TotalAmount != stored.TotalAmount {
+			f.Add(path+".totalAmount", "must be the uncaptured line's totalAmount %d", stored.TotalAmount)
+		}
+		if in.UnitPrice != nil && *in.UnitPrice != stored.UnitPrice {
+			f.Add(path+".unitPrice", "must be the uncaptured line's unitPrice %d", stored.UnitPrice)
+		}
+		if in.TotalVatAmount != nil && *in.TotalVatAmount != stored.TotalVatAmount {
+			f.Add(path+".totalVatAmount", "must be the uncaptured line's totalVatAmount %d", stored.TotalVatAmount)
+		}
+		if f.Len() == before {
+			sel.moved[id] = true
+			sel.lines = append(sel.lines, stored)
+		}
+	}
+	return sel
+}
+
+func checkSum(lines []order.Line, total *int64) error {
+	if total == nil {
+		return nil
+	}
+	var sum int64
+	for _, l := range lines {
+		sum += l.TotalAmount
+	}
+	if *total != sum {
+		return fault.InvalidCode("capture_amount_mismatch", "totalCaptureAmount",
+			"must equal the sum of the totalAmount of the lines, %d, got %d", sum, *total)
+	}
+	return nil
+}
+
+func checkTotalBounds(f *fault.Fields, total *int64, required bool) {
+	switch {
+	case total == nil && required:
+		f.Add("totalCaptureAmount", "is required")
+	case total != nil && (*total < 0 || *total > order.MaxTotal):
+		f.Add("totalCaptureAmount", "must be between 0 and %d", order.MaxTotal)
+	}
+}
+
+// Partial captures the given lines. Lines with id leave the uncaptured
+// sub-order; lines without id are captured and leave it unchanged. The sum of
+// the lines' totalAmount must equal totalCaptureAmount, and the sum captured
+// may never pass the authorized amount. Appends partialCapture with the
+// captured amount and returns the new sub-order.
+func Partial(o *order.Order, r *PartialRequest, env order.Env) (*order.Ledger, error) {
+	var f fault.Fields
+	if len(r.OrderLines) == 0 {
+		f.Add("orderLines", "must have at least one line")
+	}
+	checkTotalBounds(&f, r.TotalCaptureAmount, true)
+	sel := selectLines(&f, o, r.OrderLines, env)
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkSum(sel.lines, r.TotalCaptureAmount); err != nil {
+		return nil, err
+	}
+	if _, err := o.Require(o.Uncaptured.ID, order.ActionPartialCapture, env); err != nil {
+		return nil, err
+	}
+	return apply(o, sel, order.EventPartialCapture, false, env)
+}
+
+// Full captures every remaining uncaptured line, or, when lines are given,
+// exactly those lines as the final capture of the order: whatever then remains
+// uncaptured is released (and a cancel event records the released amount).
+// Appends fullCapture with the captured amount.
+func Full(o *order.Order, r *FullRequest, env order.Env) (*order.Ledger, error) {
+	var f fault.Fields
+	if r == nil {
+		r = &FullRequest{}
+	}
+	checkTotalBounds(&f, r.TotalCaptureAmount, false)
+	var sel selection
+	if len(r.OrderLines) > 0 {
+		sel = selectLines(&f, o, r.OrderLines, env)
+	} else {
+		sel = selection{lines: append([]order.Line(nil), o.Uncaptured.Lines...), moved: map[string]bool{}}
+		for _, l := range o.Uncaptured.Lines {
+			sel.moved[l.ID] = true
+		}
+	}
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkSum(sel.lines, r.TotalCaptureAmount); err != nil {
+		return nil, err
+	}
+	if _, err := o.Require(o.Uncaptured.ID, order.ActionCapture, env); err != nil {
+		return nil, err
+	}
+	return apply(o, sel, order.EventFullCapture, true, env)
+}
+
+func apply(o *order.Order, sel selection, ev order.EventType, final bool, env order.Env) (*order.Ledger, error) {
+	gross := order.SumLines(sel.lines, o.VATMode).Gross
+	if gross < 0 {
+		return nil, fault.InvalidCode("capture_amount_negative", "orderLines", "the captured lines sum to %d including VAT; a capture cannot be negative", gross)
+	}
+	if remaining := o.RemainingAuthorization(); gross > remaining {
+		return nil, fault.InvalidCode("capture_exceeds_authorization", "totalCaptureAmount",
+			"capturing %d would pass the authorized amount; %d remains", gross, remaining)
+	}
+	if env.Docs == nil {
+		return nil, fault.Internalf(nil, "capture needs a document sequence")
+	}
+	n, err := env.Docs.Next(order.SeriesInvoice)
+	if err != nil {
+		return nil, fault.Internalf(err, "allocate invoice number")
+	}
+	l := o.NewLedger(order.LedgerCapture, sel.lines, env)
+	l.DocumentSeq = n
+	l.DocumentReference = fmt.Sprintf("INV-%08d", n)
+	var keep []order.Line
+	for _, u := range o.Uncaptured.Lines {
+		if !sel.moved[u.ID] {
+			keep = append(keep, u)
+		}
+	}
+	if keep == nil {
+		keep = []order.Line{}
+	}
+	released := int64(0)
+	if final && len(keep) > 0 {
+		released = order.SumLines(keep, o.VATMode).Gross
+		keep = []order.Line{}
+	}
+	o.Uncaptured.Lines = keep
+	o.Captured = append(o.Captured, l)
+	o.AppendEvent(ev, l.ID, gross, env)
+	if released != 0 {
+		o.CancelledAmount += released
+		o.AppendEvent(order.EventCancel, o.Uncaptured.ID, released, env)
+	}
+	return &o.Captured[len(o.Captured)-1], nil
+}

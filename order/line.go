@@ -1,0 +1,269 @@
+package order
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
+)
+
+// Bounds from the spec's Limits table, and kassa's own where the spec is silent.
+const (
+	MaxLineAmount   = 1_000_000_000 // |unitPrice|, |totalAmount|, … per line
+	MaxTotal        = 1_000_000_000 // order, capture and refund totals
+	MaxQuantity     = 99_999_999
+	MaxLines        = 1000 // kassa's limit on lines per request (the spec states none)
+	MaxTextLen      = 200  // description, reference, names, note
+	MaxReferenceLen = 50   // order reference, settlement reference
+)
+
+// LineInput is an order line as sent by a merchant: the spec's OrderLine, or
+// OrderLineWithId when ID is set. Optional numbers are pointers so that an
+// omitted field can be told apart from zero.
+type LineInput struct {
+	ID                 *string `json:"id,omitempty"`
+	Description        *string `json:"description"`
+	Quantity           *int64  `json:"quantity"`
+	Reference          string  `json:"reference,omitempty"`
+	TotalAmount        *int64  `json:"totalAmount,omitempty"`
+	TotalVatAmount     *int64  `json:"totalVatAmount,omitempty"`
+	Type               string  `json:"type,omitempty"`
+	UnitDiscountAmount *int64  `json:"unitDiscountAmount,omitempty"`
+	UnitPrice          *int64  `json:"unitPrice,omitempty"`
+	Vat                *int64  `json:"vat,omitempty"`
+}
+
+// Line is a stored order line with all amounts resolved.
+type Line struct {
+	ID                 string   `json:"id"`
+	Description        string   `json:"description"`
+	Quantity           int64    `json:"quantity"`
+	Reference          string   `json:"reference,omitempty"`
+	TotalAmount        int64    `json:"totalAmount"`
+	TotalVatAmount     int64    `json:"totalVatAmount"`
+	Type               LineType `json:"type,omitempty"`
+	UnitDiscountAmount int64    `json:"unitDiscountAmount"`
+	UnitPrice          int64    `json:"unitPrice"`
+	Vat                int64    `json:"vat"`
+}
+
+// Gross is the line's amount including VAT in mode.
+func (l Line) Gross(mode money.VATMode) int64 {
+	g, _ := money.Split(l.TotalAmount, l.TotalVatAmount, mode)
+	return g
+}
+
+// Net is the line's amount excluding VAT in mode.
+func (l Line) Net(mode money.VATMode) int64 {
+	_, n := money.Split(l.TotalAmount, l.TotalVatAmount, mode)
+	return n
+}
+
+// Totals are the three sums of a set of lines.
+type Totals struct {
+	Gross int64 // including VAT
+	Net   int64 // excluding VAT
+	VAT   int64
+	Sum   int64 // sum of totalAmount as sent (equals Gross in inclVat mode)
+}
+
+// SumLines adds up lines in mode.
+func SumLines(lines []Line, mode money.VATMode) Totals {
+	var t Totals
+	for _, l := range lines {
+		g, n := money.Split(l.TotalAmount, l.TotalVatAmount, mode)
+		t.Gross += g
+		t.Net += n
+		t.VAT += l.TotalVatAmount
+		t.Sum += l.TotalAmount
+	}
+	return t
+}
+
+func checkText(f *fault.Fields, path, s string, max int) {
+	if utf8.RuneCountInString(s) > max {
+		f.Add(path, "must be at most %d characters", max)
+	}
+}
+
+func checkAmount(f *fault.Fields, path string, v *int64, lo, hi int64) bool {
+	if v != nil && (*v < lo || *v > hi) {
+		f.Add(path, "must be between %d and %d", lo, hi)
+		return false
+	}
+	return true
+}
+
+// ValidateLineFields checks a line's own bounds (not its arithmetic) and reports
+// every failure under path, e.g. "orderLines[2]". withID says whether an id
+// is allowed; an identified line may omit description and quantity because
+// they are taken from the uncaptured line it names.
+func ValidateLineFields(f *fault.Fields, path string, in LineInput, withID bool) bool {
+	before := f.Len()
+	identified := withID && in.ID != nil
+	if in.ID != nil && !withID {
+		f.Add(path+".id", "is not accepted here")
+	}
+	if identified && *in.ID == "" {
+		f.Add(path+".id", "must not be empty")
+	}
+	switch {
+	case in.Description == nil && !identified:
+		f.Add(path+".description", "is required")
+	case in.Description != nil && *in.Description == "" && !identified:
+		f.Add(path+".description", "must not be empty")
+	case in.Description != nil:
+		checkText(f, path+".description", *in.Description, MaxTextLen)
+	}
+	switch {
+	case in.Quantity == nil && !identified:
+		f.Add(path+".quantity", "is required")
+	case in.Quantity != nil && (*in.Quantity < 1 || *in.Quantity > MaxQuantity):
+		f.Add(path+".quantity", "must be between 1 and %d", MaxQuantity)
+	}
+	checkText(f, path+".reference", in.Reference, MaxTextLen)
+	if in.Type != "" && !validLineType(LineType(in.Type)) {
+		f.Add(path+".type", "must be one of %v", LineTypes)
+	}
+	checkAmount(f, path+".totalAmount", in.TotalAmount, -MaxLineAmount, MaxLineAmount)
+	checkAmount(f, path+".totalVatAmount", in.TotalVatAmount, -MaxLineAmount, MaxLineAmount)
+	checkAmount(f, path+".unitDiscountAmount", in.UnitDiscountAmount, -MaxLineAmount, MaxLineAmount)
+	checkAmount(f, path+".unitPrice", in.UnitPrice, -MaxLineAmount, MaxLineAmount)
+	checkAmount(f, path+".vat", in.Vat, 0, money.MaxRate)
+	if !identified && in.UnitPrice == nil && in.TotalAmount == nil {
+		f.Add(path+".unitPrice", "is required when totalAmount is omitted")
+	}
+	return f.Len() == before
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// ResolveLine applies the line arithmetic of design.md §3 to a line whose fields
+// passed ValidateLineFields: totalAmount = quantity × (unitPrice − unitDiscountAmount)
+// and the VAT part at its rate, computed when omitted and checked (±1 minor unit)
+// when sent. Failures are recorded under path; ok is false if any were.
+func ResolveLine(f *fault.Fields, path string, in LineInput, mode money.VATMode) (Line, bool) {
+	before := f.Len()
+	q := *in.Quantity
+	disc := deref(in.UnitDiscountAmount)
+	rate := deref(in.Vat)
+	var unit, total int64
+	if in.UnitPrice != nil {
+		unit = *in.UnitPrice
+		total = q * (unit - disc) // |q| ≤ 1e8 and |unit−disc| ≤ 2e9: no overflow
+		if total < -MaxLineAmount || total > MaxLineAmount {
+			f.Add(path+".totalAmount", "quantity × (unitPrice − unitDiscountAmount) = %d is outside ±%d", total, MaxLineAmount)
+		} else if in.TotalAmount != nil && *in.TotalAmount != total {
+			f.Add(path+".totalAmount", "must equal quantity × (unitPrice − unitDiscountAmount) = %d, got %d", total, *in.TotalAmount)
+		}
+	} else {
+		total = *in.TotalAmount
+		if (total+q*disc)%q != 0 {
+			f.Add(path+".unitPrice", "is required: totalAmount %d is not a whole unit price × quantity %d", total, q)
+		} else {
+			unit = (total + q*disc) / q
+			if unit < -MaxLineAmount || unit > MaxLineAmount {
+				f.Add(path+".unitPrice", "derived unit price %d is outside ±%d", unit, MaxLineAmount)
+			}
+		}
+	}
+	if f.Len() > before {
+		return Line{}, false
+	}
+	vat := money.LineVAT(total, rate, mode)
+	if in.TotalVatAmount != nil {
+		given := *in.TotalVatAmount
+		diff := given - vat
+		switch {
+		case rate == 0 && given != 0:
+			f.Add(path+".totalVatAmount", "must be 0 when vat is 0 or omitted, got %d", given)
+		case diff < -1 || diff > 1:
+			f.Add(path+".totalVatAmount", "must be %d (±1) for totalAmount %d at vat %d, got %d", vat, total, rate, given)
+		case (given < 0) != (total < 0) && given != 0:
+			f.Add(path+".totalVatAmount", "must have the sign of totalAmount")
+		case mode == money.InclVAT && abs(given) > abs(total):
+			f.Add(path+".totalVatAmount", "must not exceed totalAmount")
+		default:
+			vat = given
+		}
+	}
+	if f.Len() > before {
+		return Line{}, false
+	}
+	desc := ""
+	if in.Description != nil {
+		desc = *in.Description
+	}
+	return Line{
+		Description: desc, Quantity: q, Reference: in.Reference,
+		TotalAmount: total, TotalVatAmount: vat, Type: LineType(in.Type),
+		UnitDiscountAmount: disc, UnitPrice: unit, Vat: rate,
+	}, true
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// BuildLines validates and resolves a list of new lines (no ids), assigning
+// fresh line ids. Every failure is recorded under field (e.g. "orderLines").
+func BuildLines(f *fault.Fields, field string, ins []LineInput, mode money.VATMode, ids IDSource) []Line {
+	if len(ins) > MaxLines {
+		f.Add(field, "must have at most %d lines", MaxLines)
+		return nil
+	}
+	out := make([]Line, 0, len(ins))
+	for i, in := range ins {
+		path := fmt.Sprintf("%s[%d]", field, i)
+		if !ValidateLineFields(f, path, in, false) {
+			continue
+		}
+		if l, ok := ResolveLine(f, path, in, mode); ok {
+			l.ID = ids.NewID(KindLine)
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TotalsInput carries the optional order totals a merchant may send.
+type TotalsInput struct {
+	TotalOrderAmount        *int64 `json:"totalOrderAmount,omitempty"`
+	TotalOrderAmountExclVat *int64 `json:"totalOrderAmountExclVat,omitempty"`
+	TotalOrderVatAmount     *int64 `json:"totalOrderVatAmount,omitempty"`
+}
+
+// CheckTotals verifies sent totals against line sums and bounds. Each mismatch
+// names its field. The computed gross must itself lie within 0..MaxTotal.
+func CheckTotals(f *fault.Fields, in TotalsInput, t Totals, required bool) {
+	check := func(name string, v *int64, want int64) {
+		if v == nil {
+			if required {
+				f.Add(name, "is required")
+			}
+			return
+		}
+		if *v < 0 || *v > MaxTotal {
+			f.Add(name, "must be between 0 and %d", MaxTotal)
+			return
+		}
+		if *v != want {
+			f.Add(name, "must equal the sum of the order lines, %d, got %d", want, *v)
+		}
+	}
+	check("totalOrderAmount", in.TotalOrderAmount, t.Gross)
+	check("totalOrderAmountExclVat", in.TotalOrderAmountExclVat, t.Net)
+	check("totalOrderVatAmount", in.TotalOrderVatAmount, t.VAT)
+	if in.TotalOrderAmount == nil && (t.Gross < 0 || t.Gross > MaxTotal) {
+		f.Add("totalOrderAmount", "the order lines sum to %d, outside 0..%d", t.Gross, MaxTotal)
+	}
+}

@@ -1,0 +1,520 @@
+// Package order holds the Order aggregate of kassa: its lines, sub-orders
+// (ledgers), amounts, statuses, events and the rules of every operation that
+// manages an order after creation.
+//
+// The package does no I/O. Time, identifiers and document numbers come from
+// an Env the caller supplies, so that every rule is deterministic under test.
+// Captures and refunds live in their own packages (capture, refund) and use
+// the exported building blocks here; availableActions are computed in one
+// place (Actions) and every operation checks them before it changes anything.
+package order
+
+import (
+	"slices"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
+)
+
+// Identifier kinds asked of an IDSource.
+const (
+	KindOrder    = "order"
+	KindOrderRef = "orderref"
+	KindLedger   = "ledger"
+	KindLine     = "line"
+	KindEvent    = "event"
+)
+
+// IDSource mints unique identifiers of a kind. Production uses random UUIDs;
+// tests use a counter so that outputs are reproducible.
+type IDSource interface {
+	NewID(kind string) string
+}
+
+// Sequencer hands out gapless, increasing numbers per series for one merchant.
+// The store implements it inside the transaction of the operation, so a
+// rolled-back operation leaves no gap.
+type Sequencer interface {
+	Next(series string) (int64, error)
+}
+
+// Document series.
+const (
+	SeriesInvoice    = "invoice"
+	SeriesCreditNote = "creditNote"
+)
+
+// Policy holds the configurable periods of the order rules.
+type Policy struct {
+	ExpiryPeriod time.Duration // from creation to expiry; default 28 days
+	MaxExpiry    time.Duration // latest expiry after creation; default 180 days
+}
+
+// DefaultPolicy is the policy of design.md §3.
+var DefaultPolicy = Policy{ExpiryPeriod: 28 * 24 * time.Hour, MaxExpiry: 180 * 24 * time.Hour}
+
+// Env is what an operation needs from outside: the transaction's single now,
+// identifiers, document numbers and policy.
+type Env struct {
+	Now    time.Time
+	IDs    IDSource
+	Docs   Sequencer
+	Policy Policy
+}
+
+// LedgerKind tells what a sub-order stands for.
+type LedgerKind string
+
+const (
+	LedgerUncaptured LedgerKind = "uncaptured"
+	LedgerCapture    LedgerKind = "capture"
+	LedgerRefund     LedgerKind = "refund"
+)
+
+// Ledger is a sub-order: the uncaptured remainder, one capture, or one refund.
+type Ledger struct {
+	ID                string      `json:"ledgerId"`
+	Kind              LedgerKind  `json:"kind"`
+	CreatedAt         time.Time   `json:"createdAt"`
+	Lines             []Line      `json:"orderLines"`
+	Status            []SubStatus `json:"status"`
+	DocumentReference string      `json:"documentReference,omitempty"`
+	DocumentMessage   string      `json:"documentMessage,omitempty"`
+	Note              string      `json:"note"`
+	RefundOf          string      `json:"refundOf,omitempty"` // refund ledgers: the capture refunded
+	Paid              int64       `json:"paid,omitempty"`     // captures: amount the buyer paid
+	Resent            int         `json:"resent,omitempty"`   // times the document was resent
+	Recourse          string      `json:"recourse,omitempty"` // recourse reason, when recoursed
+	DocumentSeq       int64       `json:"documentSeq,omitempty"`
+}
+
+// HasStatus reports whether s is among the ledger's statuses.
+func (l *Ledger) HasStatus(s SubStatus) bool { return slices.Contains(l.Status, s) }
+
+func (l *Ledger) setStatus(s SubStatus, on bool) {
+	i := slices.Index(l.Status, s)
+	switch {
+	case on && i < 0:
+		l.Status = append(l.Status, s)
+	case !on && i >= 0:
+		l.Status = slices.Delete(l.Status, i, i+1)
+	}
+}
+
+// Void reports whether a capture ledger was voided.
+func (l *Ledger) Void() bool { return l.HasStatus(SubVoid) }
+
+// Event is one entry of an order's append-only event log.
+type Event struct {
+	ID        string    `json:"id"`
+	OrderID   string    `json:"orderId"`
+	LedgerID  string    `json:"ledgerId"`
+	CreatedAt time.Time `json:"createdAt"`
+	Amount    int64     `json:"amount"`
+	Type      EventType `json:"type"`
+}
+
+// AutoCapture is the spec's AutoCapture setting.
+type AutoCapture struct {
+	Enabled      bool  `json:"enabled"`
+	DelayMinutes int64 `json:"delayMinutes"`
+}
+
+// Hold is a risk hold on an order.
+type Hold string
+
+const (
+	HoldNone      Hold = ""
+	HoldOnHold    Hold = "onHold"
+	HoldFraudDeny Hold = "fraudDeny"
+)
+
+// Order is the aggregate. Its exported fields are its stored form; the
+// response shapes of the spec are derived by Response and Summary.
+type Order struct {
+	ID                  string            `json:"id"`
+	MerchantID          string            `json:"merchantId"`
+	MerchantReference   string            `json:"merchantReference"`
+	OrderReference      string            `json:"orderReference"`
+	SettlementReference string            `json:"settlementReference,omitempty"`
+	StoreID             string            `json:"storeId"`
+	Country             string            `json:"country"`
+	Locale              string            `json:"locale,omitempty"`
+	Currency            money.Currency    `json:"currency"`
+	VATMode             money.VATMode     `json:"vatMode"`
+	CreatedAt           time.Time         `json:"createdAt"`
+	UpdatedAt           time.Time         `json:"updatedAt"`
+	ExpiresAt           time.Time         `json:"expiresAt"`
+	PaymentMethod       PaymentMethod     `json:"paymentMethod"`
+	Customer            Customer          `json:"customer"`
+	Metadata            map[string]string `json:"metadata,omitempty"`
+	RiskTags            []RiskTag         `json:"riskTags"`
+	TokenID             string            `json:"tokenId"`
+	AutoCapture         *AutoCapture      `json:"autoCapture,omitempty"`
+
+	// ApprovedAmount is the most the buyer's authorization allows; an edit may
+	// raise AuthorizedAmount up to it and never beyond.
+	ApprovedAmount   int64 `json:"approvedAmount"`
+	AuthorizedAmount int64 `json:"authorizedAmount"`
+	Unacknowledged   bool  `json:"unacknowledged,omitempty"`
+	ReadyEmitted     bool  `json:"readyEmitted,omitempty"` // readyForCapture event appended
+	Hold             Hold  `json:"hold,omitempty"`
+	Cancelled        bool  `json:"cancelled,omitempty"`
+	CancelledAmount  int64 `json:"cancelledAmount,omitempty"`
+	ExpiredMarked    bool  `json:"expiredMarked,omitempty"` // set by the expiry job
+
+	Uncaptured Ledger   `json:"uncaptured"`
+	Captured   []Ledger `json:"captured"`
+	Refunded   []Ledger `json:"refunded"`
+	Events     []Event  `json:"events"`
+
+	// Version is the optimistic-concurrency version kept by the store.
+	Version int64 `json:"version"`
+}
+
+// Amounts are the money figures of an order, all in minor units including VAT.
+type Amounts struct {
+	Order      int64 // Captured + Uncaptured
+	Captured   int64 // captures not voided
+	Refunded   int64
+	Uncaptured int64
+	Consumed   int64 // every capture, voided or not: what the authorization has been used for
+}
+
+// Amounts computes the order's figures from its ledgers.
+func (o *Order) Amounts() Amounts {
+	var a Amounts
+	for i := range o.Captured {
+		g := SumLines(o.Captured[i].Lines, o.VATMode).Gross
+		a.Consumed += g
+		if !o.Captured[i].Void() {
+			a.Captured += g
+		}
+	}
+	for i := range o.Refunded {
+		a.Refunded += SumLines(o.Refunded[i].Lines, o.VATMode).Gross
+	}
+	a.Uncaptured = SumLines(o.Uncaptured.Lines, o.VATMode).Gross
+	a.Order = a.Captured + a.Uncaptured
+	return a
+}
+
+// RefundedOf is what has been refunded against capture ledger id.
+func (o *Order) RefundedOf(id string) int64 {
+	var sum int64
+	for i := range o.Refunded {
+		if o.Refunded[i].RefundOf == id {
+			sum += SumLines(o.Refunded[i].Lines, o.VATMode).Gross
+		}
+	}
+	return sum
+}
+
+// Ledger finds a sub-order by id.
+func (o *Order) Ledger(id string) *Ledger {
+	if o.Uncaptured.ID == id {
+		return &o.Uncaptured
+	}
+	for i := range o.Captured {
+		if o.Captured[i].ID == id {
+			return &o.Captured[i]
+		}
+	}
+	for i := range o.Refunded {
+		if o.Refunded[i].ID == id {
+			return &o.Refunded[i]
+		}
+	}
+	return nil
+}
+
+// Expired reports whether the expiry date has passed while something is
+// still uncaptured (a closed order cannot expire).
+func (o *Order) Expired(now time.Time) bool {
+	return len(o.Uncaptured.Lines) > 0 && !o.Cancelled && (o.ExpiredMarked || !now.Before(o.ExpiresAt))
+}
+
+func (o *Order) liveCaptures() int {
+	n := 0
+	for i := range o.Captured {
+		if !o.Captured[i].Void() {
+			n++
+		}
+	}
+	return n
+}
+
+// captureBlocked reports why captures are not possible now, or "".
+func (o *Order) captureBlocked(now time.Time) string {
+	switch {
+	case o.Cancelled:
+		return "the order is cancelled"
+	case len(o.Uncaptured.Lines) == 0:
+		return "nothing is left uncaptured"
+	case o.Expired(now):
+		return "the order has expired"
+	case o.Hold == HoldOnHold:
+		return "the order is on hold for risk review"
+	case o.Hold == HoldFraudDeny:
+		return "the order was denied for fraud"
+	case o.Unacknowledged && o.PaymentMethod.Type == PayAdvanceInvoice:
+		return "an advanceInvoice order must be acknowledged before capture"
+	}
+	return ""
+}
+
+// open reports whether the uncaptured remainder can still be managed.
+func (o *Order) open(now time.Time) bool {
+	return !o.Cancelled && len(o.Uncaptured.Lines) > 0 && !o.Expired(now) && o.Hold != HoldFraudDeny
+}
+
+// alive reports whether the order still has anything to manage.
+func (o *Order) alive() bool {
+	return o.Hold != HoldFraudDeny && (len(o.Uncaptured.Lines) > 0 || o.liveCaptures() > 0)
+}
+
+// RemainingAuthorization is what may still be captured.
+func (o *Order) RemainingAuthorization() int64 {
+	return o.AuthorizedAmount - o.Amounts().Consumed
+}
+
+// ExpiryCap is the latest date expiry may be extended to.
+func (o *Order) ExpiryCap(p Policy) time.Time { return o.CreatedAt.Add(p.MaxExpiry) }
+
+// Actions computes the availableActions of ledger l at now. It is the one place
+// that decides what is offered; every operation checks it through Require.
+func (o *Order) Actions(l *Ledger, now time.Time, p Policy) []Action {
+	var acts []Action
+	switch l.Kind {
+	case LedgerUncaptured:
+		if o.open(now) {
+			if o.captureBlocked(now) == "" {
+				remaining := o.RemainingAuthorization()
+				if SumLines(l.Lines, o.VATMode).Gross <= remaining {
+					acts = append(acts, ActionCapture)
+				}
+				if remaining > 0 {
+					acts = append(acts, ActionPartialCapture)
+				}
+			}
+			acts = append(acts, ActionCancel, ActionEditOrder)
+		}
+		if o.alive() {
+			acts = append(acts, ActionEditCustomer)
+		}
+		if o.open(now) && len(o.Captured) == 0 && o.PaymentMethod.Type != PayAdvanceInvoice {
+			acts = append(acts, ActionEditPaymentMethod)
+		}
+		if o.open(now) && o.ExpiresAt.Before(o.ExpiryCap(p)) {
+			acts = append(acts, ActionExtendOrderExpiry)
+		}
+	case LedgerCapture:
+		if l.Void() {
+			return nil
+		}
+		if SumLines(l.Lines, o.VATMode).Gross-o.RefundedOf(l.ID) > 0 {
+			acts = append(acts, ActionRefund, ActionPartialRefund)
+		}
+		acts = append(acts, ActionResendOrderInvoice)
+		if o.PaymentMethod.IsInvoice() && o.RefundedOf(l.ID) == 0 && l.Paid == 0 && l.Recourse == "" {
+			acts = append(acts, ActionVoid)
+		}
+		if o.PaymentMethod.IsInvoice() && !l.HasStatus(SubFullyPaid) && l.Recourse == "" {
+			acts = append(acts, ActionRecourseOrderInvoice)
+		}
+	case LedgerRefund:
+		acts = append(acts, ActionResendOrderInvoice)
+	}
+	return acts
+}
+
+// Require finds ledger id and checks that action is offered on it now.
+func (o *Order) Require(ledgerID string, action Action, env Env) (*Ledger, error) {
+	l := o.Ledger(ledgerID)
+	if l == nil {
+		return nil, fault.NotFoundf("ledger_not_found", "order %s has no sub-order %s", o.ID, ledgerID)
+	}
+	if !slices.Contains(o.Actions(l, env.Now, env.Policy), action) {
+		reason := o.captureBlocked(env.Now)
+		if reason == "" || (action != ActionCapture && action != ActionPartialCapture) {
+			reason = "its state does not offer it"
+		}
+		return nil, fault.NotAvailablef("%s is not available on sub-order %s: %s", action, ledgerID, reason)
+	}
+	return l, nil
+}
+
+// Statuses computes the order's status array at now.
+func (o *Order) Statuses(now time.Time) []Status {
+	var s []Status
+	a := o.Amounts()
+	hasUncap := len(o.Uncaptured.Lines) > 0
+	live := o.liveCaptures()
+	if !hasUncap && live == 0 {
+		s = append(s, StatusCancelled)
+	}
+	if hasUncap {
+		s = append(s, StatusUncaptured)
+		if o.Expired(now) {
+			s = append(s, StatusExpired)
+		}
+	}
+	if live > 0 {
+		if hasUncap {
+			s = append(s, StatusPartiallyCaptured)
+		} else {
+			s = append(s, StatusFullyCaptured)
+		}
+	}
+	if a.Refunded > 0 {
+		if a.Refunded >= a.Captured {
+			s = append(s, StatusFullyRefunded)
+		} else {
+			s = append(s, StatusPartiallyRefunded)
+		}
+	}
+	switch o.Hold {
+	case HoldOnHold:
+		s = append(s, StatusOnHold)
+	case HoldFraudDeny:
+		s = append(s, StatusFraudDeny)
+	}
+	if o.Unacknowledged {
+		s = append(s, StatusUnacknowledged)
+	}
+	if o.captureBlocked(now) == "" {
+		s = append(s, StatusReadyForCapture)
+	}
+	paidAll, paidAny := live > 0, false
+	failure := false
+	for i := range o.Captured {
+		l := &o.Captured[i]
+		if l.Void() {
+			continue
+		}
+		if l.Paid > 0 {
+			paidAny = true
+		}
+		if !l.HasStatus(SubFullyPaid) {
+			paidAll = false
+		}
+		if l.HasStatus(SubInvoiceDeliveryFailure) {
+			failure = true
+		}
+	}
+	switch {
+	case paidAll:
+		s = append(s, StatusFullyPaid)
+	case paidAny:
+		s = append(s, StatusPartiallyPaid)
+	}
+	if failure {
+		s = append(s, StatusInvoiceDeliveryFailure)
+	}
+	return s
+}
+
+// HasStatus reports whether the order has status st at now.
+func (o *Order) HasStatus(st Status, now time.Time) bool { return slices.Contains(o.Statuses(now), st) }
+
+// eventTime keeps the event log ordered even if the clock is set back (the
+// sandbox test clock can be): an event is never older than the one before it.
+func (o *Order) eventTime(now time.Time) time.Time {
+	if now.Before(o.UpdatedAt) {
+		return o.UpdatedAt
+	}
+	return now
+}
+
+// AppendEvent adds an event and moves updatedAt to it.
+func (o *Order) AppendEvent(t EventType, ledgerID string, amount int64, env Env) Event {
+	e := Event{ID: env.IDs.NewID(KindEvent), OrderID: o.ID, LedgerID: ledgerID,
+		CreatedAt: o.eventTime(env.Now), Amount: amount, Type: t}
+	o.Events = append(o.Events, e)
+	o.UpdatedAt = e.CreatedAt
+	return e
+}
+
+// NewLedger creates a sub-order of kind with lines, stamped now.
+func (o *Order) NewLedger(kind LedgerKind, lines []Line, env Env) Ledger {
+	return Ledger{ID: env.IDs.NewID(KindLedger), Kind: kind, CreatedAt: o.eventTime(env.Now),
+		Lines: lines, Status: []SubStatus{}}
+}
+
+// Clone returns a deep copy, so that a failed operation can be discarded
+// without having touched the caller's order.
+func (o *Order) Clone() *Order {
+	c := *o
+	c.Metadata = cloneMap(o.Metadata)
+	c.RiskTags = slices.Clone(o.RiskTags)
+	c.Uncaptured = o.Uncaptured.clone()
+	c.Captured = cloneLedgers(o.Captured)
+	c.Refunded = cloneLedgers(o.Refunded)
+	c.Events = slices.Clone(o.Events)
+	c.Customer = o.Customer.clone()
+	c.PaymentMethod = o.PaymentMethod
+	if o.AutoCapture != nil {
+		ac := *o.AutoCapture
+		c.AutoCapture = &ac
+	}
+	return &c
+}
+
+func (l Ledger) clone() Ledger {
+	l.Lines = slices.Clone(l.Lines)
+	l.Status = slices.Clone(l.Status)
+	return l
+}
+
+func cloneLedgers(ls []Ledger) []Ledger {
+	if ls == nil {
+		return nil
+	}
+	out := make([]Ledger, len(ls))
+	for i := range ls {
+		out[i] = ls[i].clone()
+	}
+	return out
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func (c Customer) clone() Customer {
+	c.BillingAddress = c.BillingAddress.clone()
+	c.ShippingAddress = c.ShippingAddress.clone()
+	if c.PaymentMethod != nil {
+		pm := *c.PaymentMethod
+		c.PaymentMethod = &pm
+	}
+	if c.InvoiceChannel != nil {
+		ic := *c.InvoiceChannel
+		if ic.Configurations != nil {
+			cf := *ic.Configurations
+			ic.Configurations = &cf
+		}
+		c.InvoiceChannel = &ic
+	}
+	return c
+}
+
+func (a *Address) clone() *Address {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	if a.Contact != nil {
+		ct := *a.Contact
+		c.Contact = &ct
+	}
+	return &c
+}

@@ -1,0 +1,164 @@
+// Package refund credits captured sub-orders: a full refund of what remains
+// refundable on a capture, or a partial refund by lines with an optional
+// internal note. A capture's refunded total never exceeds what it captured;
+// each refund gets a credit-note number from the merchant's gapless sequence.
+package refund
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
+	"github.com/kassahq/kassa/order"
+)
+
+// PartialRequest is the spec's PartialRefundRequest.
+type PartialRequest struct {
+	OrderLines        []order.LineInput `json:"orderLines"`
+	TotalRefundAmount *int64            `json:"totalRefundAmount"`
+	Note              *string           `json:"note,omitempty"`
+}
+
+// FullRequest is kassa's body for POST /v1/orders/{id}/refund/{ledgerId}
+// (unshaped in the spec, and optional): an internal note.
+type FullRequest struct {
+	Note *string `json:"note,omitempty"`
+}
+
+func checkNote(f *fault.Fields, note *string) string {
+	if note == nil {
+		return ""
+	}
+	if len([]rune(*note)) > order.MaxTextLen {
+		f.Add("note", "must be at most %d characters", order.MaxTextLen)
+	}
+	return *note
+}
+
+// Partial refunds the given lines of capture ledgerID. The sum of the lines'
+// totalAmount must equal totalRefundAmount, and the refund may not pass what
+// remains refundable on that capture. Appends partialRefund.
+func Partial(o *order.Order, ledgerID string, r *PartialRequest, env order.Env) (*order.Ledger, error) {
+	var f fault.Fields
+	if len(r.OrderLines) == 0 {
+		f.Add("orderLines", "must have at least one line")
+	}
+	switch {
+	case r.TotalRefundAmount == nil:
+		f.Add("totalRefundAmount", "is required")
+	case *r.TotalRefundAmount < 0 || *r.TotalRefundAmount > order.MaxTotal:
+		f.Add("totalRefundAmount", "must be between 0 and %d", order.MaxTotal)
+	}
+	note := checkNote(&f, r.Note)
+	lines := order.BuildLines(&f, "orderLines", r.OrderLines, o.VATMode, env.IDs)
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	var sum int64
+	for _, l := range lines {
+		sum += l.TotalAmount
+	}
+	if sum != *r.TotalRefundAmount {
+		return nil, fault.InvalidCode("refund_amount_mismatch", "totalRefundAmount",
+			"must equal the sum of the totalAmount of the lines, %d, got %d", sum, *r.TotalRefundAmount)
+	}
+	if _, err := o.Require(ledgerID, order.ActionPartialRefund, env); err != nil {
+		return nil, err
+	}
+	return apply(o, ledgerID, lines, note, order.EventPartialRefund, env)
+}
+
+// Full refunds everything still refundable on capture ledgerID. When nothing
+// was refunded before, the refund repeats the captured lines; after partial
+// refunds it is one line per VAT rate holding what remains at that rate, so
+// that the credit note's VAT breakdown stays exact. Appends fullRefund.
+func Full(o *order.Order, ledgerID string, r *FullRequest, env order.Env) (*order.Ledger, error) {
+	var f fault.Fields
+	if r == nil {
+		r = &FullRequest{}
+	}
+	note := checkNote(&f, r.Note)
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	c, err := o.Require(ledgerID, order.ActionRefund, env)
+	if err != nil {
+		return nil, err
+	}
+	return apply(o, ledgerID, remainder(o, c, env), note, order.EventFullRefund, env)
+}
+
+func remainder(o *order.Order, c *order.Ledger, env order.Env) []order.Line {
+	if o.RefundedOf(c.ID) == 0 {
+		lines := slices.Clone(c.Lines)
+		for i := range lines {
+			lines[i].ID = env.IDs.NewID(order.KindLine)
+		}
+		return lines
+	}
+	type sums struct{ total, vat int64 }
+	byRate := map[int64]*sums{}
+	var rates []int64
+	add := func(ls []order.Line, sign int64) {
+		for _, l := range ls {
+			s := byRate[l.Vat]
+			if s == nil {
+				s = &sums{}
+				byRate[l.Vat] = s
+				rates = append(rates, l.Vat)
+			}
+			s.total += sign * l.TotalAmount
+			s.vat += sign * l.TotalVatAmount
+		}
+	}
+	add(c.Lines, 1)
+	for i := range o.Refunded {
+		if o.Refunded[i].RefundOf == c.ID {
+			add(o.Refunded[i].Lines, -1)
+		}
+	}
+	slices.Sort(rates)
+	var lines []order.Line
+	for _, rate := range rates {
+		s := byRate[rate]
+		if s.total == 0 && s.vat == 0 {
+			continue
+		}
+		lines = append(lines, order.Line{
+			ID:          env.IDs.NewID(order.KindLine),
+			Description: fmt.Sprintf("Remaining balance at %s %% VAT", money.New(rate, "").Amount()),
+			Quantity:    1, UnitPrice: s.total, TotalAmount: s.total, TotalVatAmount: s.vat, Vat: rate,
+		})
+	}
+	return lines
+}
+
+func apply(o *order.Order, ledgerID string, lines []order.Line, note string, ev order.EventType, env order.Env) (*order.Ledger, error) {
+	gross := order.SumLines(lines, o.VATMode).Gross
+	c := o.Ledger(ledgerID)
+	refundable := order.SumLines(c.Lines, o.VATMode).Gross - o.RefundedOf(ledgerID)
+	if gross <= 0 {
+		return nil, fault.InvalidCode("refund_amount_invalid", "totalRefundAmount",
+			"the refund must be positive including VAT, got %d", gross)
+	}
+	if gross > refundable {
+		return nil, fault.InvalidCode("refund_exceeds_captured", "totalRefundAmount",
+			"refunding %d would pass what remains refundable on %s, %d", gross, ledgerID, refundable)
+	}
+	if env.Docs == nil {
+		return nil, fault.Internalf(nil, "refund needs a document sequence")
+	}
+	n, err := env.Docs.Next(order.SeriesCreditNote)
+	if err != nil {
+		return nil, fault.Internalf(err, "allocate credit note number")
+	}
+	l := o.NewLedger(order.LedgerRefund, lines, env)
+	l.RefundOf = ledgerID
+	l.Note = note
+	l.DocumentSeq = n
+	l.DocumentReference = fmt.Sprintf("CN-%08d", n)
+	o.Refunded = append(o.Refunded, l)
+	o.AppendEvent(ev, l.ID, gross, env)
+	return &o.Refunded[len(o.Refunded)-1], nil
+}

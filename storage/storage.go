@@ -1,0 +1,163 @@
+// Package storage defines the transactional store behind kassa. It knows the
+// domain records (orders, tokens, merchants) but no database: storage/bolt is
+// the embedded default and storage/postgres fits the same interface.
+//
+// Every change kassa acknowledges happens inside one Update transaction: load,
+// apply the domain rule, save, record the idempotency result and outbox
+// entries. When Update returns nil the transaction is durable on disk.
+package storage
+
+import (
+	"context"
+	"time"
+
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/token"
+)
+
+// Store opens transactions. Implementations are safe for concurrent use.
+type Store interface {
+	// Update runs fn in a read-write transaction and commits it durably when fn
+	// returns nil; any error rolls everything back. fn may be retried by the
+	// store (for example after a serialization failure), so it must not have
+	// effects outside the transaction.
+	Update(ctx context.Context, fn func(Tx) error) error
+	// View runs fn in a read-only transaction.
+	View(ctx context.Context, fn func(Tx) error) error
+	Close() error
+}
+
+// Tx is one transaction. Its methods return errors of kind fault.NotFound for
+// unknown records and fault.Conflict for version or uniqueness conflicts.
+// A Tx must not be used after its function returns.
+type Tx interface {
+	// Now is the single time of this transaction: every record it writes is
+	// stamped with it.
+	Now() time.Time
+
+	// Merchants.
+	GetMerchant(id string) (*Merchant, error)
+	GetMerchantByClientID(clientID string) (*Merchant, error)
+	// PutMerchant creates or replaces a merchant; a client id belongs to one merchant.
+	PutMerchant(m *Merchant) error
+	ListMerchants() ([]*Merchant, error)
+
+	// Orders. A merchant sees only its own orders.
+	GetOrder(merchantID, orderID string) (*order.Order, error)
+	// CreateOrder stores a new order with Version 1 (set on o).
+	CreateOrder(o *order.Order) error
+	// UpdateOrder replaces an order if o.Version is the stored version, and
+	// increments o.Version; otherwise it fails with fault.Conflict.
+	UpdateOrder(o *order.Order) error
+	ListOrders(merchantID string, q OrderQuery) (OrderPage, error)
+	// OrdersExpiringBefore lists orders of any merchant whose expiresAt is
+	// before t (at most limit), for the expiry job.
+	OrdersExpiringBefore(t time.Time, limit int) ([]*order.Order, error)
+
+	// Authorization tokens.
+	GetAuthorization(merchantID, tok string) (*token.Authorization, error)
+	PutAuthorization(a *token.Authorization) error
+
+	// Customer tokens.
+	GetCustomerToken(merchantID, id string) (*token.Customer, error)
+	PutCustomerToken(c *token.Customer) error
+
+	// NextSequence returns the next number of a merchant's gapless series
+	// (1, 2, 3, …); a rolled-back transaction gives its number back.
+	NextSequence(merchantID, series string) (int64, error)
+
+	// Idempotency records, keyed by merchant and key.
+	// GetIdempotency returns (nil, nil) when there is none.
+	GetIdempotency(merchantID, key string) (*IdempotencyRecord, error)
+	// PutIdempotency stores a record; a record with the same merchant and key
+	// already present is a fault.Conflict.
+	PutIdempotency(r *IdempotencyRecord) error
+	// DeleteExpiredIdempotency removes up to limit records that expired before t
+	// and reports how many it removed.
+	DeleteExpiredIdempotency(t time.Time, limit int) (int, error)
+
+	// Outbox of notifications, written with the change they announce.
+	AddOutbox(m *OutboxMessage) error
+	// PendingOutbox lists up to limit messages due at or before t, oldest first.
+	PendingOutbox(t time.Time, limit int) ([]*OutboxMessage, error)
+	// UpdateOutbox replaces a message (attempts, next attempt, delivery state).
+	UpdateOutbox(m *OutboxMessage) error
+}
+
+// Merchant is an API client of kassa.
+type Merchant struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	ClientID string `json:"clientId"`
+	// SecretHash is SHA-256 over Salt and the client secret. Secrets are 32
+	// random bytes, so a fast hash with a salt is enough; they are never stored.
+	SecretHash []byte    `json:"secretHash"`
+	Salt       []byte    `json:"salt"`
+	RequireAck bool      `json:"requireAck,omitempty"`
+	Sandbox    bool      `json:"sandbox,omitempty"`
+	WebhookURL string    `json:"webhookUrl,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+}
+
+// OrderQuery selects orders of one merchant. Every filter is optional and all
+// given filters must hold (AND). Within a list filter any value may match,
+// except StatusAnd (all must hold) and StatusNot (none may hold).
+type OrderQuery struct {
+	IDs                []string
+	StoreIDs           []string
+	OrderReferences    []string
+	MerchantReferences []string
+	Status             []order.Status
+	StatusAnd          []order.Status
+	StatusNot          []order.Status
+	Categories         []order.Category
+	CreatedFrom        time.Time // inclusive; zero means unbounded
+	CreatedTo          time.Time // exclusive
+	ExpiresFrom        time.Time // inclusive
+	ExpiresTo          time.Time // exclusive
+	// Q matches an order id, orderReference or merchantReference exactly.
+	Q string
+	// Cursor is the NextCursor of the previous page ("" for the first).
+	Cursor string
+	// Size is the page size, 1 to MaxPageSize; 0 means DefaultPageSize.
+	Size int
+}
+
+// Page sizes of order lists.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// OrderPage is one page of a list, newest first.
+type OrderPage struct {
+	Orders     []*order.Order
+	NextCursor string // "" on the last page
+}
+
+// IdempotencyRecord remembers the outcome of a mutating request so that a
+// retry with the same key replays it instead of running it again.
+type IdempotencyRecord struct {
+	MerchantID  string            `json:"merchantId"`
+	Key         string            `json:"key"`
+	Fingerprint string            `json:"fingerprint"` // hash of method, path and body
+	Status      int               `json:"status"`
+	Header      map[string]string `json:"header,omitempty"`
+	Body        []byte            `json:"body,omitempty"`
+	CreatedAt   time.Time         `json:"createdAt"`
+	ExpiresAt   time.Time         `json:"expiresAt"`
+}
+
+// OutboxMessage is a notification to deliver to a merchant.
+type OutboxMessage struct {
+	ID          string    `json:"id"`
+	MerchantID  string    `json:"merchantId"`
+	Topic       string    `json:"topic"` // e.g. "order.acknowledgementRequired", "order.event"
+	OrderID     string    `json:"orderId,omitempty"`
+	Payload     []byte    `json:"payload"`
+	CreatedAt   time.Time `json:"createdAt"`
+	NextAttempt time.Time `json:"nextAttempt"`
+	Attempts    int       `json:"attempts"`
+	Delivered   bool      `json:"delivered"`
+	LastError   string    `json:"lastError,omitempty"`
+}

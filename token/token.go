@@ -1,0 +1,264 @@
+// Package token holds the buyer's approvals: authorization tokens (single use,
+// expiring, carrying the buyer, the approved payment method and an approved
+// amount) and customer tokens (reusable until revoked) from which orders are
+// created.
+package token
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
+	"github.com/kassahq/kassa/order"
+)
+
+// DefaultAuthorizationTTL is how long an authorization token can be used.
+const DefaultAuthorizationTTL = 60 * time.Minute
+
+// Authorization is an authorization token: a buyer's completed checkout.
+type Authorization struct {
+	Token          string              `json:"token"`
+	MerchantID     string              `json:"merchantId"`
+	Country        string              `json:"country"`
+	Currency       money.Currency      `json:"currency"`
+	Locale         string              `json:"locale"`
+	Buyer          order.Customer      `json:"buyer"`
+	PaymentMethod  order.PaymentMethod `json:"paymentMethod"`
+	ApprovedAmount int64               `json:"approvedAmount,omitempty"` // 0: none stated
+	RiskTags       []order.RiskTag     `json:"riskTags,omitempty"`
+	CreatedAt      time.Time           `json:"createdAt"`
+	ExpiresAt      time.Time           `json:"expiresAt"`
+	UsedAt         *time.Time          `json:"usedAt,omitempty"`
+	UsedFor        string              `json:"usedFor,omitempty"` // "order:<id>" or "customerToken:<id>"
+	Deleted        bool                `json:"deleted,omitempty"`
+}
+
+// Usable reports why the token cannot be used at now, or nil.
+func (a *Authorization) Usable(now time.Time) error {
+	switch {
+	case a.Deleted:
+		return fault.NotFoundf("authorization_token_not_found", "authorization token not found")
+	case a.UsedAt != nil:
+		return fault.New(fault.NotAvailable, "authorization_token_used", "the authorization token was already used (%s)", a.UsedFor)
+	case !now.Before(a.ExpiresAt):
+		return fault.New(fault.NotAvailable, "authorization_token_expired", "the authorization token expired at %s", a.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Consume marks the token used for what; a token is single use.
+func (a *Authorization) Consume(now time.Time, what string) error {
+	if err := a.Usable(now); err != nil {
+		return err
+	}
+	t := now
+	a.UsedAt, a.UsedFor = &t, what
+	return nil
+}
+
+// Delete withdraws an unused token (DELETE /v1/authorization-tokens/{token}).
+func (a *Authorization) Delete(now time.Time) error {
+	if a.Deleted {
+		return fault.NotFoundf("authorization_token_not_found", "authorization token not found")
+	}
+	a.Deleted = true
+	return nil
+}
+
+// Approval converts the token into what an order is created from.
+func (a *Authorization) Approval(requireAck bool) order.Authorization {
+	return order.Authorization{TokenID: a.Token, Country: a.Country, Currency: a.Currency, Buyer: a.Buyer,
+		PaymentMethod: a.PaymentMethod, ApprovedAmount: a.ApprovedAmount, RiskTags: a.RiskTags, RequireAck: requireAck}
+}
+
+// State of a customer token.
+type State string
+
+const (
+	StateActive  State = "active"
+	StateRevoked State = "revoked"
+)
+
+// Account is the masked payment account of a customer token.
+type Account struct {
+	ExpiryMonth   string `json:"expiryMonth"`
+	ExpiryYear    string `json:"expiryYear"`
+	MaskedAccount string `json:"maskedAccount"`
+}
+
+// Customer is a customer token as kassa stores it. Record gives the spec's
+// CustomerToken representation.
+type Customer struct {
+	TokenID        string              `json:"tokenId"`
+	State          State               `json:"state"`
+	Account        Account             `json:"account"`
+	BillingAddress *order.Address      `json:"billingAddress,omitempty"`
+	CompanyID      string              `json:"companyId"`
+	Country        string              `json:"country"`
+	Email          string              `json:"email"`
+	FirstName      string              `json:"firstName"`
+	LastName       string              `json:"lastName"`
+	Phone          string              `json:"phone"`
+	Reference1     string              `json:"reference1"`
+	Reference2     string              `json:"reference2"`
+	MerchantID     string              `json:"merchantId"`
+	StoreID        string              `json:"storeId"`
+	PaymentMethod  order.PaymentMethod `json:"paymentMethod"`
+	Currency       money.Currency      `json:"currency"`
+	Locale         string              `json:"locale"`
+	CompanyName    string              `json:"companyName,omitempty"`
+	RiskTags       []order.RiskTag     `json:"riskTags,omitempty"`
+	CreatedAt      time.Time           `json:"createdAt"`
+	RevokedAt      *time.Time          `json:"revokedAt,omitempty"`
+}
+
+// Record is the spec's CustomerToken.
+type Record struct {
+	TokenID        string              `json:"tokenId"`
+	State          State               `json:"state"`
+	Account        Account             `json:"account"`
+	BillingAddress *order.Address      `json:"billingAddress,omitempty"`
+	CompanyID      string              `json:"companyId"`
+	Country        string              `json:"country"`
+	Email          string              `json:"email"`
+	FirstName      string              `json:"firstName"`
+	LastName       string              `json:"lastName"`
+	Phone          string              `json:"phone"`
+	Reference1     string              `json:"reference1"`
+	Reference2     string              `json:"reference2"`
+	MerchantID     string              `json:"merchantId"`
+	StoreID        string              `json:"storeId"`
+	PaymentMethod  order.PaymentMethod `json:"paymentMethod"`
+}
+
+// Record returns the API representation of c.
+func (c *Customer) Record() Record {
+	return Record{TokenID: c.TokenID, State: c.State, Account: c.Account, BillingAddress: c.BillingAddress,
+		CompanyID: c.CompanyID, Country: c.Country, Email: c.Email, FirstName: c.FirstName, LastName: c.LastName,
+		Phone: c.Phone, Reference1: c.Reference1, Reference2: c.Reference2, MerchantID: c.MerchantID,
+		StoreID: c.StoreID, PaymentMethod: c.PaymentMethod}
+}
+
+// CreateCustomerRequest is the spec's CreateCustomerTokenRequest.
+type CreateCustomerRequest struct {
+	Country  string               `json:"country"`
+	Currency string               `json:"currency"`
+	Customer *order.CustomerInput `json:"customer"`
+	Locale   string               `json:"locale"`
+	StoreID  string               `json:"storeId,omitempty"`
+}
+
+// Validate checks every field at once.
+func (r *CreateCustomerRequest) Validate() error {
+	var f fault.Fields
+	if r.Country == "" {
+		f.Add("country", "is required")
+	} else if !order.ValidCountry(r.Country) {
+		f.Add("country", "must be an ISO 3166-1 alpha-2 code")
+	}
+	if r.Currency == "" {
+		f.Add("currency", "is required")
+	} else if !money.Currency(r.Currency).Valid() {
+		f.Add("currency", "must be an ISO 4217 code")
+	}
+	if r.Locale == "" {
+		f.Add("locale", "is required")
+	} else if !order.ValidLocale(r.Locale) {
+		f.Add("locale", "must be a locale such as sv-SE")
+	}
+	if r.Customer == nil {
+		f.Add("customer", "is required")
+	} else {
+		if r.Customer.ShippingAddress != nil {
+			f.Add("customer.shippingAddress", "is not part of a customer token")
+		}
+		r.Customer.Validate(&f, "customer")
+	}
+	if len([]rune(r.StoreID)) > order.MaxStoreIDLen {
+		f.Add("storeId", "must be at most %d characters", order.MaxStoreIDLen)
+	}
+	return f.Err()
+}
+
+// NewCustomer turns an unused authorization token into a reusable customer
+// token, consuming the authorization.
+func NewCustomer(a *Authorization, r *CreateCustomerRequest, id string, now time.Time) (*Customer, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	var f fault.Fields
+	if r.Country != a.Country {
+		f.Add("country", "must be %s, the country the buyer was authorized in", a.Country)
+	}
+	if money.Currency(r.Currency) != a.Currency {
+		f.Add("currency", "must be %s, the currency the buyer was authorized in", a.Currency)
+	}
+	if r.Customer.CompanyID != "" && a.Buyer.CompanyID != "" && r.Customer.CompanyID != a.Buyer.CompanyID {
+		f.Add("customer.companyId", "must be %s, the authorized buyer", a.Buyer.CompanyID)
+	}
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	if err := a.Consume(now, "customerToken:"+id); err != nil {
+		return nil, err
+	}
+	b := a.Buyer
+	pick := func(v, fallback string) string {
+		if v != "" {
+			return v
+		}
+		return fallback
+	}
+	in := r.Customer
+	c := &Customer{
+		TokenID: id, State: StateActive, MerchantID: a.MerchantID, StoreID: r.StoreID,
+		CompanyID: pick(in.CompanyID, b.CompanyID), Country: a.Country,
+		Email: pick(in.Email, b.Email), FirstName: pick(in.FirstName, b.FirstName),
+		LastName: pick(in.LastName, b.LastName), Phone: pick(in.Phone, b.Phone),
+		Reference1: in.Reference1, Reference2: in.Reference2,
+		BillingAddress: in.BillingAddress, PaymentMethod: a.PaymentMethod,
+		Currency: a.Currency, Locale: r.Locale, CompanyName: b.CompanyName, RiskTags: a.RiskTags,
+		CreatedAt: now,
+	}
+	if c.BillingAddress == nil {
+		c.BillingAddress = b.BillingAddress
+	}
+	if a.PaymentMethod.Type == order.PayCard {
+		exp := now.AddDate(3, 0, 0)
+		c.Account = Account{ExpiryMonth: fmt.Sprintf("%02d", int(exp.Month())), ExpiryYear: fmt.Sprintf("%d", exp.Year()),
+			MaskedAccount: "**** **** **** " + lastFour(id)}
+	}
+	return c, nil
+}
+
+// Revoke ends the token's use. Revoking a revoked token changes nothing.
+func (c *Customer) Revoke(now time.Time) {
+	if c.State == StateRevoked {
+		return
+	}
+	t := now
+	c.State, c.RevokedAt = StateRevoked, &t
+}
+
+// Approval returns what an order from this customer token is created from.
+// A revoked token creates no order.
+func (c *Customer) Approval(requireAck bool) (order.Authorization, error) {
+	if c.State != StateActive {
+		return order.Authorization{}, fault.New(fault.NotAvailable, "customer_token_revoked", "the customer token is revoked")
+	}
+	return order.Authorization{
+		TokenID: c.TokenID, Country: c.Country, Currency: c.Currency, PaymentMethod: c.PaymentMethod,
+		RiskTags: c.RiskTags, RequireAck: requireAck,
+		Buyer: order.Customer{BillingAddress: c.BillingAddress, CompanyID: c.CompanyID, CompanyName: c.CompanyName,
+			Country: c.Country, Email: c.Email, FirstName: c.FirstName, LastName: c.LastName, Phone: c.Phone,
+			Reference1: c.Reference1, Reference2: c.Reference2},
+	}, nil
+}
+
+func lastFour(s string) string {
+	if len(s) <= 4 {
+		return s
+	}
+	return s[len(s)-4:]
+}
