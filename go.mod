@@ -3,10 +3,6 @@ module github.com/kassahq/kassa
 go 1.26
 
 require (
-	github.com/google/uuid v1.6.0 // indirect
-	github.com/julienschmidt/httprouter v1.3.0 // indirect
-	github.com/shopspring/decimal v1.6.0 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
-	golang.org/x/sys v0.45.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
+	github.com/google/uuid v1.6.0
+	github.com/shopspring/decimal v1.6.0
 )

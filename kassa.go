@@ -1,0 +1,240 @@
+// Package kassa is the embedding API of kassa: the use cases of a B2B payment
+// provider over a transactional store.
+//
+// A platform opens a store (storage/bolt by default), calls New, and then one
+// method per operation: create an order from a buyer's authorization,
+// capture, refund, cancel, edit, read and list. Each mutating method is one
+// store transaction that loads the order, applies the domain rule (packages
+// order, capture, refund, token), saves it, and records the idempotency
+// result and outbox entries atomically: when a method returns without error,
+// its effect is durable, and a retry with the same idempotency key replays
+// the original outcome instead of running again.
+//
+// The reference server (package server, binary cmd/kassa) calls only this API.
+package kassa
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/token"
+)
+
+// Options configure a Ledger. The zero value is usable.
+type Options struct {
+	// IDs mints identifiers; default RandomIDs.
+	IDs order.IDSource
+	// Policy holds the expiry periods; default order.DefaultPolicy.
+	Policy order.Policy
+	// IdempotencyTTL is how long an idempotency key is remembered; default 24 h.
+	IdempotencyTTL time.Duration
+	// AuthorizationTTL is how long a minted authorization token lives; default 60 min.
+	AuthorizationTTL time.Duration
+	// DocumentURL links a sub-order's document (set by the server, which serves them).
+	DocumentURL order.DocumentURLFunc
+}
+
+// Ledger runs kassa's use cases over a store. It is safe for concurrent use.
+type Ledger struct {
+	store storage.Store
+	opts  Options
+
+	mu       sync.Mutex
+	inFlight map[string]struct{} // merchant + idempotency key of requests being executed here
+}
+
+// New returns a Ledger over store.
+func New(store storage.Store, opts Options) *Ledger {
+	if opts.IDs == nil {
+		opts.IDs = RandomIDs{}
+	}
+	if opts.Policy == (order.Policy{}) {
+		opts.Policy = order.DefaultPolicy
+	}
+	if opts.IdempotencyTTL == 0 {
+		opts.IdempotencyTTL = 24 * time.Hour
+	}
+	if opts.AuthorizationTTL == 0 {
+		opts.AuthorizationTTL = token.DefaultAuthorizationTTL
+	}
+	return &Ledger{store: store, opts: opts, inFlight: map[string]struct{}{}}
+}
+
+// Store returns the underlying store.
+func (l *Ledger) Store() storage.Store { return l.store }
+
+// Policy returns the order policy in force.
+func (l *Ledger) Policy() order.Policy { return l.opts.Policy }
+
+// Call identifies who calls and, for mutations, the optional idempotency key.
+type Call struct {
+	MerchantID     string
+	IdempotencyKey string
+}
+
+// Result is the outcome of a mutating operation. Status is the HTTP status
+// the reference server answers with (200, 201 or 204) and Body its JSON body,
+// both exactly as first produced: a replay returns them unchanged, with
+// Replayed set. Order is the order after the operation (nil on a replay or
+// when the operation concerns no order).
+type Result struct {
+	Status   int
+	Body     []byte
+	Location string
+	Replayed bool
+	Order    *order.Order
+}
+
+// MaxIdempotencyKeyLen bounds the Idempotency-Key header.
+const MaxIdempotencyKeyLen = 255
+
+func validKey(k string) error {
+	if len(k) > MaxIdempotencyKeyLen {
+		return fault.Invalidf("Idempotency-Key", "must be at most %d characters", MaxIdempotencyKeyLen)
+	}
+	for _, r := range k {
+		if r > unicode.MaxASCII || !unicode.IsPrint(r) {
+			return fault.Invalidf("Idempotency-Key", "must be printable ASCII")
+		}
+	}
+	return nil
+}
+
+// fingerprint identifies a request for idempotency: the operation, its
+// targets and its decoded body, so a reused key with another request is caught.
+func fingerprint(op string, targets []string, req any) string {
+	h := sha256.New()
+	h.Write([]byte(op))
+	for _, t := range targets {
+		h.Write([]byte{0})
+		h.Write([]byte(t))
+	}
+	h.Write([]byte{0})
+	b, _ := json.Marshal(req)
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// run executes fn in one Update transaction under the call's idempotency key.
+// Without a key it simply runs. With one: a key already executed with the
+// same request replays the stored result; with another request it is
+// refused (KeyReused); a key being executed right now by this process is a
+// Conflict. The record is written in the same transaction as the change, so
+// a crash can never leave one without the other.
+func (l *Ledger) run(ctx context.Context, call Call, fp string, fn func(tx storage.Tx) (*Result, error)) (*Result, error) {
+	if call.MerchantID == "" {
+		return nil, fault.New(fault.Unauthorized, "unauthorized", "no merchant")
+	}
+	if call.IdempotencyKey == "" {
+		var res *Result
+		err := l.store.Update(ctx, func(tx storage.Tx) error {
+			r, err := fn(tx)
+			res = r
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	if err := validKey(call.IdempotencyKey); err != nil {
+		return nil, err
+	}
+	slot := call.MerchantID + "\x00" + call.IdempotencyKey
+	l.mu.Lock()
+	if _, busy := l.inFlight[slot]; busy {
+		l.mu.Unlock()
+		return nil, fault.Conflictf("idempotency_request_in_progress", "a request with this Idempotency-Key is still being processed")
+	}
+	l.inFlight[slot] = struct{}{}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.inFlight, slot)
+		l.mu.Unlock()
+	}()
+
+	var res *Result
+	err := l.store.Update(ctx, func(tx storage.Tx) error {
+		rec, err := tx.GetIdempotency(call.MerchantID, call.IdempotencyKey)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			if rec.Fingerprint != fp {
+				return fault.New(fault.KeyReused, "idempotency_key_reused",
+					"this Idempotency-Key was used with a different request")
+			}
+			res = &Result{Status: rec.Status, Body: rec.Body, Location: rec.Header["Location"], Replayed: true}
+			return nil
+		}
+		r, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		now := tx.Now()
+		hdr := map[string]string{}
+		if r.Location != "" {
+			hdr["Location"] = r.Location
+		}
+		if err := tx.PutIdempotency(&storage.IdempotencyRecord{
+			MerchantID: call.MerchantID, Key: call.IdempotencyKey, Fingerprint: fp,
+			Status: r.Status, Header: hdr, Body: r.Body,
+			CreatedAt: now, ExpiresAt: now.Add(l.opts.IdempotencyTTL),
+		}); err != nil {
+			if fault.Is(err, fault.Conflict) {
+				// Another replica stored the key first: its request is the one that counts.
+				return fault.Conflictf("idempotency_request_in_progress", "a request with this Idempotency-Key is being processed")
+			}
+			return err
+		}
+		res = r
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// sequencer binds a merchant's document series to a transaction.
+type sequencer struct {
+	tx       storage.Tx
+	merchant string
+}
+
+func (s sequencer) Next(series string) (int64, error) { return s.tx.NextSequence(s.merchant, series) }
+
+func (l *Ledger) env(tx storage.Tx, merchantID string) order.Env {
+	return order.Env{Now: tx.Now(), IDs: l.opts.IDs, Docs: sequencer{tx, merchantID}, Policy: l.opts.Policy}
+}
+
+// Render returns the spec's LedgerOrderResponse of o at now.
+func (l *Ledger) Render(o *order.Order, now time.Time) order.Response {
+	return o.Response(now, l.opts.Policy, l.opts.DocumentURL)
+}
+
+func (l *Ledger) orderResult(o *order.Order, now time.Time) (*Result, error) {
+	body, err := json.Marshal(l.Render(o, now))
+	if err != nil {
+		return nil, fault.Internalf(err, "encode order")
+	}
+	return &Result{Status: http.StatusOK, Body: body, Order: o}, nil
+}
+
+func jsonResult(status int, v any) (*Result, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, fault.Internalf(err, "encode result")
+	}
+	return &Result{Status: status, Body: body}, nil
+}

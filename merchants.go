@@ -1,0 +1,115 @@
+package kassa
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/storage"
+)
+
+// Credentials are a merchant's API client id and secret. The secret is only
+// ever known at creation; kassa stores a salted hash.
+type Credentials struct {
+	MerchantID   string `json:"merchantId"`
+	ClientID     string `json:"clientId"`
+	ClientSecret string `json:"clientSecret"`
+}
+
+func hashSecret(salt []byte, secret string) []byte {
+	h := sha256.New()
+	h.Write(salt)
+	h.Write([]byte(secret))
+	return h.Sum(nil)
+}
+
+// MerchantOptions describe a new merchant.
+type MerchantOptions struct {
+	Name         string
+	ClientID     string // generated when empty
+	ClientSecret string // generated when empty
+	Sandbox      bool
+	RequireAck   bool
+}
+
+// EnsureMerchant creates a merchant, or, when one with the client id exists,
+// keeps it and sets the given secret. It returns the credentials (with the
+// secret in clear, the only time it is available) and whether it created one.
+func (l *Ledger) EnsureMerchant(ctx context.Context, mo MerchantOptions) (Credentials, bool, error) {
+	if mo.ClientID == "" {
+		mo.ClientID = "kc_" + RandomSecret(10)
+	}
+	if mo.ClientSecret == "" {
+		mo.ClientSecret = "ks_" + RandomSecret(20)
+	}
+	if len(mo.ClientID) > 200 || len(mo.ClientSecret) > 200 {
+		return Credentials{}, false, fault.Invalidf("clientId", "client id and secret must be at most 200 characters")
+	}
+	var creds Credentials
+	created := false
+	err := l.store.Update(ctx, func(tx storage.Tx) error {
+		salt := make([]byte, 16)
+		if _, err := rand.Read(salt); err != nil {
+			return fault.Internalf(err, "salt")
+		}
+		m, err := tx.GetMerchantByClientID(mo.ClientID)
+		switch {
+		case err == nil:
+			created = false
+		case fault.Is(err, fault.NotFound):
+			created = true
+			m = &storage.Merchant{ID: l.opts.IDs.NewID("merchant"), Name: mo.Name, ClientID: mo.ClientID,
+				Sandbox: mo.Sandbox, RequireAck: mo.RequireAck, CreatedAt: tx.Now()}
+		default:
+			return err
+		}
+		m.Salt, m.SecretHash = salt, hashSecret(salt, mo.ClientSecret)
+		creds = Credentials{MerchantID: m.ID, ClientID: m.ClientID, ClientSecret: mo.ClientSecret}
+		return tx.PutMerchant(m)
+	})
+	return creds, created, err
+}
+
+// Authenticate checks a client id and secret and returns the merchant.
+func (l *Ledger) Authenticate(ctx context.Context, clientID, secret string) (*storage.Merchant, error) {
+	var m *storage.Merchant
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		var err error
+		m, err = tx.GetMerchantByClientID(clientID)
+		return err
+	})
+	if err != nil {
+		if fault.Is(err, fault.NotFound) {
+			return nil, fault.New(fault.Unauthorized, "unauthorized", "unknown client or wrong secret")
+		}
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare(hashSecret(m.Salt, secret), m.SecretHash) != 1 {
+		return nil, fault.New(fault.Unauthorized, "unauthorized", "unknown client or wrong secret")
+	}
+	return m, nil
+}
+
+// Merchant reads a merchant by id.
+func (l *Ledger) Merchant(ctx context.Context, id string) (*storage.Merchant, error) {
+	var m *storage.Merchant
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		var err error
+		m, err = tx.GetMerchant(id)
+		return err
+	})
+	return m, err
+}
+
+// HasMerchants reports whether the store holds any merchant.
+func (l *Ledger) HasMerchants(ctx context.Context) (bool, error) {
+	var any bool
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		ms, err := tx.ListMerchants()
+		any = len(ms) > 0
+		return err
+	})
+	return any, err
+}

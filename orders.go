@@ -1,0 +1,282 @@
+package kassa
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/refund"
+	"github.com/kassahq/kassa/storage"
+)
+
+// Outbox topics written by the order use cases.
+const (
+	TopicAcknowledgementRequired = "order.acknowledgementRequired"
+	TopicDocumentResend          = "document.resend"
+)
+
+// mutate is the shape of every order operation: one transaction that loads
+// the order, applies the rule, saves it with its version checked, and
+// answers with the order as it now is.
+func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targets []string, req any,
+	apply func(tx storage.Tx, o *order.Order, env order.Env) error) (*Result, error) {
+	fp := fingerprint(op, append([]string{orderID}, targets...), req)
+	return l.run(ctx, call, fp, func(tx storage.Tx) (*Result, error) {
+		o, err := tx.GetOrder(call.MerchantID, orderID)
+		if err != nil {
+			return nil, err
+		}
+		env := l.env(tx, call.MerchantID)
+		wasUnacked := o.Unacknowledged
+		if err := apply(tx, o, env); err != nil {
+			return nil, err
+		}
+		if o.Unacknowledged && !wasUnacked {
+			if err := l.notifyAck(tx, o); err != nil {
+				return nil, err
+			}
+		}
+		if err := tx.UpdateOrder(o); err != nil {
+			return nil, err
+		}
+		return l.orderResult(o, env.Now)
+	})
+}
+
+func (l *Ledger) notifyAck(tx storage.Tx, o *order.Order) error {
+	payload, _ := json.Marshal(map[string]string{"type": TopicAcknowledgementRequired, "orderId": o.ID})
+	now := tx.Now()
+	return tx.AddOutbox(&storage.OutboxMessage{ID: l.opts.IDs.NewID("outbox"), MerchantID: o.MerchantID,
+		Topic: TopicAcknowledgementRequired, OrderID: o.ID, Payload: payload, CreatedAt: now, NextAttempt: now})
+}
+
+// GetOrder reads an order of the merchant. It also returns the time the read
+// was made at, which the order's statuses and actions are computed for.
+func (l *Ledger) GetOrder(ctx context.Context, merchantID, orderID string) (*order.Order, time.Time, error) {
+	var o *order.Order
+	var now time.Time
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		var err error
+		now = tx.Now()
+		o, err = tx.GetOrder(merchantID, orderID)
+		return err
+	})
+	return o, now, err
+}
+
+// ListOrders lists the merchant's orders, newest first.
+func (l *Ledger) ListOrders(ctx context.Context, merchantID string, q storage.OrderQuery) (storage.OrderPage, time.Time, error) {
+	var page storage.OrderPage
+	var now time.Time
+	if q.Size < 0 || q.Size > storage.MaxPageSize {
+		return page, now, fault.Invalidf("size", "must be between 1 and %d", storage.MaxPageSize)
+	}
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		var err error
+		now = tx.Now()
+		page, err = tx.ListOrders(merchantID, q)
+		return err
+	})
+	return page, now, err
+}
+
+// EditOrder replaces the uncaptured lines (POST /v1/orders/{id}).
+func (l *Ledger) EditOrder(ctx context.Context, call Call, orderID string, req *order.EditRequest) (*Result, error) {
+	return l.mutate(ctx, call, "editOrder", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		return o.Edit(req, env)
+	})
+}
+
+// CancelOrder releases what is uncaptured (DELETE /v1/orders/{id}).
+func (l *Ledger) CancelOrder(ctx context.Context, call Call, orderID string) (*Result, error) {
+	return l.mutate(ctx, call, "cancelOrder", orderID, nil, nil, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		return o.Cancel(env)
+	})
+}
+
+// CancelLedger cancels the uncaptured sub-order or voids a captured invoice
+// (DELETE /v1/orders/{id}/{ledgerId}).
+func (l *Ledger) CancelLedger(ctx context.Context, call Call, orderID, ledgerID string) (*Result, error) {
+	return l.mutate(ctx, call, "cancelLedger", orderID, []string{ledgerID}, nil, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		return o.CancelLedger(ledgerID, env)
+	})
+}
+
+// Acknowledge confirms an order that awaits acknowledgement.
+func (l *Ledger) Acknowledge(ctx context.Context, call Call, orderID string) (*Result, error) {
+	return l.mutate(ctx, call, "acknowledge", orderID, nil, nil, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		return o.Acknowledge(env)
+	})
+}
+
+// Capture captures the remainder, or the given lines as the final capture.
+func (l *Ledger) Capture(ctx context.Context, call Call, orderID string, req *capture.FullRequest) (*Result, error) {
+	return l.mutate(ctx, call, "capture", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		_, err := capture.Full(o, req, env)
+		return err
+	})
+}
+
+// PartialCapture captures the given lines.
+func (l *Ledger) PartialCapture(ctx context.Context, call Call, orderID string, req *capture.PartialRequest) (*Result, error) {
+	return l.mutate(ctx, call, "partialCapture", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		_, err := capture.Partial(o, req, env)
+		return err
+	})
+}
+
+// Refund refunds what remains refundable on a capture.
+func (l *Ledger) Refund(ctx context.Context, call Call, orderID, ledgerID string, req *refund.FullRequest) (*Result, error) {
+	return l.mutate(ctx, call, "refund", orderID, []string{ledgerID}, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		_, err := refund.Full(o, ledgerID, req, env)
+		return err
+	})
+}
+
+// PartialRefund refunds the given lines of a capture.
+func (l *Ledger) PartialRefund(ctx context.Context, call Call, orderID, ledgerID string, req *refund.PartialRequest) (*Result, error) {
+	return l.mutate(ctx, call, "partialRefund", orderID, []string{ledgerID}, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		_, err := refund.Partial(o, ledgerID, req, env)
+		return err
+	})
+}
+
+// EditCustomer changes the buyer's contact and delivery details.
+func (l *Ledger) EditCustomer(ctx context.Context, call Call, orderID string, req *order.EditCustomerRequest) (*Result, error) {
+	return l.mutate(ctx, call, "editCustomer", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		return o.EditCustomer(req, env)
+	})
+}
+
+// EditPaymentMethod switches an order to advance invoice.
+func (l *Ledger) EditPaymentMethod(ctx context.Context, call Call, orderID string, req *order.EditPaymentMethodRequest) (*Result, error) {
+	return l.mutate(ctx, call, "editPaymentMethod", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		return o.EditPaymentMethod(req, env)
+	})
+}
+
+// ExtendExpiry moves the order's expiry date.
+func (l *Ledger) ExtendExpiry(ctx context.Context, call Call, orderID string) (*Result, error) {
+	return l.mutate(ctx, call, "extendExpiry", orderID, nil, nil, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		return o.ExtendExpiry(env)
+	})
+}
+
+// SetReference sets the merchant's order reference.
+func (l *Ledger) SetReference(ctx context.Context, call Call, orderID string, req *order.ReferenceRequest) (*Result, error) {
+	return l.mutate(ctx, call, "setReference", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		return o.SetReference(req, env)
+	})
+}
+
+// Recourse hands an unpaid invoice back to the merchant.
+func (l *Ledger) Recourse(ctx context.Context, call Call, orderID, ledgerID string, req *order.RecourseRequest) (*Result, error) {
+	return l.mutate(ctx, call, "recourse", orderID, []string{ledgerID}, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		return o.Recourse(ledgerID, req, env)
+	})
+}
+
+// ResendDocument queues the document of a sub-order for delivery to the buyer again.
+func (l *Ledger) ResendDocument(ctx context.Context, call Call, orderID, ledgerID string) (*Result, error) {
+	return l.mutate(ctx, call, "resendDocument", orderID, []string{ledgerID}, nil, func(tx storage.Tx, o *order.Order, env order.Env) error {
+		led, err := o.Resend(ledgerID, env)
+		if err != nil {
+			return err
+		}
+		payload, _ := json.Marshal(map[string]string{"type": TopicDocumentResend, "orderId": o.ID,
+			"ledgerId": led.ID, "documentReference": led.DocumentReference})
+		return tx.AddOutbox(&storage.OutboxMessage{ID: l.opts.IDs.NewID("outbox"), MerchantID: o.MerchantID,
+			Topic: TopicDocumentResend, OrderID: o.ID, Payload: payload, CreatedAt: env.Now, NextAttempt: env.Now})
+	})
+}
+
+// RegisterPayment records a buyer's payment on a capture (sandbox simulation
+// and payment reconciliation).
+func (l *Ledger) RegisterPayment(ctx context.Context, call Call, orderID, ledgerID string, amount int64) (*Result, error) {
+	return l.mutate(ctx, call, "registerPayment", orderID, []string{ledgerID}, amount, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		return o.RegisterPayment(ledgerID, amount, env)
+	})
+}
+
+// MarkLedger sets a buyer-side status (reminder, debt collection, delivery failure).
+func (l *Ledger) MarkLedger(ctx context.Context, call Call, orderID, ledgerID string, s order.SubStatus) (*Result, error) {
+	return l.mutate(ctx, call, "markLedger", orderID, []string{ledgerID}, s, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		return o.MarkLedger(ledgerID, s, env)
+	})
+}
+
+// ResolveHold ends a risk review of an order on hold.
+func (l *Ledger) ResolveHold(ctx context.Context, call Call, orderID string, approve bool) (*Result, error) {
+	return l.mutate(ctx, call, "resolveHold", orderID, nil, approve, func(_ storage.Tx, o *order.Order, env order.Env) error {
+		return o.ResolveHold(approve, env)
+	})
+}
+
+// ExpireOrders marks up to limit orders whose expiry has passed (the expiry
+// job). It reports how many it marked. Safe to run concurrently with traffic:
+// each order is updated with its version checked.
+func (l *Ledger) ExpireOrders(ctx context.Context, limit int) (int, error) {
+	n := 0
+	err := l.store.Update(ctx, func(tx storage.Tx) error {
+		n = 0
+		due, err := tx.OrdersExpiringBefore(tx.Now(), limit)
+		if err != nil {
+			return err
+		}
+		for _, o := range due {
+			if o.MarkExpired(l.env(tx, o.MerchantID)) {
+				if err := tx.UpdateOrder(o); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// PaymentStatus is the spec's PaymentStatusResponse.
+type PaymentStatus struct {
+	Note          string              `json:"note"`
+	PaymentMethod order.PaymentMethod `json:"paymentMethod"`
+	// Status summarises the order's payment: pending, authorized, partiallyCaptured,
+	// captured, partiallyRefunded, refunded, partiallyPaid, paid, cancelled, expired or denied.
+	Status string `json:"status"`
+}
+
+// PaymentStatusOf derives the payment status of an order at now.
+func PaymentStatusOf(o *order.Order, now time.Time) PaymentStatus {
+	st := o.Statuses(now)
+	has := func(s order.Status) bool { return slices.Contains(st, s) }
+	ps := PaymentStatus{PaymentMethod: o.PaymentMethod}
+	switch {
+	case has(order.StatusFraudDeny):
+		ps.Status, ps.Note = "denied", "the buyer's authorization was denied"
+	case has(order.StatusOnHold), has(order.StatusUnacknowledged) && !has(order.StatusReadyForCapture):
+		ps.Status, ps.Note = "pending", "the order awaits review or acknowledgement"
+	case has(order.StatusFullyPaid):
+		ps.Status, ps.Note = "paid", "the buyer has paid every invoice"
+	case has(order.StatusFullyRefunded):
+		ps.Status, ps.Note = "refunded", "everything captured was refunded"
+	case has(order.StatusPartiallyPaid):
+		ps.Status, ps.Note = "partiallyPaid", "the buyer has paid in part"
+	case has(order.StatusPartiallyRefunded):
+		ps.Status, ps.Note = "partiallyRefunded", "part of what was captured was refunded"
+	case has(order.StatusFullyCaptured):
+		ps.Status, ps.Note = "captured", "every line was captured"
+	case has(order.StatusPartiallyCaptured):
+		ps.Status, ps.Note = "partiallyCaptured", "some lines were captured"
+	case has(order.StatusExpired):
+		ps.Status, ps.Note = "expired", "the authorization expired before capture"
+	case has(order.StatusCancelled):
+		ps.Status, ps.Note = "cancelled", "the order was cancelled"
+	default:
+		ps.Status, ps.Note = "authorized", "the order is authorized and awaits capture"
+	}
+	return ps
+}

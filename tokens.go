@@ -1,0 +1,198 @@
+package kassa
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/token"
+)
+
+// CreateOrderResponse is the spec's CreateOrderResponse (and CustomerTokenOrderResponse).
+type CreateOrderResponse struct {
+	OrderID string `json:"orderId"`
+}
+
+// CustomerTokenResponse is the answer to creating a customer token.
+type CustomerTokenResponse struct {
+	CustomerToken string `json:"customerToken"`
+}
+
+func (l *Ledger) requireAck(tx storage.Tx, merchantID string) (bool, error) {
+	m, err := tx.GetMerchant(merchantID)
+	if err != nil {
+		return false, err
+	}
+	return m.RequireAck, nil
+}
+
+// createOrder stores a new order and, when it awaits acknowledgement,
+// queues the merchant's notification in the same transaction.
+func (l *Ledger) createOrder(tx storage.Tx, merchantID string, req *order.CreateRequest, lines []order.Line,
+	mode money.VATMode, auth order.Authorization, env order.Env) (*Result, error) {
+	o, err := order.Create(merchantID, req, lines, mode, auth, env)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.CreateOrder(o); err != nil {
+		return nil, err
+	}
+	if o.Unacknowledged {
+		if err := l.notifyAck(tx, o); err != nil {
+			return nil, err
+		}
+	}
+	res, err := jsonResult(http.StatusOK, CreateOrderResponse{OrderID: o.ID})
+	if err != nil {
+		return nil, err
+	}
+	res.Order = o
+	return res, nil
+}
+
+// CreateOrderFromAuthorization turns an authorization token into an order
+// (POST /v1/authorization-tokens/{token}/order). The token is used up in the
+// same transaction.
+func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, tok string, req *order.CreateRequest) (*Result, error) {
+	lines, mode, err := order.ValidateCreate(req, false, l.opts.IDs)
+	if err != nil {
+		return nil, err
+	}
+	fp := fingerprint("createOrder", []string{tok}, req)
+	return l.run(ctx, call, fp, func(tx storage.Tx) (*Result, error) {
+		a, err := tx.GetAuthorization(call.MerchantID, tok)
+		if err != nil {
+			return nil, err
+		}
+		env := l.env(tx, call.MerchantID)
+		if err := a.Usable(env.Now); err != nil {
+			return nil, err
+		}
+		ack, err := l.requireAck(tx, call.MerchantID)
+		if err != nil {
+			return nil, err
+		}
+		res, err := l.createOrder(tx, call.MerchantID, req, lines, mode, a.Approval(ack), env)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.Consume(env.Now, "order:"+res.Order.ID); err != nil {
+			return nil, err
+		}
+		return res, tx.PutAuthorization(a)
+	})
+}
+
+// CreateOrderFromCustomerToken creates an order from a reusable customer token.
+func (l *Ledger) CreateOrderFromCustomerToken(ctx context.Context, call Call, tokenID string, req *order.CreateRequest) (*Result, error) {
+	lines, mode, err := order.ValidateCreate(req, true, l.opts.IDs)
+	if err != nil {
+		return nil, err
+	}
+	fp := fingerprint("createOrderFromCustomerToken", []string{tokenID}, req)
+	return l.run(ctx, call, fp, func(tx storage.Tx) (*Result, error) {
+		c, err := tx.GetCustomerToken(call.MerchantID, tokenID)
+		if err != nil {
+			return nil, err
+		}
+		ack, err := l.requireAck(tx, call.MerchantID)
+		if err != nil {
+			return nil, err
+		}
+		auth, err := c.Approval(ack)
+		if err != nil {
+			return nil, err
+		}
+		if req.Locale == "" {
+			req2 := *req
+			req2.Locale = c.Locale
+			req = &req2
+		}
+		return l.createOrder(tx, call.MerchantID, req, lines, mode, auth, l.env(tx, call.MerchantID))
+	})
+}
+
+// CreateCustomerToken turns an authorization token into a reusable customer token.
+func (l *Ledger) CreateCustomerToken(ctx context.Context, call Call, tok string, req *token.CreateCustomerRequest) (*Result, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	fp := fingerprint("createCustomerToken", []string{tok}, req)
+	return l.run(ctx, call, fp, func(tx storage.Tx) (*Result, error) {
+		a, err := tx.GetAuthorization(call.MerchantID, tok)
+		if err != nil {
+			return nil, err
+		}
+		c, err := token.NewCustomer(a, req, l.opts.IDs.NewID("customerToken"), tx.Now())
+		if err != nil {
+			return nil, err
+		}
+		if err := tx.PutAuthorization(a); err != nil {
+			return nil, err
+		}
+		if err := tx.PutCustomerToken(c); err != nil {
+			return nil, err
+		}
+		return jsonResult(http.StatusOK, CustomerTokenResponse{CustomerToken: c.TokenID})
+	})
+}
+
+// DeleteAuthorization withdraws an authorization token (204, no body).
+func (l *Ledger) DeleteAuthorization(ctx context.Context, call Call, tok string) (*Result, error) {
+	return l.run(ctx, call, fingerprint("deleteAuthorization", []string{tok}, nil), func(tx storage.Tx) (*Result, error) {
+		a, err := tx.GetAuthorization(call.MerchantID, tok)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.Delete(tx.Now()); err != nil {
+			return nil, err
+		}
+		if err := tx.PutAuthorization(a); err != nil {
+			return nil, err
+		}
+		return &Result{Status: http.StatusNoContent}, nil
+	})
+}
+
+// GetCustomerToken reads a customer token of the merchant.
+func (l *Ledger) GetCustomerToken(ctx context.Context, merchantID, id string) (*token.Customer, error) {
+	var c *token.Customer
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		var err error
+		c, err = tx.GetCustomerToken(merchantID, id)
+		return err
+	})
+	return c, err
+}
+
+// RevokeCustomerToken revokes a customer token and returns its record.
+func (l *Ledger) RevokeCustomerToken(ctx context.Context, call Call, id string) (*Result, error) {
+	return l.run(ctx, call, fingerprint("revokeCustomerToken", []string{id}, nil), func(tx storage.Tx) (*Result, error) {
+		c, err := tx.GetCustomerToken(call.MerchantID, id)
+		if err != nil {
+			return nil, err
+		}
+		c.Revoke(tx.Now())
+		if err := tx.PutCustomerToken(c); err != nil {
+			return nil, err
+		}
+		return jsonResult(http.StatusOK, c.Record())
+	})
+}
+
+// PutAuthorization stores a new authorization token for a merchant. The
+// sandbox mints them; a production checkout front end would too.
+func (l *Ledger) PutAuthorization(ctx context.Context, a *token.Authorization) error {
+	if a.MerchantID == "" || a.Token == "" {
+		return fault.Internalf(nil, "authorization token needs a merchant and a token")
+	}
+	return l.store.Update(ctx, func(tx storage.Tx) error {
+		if _, err := tx.GetMerchant(a.MerchantID); err != nil {
+			return err
+		}
+		return tx.PutAuthorization(a)
+	})
+}
