@@ -37,10 +37,14 @@ const (
 	TooLarge
 	// RateLimited means the caller sent too many requests.
 	RateLimited
+	// Declined means the buyer's payment or credit was declined.
+	Declined
+	// Unsupported means the request's media type is not accepted.
+	Unsupported
 )
 
 var kindNames = [...]string{"internal", "invalid", "not_found", "not_available", "conflict",
-	"unauthorized", "forbidden", "key_reused", "too_large", "rate_limited"}
+	"unauthorized", "forbidden", "key_reused", "too_large", "rate_limited", "declined", "unsupported"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
