@@ -5,4 +5,7 @@ go 1.26
 require (
 	github.com/google/uuid v1.6.0
 	github.com/shopspring/decimal v1.6.0
+	pgregory.net/rapid v1.3.0
 )
+
+require github.com/julienschmidt/httprouter v1.3.0 // indirect

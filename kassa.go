@@ -238,3 +238,6 @@ func jsonResult(status int, v any) (*Result, error) {
 	}
 	return &Result{Status: status, Body: body}, nil
 }
+
+// AuthorizationTTL is the lifetime of newly minted authorization tokens.
+func (l *Ledger) AuthorizationTTL() time.Duration { return l.opts.AuthorizationTTL }

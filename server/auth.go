@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+)
+
+type ctxKey int
+
+const (
+	merchantKey ctxKey = iota
+	requestIDKey
+)
+
+func merchantOf(ctx context.Context) string {
+	m, _ := ctx.Value(merchantKey).(string)
+	return m
+}
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// accessClaims are what a bearer token asserts: merchant and expiry.
+type accessClaims struct {
+	Merchant string `json:"m"`
+	Expires  int64  `json:"e"`
+}
+
+// issueToken signs an access token. Tokens are stateless (HMAC-SHA256 with
+// the server's key) so that every replica sharing the key accepts them and a
+// restart does not log merchants out.
+func (s *Server) issueToken(merchantID string, now time.Time) (string, int64) {
+	exp := now.Add(s.cfg.AccessTokenTTL)
+	payload, _ := json.Marshal(accessClaims{Merchant: merchantID, Expires: exp.Unix()})
+	p := base64.RawURLEncoding.EncodeToString(payload)
+	return "kat_" + p + "." + s.sign("access", p), int64(s.cfg.AccessTokenTTL / time.Second)
+}
+
+func (s *Server) sign(purpose, msg string) string {
+	m := hmac.New(sha256.New, s.cfg.Key)
+	m.Write([]byte(purpose))
+	m.Write([]byte{0})
+	m.Write([]byte(msg))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func (s *Server) verifyToken(tok string, now time.Time) (string, bool) {
+	rest, ok := strings.CutPrefix(tok, "kat_")
+	if !ok {
+		return "", false
+	}
+	p, sig, ok := strings.Cut(rest, ".")
+	if !ok || !hmac.Equal([]byte(sig), []byte(s.sign("access", p))) {
+		return "", false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(p)
+	if err != nil {
+		return "", false
+	}
+	var c accessClaims
+	if json.Unmarshal(raw, &c) != nil || c.Merchant == "" || now.Unix() >= c.Expires {
+		return "", false
+	}
+	return c.Merchant, true
+}
+
+var errUnauthorized = fault.New(fault.Unauthorized, "unauthorized", "send a valid access token as 'authorization: Bearer …' (or client credentials as Basic)")
+
+// authenticate resolves the merchant of a request from a Bearer access token
+// or from Basic client credentials.
+func (s *Server) authenticate(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	scheme, cred, _ := strings.Cut(h, " ")
+	cred = strings.TrimSpace(cred)
+	switch strings.ToLower(scheme) {
+	case "bearer":
+		m, ok := s.verifyToken(cred, time.Now())
+		if !ok {
+			return "", errUnauthorized
+		}
+		// The merchant must still exist (a token outlives nothing it names).
+		if _, err := s.ledger.Merchant(r.Context(), m); err != nil {
+			if fault.Is(err, fault.NotFound) {
+				return "", errUnauthorized
+			}
+			return "", err
+		}
+		return m, nil
+	case "basic":
+		id, secret, ok := r.BasicAuth()
+		if !ok {
+			return "", errUnauthorized
+		}
+		m, err := s.ledger.Authenticate(r.Context(), id, secret)
+		if err != nil {
+			return "", err
+		}
+		return m.ID, nil
+	}
+	return "", errUnauthorized
+}
+
+// tokenResponse is the OAuth 2.0 access token response.
+type tokenResponse struct {
+	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"`
+	ExpiresIn   int64  `json:"expires_in"`
+	Scope       string `json:"scope"`
+}
+
+// oauthError is the OAuth 2.0 error response (RFC 6749 §5.2).
+type oauthError struct {
+	Error            string `json:"error"`
+	ErrorDescription string `json:"error_description"`
+}
+
+// handleToken implements the client credentials grant (RFC 6749 §4.4):
+// client id and secret by HTTP Basic or as form fields.
+func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if err := r.ParseForm(); err != nil {
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "send an application/x-www-form-urlencoded body"})
+		return
+	}
+	if gt := r.PostForm.Get("grant_type"); gt != "client_credentials" {
+		writeJSON(w, http.StatusBadRequest, oauthError{"unsupported_grant_type", "grant_type must be client_credentials"})
+		return
+	}
+	id, secret, ok := r.BasicAuth()
+	if !ok {
+		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+	}
+	if id == "" || secret == "" {
+		w.Header().Set("WWW-Authenticate", `Basic realm="kassa"`)
+		writeJSON(w, http.StatusUnauthorized, oauthError{"invalid_client", "client id and secret are required"})
+		return
+	}
+	m, err := s.ledger.Authenticate(r.Context(), id, secret)
+	if err != nil {
+		if fault.Is(err, fault.Unauthorized) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="kassa"`)
+			writeJSON(w, http.StatusUnauthorized, oauthError{"invalid_client", "unknown client or wrong secret"})
+			return
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	tok, exp := s.issueToken(m.ID, time.Now())
+	writeJSON(w, http.StatusOK, tokenResponse{AccessToken: tok, TokenType: "Bearer", ExpiresIn: exp, Scope: "orders payments settlements"})
+}

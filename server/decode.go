@@ -1,0 +1,224 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/kassahq/kassa/fault"
+)
+
+// decodeBody reads a JSON request body into dst. optional allows an empty
+// body (dst is then left as it is). Failures are problems the client can act
+// on: 415 for a wrong content type, 413 past the body limit, 400 naming every
+// field whose JSON type is wrong.
+func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fault.New(fault.TooLarge, "body_too_large", "the request body exceeds %d bytes", mbe.Limit)
+		}
+		return fault.New(fault.Invalid, "malformed_body", "the request body could not be read")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return nil
+		}
+		return fault.New(fault.Invalid, "body_required", "a JSON request body is required")
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, _, perr := mime.ParseMediaType(ct)
+	if ct == "" || perr != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return fault.New(fault.Unsupported, "unsupported_media_type", "send the body as application/json")
+	}
+	return decodeJSON(body, dst)
+}
+
+// decodeJSON decodes body into dst. Unknown fields are ignored. When a value
+// has the wrong type, the body is checked against dst's shape so that every
+// offending field is named at once, not just the first.
+func decodeJSON(body []byte, dst any) error {
+	err := json.Unmarshal(body, dst)
+	if err == nil {
+		return nil
+	}
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fault.New(fault.Invalid, "malformed_json", "the body is not valid JSON (at byte %d)", offsetOf(syn))
+	}
+	var generic any
+	if json.Unmarshal(body, &generic) != nil {
+		return fault.New(fault.Invalid, "malformed_json", "the body is not valid JSON")
+	}
+	var f fault.Fields
+	checkShape(&f, "", generic, reflect.TypeOf(dst))
+	if f.Len() == 0 {
+		// The shape check found nothing: report what the decoder said.
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			f.Add(ute.Field, "must be of JSON type %s", jsonKind(ute.Type))
+		} else {
+			f.Add("", "%s", err.Error())
+		}
+	}
+	return f.Err()
+}
+
+func offsetOf(e *json.SyntaxError) int64 {
+	if e == nil {
+		return 0
+	}
+	return e.Offset
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// checkShape walks a generic JSON value against the Go type it should decode
+// into and records every value of the wrong JSON type or out of the integer range.
+func checkShape(f *fault.Fields, path string, v any, t reflect.Type) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if v == nil {
+		return // null leaves the field unset
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			f.Add(pathOr(path), "must be an object")
+			return
+		}
+		fields := jsonFields(t)
+		for k, val := range m {
+			if ft, ok := fields[k]; ok {
+				checkShape(f, join(path, k), val, ft)
+			}
+		}
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			f.Add(pathOr(path), "must be an object")
+			return
+		}
+		for k, val := range m {
+			checkShape(f, join(path, k), val, t.Elem())
+		}
+	case reflect.Slice:
+		a, ok := v.([]any)
+		if !ok {
+			f.Add(pathOr(path), "must be an array")
+			return
+		}
+		for i, val := range a {
+			checkShape(f, fmt.Sprintf("%s[%d]", path, i), val, t.Elem())
+		}
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			f.Add(pathOr(path), "must be a string")
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			f.Add(pathOr(path), "must be a boolean")
+		}
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		n, ok := v.(float64)
+		if !ok || n != math.Trunc(n) || n > 9e18 || n < -9e18 {
+			f.Add(pathOr(path), "must be an integer")
+		}
+	case reflect.Interface:
+	}
+}
+
+func pathOr(p string) string {
+	if p == "" {
+		return "body"
+	}
+	return p
+}
+
+// jsonFields maps JSON names to field types, following embedded structs as
+// encoding/json does.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if sf.Anonymous && name == "" {
+			et := sf.Type
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			for k, v := range jsonFields(et) {
+				out[k] = v
+			}
+			continue
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		out[name] = sf.Type
+	}
+	return out
+}
+
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint, reflect.Uint64:
+		return "integer"
+	case reflect.Slice:
+		return "array"
+	default:
+		return "object"
+	}
+}
+
+// queryList splits a csv query parameter; repeated parameters are joined.
+func queryList(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func parseIntParam(f *fault.Fields, name, v string, lo, hi int) int {
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		f.Add(name, "must be an integer between %d and %d", lo, hi)
+		return 0
+	}
+	return n
+}

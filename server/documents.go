@@ -1,0 +1,110 @@
+package server
+
+import (
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
+	"github.com/kassahq/kassa/order"
+)
+
+// DocumentURL returns the signed, time-limited link of a sub-order's
+// document (invoice for a capture, credit note for a refund). The link
+// expires DocumentLinkTTL after the moment it is made, rounded up to the
+// hour so that the same order read twice within an hour yields the same link.
+func (s *Server) DocumentURL(o *order.Order, l *order.Ledger) string {
+	exp := time.Now().Add(s.cfg.DocumentLinkTTL).Truncate(time.Hour).Add(time.Hour).Unix()
+	path := "/documents/" + url.PathEscape(o.MerchantID) + "/" + url.PathEscape(o.ID) + "/" + url.PathEscape(l.ID)
+	e := strconv.FormatInt(exp, 10)
+	return s.cfg.BaseURL + path + "?expires=" + e + "&signature=" + s.sign("document", path+"?"+e)
+}
+
+var errBadLink = fault.New(fault.Forbidden, "document_link_invalid", "the document link is invalid or has expired")
+
+type vatRow struct {
+	Rate            string
+	Net, VAT, Gross string
+}
+
+type documentView struct {
+	Title, Reference, OrderID, OrderReference, MerchantReference, Date, Note string
+	Buyer                                                                    order.Customer
+	Lines                                                                    []order.Line
+	VATRows                                                                  []vatRow
+	Net, VAT, Gross                                                          string
+	Currency                                                                 string
+	Amount                                                                   func(int64) string
+}
+
+var documentTemplate = template.Must(template.New("doc").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} {{.Reference}}</title>
+<style>body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}table{border-collapse:collapse;width:100%}
+th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-align:right}</style></head>
+<body><h1>{{.Title}} {{.Reference}}</h1>
+<p>Order {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, merchant reference {{.MerchantReference}}{{end}}. Date {{.Date}}.</p>
+<p>Buyer: {{.Buyer.CompanyName}} {{.Buyer.CompanyID}}</p>
+{{if .Note}}<p>Note: {{.Note}}</p>{{end}}
+<table><caption>Lines</caption><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price</th><th class="n">VAT %</th><th class="n">VAT</th><th class="n">Total</th></tr></thead><tbody>
+{{range .Lines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .UnitPrice}}</td><td class="n">{{call $.Amount .Vat}}</td><td class="n">{{call $.Amount .TotalVatAmount}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>
+{{end}}</tbody></table>
+<table><caption>VAT breakdown ({{.Currency}})</caption><thead><tr><th>Rate %</th><th class="n">Excl. VAT</th><th class="n">VAT</th><th class="n">Incl. VAT</th></tr></thead><tbody>
+{{range .VATRows}}<tr><td>{{.Rate}}</td><td class="n">{{.Net}}</td><td class="n">{{.VAT}}</td><td class="n">{{.Gross}}</td></tr>
+{{end}}</tbody><tfoot><tr><th>Total</th><th class="n">{{.Net}}</th><th class="n">{{.VAT}}</th><th class="n">{{.Gross}}</th></tr></tfoot></table>
+</body></html>`))
+
+func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	path := "/documents/" + url.PathEscape(p.ByName("merchantId")) + "/" + url.PathEscape(p.ByName("orderId")) + "/" + url.PathEscape(p.ByName("ledgerId"))
+	e, sig := r.URL.Query().Get("expires"), r.URL.Query().Get("signature")
+	exp, err := strconv.ParseInt(e, 10, 64)
+	if err != nil || sig == "" || sig != s.sign("document", path+"?"+e) || time.Now().Unix() >= exp {
+		s.writeError(w, r, errBadLink)
+		return
+	}
+	o, _, err := s.ledger.GetOrder(r.Context(), p.ByName("merchantId"), p.ByName("orderId"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	l := o.Ledger(p.ByName("ledgerId"))
+	if l == nil || l.DocumentReference == "" {
+		s.writeError(w, r, fault.NotFoundf("document_not_found", "no document for sub-order %s", p.ByName("ledgerId")))
+		return
+	}
+	amount := func(v int64) string { return money.New(v, o.Currency).Formatted() }
+	v := documentView{Title: "Invoice", Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
+		MerchantReference: o.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"), Note: l.Note,
+		Buyer: o.Customer, Lines: l.Lines, Currency: string(o.Currency), Amount: amount}
+	if l.Kind == order.LedgerRefund {
+		v.Title = "Credit note"
+	}
+	byRate := map[int64]*[3]int64{}
+	var rates []int64
+	for _, ln := range l.Lines {
+		t := byRate[ln.Vat]
+		if t == nil {
+			t = &[3]int64{}
+			byRate[ln.Vat] = t
+			rates = append(rates, ln.Vat)
+		}
+		t[0] += ln.Net(o.VATMode)
+		t[1] += ln.TotalVatAmount
+		t[2] += ln.Gross(o.VATMode)
+	}
+	for _, rate := range rates {
+		t := byRate[rate]
+		v.VATRows = append(v.VATRows, vatRow{Rate: amount(rate), Net: amount(t[0]), VAT: amount(t[1]), Gross: amount(t[2])})
+	}
+	tot := order.SumLines(l.Lines, o.VATMode)
+	v.Net, v.VAT, v.Gross = amount(tot.Net), amount(tot.VAT), amount(tot.Gross)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "private, no-store")
+	if err := documentTemplate.Execute(w, v); err != nil {
+		s.log.ErrorContext(r.Context(), "render document", "err", err)
+	}
+}

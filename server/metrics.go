@@ -1,0 +1,131 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Metrics is a small Prometheus text-format registry: request counts by
+// route, method and status, request latency and store commit latency
+// histograms. Hand-written because the three series kassa exports do not
+// justify the client library's dependency tree.
+type Metrics struct {
+	mu       sync.Mutex
+	requests map[reqKey]uint64
+	latency  map[string]*histogram // by route
+	commits  *histogram
+}
+
+type reqKey struct {
+	method, route string
+	status        int
+}
+
+var buckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
+type histogram struct {
+	counts []uint64 // per bucket, cumulative on output
+	sum    float64
+	n      uint64
+}
+
+func newHistogram() *histogram { return &histogram{counts: make([]uint64, len(buckets))} }
+
+func (h *histogram) observe(v float64) {
+	for i, b := range buckets {
+		if v <= b {
+			h.counts[i]++
+			break
+		}
+	}
+	h.sum += v
+	h.n++
+}
+
+// NewMetrics returns an empty registry.
+func NewMetrics() *Metrics {
+	return &Metrics{requests: map[reqKey]uint64{}, latency: map[string]*histogram{}, commits: newHistogram()}
+}
+
+// ObserveRequest records one served request.
+func (m *Metrics) ObserveRequest(method, route string, status int, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests[reqKey{method, route, status}]++
+	h := m.latency[route]
+	if h == nil {
+		h = newHistogram()
+		m.latency[route] = h
+	}
+	h.observe(d.Seconds())
+}
+
+// ObserveCommit records the latency of one durable store commit.
+func (m *Metrics) ObserveCommit(d time.Duration) {
+	m.mu.Lock()
+	m.commits.observe(d.Seconds())
+	m.mu.Unlock()
+}
+
+// WriteTo writes the registry in the Prometheus text exposition format.
+func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	p := func(format string, a ...any) {
+		k, _ := fmt.Fprintf(w, format, a...)
+		n += int64(k)
+	}
+	p("# HELP kassa_http_requests_total HTTP requests served, by method, route and status.\n")
+	p("# TYPE kassa_http_requests_total counter\n")
+	keys := make([]reqKey, 0, len(m.requests))
+	for k := range m.requests {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.route != b.route {
+			return a.route < b.route
+		}
+		if a.method != b.method {
+			return a.method < b.method
+		}
+		return a.status < b.status
+	})
+	for _, k := range keys {
+		p("kassa_http_requests_total{method=%q,route=%q,status=\"%d\"} %d\n", k.method, k.route, k.status, m.requests[k])
+	}
+	p("# HELP kassa_http_request_duration_seconds HTTP request latency by route.\n")
+	p("# TYPE kassa_http_request_duration_seconds histogram\n")
+	routes := make([]string, 0, len(m.latency))
+	for r := range m.latency {
+		routes = append(routes, r)
+	}
+	sort.Strings(routes)
+	for _, r := range routes {
+		writeHistogram(p, "kassa_http_request_duration_seconds", fmt.Sprintf("route=%q,", r), m.latency[r])
+	}
+	p("# HELP kassa_store_commit_duration_seconds Latency of durable store transactions.\n")
+	p("# TYPE kassa_store_commit_duration_seconds histogram\n")
+	writeHistogram(p, "kassa_store_commit_duration_seconds", "", m.commits)
+	return n, nil
+}
+
+func writeHistogram(p func(string, ...any), name, labels string, h *histogram) {
+	var cum uint64
+	for i, b := range buckets {
+		cum += h.counts[i]
+		p("%s_bucket{%sle=\"%s\"} %d\n", name, labels, strconv.FormatFloat(b, 'g', -1, 64), cum)
+	}
+	p("%s_bucket{%sle=\"+Inf\"} %d\n", name, labels, h.n)
+	trim := labels
+	if len(trim) > 0 {
+		trim = "{" + trim[:len(trim)-1] + "}"
+	}
+	p("%s_sum%s %s\n", name, trim, strconv.FormatFloat(h.sum, 'g', -1, 64))
+	p("%s_count%s %d\n", name, trim, h.n)
+}

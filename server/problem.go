@@ -1,0 +1,99 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/kassahq/kassa/fault"
+)
+
+// statusOf is the one table that maps failure kinds to HTTP statuses.
+var statusOf = map[fault.Kind]int{
+	fault.Internal:     http.StatusInternalServerError,
+	fault.Invalid:      http.StatusBadRequest,
+	fault.NotFound:     http.StatusNotFound,
+	fault.NotAvailable: http.StatusConflict,
+	fault.Conflict:     http.StatusConflict,
+	fault.Unauthorized: http.StatusUnauthorized,
+	fault.Forbidden:    http.StatusForbidden,
+	fault.KeyReused:    http.StatusUnprocessableEntity,
+	fault.TooLarge:     http.StatusRequestEntityTooLarge,
+	fault.RateLimited:  http.StatusTooManyRequests,
+	fault.Declined:     http.StatusPaymentRequired,
+	fault.Unsupported:  http.StatusUnsupportedMediaType,
+}
+
+var titleOf = map[fault.Kind]string{
+	fault.Internal:     "Internal error",
+	fault.Invalid:      "Invalid request",
+	fault.NotFound:     "Not found",
+	fault.NotAvailable: "Action not available",
+	fault.Conflict:     "Conflict",
+	fault.Unauthorized: "Unauthorized",
+	fault.Forbidden:    "Forbidden",
+	fault.KeyReused:    "Idempotency key reused",
+	fault.TooLarge:     "Request too large",
+	fault.RateLimited:  "Too many requests",
+	fault.Declined:     "Declined",
+	fault.Unsupported:  "Unsupported media type",
+}
+
+// Problem is an RFC 9457 problem document with kassa's extensions.
+type Problem struct {
+	Type      string             `json:"type"`
+	Title     string             `json:"title"`
+	Status    int                `json:"status"`
+	Detail    string             `json:"detail"`
+	Code      string             `json:"code"`
+	Errors    []fault.FieldError `json:"errors,omitempty"`
+	RequestID string             `json:"requestId"`
+}
+
+// problemBase prefixes problem type URIs; each code has a section in docs/errors.md.
+const problemBase = "https://kassa.dev/problems/"
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		fe = fault.Internalf(err, "unexpected failure")
+	}
+	status, ok := statusOf[fe.Kind]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	p := Problem{Type: problemBase + fe.Code, Title: titleOf[fe.Kind], Status: status, Detail: fe.Message,
+		Code: fe.Code, Errors: fe.Fields, RequestID: requestID(r.Context())}
+	if fe.Kind == fault.Internal {
+		// Only internal errors are logged with their cause; the client sees no internals.
+		s.log.ErrorContext(r.Context(), "internal error", slog.String("requestId", p.RequestID), slog.Any("err", err))
+		p.Detail = "an internal error occurred; quote the requestId when reporting it"
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kassa"`)
+	}
+	body, _ := json.Marshal(p)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode failure", http.StatusInternalServerError)
+		return
+	}
+	writeRaw(w, status, body)
+}
+
+func writeRaw(w http.ResponseWriter, status int, body []byte) {
+	if status == http.StatusNoContent {
+		w.WriteHeader(status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}

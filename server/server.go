@@ -1,0 +1,205 @@
+// Package server serves kassa's /v1 interface over HTTP. It is thin by
+// design: decode → validate shape → call the kassa library → encode. No
+// business rule lives here; failures carry a kind that one table (statusOf)
+// maps to an HTTP status and an RFC 9457 problem document.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/fault"
+)
+
+// Config configures a Server.
+type Config struct {
+	Ledger *kassa.Ledger
+	Logger *slog.Logger
+	// Key signs access tokens and document links; at least 32 random bytes,
+	// the same on every replica.
+	Key []byte
+	// BaseURL is the public address of the server, used in Location headers
+	// and document links, e.g. "https://kassa.example.com". Default: taken from the request.
+	BaseURL string
+	// Sandbox enables /sandbox/v1 (test clock, buyer simulation, fixtures).
+	Sandbox bool
+	// Clock is the server's clock (the sandbox test clock when Sandbox is on).
+	Clock *Clock
+	// MaxBodyBytes caps request bodies; default 1 MiB.
+	MaxBodyBytes int64
+	// AccessTokenTTL is the lifetime of OAuth access tokens; default 1 h.
+	AccessTokenTTL time.Duration
+	// DocumentLinkTTL is how long a signed document link stays valid; default 7 days.
+	DocumentLinkTTL time.Duration
+	// Ready reports whether the server can take traffic (for /readyz).
+	Ready func(ctx context.Context) error
+	// Version is reported by /healthz.
+	Version string
+	// Metrics receives request and commit figures; a new registry when nil.
+	Metrics *Metrics
+}
+
+// Server is the HTTP front of a kassa Ledger.
+type Server struct {
+	cfg     Config
+	ledger  *kassa.Ledger
+	log     *slog.Logger
+	router  *httprouter.Router
+	metrics *Metrics
+}
+
+// New builds a Server and its routes.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.AccessTokenTTL == 0 {
+		cfg.AccessTokenTTL = time.Hour
+	}
+	if cfg.DocumentLinkTTL == 0 {
+		cfg.DocumentLinkTTL = 7 * 24 * time.Hour
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = NewClock(false)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics}
+	s.routes()
+	return s
+}
+
+// Metrics returns the server's metrics registry (the store wrapper records into it).
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Handler returns the root HTTP handler with logging, request ids, metrics
+// and panic recovery around the router.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int
+	route  string // pattern of the matched route, set by the route wrapper
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+func newRequestID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := r.Header.Get("X-Request-Id")
+	if !validRequestID(id) {
+		id = newRequestID()
+	}
+	w.Header().Set("X-Request-Id", id)
+	ctx := context.WithValue(r.Context(), requestIDKey, id)
+	r = r.WithContext(ctx)
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	rec := &statusRecorder{ResponseWriter: w, route: "unmatched"}
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.ErrorContext(ctx, "panic", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			if rec.status == 0 {
+				s.writeError(rec, r, fault.Internalf(nil, "panic"))
+			}
+		}
+		d := time.Since(start)
+		route := rec.route
+		s.metrics.ObserveRequest(r.Method, route, rec.status, d)
+		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
+			slog.String("requestId", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("route", route), slog.Int("status", rec.status), slog.Int("bytes", rec.bytes),
+			slog.Float64("durationMs", float64(d.Microseconds())/1000), slog.String("merchantId", merchantOf(r.Context())))
+	}()
+	s.router.ServeHTTP(rec, r)
+}
+
+// handle registers a route; the wrapper records the route pattern for
+// metrics and logs, so that ids in paths do not blow up the label set.
+func (s *Server) handle(method, pattern string, h httprouter.Handle) {
+	s.router.Handle(method, pattern, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		if sr, ok := w.(*statusRecorder); ok {
+			sr.route = pattern
+		}
+		h(w, r, p)
+	})
+}
+
+// authed wraps a handler that needs a merchant.
+func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, p httprouter.Params)) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		m, err := s.authenticate(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		*r = *r.WithContext(context.WithValue(r.Context(), merchantKey, m))
+		h(w, r, p)
+	}
+}
+
+func (s *Server) call(r *http.Request) kassa.Call {
+	return kassa.Call{MerchantID: merchantOf(r.Context()), IdempotencyKey: r.Header.Get("Idempotency-Key")}
+}
+
+// writeResult answers with a library result, marking replays.
+func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, res *kassa.Result, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if res.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if res.Location != "" {
+		w.Header().Set("Location", res.Location)
+	}
+	writeRaw(w, res.Status, res.Body)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
