@@ -10,6 +10,7 @@ package money
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -90,32 +91,51 @@ func formatMinor(minor int64, sep string) string {
 }
 
 // ParseAmount parses a decimal amount with at most two fraction digits
-// ("12", "12.5", "-0.05") into minor units. Thousands separators are refused.
+// ("12", "12.5", "-0.05") into minor units. Thousands separators, signs other
+// than a leading "-" and amounts outside the int64 range of minor units are
+// refused, so that every Amount() parses back to the same value.
 func ParseAmount(s string) (int64, error) {
 	orig := s
+	bad := func() (int64, error) { return 0, fmt.Errorf("money: invalid amount %q", orig) }
 	neg := false
 	if strings.HasPrefix(s, "-") {
 		neg, s = true, s[1:]
 	}
 	whole, frac, hasDot := strings.Cut(s, ".")
-	if whole == "" || len(frac) > 2 || (hasDot && frac == "") || len(whole) > 16 {
-		return 0, fmt.Errorf("money: invalid amount %q", orig)
-	}
-	for _, r := range whole + frac {
-		if r < '0' || r > '9' {
-			return 0, fmt.Errorf("money: invalid amount %q", orig)
-		}
+	if whole == "" || len(frac) > 2 || (hasDot && frac == "") {
+		return bad()
 	}
 	for len(frac) < 2 {
 		frac += "0"
 	}
-	w, _ := strconv.ParseInt(whole, 10, 64)
-	f, _ := strconv.ParseInt(frac, 10, 64)
-	v := w*100 + f
-	if neg {
-		v = -v
+	// Accumulate the magnitude in uint64; it may reach 2^63 only when negative.
+	const limit = uint64(1) << 63
+	var u uint64
+	for i := 0; i < len(whole)+2; i++ {
+		var c byte
+		if i < len(whole) {
+			c = whole[i]
+		} else {
+			c = frac[i-len(whole)]
+		}
+		if c < '0' || c > '9' {
+			return bad()
+		}
+		d := uint64(c - '0')
+		if u > (limit-d)/10 {
+			return bad()
+		}
+		u = u*10 + d
 	}
-	return v, nil
+	switch {
+	case !neg && u == limit:
+		return bad()
+	case neg && u == limit:
+		return math.MinInt64, nil
+	case neg:
+		return -int64(u), nil
+	}
+	return int64(u), nil
 }
 
 // Record is the spec's Money object as it appears in responses.

@@ -1,0 +1,189 @@
+// Package ordertest holds deterministic helpers for tests of the order, capture
+// and refund rules and of everything built on them: a counting IDSource, a
+// per-series Sequencer, a settable Clock, and builders for valid requests and
+// orders. It does no I/O and is imported by tests only.
+package ordertest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa/money"
+	"github.com/kassahq/kassa/order"
+)
+
+// IDs is an order.IDSource that mints "<kind>-<n>" with a counter per kind,
+// so that every output of a test is reproducible. It is safe for concurrent use.
+type IDs struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// NewID implements order.IDSource.
+func (s *IDs) NewID(kind string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	s.n[kind]++
+	return fmt.Sprintf("%s-%d", kind, s.n[kind])
+}
+
+// Count reports how many ids of kind were minted.
+func (s *IDs) Count(kind string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[kind]
+}
+
+// Seq is an order.Sequencer with one gapless counter per series, starting at 1.
+// When Fail is set, Next returns it instead of a number.
+type Seq struct {
+	mu   sync.Mutex
+	n    map[string]int64
+	Fail error
+}
+
+// Next implements order.Sequencer.
+func (s *Seq) Next(series string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Fail != nil {
+		return 0, s.Fail
+	}
+	if s.n == nil {
+		s.n = map[string]int64{}
+	}
+	s.n[series]++
+	return s.n[series], nil
+}
+
+// Last reports the last number handed out in series (0 when none).
+func (s *Seq) Last(series string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[series]
+}
+
+// Start is the time a Clock starts at unless told otherwise: 2025-03-10 09:30 UTC.
+var Start = time.Date(2025, 3, 10, 9, 30, 0, 0, time.UTC)
+
+// Clock is a settable clock.
+type Clock struct {
+	T time.Time
+}
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time { return c.T }
+
+// Advance moves the clock forward by d and returns the new time.
+func (c *Clock) Advance(d time.Duration) time.Time {
+	c.T = c.T.Add(d)
+	return c.T
+}
+
+// Fixture bundles the deterministic sources an order.Env is made of.
+type Fixture struct {
+	IDs    *IDs
+	Seq    *Seq
+	Clock  *Clock
+	Policy order.Policy
+}
+
+// New returns a fixture at Start with the default policy.
+func New() *Fixture {
+	return &Fixture{IDs: &IDs{}, Seq: &Seq{}, Clock: &Clock{T: Start}, Policy: order.DefaultPolicy}
+}
+
+// Env returns an order.Env at the clock's current time.
+func (f *Fixture) Env() order.Env {
+	return order.Env{Now: f.Clock.Now(), IDs: f.IDs, Docs: f.Seq, Policy: f.Policy}
+}
+
+// Ptr returns a pointer to v, for the optional fields of requests.
+func Ptr[T any](v T) *T { return &v }
+
+// Line is an order line of quantity × unitPrice at vat (2500 = 25 %), with
+// description desc, leaving totals to be computed.
+func Line(desc string, quantity, unitPrice, vat int64) order.LineInput {
+	return order.LineInput{Description: Ptr(desc), Quantity: Ptr(quantity), UnitPrice: Ptr(unitPrice),
+		Vat: Ptr(vat), Type: "physical"}
+}
+
+// LineWithTotals is Line with totalAmount and totalVatAmount sent as given.
+func LineWithTotals(desc string, quantity, unitPrice, vat, total, totalVat int64) order.LineInput {
+	l := Line(desc, quantity, unitPrice, vat)
+	l.TotalAmount, l.TotalVatAmount = Ptr(total), Ptr(totalVat)
+	return l
+}
+
+// ByID refers to an uncaptured line by id only (the OrderLineWithId shape).
+func ByID(id string) order.LineInput { return order.LineInput{ID: Ptr(id)} }
+
+// ByIDFull refers to uncaptured line l by id and repeats its fields.
+func ByIDFull(l order.Line) order.LineInput {
+	return order.LineInput{ID: Ptr(l.ID), Description: Ptr(l.Description), Quantity: Ptr(l.Quantity),
+		UnitPrice: Ptr(l.UnitPrice), TotalAmount: Ptr(l.TotalAmount), TotalVatAmount: Ptr(l.TotalVatAmount),
+		Vat: Ptr(l.Vat), UnitDiscountAmount: Ptr(l.UnitDiscountAmount), Type: string(l.Type)}
+}
+
+// CreateRequest is a valid SE/SEK request with lines; totals are left to be computed.
+func CreateRequest(lines ...order.LineInput) *order.CreateRequest {
+	return &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", OrderLines: lines,
+		Reference: "merchant-ref-1"}
+}
+
+// DefaultLines are three lines at 25 %, 12 % and 6 % VAT: 2 × 100.00, 1 × 56.00
+// and 3 × 10.60, 287.80 SEK in all.
+func DefaultLines() []order.LineInput {
+	return []order.LineInput{
+		Line("Widget", 2, 10000, 2500),
+		Line("Food", 1, 5600, 1200),
+		Line("Book", 3, 1060, 600),
+	}
+}
+
+// Authorization is an approval for an SE/SEK invoice buyer with approved as
+// its ceiling (0: the order total is the ceiling).
+func Authorization(approved int64) order.Authorization {
+	return order.Authorization{TokenID: "tok-1", Country: "SE", Currency: "SEK",
+		Buyer: order.Customer{CompanyID: "5560000001", CompanyName: "Buyer AB", Country: "SE",
+			Email: "ap@buyer.example"},
+		PaymentMethod:  order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
+		ApprovedAmount: approved}
+}
+
+// Create validates r and creates an order from it with auth, failing tb on error.
+func (f *Fixture) Create(tb testing.TB, r *order.CreateRequest, auth order.Authorization) *order.Order {
+	tb.Helper()
+	lines, mode, err := order.ValidateCreate(r, false, f.IDs)
+	if err != nil {
+		tb.Fatalf("ordertest: ValidateCreate: %v", err)
+	}
+	o, err := order.Create("merchant-1", r, lines, mode, auth, f.Env())
+	if err != nil {
+		tb.Fatalf("ordertest: Create: %v", err)
+	}
+	return o
+}
+
+// Order creates a valid invoice order of lines (DefaultLines when none) whose
+// authorization approves twice its total.
+func (f *Fixture) Order(tb testing.TB, lines ...order.LineInput) *order.Order {
+	tb.Helper()
+	if len(lines) == 0 {
+		lines = DefaultLines()
+	}
+	r := CreateRequest(lines...)
+	probe, mode, err := order.ValidateCreate(CreateRequest(lines...), false, &IDs{})
+	if err != nil {
+		tb.Fatalf("ordertest: ValidateCreate: %v", err)
+	}
+	return f.Create(tb, r, Authorization(2*order.SumLines(probe, mode).Gross))
+}
+
+// Money is minor units of SEK.
+func Money(minor int64) money.Money { return money.New(minor, "SEK") }
