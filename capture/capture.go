@@ -116,6 +116,11 @@ func checkTotalBounds(f *fault.Fields, total *int64, required bool) {
 // may never pass the authorized amount. Appends partialCapture with the
 // captured amount and returns the new sub-order.
 func Partial(o *order.Order, r *PartialRequest, env order.Env) (*order.Ledger, error) {
+	// Availability first: the lines are checked against the uncaptured
+	// sub-order, which a cancelled or expired order no longer offers.
+	if _, err := o.Require(o.Uncaptured.ID, order.ActionPartialCapture, env); err != nil {
+		return nil, err
+	}
 	var f fault.Fields
 	if len(r.OrderLines) == 0 {
 		f.Add("orderLines", "must have at least one line")
@@ -128,9 +133,6 @@ func Partial(o *order.Order, r *PartialRequest, env order.Env) (*order.Ledger, e
 	if err := checkSum(sel.lines, r.TotalCaptureAmount); err != nil {
 		return nil, err
 	}
-	if _, err := o.Require(o.Uncaptured.ID, order.ActionPartialCapture, env); err != nil {
-		return nil, err
-	}
 	return apply(o, sel, order.EventPartialCapture, false, env)
 }
 
@@ -139,10 +141,13 @@ func Partial(o *order.Order, r *PartialRequest, env order.Env) (*order.Ledger, e
 // uncaptured is released (and a cancel event records the released amount).
 // Appends fullCapture with the captured amount.
 func Full(o *order.Order, r *FullRequest, env order.Env) (*order.Ledger, error) {
-	var f fault.Fields
 	if r == nil {
 		r = &FullRequest{}
 	}
+	if _, err := o.Require(o.Uncaptured.ID, order.ActionCapture, env); err != nil {
+		return nil, err
+	}
+	var f fault.Fields
 	checkTotalBounds(&f, r.TotalCaptureAmount, false)
 	var sel selection
 	if len(r.OrderLines) > 0 {
@@ -157,9 +162,6 @@ func Full(o *order.Order, r *FullRequest, env order.Env) (*order.Ledger, error) 
 		return nil, err
 	}
 	if err := checkSum(sel.lines, r.TotalCaptureAmount); err != nil {
-		return nil, err
-	}
-	if _, err := o.Require(o.Uncaptured.ID, order.ActionCapture, env); err != nil {
 		return nil, err
 	}
 	return apply(o, sel, order.EventFullCapture, true, env)

@@ -267,3 +267,20 @@ func CheckTotals(f *fault.Fields, in TotalsInput, t Totals, required bool) {
 		f.Add("totalOrderAmount", "the order lines sum to %d, outside 0..%d", t.Gross, MaxTotal)
 	}
 }
+
+// checkTotalsBounds names each required total that is missing or out of bounds,
+// for when the lines are invalid and cannot be summed.
+func checkTotalsBounds(f *fault.Fields, in TotalsInput) {
+	for _, t := range []struct {
+		name string
+		v    *int64
+	}{{"totalOrderAmount", in.TotalOrderAmount}, {"totalOrderAmountExclVat", in.TotalOrderAmountExclVat},
+		{"totalOrderVatAmount", in.TotalOrderVatAmount}} {
+		switch {
+		case t.v == nil:
+			f.Add(t.name, "is required")
+		case *t.v < 0 || *t.v > MaxTotal:
+			f.Add(t.name, "must be between 0 and %d", MaxTotal)
+		}
+	}
+}

@@ -30,6 +30,9 @@ func (o *Order) Edit(r *EditRequest, env Env) error {
 	lines := BuildLines(&f, "orderLines", r.OrderLines, o.VATMode, env.IDs)
 	if f.Len() == 0 {
 		CheckTotals(&f, r.TotalsInput, SumLines(lines, o.VATMode), true)
+	} else {
+		// The lines cannot be summed; still name every missing or out-of-bounds total.
+		checkTotalsBounds(&f, r.TotalsInput)
 	}
 	if err := f.Err(); err != nil {
 		return err
