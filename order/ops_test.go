@@ -85,10 +85,12 @@ func TestCancel(t *testing.T) {
 	equal(t, "statuses", o.Statuses(now), []order.Status{order.StatusCancelled})
 	equal(t, "actions", len(actions(o, &o.Uncaptured, f)), 0)
 	for name, op := range map[string]func() error{
-		"cancel":         func() error { return o.Cancel(f.Env()) },
-		"cancel ledger":  func() error { return o.CancelLedger(o.Uncaptured.ID, f.Env()) },
-		"extend expiry":  func() error { return o.ExtendExpiry(f.Env()) },
-		"edit customer":  func() error { return o.EditCustomer(&order.EditCustomerRequest{Email: ordertest.Ptr("a@b.se")}, f.Env()) },
+		"cancel":        func() error { return o.Cancel(f.Env()) },
+		"cancel ledger": func() error { return o.CancelLedger(o.Uncaptured.ID, f.Env()) },
+		"extend expiry": func() error { return o.ExtendExpiry(f.Env()) },
+		"edit customer": func() error {
+			return o.EditCustomer(&order.EditCustomerRequest{Email: ordertest.Ptr("a@b.se")}, f.Env())
+		},
 		"payment method": func() error { return o.EditPaymentMethod(advanceInvoice(), f.Env()) },
 	} {
 		before := snapshot(t, o)

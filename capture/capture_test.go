@@ -1,0 +1,409 @@
+package capture_test
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/order/ordertest"
+)
+
+var p = ordertest.Ptr[int64]
+
+func snapshot(t testing.TB, o *order.Order) string {
+	t.Helper()
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func wantFault(t testing.TB, err error, kind fault.Kind, code string, fields ...string) {
+	t.Helper()
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		t.Fatalf("error = %v, want a fault of kind %s", err, kind)
+	}
+	if fe.Kind != kind || fe.Code != code {
+		t.Fatalf("error kind/code = %s/%s, want %s/%s (%v)", fe.Kind, fe.Code, kind, code, err)
+	}
+	if fields == nil {
+		return
+	}
+	var got []string
+	for _, f := range fe.Fields {
+		got = append(got, f.Field)
+	}
+	if !slices.Equal(got, fields) {
+		t.Fatalf("error fields = %q, want %q (%v)", got, fields, err)
+	}
+}
+
+func partial(total int64, lines ...order.LineInput) *capture.PartialRequest {
+	return &capture.PartialRequest{OrderLines: lines, TotalCaptureAmount: p(total)}
+}
+
+func TestPartialRefusals(t *testing.T) {
+	line3 := order.LineInput{ID: ordertest.Ptr("line-3"), Quantity: p(2)}
+	tests := []struct {
+		name   string
+		req    *capture.PartialRequest
+		kind   fault.Kind
+		code   string
+		fields []string
+	}{
+		{"amount mismatch", partial(20001, ordertest.ByID("line-1")), fault.Invalid, "capture_amount_mismatch", []string{"totalCaptureAmount"}},
+		{"amount mismatch, no id", partial(99, ordertest.Line("x", 1, 100, 0)), fault.Invalid, "capture_amount_mismatch", []string{"totalCaptureAmount"}},
+		{"total missing", &capture.PartialRequest{OrderLines: []order.LineInput{ordertest.ByID("line-1")}}, fault.Invalid, "validation_failed", []string{"totalCaptureAmount"}},
+		{"no lines", partial(0), fault.Invalid, "validation_failed", []string{"orderLines"}},
+		{"total out of bounds", partial(-1, ordertest.ByID("line-1")), fault.Invalid, "validation_failed", []string{"totalCaptureAmount"}},
+		{"unknown id", partial(100, ordertest.ByID("line-9")), fault.Invalid, "validation_failed", []string{"orderLines[0].id"}},
+		{"empty id", partial(100, ordertest.ByID("")), fault.Invalid, "validation_failed", []string{"orderLines[0].id"}},
+		{"same id twice", partial(40000, ordertest.ByID("line-1"), ordertest.ByID("line-1")), fault.Invalid, "validation_failed", []string{"orderLines[1].id"}},
+		{"part of an identified line", partial(2120, line3), fault.Invalid, "validation_failed", []string{"orderLines[0].quantity"}},
+		{"identified line with other amounts", partial(1, order.LineInput{ID: ordertest.Ptr("line-2"), TotalAmount: p(1), UnitPrice: p(1), TotalVatAmount: p(0)}),
+			fault.Invalid, "validation_failed", []string{"orderLines[0].totalAmount", "orderLines[0].unitPrice", "orderLines[0].totalVatAmount"}},
+		{"invalid new line", partial(0, order.LineInput{Description: ordertest.Ptr("x"), Quantity: p(0), UnitPrice: p(1)}, ordertest.ByID("line-1")),
+			fault.Invalid, "validation_failed", []string{"orderLines[0].quantity"}},
+		{"negative capture", partial(-100, ordertest.Line("credit", 1, -100, 0)), fault.Invalid, "validation_failed", []string{"totalCaptureAmount"}},
+		{"beyond the authorization", partial(28781, ordertest.Line("x", 1, 28781, 0)), fault.Invalid, "capture_exceeds_authorization", []string{"totalCaptureAmount"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := ordertest.New()
+			o := f.Order(t)
+			before := snapshot(t, o)
+			l, err := capture.Partial(o, tt.req, f.Env())
+			if l != nil {
+				t.Fatalf("captured %+v", l)
+			}
+			wantFault(t, err, tt.kind, tt.code, tt.fields...)
+			if snapshot(t, o) != before {
+				t.Fatal("refused capture changed the order")
+			}
+			if f.Seq.Last(order.SeriesInvoice) != 0 {
+				t.Fatal("refused capture took an invoice number")
+			}
+		})
+	}
+}
+
+func TestNegativeLinesCaptureOnlyWithinAPositiveTotal(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t, ordertest.Line("Item", 1, 10000, 2500), ordertest.Line("Rebate", 1, -2000, 2500))
+	_, err := capture.Partial(o, partial(-2000, ordertest.ByID("line-2")), f.Env())
+	wantFault(t, err, fault.Invalid, "validation_failed", "totalCaptureAmount") // out of 0..1e9
+	_, err = capture.Partial(o, partial(10000, ordertest.ByID("line-1")), f.Env())
+	wantFault(t, err, fault.Invalid, "capture_exceeds_authorization", "totalCaptureAmount") // 8000 authorized
+	l, err := capture.Partial(o, partial(8000, ordertest.ByID("line-1"), ordertest.ByID("line-2")), f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := order.SumLines(l.Lines, o.VATMode); got.Gross != 8000 || got.VAT != 1600 || got.Net != 6400 {
+		t.Fatalf("capture sums %+v", got)
+	}
+	if a := o.Amounts(); a != (order.Amounts{Order: 8000, Captured: 8000, Consumed: 8000}) {
+		t.Fatalf("amounts %+v", a)
+	}
+}
+
+func TestCaptureStateRefusals(t *testing.T) {
+	ops := map[string]func(o *order.Order, env order.Env) error{
+		"partial with id": func(o *order.Order, env order.Env) error {
+			_, err := capture.Partial(o, partial(20000, ordertest.ByID("line-1")), env)
+			return err
+		},
+		"partial without id": func(o *order.Order, env order.Env) error {
+			_, err := capture.Partial(o, partial(100, ordertest.Line("x", 1, 100, 0)), env)
+			return err
+		},
+		"full": func(o *order.Order, env order.Env) error {
+			_, err := capture.Full(o, nil, env)
+			return err
+		},
+		"full with lines": func(o *order.Order, env order.Env) error {
+			_, err := capture.Full(o, &capture.FullRequest{OrderLines: []order.LineInput{ordertest.ByID("line-1")}}, env)
+			return err
+		},
+	}
+	states := map[string]func(t *testing.T, f *ordertest.Fixture) *order.Order{
+		"cancelled": func(t *testing.T, f *ordertest.Fixture) *order.Order {
+			o := f.Order(t)
+			if err := o.Cancel(f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		},
+		"expired": func(t *testing.T, f *ordertest.Fixture) *order.Order {
+			o := f.Order(t)
+			f.Clock.Advance(28 * 24 * time.Hour)
+			return o
+		},
+		"expired and marked, clock back": func(t *testing.T, f *ordertest.Fixture) *order.Order {
+			o := f.Order(t)
+			f.Clock.Advance(29 * 24 * time.Hour)
+			o.MarkExpired(f.Env())
+			f.Clock.T = ordertest.Start.Add(time.Hour)
+			return o
+		},
+		"advanceInvoice unacknowledged": func(t *testing.T, f *ordertest.Fixture) *order.Order {
+			a := ordertest.Authorization(0)
+			a.PaymentMethod.Type = order.PayAdvanceInvoice
+			return f.Create(t, ordertest.CreateRequest(ordertest.DefaultLines()...), a)
+		},
+		"on hold": func(t *testing.T, f *ordertest.Fixture) *order.Order {
+			a := ordertest.Authorization(0)
+			a.RiskTags = []order.RiskTag{order.RiskPossibleFraud}
+			return f.Create(t, ordertest.CreateRequest(ordertest.DefaultLines()...), a)
+		},
+		"fully captured": func(t *testing.T, f *ordertest.Fixture) *order.Order {
+			o := f.Order(t)
+			if _, err := capture.Full(o, nil, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		},
+	}
+	for sname, state := range states {
+		for oname, op := range ops {
+			t.Run(sname+"/"+oname, func(t *testing.T) {
+				f := ordertest.New()
+				o := state(t, f)
+				before := snapshot(t, o)
+				seq := f.Seq.Last(order.SeriesInvoice)
+				wantFault(t, op(o, f.Env()), fault.NotAvailable, "action_not_available")
+				if snapshot(t, o) != before || f.Seq.Last(order.SeriesInvoice) != seq {
+					t.Fatal("refused capture changed the order or took a number")
+				}
+			})
+		}
+	}
+}
+
+func TestAdvanceInvoiceCaptureAfterAcknowledgement(t *testing.T) {
+	f := ordertest.New()
+	a := ordertest.Authorization(0)
+	a.PaymentMethod.Type = order.PayAdvanceInvoice
+	o := f.Create(t, ordertest.CreateRequest(ordertest.DefaultLines()...), a)
+	_, err := capture.Partial(o, partial(20000, ordertest.ByID("line-1")), f.Env())
+	wantFault(t, err, fault.NotAvailable, "action_not_available")
+	if err := o.Acknowledge(f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := capture.Partial(o, partial(20000, ordertest.ByID("line-1")), f.Env()); err != nil {
+		t.Fatalf("capture after acknowledgement: %v", err)
+	}
+}
+
+func TestFull(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t)
+	f.Clock.Advance(time.Minute)
+	wrong := &capture.FullRequest{TotalCaptureAmount: p(28779)}
+	_, err := capture.Full(o, wrong, f.Env())
+	wantFault(t, err, fault.Invalid, "capture_amount_mismatch", "totalCaptureAmount")
+	l, err := capture.Full(o, &capture.FullRequest{TotalCaptureAmount: p(28780)}, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Lines) != 3 || l.DocumentReference != "INV-00000001" || l.DocumentSeq != 1 {
+		t.Fatalf("capture %+v", l)
+	}
+	a := o.Amounts()
+	if a != (order.Amounts{Order: 28780, Captured: 28780, Consumed: 28780}) {
+		t.Fatalf("amounts %+v", a)
+	}
+	last := o.Events[len(o.Events)-1]
+	if last.Type != order.EventFullCapture || last.Amount != 28780 || last.LedgerID != l.ID || o.UpdatedAt != last.CreatedAt {
+		t.Fatalf("event %+v", last)
+	}
+	if got := o.Statuses(f.Clock.Now()); !slices.Equal(got, []order.Status{order.StatusFullyCaptured}) {
+		t.Fatalf("statuses %v", got)
+	}
+	// A second full capture is refused: no double capture.
+	before := snapshot(t, o)
+	_, err = capture.Full(o, nil, f.Env())
+	wantFault(t, err, fault.NotAvailable, "action_not_available")
+	if snapshot(t, o) != before {
+		t.Fatal("changed")
+	}
+}
+
+func TestFullWithLinesReleasesTheRest(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t)
+	l, err := capture.Full(o, &capture.FullRequest{OrderLines: []order.LineInput{ordertest.ByID("line-2")}, TotalCaptureAmount: p(5600)}, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Lines) != 1 || l.Lines[0].ID != "line-2" {
+		t.Fatalf("lines %+v", l.Lines)
+	}
+	types := []order.EventType{}
+	for _, e := range o.Events[2:] {
+		types = append(types, e.Type)
+	}
+	if !slices.Equal(types, []order.EventType{order.EventFullCapture, order.EventCancel}) {
+		t.Fatalf("events %v", types)
+	}
+	if o.Events[3].Amount != 23180 || o.CancelledAmount != 23180 {
+		t.Fatalf("released %d / %d", o.Events[3].Amount, o.CancelledAmount)
+	}
+	if a := o.Amounts(); a != (order.Amounts{Order: 5600, Captured: 5600, Consumed: 5600}) {
+		t.Fatalf("amounts %+v", a)
+	}
+}
+
+// After a capture without id, the remainder can exceed what the authorization
+// has left: full capture is then not offered and refused.
+func TestFullCaptureNotOfferedBeyondAuthorization(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t)
+	if _, err := capture.Partial(o, partial(1060, ordertest.Line("Book", 1, 1060, 600)), f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, o)
+	_, err := capture.Full(o, nil, f.Env())
+	wantFault(t, err, fault.NotAvailable, "action_not_available")
+	_, err = capture.Partial(o, partial(28780, ordertest.ByID("line-1"), ordertest.ByID("line-2"), ordertest.ByID("line-3")), f.Env())
+	wantFault(t, err, fault.Invalid, "capture_exceeds_authorization", "totalCaptureAmount")
+	if snapshot(t, o) != before {
+		t.Fatal("changed")
+	}
+	if a := o.Amounts(); a.Consumed > o.AuthorizedAmount {
+		t.Fatalf("consumed %d > authorized %d", a.Consumed, o.AuthorizedAmount)
+	}
+}
+
+func TestSequencerFailureChangesNothing(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t)
+	f.Seq.Fail = errors.New("disk on fire")
+	before := snapshot(t, o)
+	_, err := capture.Full(o, nil, f.Env())
+	wantFault(t, err, fault.Internal, "internal")
+	if snapshot(t, o) != before {
+		t.Fatal("changed")
+	}
+}
+
+func TestCaptureLedgerOperations(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t)
+	c1, err := capture.Partial(o, partial(20000, ordertest.ByID("line-1")), f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id1 := c1.ID
+	c2, err := capture.Partial(o, partial(5600, ordertest.ByID("line-2")), f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2 := c2.ID
+
+	// Void the first invoice: its amount leaves capturedAmount, still consumed.
+	if err := o.CancelLedger(id1, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if a := o.Amounts(); a != (order.Amounts{Order: 8780, Captured: 5600, Uncaptured: 3180, Consumed: 25600}) {
+		t.Fatalf("amounts after void %+v", a)
+	}
+	last := o.Events[len(o.Events)-1]
+	if last.Type != order.EventCancel || last.Amount != 20000 || last.LedgerID != id1 {
+		t.Fatalf("void event %+v", last)
+	}
+	if acts := o.Actions(o.Ledger(id1), f.Clock.Now(), f.Policy); len(acts) != 0 {
+		t.Fatalf("void ledger offers %v", acts)
+	}
+	before := snapshot(t, o)
+	wantFault(t, o.CancelLedger(id1, f.Env()), fault.NotAvailable, "action_not_available")
+	_, err = o.Resend(id1, f.Env())
+	wantFault(t, err, fault.NotAvailable, "action_not_available")
+	wantFault(t, o.RegisterPayment(id1, 1, f.Env()), fault.NotAvailable, "action_not_available")
+	if snapshot(t, o) != before {
+		t.Fatal("refused ops on a void ledger changed the order")
+	}
+
+	// Pay the second in part, then a reminder, then in full.
+	wantFault(t, o.RegisterPayment(id2, 5601, f.Env()), fault.Invalid, "validation_failed", "amount")
+	wantFault(t, o.RegisterPayment(id2, 0, f.Env()), fault.Invalid, "validation_failed", "amount")
+	if err := o.RegisterPayment(id2, 600, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.MarkLedger(id2, order.SubReminder1, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	wantFault(t, o.MarkLedger(id2, order.SubVoid, f.Env()), fault.Invalid, "validation_failed", "status")
+	l2 := o.Ledger(id2)
+	if !slices.Equal(l2.Status, []order.SubStatus{order.SubPartiallyPaid, order.SubReminder1}) {
+		t.Fatalf("status %v", l2.Status)
+	}
+	if !o.HasStatus(order.StatusPartiallyPaid, f.Clock.Now()) {
+		t.Fatal("order not partiallyPaid")
+	}
+	// Paid in part: no longer voidable.
+	wantFault(t, o.CancelLedger(id2, f.Env()), fault.NotAvailable, "action_not_available")
+	if err := o.RegisterPayment(id2, 5000, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(l2.Status, []order.SubStatus{order.SubFullyPaid}) {
+		t.Fatalf("status %v", l2.Status)
+	}
+	if !o.HasStatus(order.StatusFullyPaid, f.Clock.Now()) {
+		t.Fatalf("statuses %v", o.Statuses(f.Clock.Now()))
+	}
+	wantFault(t, o.MarkLedger(id2, order.SubReminder2, f.Env()), fault.NotAvailable, "action_not_available")
+	last = o.Events[len(o.Events)-1]
+	if last.Type != order.EventPaid || last.Amount != 5000 {
+		t.Fatalf("paid event %+v", last)
+	}
+	// Fully paid: no recourse; resend is offered and counted.
+	wantFault(t, o.Recourse(id2, &order.RecourseRequest{Reason: ordertest.Ptr("x")}, f.Env()), fault.NotAvailable, "action_not_available")
+	if l, err := o.Resend(id2, f.Env()); err != nil || l.Resent != 1 {
+		t.Fatalf("resend %v %v", l, err)
+	}
+
+	// Recourse of a fresh capture: then it cannot be voided.
+	c3, err := capture.Full(o, nil, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id3 := c3.ID
+	wantFault(t, o.Recourse(id3, &order.RecourseRequest{}, f.Env()), fault.Invalid, "validation_failed", "reason")
+	if err := o.Recourse(id3, &order.RecourseRequest{Reason: ordertest.Ptr("buyer disputes")}, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if !o.Ledger(id3).HasStatus(order.SubRecourse) {
+		t.Fatal("no recourse status")
+	}
+	wantFault(t, o.CancelLedger(id3, f.Env()), fault.NotAvailable, "action_not_available")
+	if err := o.MarkLedger(id3, order.SubInvoiceDeliveryFailure, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if !o.HasStatus(order.StatusInvoiceDeliveryFailure, f.Clock.Now()) {
+		t.Fatal("no invoiceDeliveryFailure")
+	}
+	_, err = o.Resend("ledger-99", f.Env())
+	wantFault(t, err, fault.NotFound, "ledger_not_found")
+}
+
+func TestCardOrderOffersNoVoidOrRecourse(t *testing.T) {
+	f := ordertest.New()
+	a := ordertest.Authorization(0)
+	a.PaymentMethod = order.PaymentMethod{Provider: order.ProviderExternal, Type: order.PayCard}
+	o := f.Create(t, ordertest.CreateRequest(ordertest.DefaultLines()...), a)
+	l, err := capture.Full(o, nil, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := o.Actions(l, f.Clock.Now(), f.Policy)
+	if !slices.Equal(got, []order.Action{order.ActionRefund, order.ActionPartialRefund, order.ActionResendOrderInvoice}) {
+		t.Fatalf("actions %v", got)
+	}
+}
