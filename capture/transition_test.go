@@ -220,8 +220,8 @@ func TestSpecPartialCaptureTransitions(t *testing.T) {
 		"capturedAmount":   money(28780, "287.80", "287.80"),
 		"uncapturedAmount": money(0, "0.00", "0.00"),
 		"events.5.type":    "fullCapture", "events.5.amount": money(7720, "77.20", "77.20"),
-		"uncaptured.orderLines":       []string{},
-		"uncaptured.availableActions": []any{map[string]any{"type": "editCustomer"}},
+		"uncaptured.orderLines":        []string{},
+		"uncaptured.availableActions":  []any{map[string]any{"type": "editCustomer"}},
 		"captured.2.documentReference": fmt.Sprintf("INV-%08d", 3),
 	})
 }

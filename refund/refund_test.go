@@ -1,0 +1,206 @@
+package refund_test
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/order/ordertest"
+	"github.com/kassahq/kassa/refund"
+)
+
+var p = ordertest.Ptr[int64]
+
+func snapshot(t testing.TB, o *order.Order) string {
+	t.Helper()
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func wantFault(t testing.TB, err error, kind fault.Kind, code string, fields ...string) {
+	t.Helper()
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		t.Fatalf("error = %v, want a fault of kind %s", err, kind)
+	}
+	if fe.Kind != kind || fe.Code != code {
+		t.Fatalf("error kind/code = %s/%s, want %s/%s (%v)", fe.Kind, fe.Code, kind, code, err)
+	}
+	var got []string
+	for _, f := range fe.Fields {
+		got = append(got, f.Field)
+	}
+	if fields != nil && !slices.Equal(got, fields) {
+		t.Fatalf("error fields = %q, want %q (%v)", got, fields, err)
+	}
+}
+
+// captured returns an order whose line-1 (2 × 100.00 at 25 %) was captured, and that capture's id.
+func captured(t *testing.T) (*ordertest.Fixture, *order.Order, string) {
+	f := ordertest.New()
+	o := f.Order(t)
+	l, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{ordertest.ByID("line-1")},
+		TotalCaptureAmount: p(20000)}, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, o, l.ID
+}
+
+func partial(total int64, lines ...order.LineInput) *refund.PartialRequest {
+	return &refund.PartialRequest{OrderLines: lines, TotalRefundAmount: p(total)}
+}
+
+func TestPartialRefundRefusals(t *testing.T) {
+	long := strings.Repeat("n", 201)
+	tests := []struct {
+		name   string
+		ledger string
+		req    *refund.PartialRequest
+		kind   fault.Kind
+		code   string
+		fields []string
+	}{
+		{"over-refund", "ledger-2", partial(20001, ordertest.Line("Widget", 1, 20001, 2500)), fault.Invalid, "refund_exceeds_captured", []string{"totalRefundAmount"}},
+		{"amount mismatch", "ledger-2", partial(10001, ordertest.Line("Widget", 1, 10000, 2500)), fault.Invalid, "refund_amount_mismatch", []string{"totalRefundAmount"}},
+		{"zero", "ledger-2", partial(0, ordertest.Line("Nothing", 1, 0, 0)), fault.Invalid, "refund_amount_invalid", []string{"totalRefundAmount"}},
+		{"no lines, no total, long note", "ledger-2", &refund.PartialRequest{Note: &long}, fault.Invalid, "validation_failed", []string{"orderLines", "totalRefundAmount", "note"}},
+		{"line with id", "ledger-2", partial(100, order.LineInput{ID: ordertest.Ptr("line-1"), Description: ordertest.Ptr("x"), Quantity: p(1), UnitPrice: p(100)}),
+			fault.Invalid, "validation_failed", []string{"orderLines[0].id"}},
+		{"uncaptured ledger", "ledger-1", partial(100, ordertest.Line("x", 1, 100, 0)), fault.NotAvailable, "action_not_available", nil},
+		{"unknown ledger", "ledger-9", partial(100, ordertest.Line("x", 1, 100, 0)), fault.NotFound, "ledger_not_found", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, o, _ := captured(t)
+			before := snapshot(t, o)
+			l, err := refund.Partial(o, tt.ledger, tt.req, f.Env())
+			if l != nil {
+				t.Fatalf("refunded %+v", l)
+			}
+			wantFault(t, err, tt.kind, tt.code, tt.fields...)
+			if snapshot(t, o) != before || f.Seq.Last(order.SeriesCreditNote) != 0 {
+				t.Fatal("refused refund changed the order or took a number")
+			}
+		})
+	}
+}
+
+func TestRefunds(t *testing.T) {
+	f, o, cid := captured(t)
+	note := "damaged"
+	r1, err := refund.Partial(o, cid, &refund.PartialRequest{OrderLines: []order.LineInput{ordertest.Line("Widget", 1, 10000, 2500)},
+		TotalRefundAmount: p(10000), Note: &note}, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.RefundOf != cid || r1.Note != "damaged" || r1.DocumentReference != "CN-00000001" {
+		t.Fatalf("refund %+v", r1)
+	}
+	last := o.Events[len(o.Events)-1]
+	if last.Type != order.EventPartialRefund || last.Amount != 10000 || last.LedgerID != r1.ID || o.UpdatedAt != last.CreatedAt {
+		t.Fatalf("event %+v", last)
+	}
+	now := f.Clock.Now()
+	if got := o.Statuses(now); !slices.Equal(got, []order.Status{order.StatusUncaptured, order.StatusPartiallyCaptured,
+		order.StatusPartiallyRefunded, order.StatusReadyForCapture}) {
+		t.Fatalf("statuses %v", got)
+	}
+	// A refunded invoice is no longer voidable.
+	wantFault(t, o.CancelLedger(cid, f.Env()), fault.NotAvailable, "action_not_available")
+	// Over-refund of what remains.
+	_, err = refund.Partial(o, cid, partial(10001, ordertest.Line("Widget", 1, 10001, 2500)), f.Env())
+	wantFault(t, err, fault.Invalid, "refund_exceeds_captured", "totalRefundAmount")
+
+	// Full refund of the rest: one line per VAT rate, exactly the remainder.
+	r2, err := refund.Full(o, cid, nil, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := order.SumLines(r2.Lines, o.VATMode)
+	if s.Gross != 10000 || s.VAT != 2000 || len(r2.Lines) != 1 || r2.Lines[0].Vat != 2500 || r2.DocumentReference != "CN-00000002" {
+		t.Fatalf("full refund %+v sums %+v", r2, s)
+	}
+	if got := o.RefundedOf(cid); got != 20000 {
+		t.Fatalf("refunded of capture %d", got)
+	}
+	last = o.Events[len(o.Events)-1]
+	if last.Type != order.EventFullRefund || last.Amount != 10000 {
+		t.Fatalf("event %+v", last)
+	}
+	if a := o.Amounts(); a.Refunded != 20000 || a.Captured != 20000 {
+		t.Fatalf("amounts %+v", a)
+	}
+	if !o.HasStatus(order.StatusFullyRefunded, f.Clock.Now()) {
+		t.Fatalf("statuses %v", o.Statuses(f.Clock.Now()))
+	}
+	before := snapshot(t, o)
+	_, err = refund.Full(o, cid, nil, f.Env())
+	wantFault(t, err, fault.NotAvailable, "action_not_available")
+	_, err = refund.Partial(o, cid, partial(1, ordertest.Line("x", 1, 1, 0)), f.Env())
+	wantFault(t, err, fault.NotAvailable, "action_not_available")
+	_, err = refund.Full(o, r2.ID, nil, f.Env()) // a refund cannot be refunded
+	wantFault(t, err, fault.NotAvailable, "action_not_available")
+	if snapshot(t, o) != before {
+		t.Fatal("changed")
+	}
+}
+
+func TestFullRefundRepeatsCapturedLines(t *testing.T) {
+	f, o, cid := captured(t)
+	note := strings.Repeat("n", 200)
+	r, err := refund.Full(o, cid, &refund.FullRequest{Note: &note}, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Ledger(cid)
+	if len(r.Lines) != 1 || r.Lines[0].ID == c.Lines[0].ID || r.Lines[0].TotalAmount != 20000 || r.Lines[0].Quantity != 2 || r.Note != note {
+		t.Fatalf("refund lines %+v", r.Lines)
+	}
+	note += "x"
+	_, o2, cid2 := captured(t)
+	_, err = refund.Full(o2, cid2, &refund.FullRequest{Note: &note}, f.Env())
+	wantFault(t, err, fault.Invalid, "validation_failed", "note")
+}
+
+// After partial refunds at rates the capture did not have, the full refund
+// still credits exactly what remains, gross and VAT.
+func TestFullRefundAfterMixedRates(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t)
+	c, err := capture.Full(o, nil, f.Env()) // 28780 gross, 4780 VAT
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid := c.ID
+	if _, err := refund.Partial(o, cid, partial(1000, ordertest.Line("goodwill", 1, 1000, 0)), f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refund.Partial(o, cid, partial(5600, ordertest.Line("Food", 1, 5600, 1200)), f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := refund.Full(o, cid, nil, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := order.SumLines(r.Lines, o.VATMode)
+	if s.Gross != 28780-1000-5600 || s.VAT != 4780-600 {
+		t.Fatalf("remainder %+v", s)
+	}
+	var total, vat int64
+	for _, rl := range o.Refunded {
+		ss := order.SumLines(rl.Lines, o.VATMode)
+		total, vat = total+ss.Gross, vat+ss.VAT
+	}
+	if total != 28780 || vat != 4780 {
+		t.Fatalf("refunded %d VAT %d", total, vat)
+	}
+}

@@ -1,0 +1,168 @@
+package token_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/order/ordertest"
+	"github.com/kassahq/kassa/token"
+)
+
+func wantFault(t *testing.T, err error, kind fault.Kind, code string, fields ...string) {
+	t.Helper()
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Kind != kind || fe.Code != code {
+		t.Fatalf("error = %v, want %s/%s", err, kind, code)
+	}
+	var got []string
+	for _, f := range fe.Fields {
+		got = append(got, f.Field)
+	}
+	if fields != nil && !slices.Equal(got, fields) {
+		t.Fatalf("fields = %q, want %q", got, fields)
+	}
+}
+
+var t0 = ordertest.Start
+
+func auth() *token.Authorization {
+	return &token.Authorization{Token: "auth-1", MerchantID: "m1", Country: "SE", Currency: "SEK", Locale: "sv-SE",
+		Buyer:         order.Customer{CompanyID: "5560000001", CompanyName: "Buyer AB", Email: "ap@buyer.example"},
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayCard}, ApprovedAmount: 50000,
+		CreatedAt: t0, ExpiresAt: t0.Add(token.DefaultAuthorizationTTL)}
+}
+
+func TestAuthorizationSingleUse(t *testing.T) {
+	a := auth()
+	if err := a.Usable(t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Consume(t0.Add(time.Minute), "order:o1"); err != nil {
+		t.Fatal(err)
+	}
+	if a.UsedAt == nil || !a.UsedAt.Equal(t0.Add(time.Minute)) || a.UsedFor != "order:o1" {
+		t.Fatalf("token %+v", a)
+	}
+	wantFault(t, a.Consume(t0.Add(2*time.Minute), "order:o2"), fault.NotAvailable, "authorization_token_used")
+	if a.UsedFor != "order:o1" {
+		t.Fatal("second use overwrote the first")
+	}
+}
+
+func TestAuthorizationExpiry(t *testing.T) {
+	a := auth()
+	if err := a.Usable(t0.Add(token.DefaultAuthorizationTTL - time.Nanosecond)); err != nil {
+		t.Fatalf("usable just before expiry: %v", err)
+	}
+	wantFault(t, a.Consume(t0.Add(token.DefaultAuthorizationTTL), "order:o1"), fault.NotAvailable, "authorization_token_expired")
+	if a.UsedAt != nil {
+		t.Fatal("expired token consumed")
+	}
+}
+
+func TestAuthorizationDelete(t *testing.T) {
+	a := auth()
+	if err := a.Delete(t0); err != nil {
+		t.Fatal(err)
+	}
+	wantFault(t, a.Consume(t0, "order:o1"), fault.NotFound, "authorization_token_not_found")
+	wantFault(t, a.Delete(t0), fault.NotFound, "authorization_token_not_found")
+}
+
+func TestApprovalCarriesTheCeiling(t *testing.T) {
+	ap := auth().Approval(true)
+	if ap.ApprovedAmount != 50000 || ap.TokenID != "auth-1" || !ap.RequireAck || ap.Buyer.CompanyID != "5560000001" {
+		t.Fatalf("approval %+v", ap)
+	}
+	f := ordertest.New()
+	r := ordertest.CreateRequest(ordertest.Line("Big", 1, 50001, 2500))
+	lines, mode, err := order.ValidateCreate(r, false, f.IDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = order.Create("m1", r, lines, mode, ap, f.Env())
+	wantFault(t, err, fault.Invalid, "authorization_exceeded", "totalOrderAmount")
+}
+
+func customerRequest() *token.CreateCustomerRequest {
+	return &token.CreateCustomerRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
+		Customer: &order.CustomerInput{Reference1: "R1"}}
+}
+
+func TestCustomerToken(t *testing.T) {
+	a := auth()
+	c, err := token.NewCustomer(a, customerRequest(), "ctok-12345", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.State != token.StateActive || c.CompanyID != "5560000001" || c.Email != "ap@buyer.example" || c.Reference1 != "R1" ||
+		c.Account.MaskedAccount != "**** **** **** 2345" || c.Account.ExpiryYear != "2028" || c.Account.ExpiryMonth != "03" {
+		t.Fatalf("customer token %+v", c)
+	}
+	if a.UsedFor != "customerToken:ctok-12345" {
+		t.Fatalf("authorization not consumed: %+v", a)
+	}
+	// The authorization cannot be used again.
+	_, err = token.NewCustomer(a, customerRequest(), "ctok-2", t0)
+	wantFault(t, err, fault.NotAvailable, "authorization_token_used")
+
+	// Reusable while active.
+	f := ordertest.New()
+	for i := 0; i < 2; i++ {
+		ap, err := c.Approval(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &order.CreateRequest{Country: "SE", Currency: "SEK", OrderLines: ordertest.DefaultLines()}
+		lines, mode, err := order.ValidateCreate(r, true, f.IDs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := order.Create("m1", r, lines, mode, ap, f.Env()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.IDs.Count(order.KindOrder) != 2 {
+		t.Fatal("two orders expected")
+	}
+
+	// Revoked: no order.
+	c.Revoke(t0.Add(time.Hour))
+	c.Revoke(t0.Add(2 * time.Hour))
+	if c.State != token.StateRevoked || !c.RevokedAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("revoked %+v", c)
+	}
+	if c.Record().State != token.StateRevoked {
+		t.Fatal("record state")
+	}
+	ap, err := c.Approval(false)
+	wantFault(t, err, fault.NotAvailable, "customer_token_revoked")
+	if ap.TokenID != "" {
+		t.Fatal("revoked token gave an approval")
+	}
+}
+
+func TestCustomerTokenValidation(t *testing.T) {
+	r := &token.CreateCustomerRequest{Country: "XX", Currency: "KRONA",
+		Customer: &order.CustomerInput{ShippingAddress: &order.Address{}, Email: "x"}}
+	wantFault(t, r.Validate(), fault.Invalid, "validation_failed", "country", "currency", "locale",
+		"customer.shippingAddress", "customer.email")
+	wantFault(t, (&token.CreateCustomerRequest{}).Validate(), fault.Invalid, "validation_failed", "country", "currency", "locale", "customer")
+
+	a := auth()
+	r = customerRequest()
+	r.Country, r.Currency = "NO", "NOK"
+	r.Customer.CompanyID = "other"
+	_, err := token.NewCustomer(a, r, "ctok-1", t0)
+	wantFault(t, err, fault.Invalid, "validation_failed", "country", "currency", "customer.companyId")
+	if a.UsedAt != nil {
+		t.Fatal("refused request consumed the authorization")
+	}
+	expired := auth()
+	_, err = token.NewCustomer(expired, customerRequest(), "ctok-1", t0.Add(2*time.Hour))
+	wantFault(t, err, fault.NotAvailable, "authorization_token_expired")
+}
