@@ -1,6 +1,6 @@
 module github.com/kassahq/kassa
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/google/uuid v1.6.0
@@ -8,4 +8,7 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require github.com/julienschmidt/httprouter v1.3.0 // indirect
+require (
+	github.com/julienschmidt/httprouter v1.3.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)

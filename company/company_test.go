@@ -1,0 +1,120 @@
+package company
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestValidNumber(t *testing.T) {
+	cases := []struct {
+		country, number string
+		want            bool
+	}{
+		{"SE", "5560360793", true}, // a real Swedish organisationsnummer shape (Luhn)
+		{"SE", "5560360794", false},
+		{"SE", "556036079", false},
+		{"NO", "923609016", true},
+		{"NO", "923609017", false},
+		{"FI", "01120389", true},
+		{"FI", "01120388", false},
+		{"DK", "10150817", true},
+		{"DK", "10150818", false},
+		{"SE", "55603607X3", false},
+	}
+	for _, c := range cases {
+		if got := ValidNumber(c.country, NormalizeNumber(c.number)); got != c.want {
+			t.Errorf("ValidNumber(%s, %s) = %v, want %v", c.country, c.number, got, c.want)
+		}
+	}
+	if NormalizeNumber(" 556036-0793 ") != "5560360793" {
+		t.Errorf("normalize")
+	}
+}
+
+func TestGeneratedNumbersAreValidAndUnique(t *testing.T) {
+	for _, c := range Countries {
+		cs := Generate(c, 3000, 7)
+		seen := map[string]bool{}
+		for _, co := range cs {
+			if !ValidNumber(c, co.ID) {
+				t.Fatalf("%s: invalid %s", c, co.ID)
+			}
+			if seen[co.ID] {
+				t.Fatalf("%s: duplicate %s", c, co.ID)
+			}
+			seen[co.ID] = true
+		}
+		if again := Generate(c, 3000, 7); again[2999] != cs[2999] {
+			t.Fatalf("%s: generation is not deterministic", c)
+		}
+	}
+}
+
+func TestSearchRanksAndFolds(t *testing.T) {
+	d := NewDirectory()
+	d.Set("SE", []Company{
+		{ID: "5560360793", Name: "Göta Bygg AB", Country: "SE"},
+		{ID: "5560000001", Name: "Göta Byggvaror AB", Country: "SE"},
+		{ID: "5560000019", Name: "Västra Göta Bygg Handelsbolag", Country: "SE"},
+		{ID: "5560000027", Name: "Nordisk Data AB", Country: "SE"},
+	})
+	names := func(ms []Match) string {
+		var s []string
+		for _, m := range ms {
+			s = append(s, m.CompanyName)
+		}
+		return strings.Join(s, "|")
+	}
+	cases := []struct {
+		q, want string
+		exact   bool
+	}{
+		{"gota bygg", "Göta Bygg AB|Göta Byggvaror AB|Västra Göta Bygg Handelsbolag", true},
+		{"GÖTA BYGG AB", "Göta Bygg AB|Göta Byggvaror AB|Västra Göta Bygg Handelsbolag", true},
+		{"bygg göta", "Göta Bygg AB|Göta Byggvaror AB|Västra Göta Bygg Handelsbolag", false},
+		{"byggv", "Göta Byggvaror AB", false},
+		{"556036-0793", "Göta Bygg AB", true},
+		{"5560360794", "", false},
+		{"nord dat", "Nordisk Data AB", false},
+		{"xyz", "", false},
+	}
+	for _, c := range cases {
+		got := d.Search("SE", c.q, 10)
+		if names(got) != c.want {
+			t.Errorf("Search(%q) = %s, want %s", c.q, names(got), c.want)
+			continue
+		}
+		if len(got) > 0 && got[0].ExactMatch != c.exact {
+			t.Errorf("Search(%q)[0].ExactMatch = %v", c.q, got[0].ExactMatch)
+		}
+	}
+	if d.Search("NO", "gota", 10) != nil {
+		t.Errorf("unknown country should give nothing")
+	}
+	if got := d.Search("SE", "göta", 1); len(got) != 1 {
+		t.Errorf("limit: %d", len(got))
+	}
+}
+
+func TestCSVRoundTripAndErrors(t *testing.T) {
+	cs := Generate("NO", 50, 3)
+	var buf bytes.Buffer
+	if err := WriteCSV(&buf, cs); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadCSV("NO", &buf)
+	if err != nil || len(back) != 50 || back[49] != cs[49] {
+		t.Fatalf("round trip: %v %d", err, len(back))
+	}
+	for _, bad := range []string{
+		"companyId,companyName\n923609017,Bad Check AS\n",
+		"id,name\n923609016,\n",
+		"foo,bar\n1,2\n",
+		"companyId,companyName\n923609016,A AS\n923 609 016,B AS\n",
+	} {
+		if _, err := ReadCSV("NO", strings.NewReader(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
