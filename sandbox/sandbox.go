@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kassahq/kassa/company"
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/money"
 	"github.com/kassahq/kassa/order"
@@ -59,9 +60,13 @@ var Fixtures = []Fixture{
 	{"DK", "10000005", "Sortlistet Import ApS", Blacklisted, "risk tag blacklisted; order fraudDeny"},
 }
 
-// Lookup finds the fixture of a company in a country.
+// Lookup finds the fixture of a company in a country; separators in the
+// registration number do not matter.
 func Lookup(country, companyID string) (Fixture, bool) {
-	i := slices.IndexFunc(Fixtures, func(f Fixture) bool { return f.Country == country && f.CompanyID == companyID })
+	n := company.NormalizeNumber(companyID)
+	i := slices.IndexFunc(Fixtures, func(f Fixture) bool {
+		return f.Country == country && company.NormalizeNumber(f.CompanyID) == n
+	})
 	if i < 0 {
 		return Fixture{}, false
 	}

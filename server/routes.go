@@ -50,6 +50,9 @@ func (s *Server) routes() {
 	s.handle(http.MethodGet, "/v1/orders/:orderId/paymentstatus", s.authed(s.orderPaymentStatus))
 	s.handle(http.MethodGet, "/v1/paymentstatus", s.authed(s.paymentStatus))
 
+	// Headless API: company search needs no authentication (spec).
+	s.handle(http.MethodGet, "/v1/headless/search/companies", s.searchCompanies)
+
 	// Payments API: tokens.
 	s.handle(http.MethodDelete, "/v1/authorization-tokens/:token", s.authed(s.deleteAuthorization))
 	s.handle(http.MethodPost, "/v1/authorization-tokens/:token/customer-token", s.authed(s.createCustomerToken))

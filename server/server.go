@@ -17,7 +17,9 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/company"
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/sandbox"
 )
 
 // Config configures a Server.
@@ -46,6 +48,11 @@ type Config struct {
 	Version string
 	// Metrics receives request and commit figures; a new registry when nil.
 	Metrics *Metrics
+	// Companies is the directory of company search; the bundled dataset when nil.
+	Companies *company.Directory
+	// CompanySearchRate is the per-address rate limit of company search
+	// (requests per second, with a burst of ten times that); default 20.
+	CompanySearchRate float64
 }
 
 // Server is the HTTP front of a kassa Ledger.
@@ -55,6 +62,7 @@ type Server struct {
 	log     *slog.Logger
 	router  *httprouter.Router
 	metrics *Metrics
+	limiter *rateLimiter
 }
 
 // New builds a Server and its routes.
@@ -77,7 +85,14 @@ func New(cfg Config) *Server {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics}
+	if cfg.Companies == nil {
+		cfg.Companies = company.Bundled(SandboxCompanies())
+	}
+	if cfg.CompanySearchRate == 0 {
+		cfg.CompanySearchRate = 20
+	}
+	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics,
+		limiter: newRateLimiter(cfg.CompanySearchRate, 10*cfg.CompanySearchRate)}
 	s.routes()
 	return s
 }
@@ -203,3 +218,13 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, res *kassa.
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// SandboxCompanies are the sandbox's fixture buyers as directory entries, so
+// that a buyer searching for them finds them.
+func SandboxCompanies() []company.Company {
+	out := make([]company.Company, 0, len(sandbox.Fixtures))
+	for _, f := range sandbox.Fixtures {
+		out = append(out, company.Company{ID: company.NormalizeNumber(f.CompanyID), Name: f.CompanyName, Country: f.Country})
+	}
+	return out
+}
