@@ -1,0 +1,78 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa/company"
+)
+
+func TestCompanySearch(t *testing.T) {
+	dir := company.NewDirectory()
+	dir.Set("SE", []company.Company{{ID: "5560360793", Name: "Göta Bygg AB", Country: "SE"}, {ID: "5560000001", Name: "Approved Byggvaror AB", Country: "SE"}})
+	s := New(Config{Companies: dir, CompanySearchRate: 1000})
+	h := s.Handler()
+	get := func(q url.Values) (int, CompanySearchResponse, Problem) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?"+q.Encode(), nil))
+		var ok CompanySearchResponse
+		var p Problem
+		if rec.Code == 200 {
+			json.Unmarshal(rec.Body.Bytes(), &ok)
+		} else {
+			json.Unmarshal(rec.Body.Bytes(), &p)
+		}
+		return rec.Code, ok, p
+	}
+	code, res, _ := get(url.Values{"q": {"gota bygg ab"}, "country": {"SE"}})
+	if code != 200 || res.Country != "SE" || len(res.Companies) != 1 || res.Companies[0].CompanyID != "5560360793" || !res.Companies[0].ExactMatch {
+		t.Fatalf("name search: %d %+v", code, res)
+	}
+	code, res, _ = get(url.Values{"q": {"556036-0793"}, "country": {"SE"}})
+	if code != 200 || len(res.Companies) != 1 || !res.Companies[0].ExactMatch {
+		t.Fatalf("number search: %d %+v", code, res)
+	}
+	code, res, _ = get(url.Values{"q": {"nothing here"}, "country": {"SE"}})
+	if code != 200 || res.Companies == nil || len(res.Companies) != 0 {
+		t.Fatalf("no match must be an empty list: %d %+v", code, res)
+	}
+	code, _, p := get(url.Values{"country": {"XX"}})
+	if code != 400 || p.Code != "validation_failed" || len(p.Errors) != 2 || p.Errors[0].Field != "country" || p.Errors[1].Field != "q" {
+		t.Fatalf("bad query: %d %+v", code, p)
+	}
+}
+
+func TestCompanySearchRateLimit(t *testing.T) {
+	l := newRateLimiter(1, 3)
+	now := time.Unix(1000, 0)
+	for i := 0; i < 3; i++ {
+		if !l.allow("a", now) {
+			t.Fatalf("burst request %d refused", i)
+		}
+	}
+	if l.allow("a", now) {
+		t.Fatal("fourth request in the same instant allowed")
+	}
+	if !l.allow("b", now) {
+		t.Fatal("another address must have its own bucket")
+	}
+	if !l.allow("a", now.Add(time.Second)) {
+		t.Fatal("a token must come back after a second")
+	}
+	s := New(Config{CompanySearchRate: 1})
+	h := s.Handler()
+	codes := map[int]int{}
+	for i := 0; i < 15; i++ {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?country=SE&q=bygg", nil))
+		codes[rec.Code]++
+	}
+	// Burst 10 at 1/s: ten pass at once; a slow machine may earn one more token meanwhile.
+	if codes[http.StatusOK] < 10 || codes[http.StatusTooManyRequests] < 4 || codes[http.StatusOK]+codes[http.StatusTooManyRequests] != 15 {
+		t.Fatalf("codes %v", codes)
+	}
+}
