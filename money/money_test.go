@@ -3,6 +3,7 @@ package money
 import (
 	"encoding/json"
 	"math"
+	"math/big"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -283,4 +284,37 @@ func TestPropertyDivRound(t *testing.T) {
 			t.Fatalf("DivRound(%d, %d) = %d rounds a tie towards zero", a, b, q)
 		}
 	})
+}
+
+// LineVAT never overflows within the spec's bounds: it equals the exact
+// rational result rounded half away from zero, computed with math/big.
+func TestPropertyLineVATExact(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		total := rapid.OneOf(rapid.Int64Range(-1_000_000_000, 1_000_000_000),
+			rapid.SampledFrom([]int64{-1_000_000_000, 1_000_000_000, -1, 0, 1})).Draw(t, "total")
+		rate := rapid.OneOf(rapid.Int64Range(0, MaxRate), rapid.SampledFrom([]int64{0, 1, MaxRate})).Draw(t, "rate")
+		mode := rapid.SampledFrom([]VATMode{InclVAT, ExclVAT}).Draw(t, "mode")
+		var want *big.Int
+		if mode == ExclVAT {
+			want = roundHalfAway(new(big.Int).Mul(big.NewInt(total), big.NewInt(rate)), big.NewInt(RateDenominator))
+		} else {
+			net := roundHalfAway(new(big.Int).Mul(big.NewInt(total), big.NewInt(RateDenominator)), big.NewInt(RateDenominator+rate))
+			want = new(big.Int).Sub(big.NewInt(total), net)
+		}
+		if got := LineVAT(total, rate, mode); !want.IsInt64() || got != want.Int64() {
+			t.Fatalf("LineVAT(%d, %d, %s) = %d, want %s", total, rate, mode, got, want)
+		}
+	})
+}
+
+func roundHalfAway(a, b *big.Int) *big.Int {
+	q, r := new(big.Int).QuoRem(a, b, new(big.Int))
+	if new(big.Int).Mul(new(big.Int).Abs(r), big.NewInt(2)).Cmp(b) >= 0 {
+		if a.Sign() < 0 {
+			q.Sub(q, big.NewInt(1))
+		} else {
+			q.Add(q, big.NewInt(1))
+		}
+	}
+	return q
 }

@@ -1,0 +1,708 @@
+package order_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/order/ordertest"
+	"github.com/kassahq/kassa/refund"
+)
+
+// machine drives one order through random sequences of every operation and
+// checks the invariants of design.md §3 after each step.
+type machine struct {
+	f      *ordertest.Fixture
+	o      *order.Order
+	events []order.Event               // the log as last seen: it may only grow
+	kinds  map[string]order.LedgerKind // every ledger id ever seen, with its kind
+	steps  int
+}
+
+func newMachine(t *rapid.T) *machine {
+	f := ordertest.New()
+	mode := rapid.SampledFrom([]string{"", "inclVat", "exclVat"}).Draw(t, "vatMode")
+	n := rapid.IntRange(1, 6).Draw(t, "lines")
+	var ins []order.LineInput
+	var positive int64
+	for i := 0; i < n; i++ {
+		q := rapid.Int64Range(1, 5).Draw(t, "qty")
+		u := rapid.Int64Range(0, 50000).Draw(t, "unit")
+		positive += q * u
+		ins = append(ins, ordertest.Line(fmt.Sprintf("item %d", i), q, u, rapid.SampledFrom([]int64{0, 600, 1200, 2500}).Draw(t, "vat")))
+	}
+	if positive >= 4 && rapid.Bool().Draw(t, "discount") {
+		d := rapid.Int64Range(1, positive/2).Draw(t, "discountAmount")
+		l := ordertest.Line("discount", 1, -d, 2500)
+		l.Type = "discount"
+		ins = append(ins, l)
+	}
+	r := ordertest.CreateRequest(ins...)
+	r.VatMode = mode
+	lines, m, err := order.ValidateCreate(r, false, f.IDs)
+	if err != nil {
+		t.Fatalf("generated create refused: %v", err)
+	}
+	gross := order.SumLines(lines, m).Gross
+	auth := ordertest.Authorization(gross + rapid.Int64Range(0, 100000).Draw(t, "headroom"))
+	auth.PaymentMethod.Type = rapid.SampledFrom([]order.PaymentType{order.PayInvoice, order.PayAdvanceInvoice,
+		order.PayCard, order.PayPartPayment}).Draw(t, "paymentType")
+	auth.RequireAck = rapid.Bool().Draw(t, "requireAck")
+	if rapid.IntRange(0, 5).Draw(t, "risk") == 0 {
+		auth.RiskTags = []order.RiskTag{order.RiskPossibleFraud}
+	}
+	o, err := order.Create("merchant-1", r, lines, m, auth, f.Env())
+	if err != nil {
+		t.Fatalf("generated create failed: %v", err)
+	}
+	mc := &machine{f: f, o: o, kinds: map[string]order.LedgerKind{}}
+	if o.Events[0].Type != order.EventCreate || o.Events[0].Amount != gross {
+		t.Fatalf("first event %+v, want create with %d", o.Events[0], gross)
+	}
+	if auth.RiskTags == nil && !(o.Unacknowledged && auth.PaymentMethod.Type == order.PayAdvanceInvoice) {
+		if len(o.Events) != 2 || o.Events[1].Type != order.EventReadyForCapture || o.Events[1].Amount != 0 {
+			t.Fatalf("events after create %+v", o.Events)
+		}
+	}
+	mc.check(t)
+	return mc
+}
+
+func (m *machine) env() order.Env { return m.f.Env() }
+func (m *machine) now() time.Time { return m.f.Clock.Now() }
+
+func (m *machine) offered(l *order.Ledger, a order.Action) bool {
+	return slices.Contains(m.o.Actions(l, m.now(), m.f.Policy), a)
+}
+
+func (m *machine) snap(t *rapid.T) string {
+	b, err := json.Marshal(m.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// expect runs op and checks its outcome: when ok is true it must succeed;
+// when false it must fail with kind, and leave the order byte-identical.
+// Any failure, expected or not, must leave the order untouched.
+func (m *machine) expect(t *rapid.T, name string, ok bool, kind fault.Kind, op func() error) {
+	before := m.snap(t)
+	err := op()
+	m.steps++
+	if err == nil {
+		applied[name]++
+	} else {
+		refused[name]++
+	}
+	switch {
+	case ok && err != nil:
+		t.Fatalf("%s: offered but refused: %v", name, err)
+	case !ok && err == nil:
+		t.Fatalf("%s: not offered but applied", name)
+	case !ok && fault.KindOf(err) != kind:
+		t.Fatalf("%s: refused with %s (%v), want %s", name, fault.KindOf(err), err, kind)
+	}
+	if err != nil && m.snap(t) != before {
+		t.Fatalf("%s: refused (%v) but changed the order", name, err)
+	}
+}
+
+// gross is the amount including VAT of lines, computed here independently of order.SumLines.
+func (m *machine) gross(lines []order.Line) (gross, net, vat int64) {
+	for _, l := range lines {
+		if m.o.VATMode == money.ExclVAT {
+			gross += l.TotalAmount + l.TotalVatAmount
+			net += l.TotalAmount
+		} else {
+			gross += l.TotalAmount
+			net += l.TotalAmount - l.TotalVatAmount
+		}
+		vat += l.TotalVatAmount
+	}
+	return
+}
+
+func (m *machine) remaining() int64 {
+	var consumed int64
+	for i := range m.o.Captured {
+		g, _, _ := m.gross(m.o.Captured[i].Lines)
+		consumed += g
+	}
+	return m.o.AuthorizedAmount - consumed
+}
+
+// newLine draws a line without id whose amount including VAT lies in [lo, hi].
+func (m *machine) newLine(t *rapid.T, lo, hi int64) (order.LineInput, int64, int64) {
+	amount := rapid.Int64Range(lo, hi).Draw(t, "amount")
+	if rapid.Bool().Draw(t, "withVat") && amount >= 5 {
+		// 25 % VAT: in exclVat mode the total excludes it.
+		total := amount
+		if m.o.VATMode == money.ExclVAT {
+			total = amount * 4 / 5
+		}
+		vat := money.LineVAT(total, 2500, m.o.VATMode)
+		g := total
+		if m.o.VATMode == money.ExclVAT {
+			g += vat
+		}
+		if g >= lo && g <= hi {
+			return ordertest.Line("extra", 1, total, 2500), total, g
+		}
+	}
+	return ordertest.Line("extra", 1, amount, 0), amount, amount
+}
+
+func (m *machine) pickLedger(t *rapid.T, kinds ...order.LedgerKind) *order.Ledger {
+	var ls []*order.Ledger
+	for _, k := range kinds {
+		switch k {
+		case order.LedgerUncaptured:
+			ls = append(ls, &m.o.Uncaptured)
+		case order.LedgerCapture:
+			for i := range m.o.Captured {
+				ls = append(ls, &m.o.Captured[i])
+			}
+		case order.LedgerRefund:
+			for i := range m.o.Refunded {
+				ls = append(ls, &m.o.Refunded[i])
+			}
+		}
+	}
+	if len(ls) == 0 {
+		return nil
+	}
+	return ls[rapid.IntRange(0, len(ls)-1).Draw(t, "ledger")]
+}
+
+func (m *machine) actions() map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"": m.check,
+		"partialCaptureWithID": func(t *rapid.T) {
+			ok := m.offered(&m.o.Uncaptured, order.ActionPartialCapture)
+			rem := m.remaining()
+			var ins []order.LineInput
+			var total, g int64
+			for _, l := range m.o.Uncaptured.Lines {
+				if rapid.Bool().Draw(t, "take") {
+					lg, _, _ := m.gross([]order.Line{l})
+					if g+lg > rem || g+lg < 0 {
+						continue
+					}
+					g += lg
+					total += l.TotalAmount
+					if rapid.Bool().Draw(t, "repeatFields") {
+						ins = append(ins, ordertest.ByIDFull(l))
+					} else {
+						ins = append(ins, ordertest.ByID(l.ID))
+					}
+				}
+			}
+			if len(ins) == 0 || g < 0 {
+				if !ok {
+					ins, total = []order.LineInput{ordertest.Line("x", 1, 1, 0)}, 1
+				} else {
+					l, tot, _ := m.newLine(t, 0, rem)
+					ins, total = []order.LineInput{l}, tot
+				}
+			}
+			ids := map[string]bool{}
+			for _, in := range ins {
+				if in.ID != nil {
+					ids[*in.ID] = true
+				}
+			}
+			before := len(m.o.Captured)
+			beforeUncap := slices.Clone(m.o.Uncaptured.Lines)
+			m.expect(t, "partialCapture", ok, fault.NotAvailable, func() error {
+				_, err := capture.Partial(m.o, &capture.PartialRequest{OrderLines: ins, TotalCaptureAmount: ordertest.Ptr(total)}, m.env())
+				return err
+			})
+			if ok {
+				c := m.o.Captured[before]
+				last := m.o.Events[len(m.o.Events)-1]
+				cg, _, _ := m.gross(c.Lines)
+				if last.Type != order.EventPartialCapture || last.Amount != cg || last.LedgerID != c.ID {
+					t.Fatalf("partialCapture event %+v for capture of %d", last, cg)
+				}
+				var kept []order.Line
+				for _, l := range beforeUncap {
+					if !ids[l.ID] {
+						kept = append(kept, l)
+					}
+				}
+				if len(kept) != len(m.o.Uncaptured.Lines) || (len(kept) > 0 && !slices.Equal(kept, m.o.Uncaptured.Lines)) {
+					t.Fatalf("uncaptured lines %v, want %v", m.o.Uncaptured.Lines, kept)
+				}
+			}
+		},
+		"partialCaptureMismatch": func(t *rapid.T) {
+			ok := m.offered(&m.o.Uncaptured, order.ActionPartialCapture)
+			kind := fault.NotAvailable
+			if ok {
+				kind = fault.Invalid
+			}
+			l, tot, _ := m.newLine(t, 0, 1000)
+			m.expect(t, "partialCaptureMismatch", false, kind, func() error {
+				_, err := capture.Partial(m.o, &capture.PartialRequest{OrderLines: []order.LineInput{l}, TotalCaptureAmount: ordertest.Ptr(tot + 1)}, m.env())
+				if ok && fault.CodeOf(err) != "capture_amount_mismatch" {
+					t.Fatalf("mismatch refused as %v", err)
+				}
+				return err
+			})
+		},
+		"fullCapture": func(t *rapid.T) {
+			ok := m.offered(&m.o.Uncaptured, order.ActionCapture)
+			req := &capture.FullRequest{}
+			if rapid.Bool().Draw(t, "withTotal") {
+				_, net, vat := m.gross(m.o.Uncaptured.Lines)
+				total := net
+				if m.o.VATMode == money.InclVAT {
+					total += vat
+				}
+				req.TotalCaptureAmount = ordertest.Ptr(total)
+				if total < 0 {
+					req.TotalCaptureAmount = nil
+				}
+			}
+			m.expect(t, "fullCapture", ok, fault.NotAvailable, func() error {
+				_, err := capture.Full(m.o, req, m.env())
+				return err
+			})
+			if ok && len(m.o.Uncaptured.Lines) != 0 {
+				t.Fatalf("lines left after full capture")
+			}
+		},
+		"fullCaptureWithLines": func(t *rapid.T) {
+			ok := m.offered(&m.o.Uncaptured, order.ActionCapture)
+			var ins []order.LineInput
+			var g int64
+			rem := m.remaining()
+			for _, l := range m.o.Uncaptured.Lines {
+				lg, _, _ := m.gross([]order.Line{l})
+				if rapid.Bool().Draw(t, "take") && g+lg >= 0 && g+lg <= rem {
+					ins = append(ins, ordertest.ByID(l.ID))
+					g += lg
+				}
+			}
+			if len(ins) == 0 {
+				ins = []order.LineInput{ordertest.Line("x", 1, 0, 0)}
+			}
+			m.expect(t, "fullCaptureWithLines", ok, fault.NotAvailable, func() error {
+				_, err := capture.Full(m.o, &capture.FullRequest{OrderLines: ins}, m.env())
+				return err
+			})
+			_ = g
+		},
+		"edit": func(t *rapid.T) {
+			ok := m.offered(&m.o.Uncaptured, order.ActionEditOrder)
+			room := m.o.ApprovedAmount - (m.o.AuthorizedAmount - m.remaining())
+			over := ok && room < order.MaxTotal && rapid.IntRange(0, 4).Draw(t, "over") == 0
+			var ins []order.LineInput
+			if over {
+				ins = []order.LineInput{ordertest.Line("too much", 1, room+1, 0)}
+			} else {
+				hi := room
+				if hi < 0 {
+					hi = 0
+				}
+				for i, n := 0, rapid.IntRange(1, 3).Draw(t, "editLines"); i < n; i++ {
+					l, _, _ := m.newLine(t, 0, hi/int64(n))
+					ins = append(ins, l)
+				}
+			}
+			probe, _, err := order.ValidateCreate(&order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv", VatMode: string(m.o.VATMode), OrderLines: ins}, false, &ordertest.IDs{})
+			if err != nil {
+				t.Fatalf("generated edit lines invalid: %v", err)
+			}
+			s := order.SumLines(probe, m.o.VATMode)
+			req := &order.EditRequest{OrderLines: ins, TotalsInput: order.TotalsInput{TotalOrderAmount: ordertest.Ptr(s.Gross),
+				TotalOrderAmountExclVat: ordertest.Ptr(s.Net), TotalOrderVatAmount: ordertest.Ptr(s.VAT)}}
+			kind := fault.NotAvailable
+			if over {
+				kind = fault.Invalid
+			}
+			m.expect(t, "edit", ok && !over, kind, func() error { return m.o.Edit(req, m.env()) })
+			if ok && !over {
+				g, _, _ := m.gross(m.o.Uncaptured.Lines)
+				if g != s.Gross || m.remaining() != s.Gross {
+					t.Fatalf("after edit uncaptured %d, remaining %d, want %d", g, m.remaining(), s.Gross)
+				}
+			}
+		},
+		"cancel": func(t *rapid.T) {
+			if rapid.IntRange(0, 3).Draw(t, "reallyCancel") != 0 { // rarer, so that orders live longer
+				return
+			}
+			ok := m.offered(&m.o.Uncaptured, order.ActionCancel)
+			m.expect(t, "cancel", ok, fault.NotAvailable, func() error { return m.o.Cancel(m.env()) })
+		},
+		"void": func(t *rapid.T) {
+			l := m.pickLedger(t, order.LedgerUncaptured, order.LedgerCapture, order.LedgerRefund)
+			if l.Kind == order.LedgerUncaptured && rapid.IntRange(0, 3).Draw(t, "reallyCancel") != 0 {
+				return
+			}
+			ok := m.offered(l, order.ActionVoid) || (l.Kind == order.LedgerUncaptured && m.offered(l, order.ActionCancel))
+			id := l.ID
+			m.expect(t, "cancelLedger", ok, fault.NotAvailable, func() error { return m.o.CancelLedger(id, m.env()) })
+			if ok && l.Kind == order.LedgerCapture && !m.o.Ledger(id).Void() {
+				t.Fatal("void did not void")
+			}
+		},
+		"partialRefund": func(t *rapid.T) {
+			l := m.pickLedger(t, order.LedgerCapture, order.LedgerRefund, order.LedgerUncaptured)
+			ok := m.offered(l, order.ActionPartialRefund)
+			id := l.ID
+			cg, _, _ := m.gross(l.Lines)
+			refundable := cg - m.refundedOf(id)
+			var in order.LineInput
+			var total int64
+			if ok {
+				in, total, _ = m.newLine(t, 1, refundable)
+			} else {
+				in, total = ordertest.Line("x", 1, 1, 0), 1
+			}
+			note := "note"
+			m.expect(t, "partialRefund", ok, fault.NotAvailable, func() error {
+				_, err := refund.Partial(m.o, id, &refund.PartialRequest{OrderLines: []order.LineInput{in}, TotalRefundAmount: ordertest.Ptr(total), Note: &note}, m.env())
+				return err
+			})
+		},
+		"overRefund": func(t *rapid.T) {
+			l := m.pickLedger(t, order.LedgerCapture)
+			if l == nil {
+				return
+			}
+			ok := m.offered(l, order.ActionPartialRefund)
+			id := l.ID
+			cg, _, _ := m.gross(l.Lines)
+			over := cg - m.refundedOf(id) + 1
+			kind := fault.NotAvailable
+			if ok {
+				kind = fault.Invalid
+			}
+			m.expect(t, "overRefund", false, kind, func() error {
+				_, err := refund.Partial(m.o, id, &refund.PartialRequest{OrderLines: []order.LineInput{ordertest.Line("x", 1, over, 0)}, TotalRefundAmount: ordertest.Ptr(over)}, m.env())
+				if ok && fault.CodeOf(err) != "refund_exceeds_captured" {
+					t.Fatalf("over-refund refused as %v", err)
+				}
+				return err
+			})
+		},
+		"fullRefund": func(t *rapid.T) {
+			l := m.pickLedger(t, order.LedgerCapture, order.LedgerRefund, order.LedgerUncaptured)
+			ok := m.offered(l, order.ActionRefund)
+			id := l.ID
+			m.expect(t, "fullRefund", ok, fault.NotAvailable, func() error {
+				_, err := refund.Full(m.o, id, nil, m.env())
+				return err
+			})
+			if ok {
+				cg, _, _ := m.gross(m.o.Ledger(id).Lines)
+				if m.refundedOf(id) != cg {
+					t.Fatalf("after full refund %d of %d refunded", m.refundedOf(id), cg)
+				}
+			}
+		},
+		"acknowledge": func(t *rapid.T) {
+			m.expect(t, "acknowledge", m.o.Unacknowledged, fault.NotAvailable, func() error { return m.o.Acknowledge(m.env()) })
+		},
+		"extendExpiry": func(t *rapid.T) {
+			ok := m.offered(&m.o.Uncaptured, order.ActionExtendOrderExpiry)
+			was := m.o.ExpiresAt
+			m.expect(t, "extendExpiry", ok, fault.NotAvailable, func() error { return m.o.ExtendExpiry(m.env()) })
+			if m.o.ExpiresAt.Before(was) || m.o.ExpiresAt.After(m.o.ExpiryCap(m.f.Policy)) {
+				t.Fatalf("expiresAt %v (was %v)", m.o.ExpiresAt, was)
+			}
+		},
+		"editCustomer": func(t *rapid.T) {
+			ok := m.offered(&m.o.Uncaptured, order.ActionEditCustomer)
+			n := len(m.o.Events)
+			m.expect(t, "editCustomer", ok, fault.NotAvailable, func() error {
+				return m.o.EditCustomer(&order.EditCustomerRequest{Email: ordertest.Ptr(fmt.Sprintf("u%d@buyer.example", m.steps))}, m.env())
+			})
+			if ok {
+				e := m.o.Events[len(m.o.Events)-1]
+				if len(m.o.Events) != n+1 || e.Type != order.EventEditCustomer || e.Amount != 0 {
+					t.Fatalf("editCustomer event %+v", e)
+				}
+			}
+		},
+		"editPaymentMethod": func(t *rapid.T) {
+			ok := m.offered(&m.o.Uncaptured, order.ActionEditPaymentMethod)
+			m.expect(t, "editPaymentMethod", ok, fault.NotAvailable, func() error {
+				return m.o.EditPaymentMethod(&order.EditPaymentMethodRequest{PaymentMethod: &order.PaymentMethod{Provider: order.ProviderService, Type: order.PayAdvanceInvoice}}, m.env())
+			})
+		},
+		"setReference": func(t *rapid.T) {
+			m.expect(t, "setReference", m.o.Hold != order.HoldFraudDeny, fault.NotAvailable, func() error {
+				return m.o.SetReference(&order.ReferenceRequest{Reference: ordertest.Ptr(fmt.Sprintf("ref-%d", m.steps))}, m.env())
+			})
+		},
+		"resend": func(t *rapid.T) {
+			l := m.pickLedger(t, order.LedgerCapture, order.LedgerRefund, order.LedgerUncaptured)
+			ok := m.offered(l, order.ActionResendOrderInvoice)
+			id := l.ID
+			m.expect(t, "resend", ok, fault.NotAvailable, func() error {
+				_, err := m.o.Resend(id, m.env())
+				return err
+			})
+		},
+		"recourse": func(t *rapid.T) {
+			l := m.pickLedger(t, order.LedgerCapture, order.LedgerRefund, order.LedgerUncaptured)
+			ok := m.offered(l, order.ActionRecourseOrderInvoice)
+			id := l.ID
+			m.expect(t, "recourse", ok, fault.NotAvailable, func() error {
+				return m.o.Recourse(id, &order.RecourseRequest{Reason: ordertest.Ptr("dispute")}, m.env())
+			})
+		},
+		"registerPayment": func(t *rapid.T) {
+			l := m.pickLedger(t, order.LedgerCapture)
+			if l == nil {
+				return
+			}
+			id := l.ID
+			due := m.o.Outstanding(l)
+			ok := !l.Void() && due > 0
+			amount := int64(1)
+			if ok {
+				amount = rapid.Int64Range(1, due).Draw(t, "pay")
+			}
+			kind := fault.Invalid
+			if l.Void() {
+				kind = fault.NotAvailable
+			}
+			m.expect(t, "registerPayment", ok, kind, func() error { return m.o.RegisterPayment(id, amount, m.env()) })
+		},
+		"reminder": func(t *rapid.T) {
+			l := m.pickLedger(t, order.LedgerCapture)
+			if l == nil {
+				return
+			}
+			id := l.ID
+			s := rapid.SampledFrom([]order.SubStatus{order.SubReminder1, order.SubReminder2, order.SubDebtCollection, order.SubInvoiceDeliveryFailure}).Draw(t, "sub")
+			ok := !l.Void() && (s == order.SubInvoiceDeliveryFailure || m.o.Outstanding(l) > 0)
+			m.expect(t, "reminder", ok, fault.NotAvailable, func() error { return m.o.MarkLedger(id, s, m.env()) })
+		},
+		"resolveHold": func(t *rapid.T) {
+			approve := rapid.IntRange(0, 3).Draw(t, "approve") > 0
+			m.expect(t, "resolveHold", m.o.Hold == order.HoldOnHold, fault.NotAvailable, func() error { return m.o.ResolveHold(approve, m.env()) })
+		},
+		"advanceClock": func(t *rapid.T) {
+			maxMinutes := int64(3 * 24 * 60)
+			if rapid.IntRange(0, 7).Draw(t, "longJump") == 0 {
+				maxMinutes = 40 * 24 * 60
+			}
+			d := time.Duration(rapid.Int64Range(0, maxMinutes).Draw(t, "minutes")) * time.Minute
+			m.f.Clock.Advance(d)
+			if rapid.Bool().Draw(t, "expiryJob") {
+				m.o.MarkExpired(m.env())
+			}
+		},
+	}
+}
+
+func (m *machine) refundedOf(id string) int64 {
+	var sum int64
+	for i := range m.o.Refunded {
+		if m.o.Refunded[i].RefundOf == id {
+			g, _, _ := m.gross(m.o.Refunded[i].Lines)
+			sum += g
+		}
+	}
+	return sum
+}
+
+func (m *machine) check(t *rapid.T) {
+	o, now := m.o, m.now()
+	r := o.Response(now, m.f.Policy, nil)
+	if _, err := json.Marshal(r); err != nil {
+		t.Fatal(err)
+	}
+
+	// Amounts, computed independently.
+	uncap, _, _ := m.gross(o.Uncaptured.Lines)
+	var captured, consumed, refunded int64
+	live := 0
+	for i := range o.Captured {
+		g, _, _ := m.gross(o.Captured[i].Lines)
+		consumed += g
+		if !o.Captured[i].Void() {
+			captured += g
+			live++
+		}
+		if rf := m.refundedOf(o.Captured[i].ID); rf > g || rf < 0 {
+			t.Fatalf("capture %s: refunded %d of %d", o.Captured[i].ID, rf, g)
+		}
+	}
+	for i := range o.Refunded {
+		g, _, _ := m.gross(o.Refunded[i].Lines)
+		refunded += g
+		c := o.Ledger(o.Refunded[i].RefundOf)
+		if c == nil || c.Kind != order.LedgerCapture {
+			t.Fatalf("refund %s of %q, not a capture", o.Refunded[i].ID, o.Refunded[i].RefundOf)
+		}
+	}
+	if r.OrderAmount.Minor != r.CapturedAmount.Minor+r.UncapturedAmount.Minor {
+		t.Fatalf("orderAmount %d != captured %d + uncaptured %d", r.OrderAmount.Minor, r.CapturedAmount.Minor, r.UncapturedAmount.Minor)
+	}
+	if r.CapturedAmount.Minor != captured || r.UncapturedAmount.Minor != uncap || r.RefundedAmount.Minor != refunded {
+		t.Fatalf("amounts %d/%d/%d, want %d/%d/%d", r.CapturedAmount.Minor, r.UncapturedAmount.Minor, r.RefundedAmount.Minor, captured, uncap, refunded)
+	}
+	if a := o.Amounts(); a.Consumed != consumed {
+		t.Fatalf("consumed %d, want %d", a.Consumed, consumed)
+	}
+	if consumed > o.AuthorizedAmount || o.AuthorizedAmount > o.ApprovedAmount {
+		t.Fatalf("consumed %d, authorized %d, approved %d", consumed, o.AuthorizedAmount, o.ApprovedAmount)
+	}
+	if refunded > captured {
+		t.Fatalf("refunded %d > captured %d", refunded, captured)
+	}
+	if uncap < 0 {
+		t.Fatalf("uncaptured %d < 0", uncap)
+	}
+
+	// Every sub-order's totals are the sums of its lines.
+	subs := append([]order.SubOrder{r.Uncaptured}, r.Captured...)
+	subs = append(subs, r.Refunded...)
+	for _, s := range subs {
+		l := o.Ledger(s.LedgerID)
+		g, n, v := m.gross(l.Lines)
+		if s.TotalOrderAmount.Minor != g || s.TotalOrderAmountExclVat.Minor != n || s.TotalOrderVatAmount.Minor != v ||
+			s.TotalOrderAmount.Minor != s.TotalOrderAmountExclVat.Minor+s.TotalOrderVatAmount.Minor {
+			t.Fatalf("sub-order %s totals %d/%d/%d, lines %d/%d/%d", s.LedgerID, s.TotalOrderAmount.Minor,
+				s.TotalOrderAmountExclVat.Minor, s.TotalOrderVatAmount.Minor, g, n, v)
+		}
+		if len(s.OrderLines) != len(l.Lines) {
+			t.Fatalf("sub-order %s renders %d of %d lines", s.LedgerID, len(s.OrderLines), len(l.Lines))
+		}
+		for _, ln := range l.Lines {
+			if ln.TotalAmount < -order.MaxLineAmount || ln.TotalAmount > order.MaxLineAmount {
+				t.Fatalf("line %s total %d out of bounds", ln.ID, ln.TotalAmount)
+			}
+		}
+	}
+
+	// Events only grow; updatedAt is the last one's time; times never go back.
+	if len(o.Events) < len(m.events) || !slices.Equal(o.Events[:len(m.events)], m.events) {
+		t.Fatalf("event log rewritten:\n%v\nwas\n%v", o.Events, m.events)
+	}
+	for i := 1; i < len(o.Events); i++ {
+		if o.Events[i].CreatedAt.Before(o.Events[i-1].CreatedAt) {
+			t.Fatalf("event %d older than %d", i, i-1)
+		}
+	}
+	if last := o.Events[len(o.Events)-1]; !o.UpdatedAt.Equal(last.CreatedAt) || !r.UpdatedAt.Equal(last.CreatedAt) {
+		t.Fatalf("updatedAt %v, last event %v", o.UpdatedAt, last.CreatedAt)
+	}
+	m.events = slices.Clone(o.Events)
+	eventIDs := map[string]bool{}
+	for _, e := range o.Events {
+		if eventIDs[e.ID] {
+			t.Fatalf("event id %s reused", e.ID)
+		}
+		eventIDs[e.ID] = true
+		if e.OrderID != o.ID || o.Ledger(e.LedgerID) == nil {
+			t.Fatalf("event %+v refers elsewhere", e)
+		}
+	}
+
+	// Ledger ids: unique, never reused, never lost, kind fixed.
+	now2 := map[string]bool{}
+	all := append([]order.Ledger{o.Uncaptured}, o.Captured...)
+	all = append(all, o.Refunded...)
+	for _, l := range all {
+		if now2[l.ID] {
+			t.Fatalf("ledger id %s used twice", l.ID)
+		}
+		now2[l.ID] = true
+		if k, seen := m.kinds[l.ID]; seen && k != l.Kind {
+			t.Fatalf("ledger %s changed kind %s → %s", l.ID, k, l.Kind)
+		}
+		m.kinds[l.ID] = l.Kind
+	}
+	for id := range m.kinds {
+		if !now2[id] {
+			t.Fatalf("ledger %s disappeared", id)
+		}
+	}
+	lineIDs := map[string]bool{}
+	for _, l := range o.Uncaptured.Lines {
+		if lineIDs[l.ID] {
+			t.Fatalf("uncaptured line id %s twice", l.ID)
+		}
+		lineIDs[l.ID] = true
+	}
+	// Invoice and credit-note numbers are gapless and in order.
+	for i := range o.Captured {
+		if o.Captured[i].DocumentSeq != int64(i+1) {
+			t.Fatalf("capture %d has invoice number %d", i, o.Captured[i].DocumentSeq)
+		}
+	}
+	for i := range o.Refunded {
+		if o.Refunded[i].DocumentSeq != int64(i+1) {
+			t.Fatalf("refund %d has credit note number %d", i, o.Refunded[i].DocumentSeq)
+		}
+	}
+
+	// Statuses agree with the amounts and state.
+	has := func(s order.Status) bool { return slices.Contains(r.Status, s) }
+	hasUncap := len(o.Uncaptured.Lines) > 0
+	for _, c := range []struct {
+		s    order.Status
+		want bool
+	}{
+		{order.StatusUncaptured, hasUncap},
+		{order.StatusFullyCaptured, !hasUncap && live > 0},
+		{order.StatusPartiallyCaptured, hasUncap && live > 0},
+		{order.StatusCancelled, !hasUncap && live == 0},
+		{order.StatusFullyRefunded, refunded > 0 && refunded == captured},
+		{order.StatusPartiallyRefunded, refunded > 0 && refunded < captured},
+		{order.StatusUnacknowledged, o.Unacknowledged},
+		{order.StatusOnHold, o.Hold == order.HoldOnHold},
+		{order.StatusFraudDeny, o.Hold == order.HoldFraudDeny},
+		{order.StatusExpired, hasUncap && !o.Cancelled && (o.ExpiredMarked || !now.Before(o.ExpiresAt))},
+	} {
+		if has(c.s) != c.want {
+			t.Fatalf("status %s present=%v, want %v (statuses %v)", c.s, has(c.s), c.want, r.Status)
+		}
+	}
+	capOffered := m.offered(&o.Uncaptured, order.ActionCapture) || m.offered(&o.Uncaptured, order.ActionPartialCapture)
+	if capOffered && (!has(order.StatusReadyForCapture) || has(order.StatusExpired) || has(order.StatusOnHold) ||
+		(o.Unacknowledged && o.PaymentMethod.Type == order.PayAdvanceInvoice)) {
+		t.Fatalf("capture offered with statuses %v", r.Status)
+	}
+	if has(order.StatusReadyForCapture) && !hasUncap {
+		t.Fatalf("readyForCapture with nothing uncaptured")
+	}
+	for _, s := range r.Captured {
+		l := o.Ledger(s.LedgerID)
+		if l.Void() && len(s.AvailableActions) != 0 {
+			t.Fatalf("void ledger offers %v", s.AvailableActions)
+		}
+	}
+}
+
+// applied and refused count outcomes per operation, so that a run shows it
+// exercised both sides of every rule (see go test -v).
+var applied, refused = map[string]int{}, map[string]int{}
+
+func TestPropertyOrderInvariants(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := newMachine(t)
+		t.Repeat(m.actions())
+	})
+	for _, name := range []string{"partialCapture", "fullCapture", "fullCaptureWithLines", "edit", "cancel",
+		"cancelLedger", "partialRefund", "fullRefund", "acknowledge", "extendExpiry", "editCustomer",
+		"editPaymentMethod", "setReference", "resend", "recourse", "registerPayment", "reminder", "resolveHold"} {
+		t.Logf("%-22s applied %4d refused %4d", name, applied[name], refused[name])
+	}
+}
