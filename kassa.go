@@ -241,3 +241,23 @@ func jsonResult(status int, v any) (*Result, error) {
 
 // AuthorizationTTL is the lifetime of newly minted authorization tokens.
 func (l *Ledger) AuthorizationTTL() time.Duration { return l.opts.AuthorizationTTL }
+
+// SweepIdempotency removes idempotency records whose retention has passed,
+// at most limit per transaction, until none is left or ctx ends. It reports
+// how many it removed. Safe to run concurrently with traffic.
+func (l *Ledger) SweepIdempotency(ctx context.Context, limit int) (int, error) {
+	total := 0
+	for ctx.Err() == nil {
+		n := 0
+		err := l.store.Update(ctx, func(tx storage.Tx) error {
+			var err error
+			n, err = tx.DeleteExpiredIdempotency(tx.Now(), limit)
+			return err
+		})
+		total += n
+		if err != nil || n < limit {
+			return total, err
+		}
+	}
+	return total, ctx.Err()
+}
