@@ -199,6 +199,8 @@ func TestLineArithmetic(t *testing.T) {
 		{"vat −2 refused", "", ordertest.LineWithTotals("a", 2, 12500, 2500, 25000, 4998), want{}, []string{"orderLines[0].totalVatAmount"}},
 		{"vat without rate refused", "", ordertest.LineWithTotals("a", 1, 100, 0, 100, 1), want{}, []string{"orderLines[0].totalVatAmount"}},
 		{"vat of the wrong sign", "", ordertest.LineWithTotals("a", 1, -1, 2500, -1, 1), want{}, []string{"orderLines[0].totalVatAmount"}},
+		{"vat on a zero line (exclVat)", "exclVat", ordertest.LineWithTotals("a", 1, 0, 2500, 0, 1), want{}, []string{"orderLines[0].totalVatAmount"}},
+		{"vat on a zero line (inclVat)", "", ordertest.LineWithTotals("a", 1, 0, 2500, 0, -1), want{}, []string{"orderLines[0].totalVatAmount"}},
 		{"negative line", "", ordertest.Line("a", 1, -12500, 2500), want{-12500, -2500, -12500, -12500, -10000}, nil},
 		{"total mismatch", "", ordertest.LineWithTotals("a", 2, 12500, 2500, 25001, 5000), want{}, []string{"orderLines[0].totalAmount"}},
 		{"total overflow", "", ordertest.Line("a", 99_999_999, 1_000_000_000, 2500), want{}, []string{"orderLines[0].totalAmount"}},

@@ -183,6 +183,8 @@ func ResolveLine(f *fault.Fields, path string, in LineInput, mode money.VATMode)
 		switch {
 		case rate == 0 && given != 0:
 			f.Add(path+".totalVatAmount", "must be 0 when vat is 0 or omitted, got %d", given)
+		case total == 0 && given != 0:
+			f.Add(path+".totalVatAmount", "must be 0 when totalAmount is 0, got %d", given)
 		case diff < -1 || diff > 1:
 			f.Add(path+".totalVatAmount", "must be %d (±1) for totalAmount %d at vat %d, got %d", vat, total, rate, given)
 		case (given < 0) != (total < 0) && given != 0:
