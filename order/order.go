@@ -298,7 +298,14 @@ func (o *Order) Actions(l *Ledger, now time.Time, p Policy) []Action {
 					acts = append(acts, ActionPartialCapture)
 				}
 			}
-			acts = append(acts, ActionCancel, ActionEditOrder)
+		}
+		// Releasing what is left stays possible after expiry or a fraud
+		// denial: the merchant must be able to close such an order.
+		if !o.Cancelled && len(l.Lines) > 0 {
+			acts = append(acts, ActionCancel)
+		}
+		if o.open(now) {
+			acts = append(acts, ActionEditOrder)
 		}
 		if o.alive() {
 			acts = append(acts, ActionEditCustomer)
@@ -368,7 +375,9 @@ func (o *Order) Statuses(now time.Time) []Status {
 		}
 	}
 	if a.Refunded > 0 {
-		if a.Refunded >= a.Captured {
+		// fullyRefunded means every line went to a credit note: nothing may
+		// be left uncaptured either.
+		if a.Refunded >= a.Captured && !hasUncap {
 			s = append(s, StatusFullyRefunded)
 		} else {
 			s = append(s, StatusPartiallyRefunded)
