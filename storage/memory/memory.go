@@ -1,0 +1,446 @@
+// Package memory is an in-memory storage.Store for tests and embedders'
+// unit tests: the same semantics as the durable stores (transactions, version
+// checks, merchant isolation, gapless sequences, cursor paging), no files and
+// no durability. Transactions are serialized by one lock; a failed Update is
+// undone from its journal.
+package memory
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/token"
+)
+
+// Store is an in-memory store. The zero value is not usable; call New.
+type Store struct {
+	mu    sync.RWMutex
+	clock func() time.Time
+	data  map[string][]byte // bucket "/" key → JSON record
+}
+
+// New returns an empty store; clock defaults to time.Now.
+func New(clock func() time.Time) *Store {
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Store{clock: clock, data: map[string][]byte{}}
+}
+
+// Close releases nothing; it exists to satisfy storage.Store.
+func (s *Store) Close() error { return nil }
+
+// Update runs fn in a serialized read-write transaction.
+func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) (err error) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &tx{s: s, now: s.clock().UTC(), writable: true, undo: map[string][]byte{}}
+	defer func() {
+		if p := recover(); p != nil {
+			t.rollback()
+			err = fault.Internalf(fmt.Errorf("%v", p), "panic in transaction")
+		}
+	}()
+	if err := fn(t); err != nil {
+		t.rollback()
+		return err
+	}
+	return nil
+}
+
+// View runs fn in a read-only transaction.
+func (s *Store) View(ctx context.Context, fn func(storage.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return fn(&tx{s: s, now: s.clock().UTC()})
+}
+
+type tx struct {
+	s        *Store
+	now      time.Time
+	writable bool
+	undo     map[string][]byte // key → previous value (nil: absent)
+}
+
+var errReadOnly = fault.Internalf(nil, "write in a read-only transaction")
+
+func (t *tx) rollback() {
+	for k, v := range t.undo {
+		if v == nil {
+			delete(t.s.data, k)
+		} else {
+			t.s.data[k] = v
+		}
+	}
+}
+
+func (t *tx) put(key string, v any) error {
+	if !t.writable {
+		return errReadOnly
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fault.Internalf(err, "encode %s", key)
+	}
+	if _, seen := t.undo[key]; !seen {
+		t.undo[key] = t.s.data[key] // nil when absent
+	}
+	t.s.data[key] = b
+	return nil
+}
+
+func (t *tx) del(key string) {
+	if _, seen := t.undo[key]; !seen {
+		t.undo[key] = t.s.data[key]
+	}
+	delete(t.s.data, key)
+}
+
+func (t *tx) get(key string, v any) (bool, error) {
+	b, ok := t.s.data[key]
+	if !ok {
+		return false, nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fault.Internalf(err, "decode %s", key)
+	}
+	return true, nil
+}
+
+func (t *tx) Now() time.Time { return t.now }
+
+func (t *tx) GetMerchant(id string) (*storage.Merchant, error) {
+	var m storage.Merchant
+	if ok, err := t.get("merchant/"+id, &m); err != nil || !ok {
+		return nil, notFound(err, "merchant_not_found", "merchant")
+	}
+	return &m, nil
+}
+
+func notFound(err error, code, what string) error {
+	if err != nil {
+		return err
+	}
+	return fault.NotFoundf(code, "%s not found", what)
+}
+
+func (t *tx) GetMerchantByClientID(clientID string) (*storage.Merchant, error) {
+	var id string
+	if ok, err := t.get("client/"+clientID, &id); err != nil || !ok {
+		return nil, notFound(err, "merchant_not_found", "merchant")
+	}
+	return t.GetMerchant(id)
+}
+
+func (t *tx) PutMerchant(m *storage.Merchant) error {
+	var owner string
+	if ok, _ := t.get("client/"+m.ClientID, &owner); ok && owner != m.ID {
+		return fault.Conflictf("client_id_taken", "client id %s belongs to another merchant", m.ClientID)
+	}
+	if err := t.put("client/"+m.ClientID, m.ID); err != nil {
+		return err
+	}
+	return t.put("merchant/"+m.ID, m)
+}
+
+func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
+	var out []*storage.Merchant
+	for k := range t.s.data {
+		if id, ok := strings.CutPrefix(k, "merchant/"); ok {
+			m, err := t.GetMerchant(id)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func orderKey(merchantID, orderID string) string { return "order/" + merchantID + "/" + orderID }
+
+func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {
+	var o order.Order
+	if ok, err := t.get(orderKey(merchantID, orderID), &o); err != nil || !ok {
+		return nil, notFound(err, "order_not_found", "order "+orderID)
+	}
+	return &o, nil
+}
+
+func (t *tx) CreateOrder(o *order.Order) error {
+	if _, ok := t.s.data[orderKey(o.MerchantID, o.ID)]; ok {
+		return fault.Conflictf("order_exists", "order %s exists", o.ID)
+	}
+	o.Version = 1
+	return t.put(orderKey(o.MerchantID, o.ID), o)
+}
+
+func (t *tx) UpdateOrder(o *order.Order) error {
+	cur, err := t.GetOrder(o.MerchantID, o.ID)
+	if err != nil {
+		return err
+	}
+	if cur.Version != o.Version {
+		return fault.Conflictf("version_conflict", "order %s changed concurrently (version %d, stored %d)", o.ID, o.Version, cur.Version)
+	}
+	o.Version++
+	if err := t.put(orderKey(o.MerchantID, o.ID), o); err != nil {
+		o.Version--
+		return err
+	}
+	return nil
+}
+
+// cursor encodes the position after an order in newest-first order.
+func cursorOf(o *order.Order) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(o.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + o.ID))
+}
+
+func after(cur string) (time.Time, string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(cur)
+	if err != nil {
+		return time.Time{}, "", fault.Invalidf("cursor", "is not a cursor from this server")
+	}
+	ts, id, ok := strings.Cut(string(raw), "|")
+	at, perr := time.Parse(time.RFC3339Nano, ts)
+	if !ok || perr != nil {
+		return time.Time{}, "", fault.Invalidf("cursor", "is not a cursor from this server")
+	}
+	return at, id, nil
+}
+
+func anyOf[T comparable](want []T, have ...T) bool {
+	if len(want) == 0 {
+		return true
+	}
+	for _, h := range have {
+		if slices.Contains(want, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// Matches reports whether o satisfies every filter of q at now (statuses are
+// those o has at now). Exported for the conformance suite's expectations.
+func Matches(o *order.Order, q storage.OrderQuery, now time.Time) bool {
+	st := o.Statuses(now)
+	switch {
+	case !anyOf(q.IDs, o.ID), !anyOf(q.StoreIDs, o.StoreID), !anyOf(q.OrderReferences, o.OrderReference),
+		!anyOf(q.MerchantReferences, o.MerchantReference), !anyOf(q.Categories, o.PaymentMethod.Category()),
+		!anyOf(q.Status, st...):
+		return false
+	case !q.CreatedFrom.IsZero() && o.CreatedAt.Before(q.CreatedFrom), !q.CreatedTo.IsZero() && !o.CreatedAt.Before(q.CreatedTo),
+		!q.ExpiresFrom.IsZero() && o.ExpiresAt.Before(q.ExpiresFrom), !q.ExpiresTo.IsZero() && !o.ExpiresAt.Before(q.ExpiresTo):
+		return false
+	case q.Q != "" && q.Q != o.ID && q.Q != o.OrderReference && q.Q != o.MerchantReference:
+		return false
+	}
+	for _, s := range q.StatusAnd {
+		if !slices.Contains(st, s) {
+			return false
+		}
+	}
+	for _, s := range q.StatusNot {
+		if slices.Contains(st, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// ListOrders scans the merchant's orders; fine for tests, not for millions.
+func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderPage, error) {
+	size := q.Size
+	if size == 0 {
+		size = storage.DefaultPageSize
+	}
+	if size < 1 || size > storage.MaxPageSize {
+		return storage.OrderPage{}, fault.Invalidf("size", "must be between 1 and %d", storage.MaxPageSize)
+	}
+	var fromAt time.Time
+	var fromID string
+	if q.Cursor != "" {
+		var err error
+		if fromAt, fromID, err = after(q.Cursor); err != nil {
+			return storage.OrderPage{}, err
+		}
+	}
+	var all []*order.Order
+	prefix := "order/" + merchantID + "/"
+	for k := range t.s.data {
+		if id, ok := strings.CutPrefix(k, prefix); ok {
+			o, err := t.GetOrder(merchantID, id)
+			if err != nil {
+				return storage.OrderPage{}, err
+			}
+			all = append(all, o)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
+			return all[i].CreatedAt.After(all[j].CreatedAt)
+		}
+		return all[i].ID > all[j].ID
+	})
+	var page storage.OrderPage
+	for _, o := range all {
+		if q.Cursor != "" && (o.CreatedAt.After(fromAt) || o.CreatedAt.Equal(fromAt) && o.ID >= fromID) {
+			continue
+		}
+		if !Matches(o, q, o.UpdatedAt) {
+			continue
+		}
+		if len(page.Orders) == size {
+			page.NextCursor = cursorOf(page.Orders[size-1])
+			break
+		}
+		page.Orders = append(page.Orders, o)
+	}
+	return page, nil
+}
+
+func (t *tx) OrdersExpiringBefore(at time.Time, limit int) ([]*order.Order, error) {
+	var out []*order.Order
+	for k, b := range t.s.data {
+		if !strings.HasPrefix(k, "order/") {
+			continue
+		}
+		var o order.Order
+		if err := json.Unmarshal(b, &o); err != nil {
+			return nil, fault.Internalf(err, "decode %s", k)
+		}
+		if o.ExpiresAt.Before(at) && !o.ExpiredMarked && !o.Cancelled && len(o.Uncaptured.Lines) > 0 {
+			out = append(out, &o)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ExpiresAt.Before(out[j].ExpiresAt) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (t *tx) GetAuthorization(merchantID, tok string) (*token.Authorization, error) {
+	var a token.Authorization
+	if ok, err := t.get("auth/"+merchantID+"/"+tok, &a); err != nil || !ok || a.Deleted {
+		return nil, notFound(err, "authorization_token_not_found", "authorization token")
+	}
+	return &a, nil
+}
+
+func (t *tx) PutAuthorization(a *token.Authorization) error {
+	return t.put("auth/"+a.MerchantID+"/"+a.Token, a)
+}
+
+func (t *tx) GetCustomerToken(merchantID, id string) (*token.Customer, error) {
+	var c token.Customer
+	if ok, err := t.get("ctok/"+merchantID+"/"+id, &c); err != nil || !ok {
+		return nil, notFound(err, "customer_token_not_found", "customer token")
+	}
+	return &c, nil
+}
+
+func (t *tx) PutCustomerToken(c *token.Customer) error {
+	return t.put("ctok/"+c.MerchantID+"/"+c.TokenID, c)
+}
+
+func (t *tx) NextSequence(merchantID, series string) (int64, error) {
+	var n int64
+	key := "seq/" + merchantID + "/" + series
+	if _, err := t.get(key, &n); err != nil {
+		return 0, err
+	}
+	n++
+	return n, t.put(key, n)
+}
+
+func (t *tx) GetIdempotency(merchantID, key string) (*storage.IdempotencyRecord, error) {
+	var r storage.IdempotencyRecord
+	ok, err := t.get("idem/"+merchantID+"/"+key, &r)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (t *tx) PutIdempotency(r *storage.IdempotencyRecord) error {
+	k := "idem/" + r.MerchantID + "/" + r.Key
+	if _, ok := t.s.data[k]; ok {
+		return fault.Conflictf("idempotency_key_exists", "idempotency key exists")
+	}
+	return t.put(k, r)
+}
+
+func (t *tx) DeleteExpiredIdempotency(at time.Time, limit int) (int, error) {
+	if !t.writable {
+		return 0, errReadOnly
+	}
+	n := 0
+	for k, b := range t.s.data {
+		if n == limit || !strings.HasPrefix(k, "idem/") {
+			continue
+		}
+		var r storage.IdempotencyRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			return n, fault.Internalf(err, "decode %s", k)
+		}
+		if r.ExpiresAt.Before(at) {
+			t.del(k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (t *tx) AddOutbox(m *storage.OutboxMessage) error { return t.put("outbox/"+m.ID, m) }
+
+func (t *tx) PendingOutbox(at time.Time, limit int) ([]*storage.OutboxMessage, error) {
+	var out []*storage.OutboxMessage
+	for k, b := range t.s.data {
+		if !strings.HasPrefix(k, "outbox/") {
+			continue
+		}
+		var m storage.OutboxMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fault.Internalf(err, "decode %s", k)
+		}
+		if !m.Delivered && !m.NextAttempt.After(at) {
+			out = append(out, &m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].NextAttempt.Equal(out[j].NextAttempt) {
+			return out[i].NextAttempt.Before(out[j].NextAttempt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
+	if _, ok := t.s.data["outbox/"+m.ID]; !ok {
+		return fault.NotFoundf("outbox_not_found", "outbox message %s not found", m.ID)
+	}
+	return t.put("outbox/"+m.ID, m)
+}
