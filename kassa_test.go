@@ -1,0 +1,265 @@
+package kassa_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/memory"
+	"github.com/kassahq/kassa/token"
+)
+
+type fixture struct {
+	ledger   *kassa.Ledger
+	store    storage.Store
+	merchant string
+	ctx      context.Context
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	st := memory.New(nil)
+	l := kassa.New(st, kassa.Options{})
+	creds, created, err := l.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "m"})
+	if err != nil || !created {
+		t.Fatalf("merchant: %v %v", created, err)
+	}
+	return &fixture{ledger: l, store: st, merchant: creds.MerchantID, ctx: context.Background()}
+}
+
+// order creates an order of lines (each unitPrice at 25 % VAT, quantity 1).
+func (f *fixture) order(t *testing.T, tok string, prices ...int64) *order.Order {
+	t.Helper()
+	now := time.Now()
+	if err := f.ledger.PutAuthorization(f.ctx, &token.Authorization{Token: tok, MerchantID: f.merchant,
+		Country: "SE", Currency: "SEK", Locale: "sv-SE",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
+		CreatedAt:     now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	req := &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE"}
+	for i, p := range prices {
+		req.OrderLines = append(req.OrderLines, order.LineInput{Description: ptr(fmt.Sprint("line ", i)),
+			Quantity: ptr(int64(1)), UnitPrice: ptr(p), Vat: ptr(int64(2500))})
+	}
+	res, err := f.ledger.CreateOrderFromAuthorization(f.ctx, kassa.Call{MerchantID: f.merchant}, tok, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Order
+}
+
+func partial(amount int64) *capture.PartialRequest {
+	return &capture.PartialRequest{OrderLines: []order.LineInput{{Description: ptr("part"), Quantity: ptr(int64(1)),
+		UnitPrice: ptr(amount), Vat: ptr(int64(2500))}}, TotalCaptureAmount: ptr(amount)}
+}
+
+func TestIdempotentReplayReturnsOriginalBody(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "t1", 10000, 20000)
+	call := kassa.Call{MerchantID: f.merchant, IdempotencyKey: "k1"}
+	first, err := f.ledger.PartialCapture(f.ctx, call, o.ID, partial(5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.ledger.PartialCapture(f.ctx, call, o.ID, partial(5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Replayed || first.Replayed || again.Status != first.Status || !bytes.Equal(again.Body, first.Body) {
+		t.Fatalf("replay: replayed=%v status %d/%d equal=%v", again.Replayed, first.Status, again.Status, bytes.Equal(again.Body, first.Body))
+	}
+	got, _, _ := f.ledger.GetOrder(f.ctx, f.merchant, o.ID)
+	if len(got.Captured) != 1 || got.Amounts().Captured != 5000 {
+		t.Fatalf("captured %d times, %d", len(got.Captured), got.Amounts().Captured)
+	}
+}
+
+func TestIdempotencyKeyReusedWithAnotherRequest(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "t1", 10000)
+	call := kassa.Call{MerchantID: f.merchant, IdempotencyKey: "k1"}
+	if _, err := f.ledger.PartialCapture(f.ctx, call, o.ID, partial(1000)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.ledger.PartialCapture(f.ctx, call, o.ID, partial(2000))
+	if fault.KindOf(err) != fault.KeyReused || fault.CodeOf(err) != "idempotency_key_reused" {
+		t.Fatalf("got %v", err)
+	}
+	_, err = f.ledger.CancelOrder(f.ctx, call, o.ID)
+	if fault.KindOf(err) != fault.KeyReused {
+		t.Fatalf("same key on another operation: %v", err)
+	}
+}
+
+func TestRefusedRequestStoresNoKey(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "t1", 10000)
+	call := kassa.Call{MerchantID: f.merchant, IdempotencyKey: "k1"}
+	bad := partial(1000)
+	bad.TotalCaptureAmount = ptr(int64(999))
+	if _, err := f.ledger.PartialCapture(f.ctx, call, o.ID, bad); fault.CodeOf(err) != "capture_amount_mismatch" {
+		t.Fatalf("got %v", err)
+	}
+	// The key was not consumed: the corrected request runs.
+	res, err := f.ledger.PartialCapture(f.ctx, call, o.ID, partial(1000))
+	if err != nil || res.Replayed {
+		t.Fatalf("corrected request: %v replayed=%v", err, res != nil && res.Replayed)
+	}
+}
+
+func TestConcurrentSameKeyExecutesOnce(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "t1", 100000)
+	call := kassa.Call{MerchantID: f.merchant, IdempotencyKey: "same"}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := f.ledger.PartialCapture(f.ctx, call, o.ID, partial(1000))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && res.Replayed:
+				outcomes["replayed"]++
+			case err == nil:
+				outcomes["executed"]++
+			case fault.CodeOf(err) == "idempotency_request_in_progress":
+				outcomes["inFlight"]++
+			default:
+				outcomes[err.Error()]++
+			}
+		}()
+	}
+	wg.Wait()
+	if outcomes["executed"] != 1 || outcomes["executed"]+outcomes["replayed"]+outcomes["inFlight"] != 8 {
+		t.Fatalf("outcomes %v", outcomes)
+	}
+	got, _, _ := f.ledger.GetOrder(f.ctx, f.merchant, o.ID)
+	if len(got.Captured) != 1 {
+		t.Fatalf("captured %d times", len(got.Captured))
+	}
+}
+
+func TestConcurrentCapturesNeverPassAuthorization(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "t1", 50000)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := 0
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for {
+				_, err := f.ledger.PartialCapture(f.ctx, kassa.Call{MerchantID: f.merchant, IdempotencyKey: fmt.Sprint("c", i)}, o.ID, partial(5000))
+				if fault.Is(err, fault.Conflict) && fault.CodeOf(err) != "idempotency_request_in_progress" {
+					continue // version conflict with another writer: retry
+				}
+				if err == nil {
+					mu.Lock()
+					ok++
+					mu.Unlock()
+				}
+				return
+			}
+		}(i)
+	}
+	wg.Wait()
+	got, _, _ := f.ledger.GetOrder(f.ctx, f.merchant, o.ID)
+	if ok != 10 || got.Amounts().Captured != 50000 || len(got.Captured) != 10 {
+		t.Fatalf("ok=%d captured=%d ledgers=%d", ok, got.Amounts().Captured, len(got.Captured))
+	}
+	seen := map[string]bool{}
+	for _, l := range got.Captured {
+		if seen[l.DocumentReference] {
+			t.Fatalf("document %s used twice", l.DocumentReference)
+		}
+		seen[l.DocumentReference] = true
+	}
+}
+
+func TestTokenIsSingleUse(t *testing.T) {
+	f := newFixture(t)
+	f.order(t, "t1", 1000)
+	req := &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(int64(1000))}}
+	_, err := f.ledger.CreateOrderFromAuthorization(f.ctx, kassa.Call{MerchantID: f.merchant}, "t1", req)
+	if fault.CodeOf(err) != "authorization_token_used" {
+		t.Fatalf("second use: %v", err)
+	}
+}
+
+func TestAcknowledgementRequiredWritesOutbox(t *testing.T) {
+	f := newFixture(t)
+	now := time.Now()
+	f.ledger.PutAuthorization(f.ctx, &token.Authorization{Token: "adv", MerchantID: f.merchant, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayAdvanceInvoice},
+		CreatedAt:     now, ExpiresAt: now.Add(time.Hour)})
+	res, err := f.ledger.CreateOrderFromAuthorization(f.ctx, kassa.Call{MerchantID: f.merchant}, "adv",
+		&order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(int64(1000))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*storage.OutboxMessage
+	f.store.View(f.ctx, func(tx storage.Tx) error {
+		msgs, err = tx.PendingOutbox(time.Now().Add(time.Minute), 10)
+		return err
+	})
+	if len(msgs) != 1 || msgs[0].Topic != kassa.TopicAcknowledgementRequired || msgs[0].OrderID != res.Order.ID {
+		t.Fatalf("outbox %+v", msgs)
+	}
+	if _, err := f.ledger.Capture(f.ctx, kassa.Call{MerchantID: f.merchant}, res.Order.ID, nil); fault.KindOf(err) != fault.NotAvailable {
+		t.Fatalf("capture before acknowledge: %v", err)
+	}
+	if _, err := f.ledger.Acknowledge(f.ctx, kassa.Call{MerchantID: f.merchant}, res.Order.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ledger.Capture(f.ctx, kassa.Call{MerchantID: f.merchant}, res.Order.ID, nil); err != nil {
+		t.Fatalf("capture after acknowledge: %v", err)
+	}
+}
+
+func TestMerchantIsolation(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "t1", 1000)
+	other, _, _ := f.ledger.EnsureMerchant(f.ctx, kassa.MerchantOptions{Name: "other"})
+	if _, _, err := f.ledger.GetOrder(f.ctx, other.MerchantID, o.ID); fault.KindOf(err) != fault.NotFound {
+		t.Fatalf("other merchant read: %v", err)
+	}
+	if _, err := f.ledger.CancelOrder(f.ctx, kassa.Call{MerchantID: other.MerchantID}, o.ID); fault.KindOf(err) != fault.NotFound {
+		t.Fatalf("other merchant cancel: %v", err)
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	f := newFixture(t)
+	creds, _, _ := f.ledger.EnsureMerchant(f.ctx, kassa.MerchantOptions{ClientID: "c1", ClientSecret: "s1"})
+	m, err := f.ledger.Authenticate(f.ctx, "c1", "s1")
+	if err != nil || m.ID != creds.MerchantID {
+		t.Fatalf("good secret: %v", err)
+	}
+	if _, err := f.ledger.Authenticate(f.ctx, "c1", "s2"); fault.KindOf(err) != fault.Unauthorized {
+		t.Fatalf("bad secret: %v", err)
+	}
+	// Keeping the merchant with a new secret rotates it.
+	again, created, _ := f.ledger.EnsureMerchant(f.ctx, kassa.MerchantOptions{ClientID: "c1", ClientSecret: "s3"})
+	if created || again.MerchantID != creds.MerchantID {
+		t.Fatalf("ensure kept? created=%v", created)
+	}
+	if _, err := f.ledger.Authenticate(f.ctx, "c1", "s1"); fault.KindOf(err) != fault.Unauthorized {
+		t.Fatalf("old secret still works")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
