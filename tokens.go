@@ -179,7 +179,7 @@ func (l *Ledger) RevokeCustomerToken(ctx context.Context, call Call, id string) 
 		if err := tx.PutCustomerToken(c); err != nil {
 			return nil, err
 		}
-		return jsonResult(http.StatusOK, c.Record())
+		return jsonResult(http.StatusOK, c.Record)
 	})
 }
 

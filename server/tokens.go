@@ -40,7 +40,7 @@ func (s *Server) getCustomerToken(w http.ResponseWriter, r *http.Request, p http
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, c.Record())
+	writeJSON(w, http.StatusOK, c.Record)
 }
 
 func (s *Server) revokeCustomerToken(w http.ResponseWriter, r *http.Request, p httprouter.Params) {

@@ -87,32 +87,6 @@ type Account struct {
 	MaskedAccount string `json:"maskedAccount"`
 }
 
-// Customer is a customer token as kassa stores it. Record gives the spec's
-// CustomerToken representation.
-type Customer struct {
-	TokenID        string              `json:"tokenId"`
-	State          State               `json:"state"`
-	Account        Account             `json:"account"`
-	BillingAddress *order.Address      `json:"billingAddress,omitempty"`
-	CompanyID      string              `json:"companyId"`
-	Country        string              `json:"country"`
-	Email          string              `json:"email"`
-	FirstName      string              `json:"firstName"`
-	LastName       string              `json:"lastName"`
-	Phone          string              `json:"phone"`
-	Reference1     string              `json:"reference1"`
-	Reference2     string              `json:"reference2"`
-	MerchantID     string              `json:"merchantId"`
-	StoreID        string              `json:"storeId"`
-	PaymentMethod  order.PaymentMethod `json:"paymentMethod"`
-	Currency       money.Currency      `json:"currency"`
-	Locale         string              `json:"locale"`
-	CompanyName    string              `json:"companyName,omitempty"`
-	RiskTags       []order.RiskTag     `json:"riskTags,omitempty"`
-	CreatedAt      time.Time           `json:"createdAt"`
-	RevokedAt      *time.Time          `json:"revokedAt,omitempty"`
-}
-
 // Record is the spec's CustomerToken.
 type Record struct {
 	TokenID        string              `json:"tokenId"`
@@ -132,12 +106,16 @@ type Record struct {
 	PaymentMethod  order.PaymentMethod `json:"paymentMethod"`
 }
 
-// Record returns the API representation of c.
-func (c *Customer) Record() Record {
-	return Record{TokenID: c.TokenID, State: c.State, Account: c.Account, BillingAddress: c.BillingAddress,
-		CompanyID: c.CompanyID, Country: c.Country, Email: c.Email, FirstName: c.FirstName, LastName: c.LastName,
-		Phone: c.Phone, Reference1: c.Reference1, Reference2: c.Reference2, MerchantID: c.MerchantID,
-		StoreID: c.StoreID, PaymentMethod: c.PaymentMethod}
+// Customer is a customer token as kassa stores it: the spec's record plus
+// what kassa keeps to create orders from it.
+type Customer struct {
+	Record
+	Currency    money.Currency  `json:"currency"`
+	Locale      string          `json:"locale"`
+	CompanyName string          `json:"companyName,omitempty"`
+	RiskTags    []order.RiskTag `json:"riskTags,omitempty"`
+	CreatedAt   time.Time       `json:"createdAt"`
+	RevokedAt   *time.Time      `json:"revokedAt,omitempty"`
 }
 
 // CreateCustomerRequest is the spec's CreateCustomerTokenRequest.
@@ -212,12 +190,12 @@ func NewCustomer(a *Authorization, r *CreateCustomerRequest, id string, now time
 	}
 	in := r.Customer
 	c := &Customer{
-		TokenID: id, State: StateActive, MerchantID: a.MerchantID, StoreID: r.StoreID,
-		CompanyID: pick(in.CompanyID, b.CompanyID), Country: a.Country,
-		Email: pick(in.Email, b.Email), FirstName: pick(in.FirstName, b.FirstName),
-		LastName: pick(in.LastName, b.LastName), Phone: pick(in.Phone, b.Phone),
-		Reference1: in.Reference1, Reference2: in.Reference2,
-		BillingAddress: in.BillingAddress, PaymentMethod: a.PaymentMethod,
+		Record: Record{TokenID: id, State: StateActive, MerchantID: a.MerchantID, StoreID: r.StoreID,
+			CompanyID: pick(in.CompanyID, b.CompanyID), Country: a.Country,
+			Email: pick(in.Email, b.Email), FirstName: pick(in.FirstName, b.FirstName),
+			LastName: pick(in.LastName, b.LastName), Phone: pick(in.Phone, b.Phone),
+			Reference1: in.Reference1, Reference2: in.Reference2,
+			BillingAddress: in.BillingAddress, PaymentMethod: a.PaymentMethod},
 		Currency: a.Currency, Locale: r.Locale, CompanyName: b.CompanyName, RiskTags: a.RiskTags,
 		CreatedAt: now,
 	}
