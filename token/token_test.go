@@ -136,7 +136,7 @@ func TestCustomerToken(t *testing.T) {
 	if c.State != token.StateRevoked || !c.RevokedAt.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("revoked %+v", c)
 	}
-	if c.Record().State != token.StateRevoked {
+	if c.Record.State != token.StateRevoked {
 		t.Fatal("record state")
 	}
 	ap, err := c.Approval(false)
