@@ -1,16 +1,15 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/kassahq/kassa"
-	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
-	"github.com/kassahq/kassa/refund"
 	"github.com/kassahq/kassa/storage"
 )
 
@@ -117,109 +116,26 @@ func (s *Server) listOrders(w http.ResponseWriter, r *http.Request, _ httprouter
 	writeJSON(w, http.StatusOK, out)
 }
 
-// orderOp adapts a bodiless order operation.
-func (s *Server) orderOp(op func(r *http.Request, c kassa.Call, p httprouter.Params) (*kassa.Result, error)) func(http.ResponseWriter, *http.Request, httprouter.Params) {
+// op adapts a bodiless mutating operation to a handler.
+func (s *Server) op(fn func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error)) func(http.ResponseWriter, *http.Request, httprouter.Params) {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-		res, err := op(r, s.call(r), p)
+		res, err := fn(r.Context(), s.call(r), p)
 		s.writeResult(w, r, res, err)
 	}
 }
 
-// bodyOp adapts an order operation with a JSON body of type T.
-func bodyOp[T any](s *Server, optional bool, op func(r *http.Request, c kassa.Call, p httprouter.Params, body *T) (*kassa.Result, error)) func(http.ResponseWriter, *http.Request, httprouter.Params) {
+// bodyOp adapts a mutating operation with a JSON body of type T; optional
+// allows the body to be omitted.
+func bodyOp[T any](s *Server, optional bool, fn func(ctx context.Context, c kassa.Call, p httprouter.Params, body *T) (*kassa.Result, error)) func(http.ResponseWriter, *http.Request, httprouter.Params) {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		body := new(T)
 		if err := s.decodeBody(r, body, optional); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		res, err := op(r, s.call(r), p, body)
+		res, err := fn(r.Context(), s.call(r), p, body)
 		s.writeResult(w, r, res, err)
 	}
-}
-
-func (s *Server) editOrder(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	bodyOp(s, false, func(r *http.Request, c kassa.Call, p httprouter.Params, b *order.EditRequest) (*kassa.Result, error) {
-		return s.ledger.EditOrder(r.Context(), c, p.ByName("orderId"), b)
-	})(w, r, p)
-}
-
-func (s *Server) cancelOrder(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	s.orderOp(func(r *http.Request, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
-		return s.ledger.CancelOrder(r.Context(), c, p.ByName("orderId"))
-	})(w, r, p)
-}
-
-func (s *Server) cancelLedger(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	s.orderOp(func(r *http.Request, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
-		return s.ledger.CancelLedger(r.Context(), c, p.ByName("orderId"), p.ByName("ledgerId"))
-	})(w, r, p)
-}
-
-func (s *Server) acknowledge(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	s.orderOp(func(r *http.Request, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
-		return s.ledger.Acknowledge(r.Context(), c, p.ByName("orderId"))
-	})(w, r, p)
-}
-
-func (s *Server) capture(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	bodyOp(s, true, func(r *http.Request, c kassa.Call, p httprouter.Params, b *capture.FullRequest) (*kassa.Result, error) {
-		return s.ledger.Capture(r.Context(), c, p.ByName("orderId"), b)
-	})(w, r, p)
-}
-
-func (s *Server) partialCapture(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	bodyOp(s, false, func(r *http.Request, c kassa.Call, p httprouter.Params, b *capture.PartialRequest) (*kassa.Result, error) {
-		return s.ledger.PartialCapture(r.Context(), c, p.ByName("orderId"), b)
-	})(w, r, p)
-}
-
-func (s *Server) editCustomer(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	bodyOp(s, false, func(r *http.Request, c kassa.Call, p httprouter.Params, b *order.EditCustomerRequest) (*kassa.Result, error) {
-		return s.ledger.EditCustomer(r.Context(), c, p.ByName("orderId"), b)
-	})(w, r, p)
-}
-
-func (s *Server) resendDocument(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	s.orderOp(func(r *http.Request, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
-		return s.ledger.ResendDocument(r.Context(), c, p.ByName("orderId"), p.ByName("ledgerId"))
-	})(w, r, p)
-}
-
-func (s *Server) extendExpiry(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	s.orderOp(func(r *http.Request, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
-		return s.ledger.ExtendExpiry(r.Context(), c, p.ByName("orderId"))
-	})(w, r, p)
-}
-
-func (s *Server) partialRefund(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	bodyOp(s, false, func(r *http.Request, c kassa.Call, p httprouter.Params, b *refund.PartialRequest) (*kassa.Result, error) {
-		return s.ledger.PartialRefund(r.Context(), c, p.ByName("orderId"), p.ByName("ledgerId"), b)
-	})(w, r, p)
-}
-
-func (s *Server) refund(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	bodyOp(s, true, func(r *http.Request, c kassa.Call, p httprouter.Params, b *refund.FullRequest) (*kassa.Result, error) {
-		return s.ledger.Refund(r.Context(), c, p.ByName("orderId"), p.ByName("ledgerId"), b)
-	})(w, r, p)
-}
-
-func (s *Server) editPaymentMethod(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	bodyOp(s, false, func(r *http.Request, c kassa.Call, p httprouter.Params, b *order.EditPaymentMethodRequest) (*kassa.Result, error) {
-		return s.ledger.EditPaymentMethod(r.Context(), c, p.ByName("orderId"), b)
-	})(w, r, p)
-}
-
-func (s *Server) recourse(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	bodyOp(s, false, func(r *http.Request, c kassa.Call, p httprouter.Params, b *order.RecourseRequest) (*kassa.Result, error) {
-		return s.ledger.Recourse(r.Context(), c, p.ByName("orderId"), p.ByName("ledgerId"), b)
-	})(w, r, p)
-}
-
-func (s *Server) setReference(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	bodyOp(s, false, func(r *http.Request, c kassa.Call, p httprouter.Params, b *order.ReferenceRequest) (*kassa.Result, error) {
-		return s.ledger.SetReference(r.Context(), c, p.ByName("orderId"), b)
-	})(w, r, p)
 }
 
 func (s *Server) orderPaymentStatus(w http.ResponseWriter, r *http.Request, p httprouter.Params) {

@@ -1,11 +1,17 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/refund"
+	"github.com/kassahq/kassa/token"
 )
 
 func (s *Server) routes() {
@@ -33,20 +39,48 @@ func (s *Server) routes() {
 	// Order Management API.
 	s.handle(http.MethodGet, "/v1/orders", s.authed(s.listOrders))
 	s.handle(http.MethodGet, "/v1/orders/:orderId", s.authed(s.getOrder))
-	s.handle(http.MethodPost, "/v1/orders/:orderId", s.authed(s.editOrder))
-	s.handle(http.MethodDelete, "/v1/orders/:orderId", s.authed(s.cancelOrder))
-	s.handle(http.MethodDelete, "/v1/orders/:orderId/:ledgerId", s.authed(s.cancelLedger))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/acknowledge", s.authed(s.acknowledge))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/capture", s.authed(s.capture))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/partialcapture", s.authed(s.partialCapture))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/customer", s.authed(s.editCustomer))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/document/:ledgerId/resend", s.authed(s.resendDocument))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/extendexpiry", s.authed(s.extendExpiry))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/partialrefund/:ledgerId", s.authed(s.partialRefund))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/refund/:ledgerId", s.authed(s.refund))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/paymentmethod", s.authed(s.editPaymentMethod))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/recourse/:ledgerId", s.authed(s.recourse))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/reference", s.authed(s.setReference))
+	s.handle(http.MethodPost, "/v1/orders/:orderId", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.EditRequest) (*kassa.Result, error) {
+		return s.ledger.EditOrder(ctx, c, p.ByName("orderId"), b)
+	})))
+	s.handle(http.MethodDelete, "/v1/orders/:orderId", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+		return s.ledger.CancelOrder(ctx, c, p.ByName("orderId"))
+	})))
+	s.handle(http.MethodDelete, "/v1/orders/:orderId/:ledgerId", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+		return s.ledger.CancelLedger(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"))
+	})))
+	s.handle(http.MethodPost, "/v1/orders/:orderId/acknowledge", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+		return s.ledger.Acknowledge(ctx, c, p.ByName("orderId"))
+	})))
+	s.handle(http.MethodPost, "/v1/orders/:orderId/capture", s.authed(bodyOp(s, true, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *capture.FullRequest) (*kassa.Result, error) {
+		return s.ledger.Capture(ctx, c, p.ByName("orderId"), b)
+	})))
+	s.handle(http.MethodPost, "/v1/orders/:orderId/partialcapture", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *capture.PartialRequest) (*kassa.Result, error) {
+		return s.ledger.PartialCapture(ctx, c, p.ByName("orderId"), b)
+	})))
+	s.handle(http.MethodPost, "/v1/orders/:orderId/customer", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.EditCustomerRequest) (*kassa.Result, error) {
+		return s.ledger.EditCustomer(ctx, c, p.ByName("orderId"), b)
+	})))
+	s.handle(http.MethodPost, "/v1/orders/:orderId/document/:ledgerId/resend", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+		return s.ledger.ResendDocument(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"))
+	})))
+	s.handle(http.MethodPost, "/v1/orders/:orderId/extendexpiry", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+		return s.ledger.ExtendExpiry(ctx, c, p.ByName("orderId"))
+	})))
+	s.handle(http.MethodPost, "/v1/orders/:orderId/partialrefund/:ledgerId", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *refund.PartialRequest) (*kassa.Result, error) {
+		return s.ledger.PartialRefund(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"), b)
+	})))
+	s.handle(http.MethodPost, "/v1/orders/:orderId/refund/:ledgerId", s.authed(bodyOp(s, true, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *refund.FullRequest) (*kassa.Result, error) {
+		return s.ledger.Refund(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"), b)
+	})))
+	s.handle(http.MethodPost, "/v1/orders/:orderId/paymentmethod", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.EditPaymentMethodRequest) (*kassa.Result, error) {
+		return s.ledger.EditPaymentMethod(ctx, c, p.ByName("orderId"), b)
+	})))
+	s.handle(http.MethodPost, "/v1/orders/:orderId/recourse/:ledgerId", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.RecourseRequest) (*kassa.Result, error) {
+		return s.ledger.Recourse(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"), b)
+	})))
+	s.handle(http.MethodPost, "/v1/orders/:orderId/reference", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.ReferenceRequest) (*kassa.Result, error) {
+		return s.ledger.SetReference(ctx, c, p.ByName("orderId"), b)
+	})))
 	s.handle(http.MethodGet, "/v1/orders/:orderId/paymentstatus", s.authed(s.orderPaymentStatus))
 	s.handle(http.MethodGet, "/v1/paymentstatus", s.authed(s.paymentStatus))
 
@@ -54,12 +88,22 @@ func (s *Server) routes() {
 	s.handle(http.MethodGet, "/v1/headless/search/companies", s.searchCompanies)
 
 	// Payments API: tokens.
-	s.handle(http.MethodDelete, "/v1/authorization-tokens/:token", s.authed(s.deleteAuthorization))
-	s.handle(http.MethodPost, "/v1/authorization-tokens/:token/customer-token", s.authed(s.createCustomerToken))
-	s.handle(http.MethodPost, "/v1/authorization-tokens/:token/order", s.authed(s.createOrder))
+	s.handle(http.MethodDelete, "/v1/authorization-tokens/:token", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+		return s.ledger.DeleteAuthorization(ctx, c, p.ByName("token"))
+	})))
+	s.handle(http.MethodPost, "/v1/authorization-tokens/:token/customer-token", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *token.CreateCustomerRequest) (*kassa.Result, error) {
+		return s.ledger.CreateCustomerToken(ctx, c, p.ByName("token"), b)
+	})))
+	s.handle(http.MethodPost, "/v1/authorization-tokens/:token/order", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.CreateRequest) (*kassa.Result, error) {
+		return s.ledger.CreateOrderFromAuthorization(ctx, c, p.ByName("token"), b)
+	})))
 	s.handle(http.MethodGet, "/v1/customer-tokens/:token", s.authed(s.getCustomerToken))
-	s.handle(http.MethodDelete, "/v1/customer-tokens/:token", s.authed(s.revokeCustomerToken))
-	s.handle(http.MethodPost, "/v1/customer-tokens/:token/order", s.authed(s.createOrderFromCustomerToken))
+	s.handle(http.MethodDelete, "/v1/customer-tokens/:token", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+		return s.ledger.RevokeCustomerToken(ctx, c, p.ByName("token"))
+	})))
+	s.handle(http.MethodPost, "/v1/customer-tokens/:token/order", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.CreateRequest) (*kassa.Result, error) {
+		return s.ledger.CreateOrderFromCustomerToken(ctx, c, p.ByName("token"), b)
+	})))
 
 	if s.cfg.Sandbox {
 		s.handle(http.MethodPost, "/sandbox/v1/authorization-tokens", s.authed(s.sandboxMintToken))

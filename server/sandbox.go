@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -115,11 +116,11 @@ type paymentRequest struct {
 }
 
 func (s *Server) sandboxPay(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	bodyOp(s, false, func(r *http.Request, c kassa.Call, p httprouter.Params, b *paymentRequest) (*kassa.Result, error) {
+	bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *paymentRequest) (*kassa.Result, error) {
 		if b.Amount == nil {
 			return nil, fault.Invalidf("amount", "is required")
 		}
-		return s.ledger.RegisterPayment(r.Context(), c, p.ByName("orderId"), p.ByName("ledgerId"), *b.Amount)
+		return s.ledger.RegisterPayment(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"), *b.Amount)
 	})(w, r, p)
 }
 
@@ -128,8 +129,8 @@ type markRequest struct {
 }
 
 func (s *Server) sandboxMark(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	bodyOp(s, false, func(r *http.Request, c kassa.Call, p httprouter.Params, b *markRequest) (*kassa.Result, error) {
-		return s.ledger.MarkLedger(r.Context(), c, p.ByName("orderId"), p.ByName("ledgerId"), order.SubStatus(b.Status))
+	bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *markRequest) (*kassa.Result, error) {
+		return s.ledger.MarkLedger(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"), order.SubStatus(b.Status))
 	})(w, r, p)
 }
 
@@ -138,11 +139,11 @@ type riskRequest struct {
 }
 
 func (s *Server) sandboxRisk(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	bodyOp(s, false, func(r *http.Request, c kassa.Call, p httprouter.Params, b *riskRequest) (*kassa.Result, error) {
+	bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *riskRequest) (*kassa.Result, error) {
 		if b.Decision != "approve" && b.Decision != "deny" {
 			return nil, fault.Invalidf("decision", "must be approve or deny")
 		}
-		return s.ledger.ResolveHold(r.Context(), c, p.ByName("orderId"), b.Decision == "approve")
+		return s.ledger.ResolveHold(ctx, c, p.ByName("orderId"), b.Decision == "approve")
 	})(w, r, p)
 }
 
