@@ -9,7 +9,10 @@ package storage
 
 import (
 	"context"
+	"slices"
 	"time"
+
+	"github.com/kassahq/kassa/fault"
 
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/token"
@@ -160,4 +163,55 @@ type OutboxMessage struct {
 	Attempts    int       `json:"attempts"`
 	Delivered   bool      `json:"delivered"`
 	LastError   string    `json:"lastError,omitempty"`
+}
+
+// Matches reports whether o, with the given statuses, satisfies every filter
+// of q except the cursor and size. Stores use it to check candidates an index
+// produced against the remaining filters, so that all stores agree.
+func Matches(o *order.Order, statuses []order.Status, q OrderQuery) bool {
+	switch {
+	case !anyOf(q.IDs, o.ID), !anyOf(q.StoreIDs, o.StoreID), !anyOf(q.OrderReferences, o.OrderReference),
+		!anyOf(q.MerchantReferences, o.MerchantReference), !anyOf(q.Categories, o.PaymentMethod.Category()),
+		!anyOf(q.Status, statuses...):
+		return false
+	case !q.CreatedFrom.IsZero() && o.CreatedAt.Before(q.CreatedFrom), !q.CreatedTo.IsZero() && !o.CreatedAt.Before(q.CreatedTo),
+		!q.ExpiresFrom.IsZero() && o.ExpiresAt.Before(q.ExpiresFrom), !q.ExpiresTo.IsZero() && !o.ExpiresAt.Before(q.ExpiresTo):
+		return false
+	case q.Q != "" && q.Q != o.ID && q.Q != o.OrderReference && q.Q != o.MerchantReference:
+		return false
+	}
+	for _, s := range q.StatusAnd {
+		if !slices.Contains(statuses, s) {
+			return false
+		}
+	}
+	for _, s := range q.StatusNot {
+		if slices.Contains(statuses, s) {
+			return false
+		}
+	}
+	return true
+}
+
+func anyOf[T comparable](want []T, have ...T) bool {
+	if len(want) == 0 {
+		return true
+	}
+	for _, h := range have {
+		if slices.Contains(want, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// PageSize validates q.Size and applies the default.
+func PageSize(q OrderQuery) (int, error) {
+	switch {
+	case q.Size == 0:
+		return DefaultPageSize, nil
+	case q.Size < 1 || q.Size > MaxPageSize:
+		return 0, fault.Invalidf("size", "must be between 1 and %d", MaxPageSize)
+	}
+	return q.Size, nil
 }

@@ -10,7 +10,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -226,54 +225,11 @@ func after(cur string) (time.Time, string, error) {
 	return at, id, nil
 }
 
-func anyOf[T comparable](want []T, have ...T) bool {
-	if len(want) == 0 {
-		return true
-	}
-	for _, h := range have {
-		if slices.Contains(want, h) {
-			return true
-		}
-	}
-	return false
-}
-
-// Matches reports whether o satisfies every filter of q at now (statuses are
-// those o has at now). Exported for the conformance suite's expectations.
-func Matches(o *order.Order, q storage.OrderQuery, now time.Time) bool {
-	st := o.Statuses(now)
-	switch {
-	case !anyOf(q.IDs, o.ID), !anyOf(q.StoreIDs, o.StoreID), !anyOf(q.OrderReferences, o.OrderReference),
-		!anyOf(q.MerchantReferences, o.MerchantReference), !anyOf(q.Categories, o.PaymentMethod.Category()),
-		!anyOf(q.Status, st...):
-		return false
-	case !q.CreatedFrom.IsZero() && o.CreatedAt.Before(q.CreatedFrom), !q.CreatedTo.IsZero() && !o.CreatedAt.Before(q.CreatedTo),
-		!q.ExpiresFrom.IsZero() && o.ExpiresAt.Before(q.ExpiresFrom), !q.ExpiresTo.IsZero() && !o.ExpiresAt.Before(q.ExpiresTo):
-		return false
-	case q.Q != "" && q.Q != o.ID && q.Q != o.OrderReference && q.Q != o.MerchantReference:
-		return false
-	}
-	for _, s := range q.StatusAnd {
-		if !slices.Contains(st, s) {
-			return false
-		}
-	}
-	for _, s := range q.StatusNot {
-		if slices.Contains(st, s) {
-			return false
-		}
-	}
-	return true
-}
-
 // ListOrders scans the merchant's orders; fine for tests, not for millions.
 func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderPage, error) {
-	size := q.Size
-	if size == 0 {
-		size = storage.DefaultPageSize
-	}
-	if size < 1 || size > storage.MaxPageSize {
-		return storage.OrderPage{}, fault.Invalidf("size", "must be between 1 and %d", storage.MaxPageSize)
+	size, err := storage.PageSize(q)
+	if err != nil {
+		return storage.OrderPage{}, err
 	}
 	var fromAt time.Time
 	var fromID string
@@ -305,7 +261,7 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 		if q.Cursor != "" && (o.CreatedAt.After(fromAt) || o.CreatedAt.Equal(fromAt) && o.ID >= fromID) {
 			continue
 		}
-		if !Matches(o, q, o.UpdatedAt) {
+		if !storage.Matches(o, o.Statuses(o.UpdatedAt), q) {
 			continue
 		}
 		if len(page.Orders) == size {

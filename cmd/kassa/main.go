@@ -1,0 +1,392 @@
+// Command kassa is the reference server of the kassa payment library: one
+// static binary that serves the /v1 interface over an embedded bbolt store,
+// as a sandbox on a laptop or in CI, or in production.
+//
+//	kassa serve                                   run the server (defaults: 127.0.0.1:8080, ./kassa-data)
+//	kassa companies import --country SE file.csv  add a country's companies to the search directory
+//	kassa version                                 print the version
+//	kassa help                                    print usage
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/company"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/server"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/bolt"
+)
+
+// Version is set at build time with -ldflags "-X main.Version=…".
+var Version = "0.1.0-dev"
+
+const usage = `kassa — B2B payments, checkout and order management
+
+Usage:
+  kassa serve [flags]                                     run the reference server
+  kassa companies import --country SE [--data DIR] FILE   import a company directory (CSV: companyId,companyName)
+  kassa version                                           print the version
+  kassa help                                              print this help
+
+Flags of serve (each also read from the environment variable shown):
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		serveFlags(new(serveConfig)).PrintDefaults()
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stdout, stderr)
+	case "companies":
+		return companies(args[1:], stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintf(stdout, "kassa %s\n", Version)
+		return 0
+	case "help", "--help", "-h":
+		fmt.Fprint(stdout, usage)
+		fs := serveFlags(new(serveConfig))
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0
+	default:
+		fmt.Fprintf(stderr, "kassa: unknown command %q (try kassa help)\n", args[0])
+		return 2
+	}
+}
+
+type serveConfig struct {
+	addr, data, clientID, clientSecret, tlsCert, tlsKey, baseURL string
+	sandbox                                                      bool
+	logLevel                                                     string
+}
+
+// envDefault reads KASSA_<NAME> as a flag's default.
+func envDefault(name, def string) string {
+	if v, ok := os.LookupEnv("KASSA_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok {
+		return v
+	}
+	return def
+}
+
+func serveFlags(c *serveConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&c.addr, "addr", envDefault("addr", "127.0.0.1:8080"), "listen address (KASSA_ADDR)")
+	fs.StringVar(&c.data, "data", envDefault("data", "./kassa-data"), "data directory; the store is DATA/kassa.db (KASSA_DATA)")
+	fs.StringVar(&c.clientID, "client-id", envDefault("client-id", ""), "create or keep the sandbox merchant with this client id (KASSA_CLIENT_ID)")
+	fs.StringVar(&c.clientSecret, "client-secret", envDefault("client-secret", ""), "secret for --client-id (KASSA_CLIENT_SECRET)")
+	fs.StringVar(&c.tlsCert, "tls-cert", envDefault("tls-cert", ""), "TLS certificate file; serve HTTPS when set with --tls-key (KASSA_TLS_CERT)")
+	fs.StringVar(&c.tlsKey, "tls-key", envDefault("tls-key", ""), "TLS private key file (KASSA_TLS_KEY)")
+	fs.StringVar(&c.baseURL, "base-url", envDefault("base-url", ""), "public base URL used in links (KASSA_BASE_URL); default http(s)://ADDR")
+	sb, _ := strconv.ParseBool(envDefault("sandbox", "true"))
+	fs.BoolVar(&c.sandbox, "sandbox", sb, "enable /sandbox/v1: test clock, buyer simulation, fixtures (KASSA_SANDBOX)")
+	fs.StringVar(&c.logLevel, "log-level", envDefault("log-level", "info"), "debug, info, warn or error (KASSA_LOG_LEVEL)")
+	return fs
+}
+
+// loadKey reads the server's signing key from DATA/server.key, creating it on
+// first start. KASSA_KEY (64 hex digits) overrides it, so that replicas share one.
+func loadKey(dir string) ([]byte, error) {
+	if v := os.Getenv("KASSA_KEY"); v != "" {
+		k, err := hex.DecodeString(v)
+		if err != nil || len(k) < 32 {
+			return nil, errors.New("KASSA_KEY must be at least 64 hex digits")
+		}
+		return k, nil
+	}
+	path := filepath.Join(dir, "server.key")
+	if b, err := os.ReadFile(path); err == nil {
+		k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(k) < 32 {
+			return nil, fmt.Errorf("%s is not a valid key", path)
+		}
+		return k, nil
+	}
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(k)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	var c serveConfig
+	fs := serveFlags(&c)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "kassa: bad --log-level %q\n", c.logLevel)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		fmt.Fprintln(stderr, "kassa: --tls-cert and --tls-key go together")
+		return 2
+	}
+	if (c.clientID == "") != (c.clientSecret == "") {
+		fmt.Fprintln(stderr, "kassa: --client-id and --client-secret go together")
+		return 2
+	}
+	if err := os.MkdirAll(c.data, 0o700); err != nil {
+		fmt.Fprintf(stderr, "kassa: data directory: %v\n", err)
+		return 1
+	}
+	key, err := loadKey(c.data)
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return 1
+	}
+	clock := server.NewClock(c.sandbox)
+	db, err := bolt.Open(filepath.Join(c.data, "kassa.db"), bolt.Options{Clock: clock.Now})
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: open store: %v\n", err)
+		return 1
+	}
+	defer db.Close()
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: listen: %v\n", err)
+		return 1
+	}
+	scheme := "http"
+	if c.tlsCert != "" {
+		scheme = "https"
+	}
+	if c.baseURL == "" {
+		c.baseURL = scheme + "://" + ln.Addr().String()
+	}
+	c.baseURL = strings.TrimRight(c.baseURL, "/")
+
+	dir, err := loadCompanies(c.data)
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: company directory: %v\n", err)
+		return 1
+	}
+
+	metrics := server.NewMetrics()
+	var srv *server.Server
+	ledger := kassa.New(server.InstrumentStore(db, metrics), kassa.Options{
+		DocumentURL: func(o *order.Order, l *order.Ledger) string { return srv.DocumentURL(o, l) },
+	})
+	srv = server.New(server.Config{
+		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock,
+		Metrics: metrics, Version: Version, Companies: dir,
+		Ready: func(ctx context.Context) error {
+			return db.View(ctx, func(storage.Tx) error { return nil })
+		},
+	})
+
+	ctx := context.Background()
+	if err := ensureMerchant(ctx, ledger, c, stdout); err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return 1
+	}
+
+	jobs, stopJobs := context.WithCancel(ctx)
+	defer stopJobs()
+	go runJobs(jobs, ledger, log)
+
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() {
+		if c.tlsCert != "" {
+			errc <- hs.ServeTLS(ln, c.tlsCert, c.tlsKey)
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	fmt.Fprintf(stdout, "kassa %s listening on %s (data %s, sandbox %v)\n", Version, c.baseURL, c.data, c.sandbox)
+	log.Info("listening", "addr", ln.Addr().String(), "baseUrl", c.baseURL, "sandbox", c.sandbox)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(stderr, "kassa: serve: %v\n", err)
+			return 1
+		}
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// Shutdown stops accepting and waits for in-flight requests to finish.
+		if err := hs.Shutdown(sctx); err != nil {
+			log.Error("shutdown", "err", err)
+			return 1
+		}
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// ensureMerchant creates the sandbox merchant on an empty store (printing its
+// credentials once) or keeps the one named by --client-id with its secret.
+func ensureMerchant(ctx context.Context, ledger *kassa.Ledger, c serveConfig, stdout io.Writer) error {
+	if c.clientID != "" {
+		_, created, err := ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "sandbox", ClientID: c.clientID, ClientSecret: c.clientSecret, Sandbox: true})
+		if err != nil {
+			return err
+		}
+		if created {
+			fmt.Fprintf(stdout, "created merchant with client id %s\n", c.clientID)
+		}
+		return nil
+	}
+	has, err := ledger.HasMerchants(ctx)
+	if err != nil || has {
+		return err
+	}
+	creds, _, err := ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "sandbox", Sandbox: true})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "created sandbox merchant %s\n  client id:     %s\n  client secret: %s\n(the secret is shown only now; keep it)\n",
+		creds.MerchantID, creds.ClientID, creds.ClientSecret)
+	return nil
+}
+
+// companiesDir holds imported directories, one CSV per country (SE.csv …).
+func companiesDir(data string) string { return filepath.Join(data, "companies") }
+
+// loadCompanies builds the search directory: the bundled dataset, with each
+// country imported into DATA/companies replacing the bundled one.
+func loadCompanies(data string) (*company.Directory, error) {
+	d := company.Bundled(server.SandboxCompanies())
+	entries, err := os.ReadDir(companiesDir(data))
+	if errors.Is(err, os.ErrNotExist) {
+		return d, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		country, ok := strings.CutSuffix(e.Name(), ".csv")
+		if !ok || e.IsDir() {
+			continue
+		}
+		f, err := os.Open(filepath.Join(companiesDir(data), e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		cs, err := company.ReadCSV(country, f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		d.Set(country, cs)
+	}
+	return d, nil
+}
+
+// companies implements "kassa companies import --country XX FILE": it
+// validates the whole file first and then replaces the country's directory
+// atomically (write to a temporary file, rename), so a bad file changes nothing.
+func companies(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "import" {
+		fmt.Fprintln(stderr, "usage: kassa companies import --country SE [--data DIR] FILE")
+		return 2
+	}
+	fs := flag.NewFlagSet("companies import", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	country := fs.String("country", "", "ISO 3166-1 alpha-2 country code")
+	data := fs.String("data", envDefault("data", "./kassa-data"), "data directory (KASSA_DATA)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if !order.ValidCountry(*country) || fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: kassa companies import --country SE [--data DIR] FILE (country: ISO 3166-1 alpha-2)")
+		return 2
+	}
+	in, err := os.Open(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return 1
+	}
+	defer in.Close()
+	cs, err := company.ReadCSV(*country, in)
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: %s: %v\n", fs.Arg(0), err)
+		return 1
+	}
+	if err := os.MkdirAll(companiesDir(*data), 0o700); err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return 1
+	}
+	tmp, err := os.CreateTemp(companiesDir(*data), ".import-*")
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return 1
+	}
+	err = company.WriteCSV(tmp, cs)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(companiesDir(*data), *country+".csv"))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "imported %d %s companies; restart kassa serve to use them\n", len(cs), *country)
+	return 0
+}
+
+// runJobs runs the periodic housekeeping of the server until ctx ends: the
+// idempotency-record sweep and the expiry marking of orders.
+func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		if n, err := ledger.SweepIdempotency(ctx, 1000); err != nil && ctx.Err() == nil {
+			log.Error("idempotency sweep", "err", err)
+		} else if n > 0 {
+			log.Info("idempotency sweep", "removed", n)
+		}
+		if n, err := ledger.ExpireOrders(ctx, 1000); err != nil && ctx.Err() == nil {
+			log.Error("expiry job", "err", err)
+		} else if n > 0 {
+			log.Info("expiry job", "expired", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
