@@ -15,7 +15,6 @@ import (
 	"github.com/kassahq/kassa/token"
 )
 
-
 // An embedder's whole flow: open the embedded store, register a merchant,
 // store the buyer's authorization, create an order, capture part of it,
 // refund part of the capture, and read the order back.
