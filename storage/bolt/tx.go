@@ -9,108 +9,151 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/token"
 )
 
-// Buckets. Keys join their parts with a zero byte, which no id contains.
-var (
-	bMerchants = []byte("merchants") // merchantID → Merchant
-	bClients   = []byte("clients")   // clientID → merchantID
-	bOrders    = []byte("orders")    // merchant·orderID → Order
-	bOrderMeta = []byte("ordermeta") // merchant·orderID → meta (index keys written)
-	bIndex     = []byte("index")     // merchant·field·value·created·orderID → ∅
-	bDue       = []byte("due")       // expires·merchant·orderID → ∅ (open orders only)
-	bAuth      = []byte("auth")      // merchant·token → Authorization
-	bCustomer  = []byte("customer")  // merchant·tokenID → Customer
-	bSeq       = []byte("seq")       // merchant·series → uint64
-	bIdem      = []byte("idem")      // merchant·key → IdempotencyRecord
-	bIdemExp   = []byte("idemexp")   // expires·merchant·key → ∅
-	bOutbox    = []byte("outbox")    // id → OutboxMessage
-	bOutboxDue = []byte("outboxdue") // nextAttempt·id → ∅ (undelivered only)
-)
-
-func key(parts ...string) []byte {
-	var b bytes.Buffer
-	for i, p := range parts {
-		if i > 0 {
-			b.WriteByte(0)
-		}
-		b.WriteString(p)
-	}
-	return b.Bytes()
-}
-
-// timeKey encodes t so that byte order is time order (nanoseconds, offset so
-// that times before 1970 still sort correctly).
-func timeKey(t time.Time) string {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(t.UnixNano())^(1<<63))
-	return string(b[:])
-}
-
-func timeOf(k string) time.Time {
-	return time.Unix(0, int64(binary.BigEndian.Uint64([]byte(k))^(1<<63))).UTC()
-}
-
-type tx struct {
+// state is shared by every function of one bbolt transaction.
+type state struct {
 	b        *bbolt.Tx
 	now      time.Time
 	writable bool
+	bk       map[string]*bbolt.Bucket
 }
 
-var errReadOnly = fault.Internalf(nil, "write in a read-only transaction")
+func newState(b *bbolt.Tx, now time.Time, writable bool) *state {
+	return &state{b: b, now: now, writable: writable, bk: make(map[string]*bbolt.Bucket, len(buckets))}
+}
 
-func (t *tx) Now() time.Time { return t.now }
+func (s *state) bucket(name []byte) *bbolt.Bucket {
+	b, ok := s.bk[string(name)]
+	if !ok {
+		b = s.b.Bucket(name)
+		s.bk[string(name)] = b
+	}
+	return b
+}
 
-func (t *tx) put(bucket, k []byte, v any) error {
-	if !t.writable {
+// undo is one journal entry: the value a key had before a put or delete.
+type undo struct {
+	bucket []byte
+	key    []byte
+	old    []byte // nil: the key was absent
+}
+
+// tx is what one Update or View function sees. Its journal lets the
+// committer undo exactly this function's writes.
+type tx struct {
+	st      *state
+	journal []undo
+	closed  bool
+}
+
+var (
+	errReadOnly = fault.Internalf(nil, "write in a read-only transaction")
+	errTxDone   = fault.Internalf(nil, "transaction used after its function returned")
+)
+
+// present is the value of index entries. It is not empty so that Get tells
+// an entry from an absent key without a cursor.
+var present = []byte{1}
+
+func (t *tx) close() { t.closed = true }
+
+func (t *tx) check(write bool) error {
+	switch {
+	case t.closed:
+		return errTxDone
+	case write && !t.st.writable:
 		return errReadOnly
 	}
-	var raw []byte
-	switch x := v.(type) {
-	case nil:
-		raw = []byte{}
-	case []byte:
-		raw = x
-	default:
-		var err error
-		if raw, err = json.Marshal(v); err != nil {
-			return fault.Internalf(err, "encode")
-		}
+	return nil
+}
+
+func (t *tx) get(bucket, k []byte) []byte { return t.st.bucket(bucket).Get(k) }
+
+// put stores v under k, journaling the previous value. bbolt keeps k and v
+// until commit, so callers pass slices they do not reuse.
+func (t *tx) put(bucket, k, v []byte) error {
+	if err := t.check(true); err != nil {
+		return err
 	}
-	if err := t.b.Bucket(bucket).Put(k, raw); err != nil {
+	b := t.st.bucket(bucket)
+	t.journal = append(t.journal, undo{bucket: bucket, key: k, old: bytes.Clone(b.Get(k))})
+	if err := b.Put(k, v); err != nil {
+		t.journal = t.journal[:len(t.journal)-1]
 		return fault.Internalf(err, "put %s", bucket)
 	}
 	return nil
 }
 
 func (t *tx) del(bucket, k []byte) error {
-	if !t.writable {
-		return errReadOnly
+	if err := t.check(true); err != nil {
+		return err
 	}
-	if err := t.b.Bucket(bucket).Delete(k); err != nil {
+	b := t.st.bucket(bucket)
+	old := b.Get(k)
+	if old == nil {
+		return nil
+	}
+	t.journal = append(t.journal, undo{bucket: bucket, key: k, old: bytes.Clone(old)})
+	if err := b.Delete(k); err != nil {
+		t.journal = t.journal[:len(t.journal)-1]
 		return fault.Internalf(err, "delete %s", bucket)
 	}
 	return nil
 }
 
-func (t *tx) get(bucket, k []byte, v any) (bool, error) {
-	raw := t.b.Bucket(bucket).Get(k)
-	if raw == nil {
+// undo replays the journal backwards, restoring what the function found.
+func (t *tx) undo() error {
+	for i := len(t.journal) - 1; i >= 0; i-- {
+		u := t.journal[i]
+		b := t.st.bucket(u.bucket)
+		var err error
+		if u.old == nil {
+			err = b.Delete(u.key)
+		} else {
+			err = b.Put(u.key, u.old)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	t.journal = nil
+	return nil
+}
+
+func (t *tx) putJSON(bucket, k []byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fault.Internalf(err, "encode %s", bucket)
+	}
+	return t.put(bucket, k, b)
+}
+
+// getJSON decodes the record at k into v and reports whether it exists.
+func (t *tx) getJSON(bucket, k []byte, v any) (bool, error) {
+	if err := t.check(false); err != nil {
+		return false, err
+	}
+	b := t.get(bucket, k)
+	if b == nil {
 		return false, nil
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return false, fault.Internalf(err, "decode %s", bucket)
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fault.Internalf(err, "decode %s record", bucket)
 	}
 	return true, nil
 }
+
+func (t *tx) Now() time.Time { return t.st.now }
 
 // Merchants.
 
 func (t *tx) GetMerchant(id string) (*storage.Merchant, error) {
 	var m storage.Merchant
-	ok, err := t.get(bMerchants, key(id), &m)
+	ok, err := t.getJSON(bMerchants, []byte(id), &m)
 	if err != nil {
 		return nil, err
 	}
@@ -121,34 +164,49 @@ func (t *tx) GetMerchant(id string) (*storage.Merchant, error) {
 }
 
 func (t *tx) GetMerchantByClientID(clientID string) (*storage.Merchant, error) {
-	id := t.b.Bucket(bClients).Get(key(clientID))
+	if err := t.check(false); err != nil {
+		return nil, err
+	}
+	id := t.get(bClients, []byte(clientID))
 	if id == nil {
-		return nil, fault.NotFoundf("merchant_not_found", "no merchant with that client id")
+		return nil, fault.NotFoundf("merchant_not_found", "no merchant has client id %s", clientID)
 	}
 	return t.GetMerchant(string(id))
 }
 
 func (t *tx) PutMerchant(m *storage.Merchant) error {
-	if owner := t.b.Bucket(bClients).Get(key(m.ClientID)); owner != nil && string(owner) != m.ID {
+	if err := t.check(true); err != nil {
+		return err
+	}
+	if owner := t.get(bClients, []byte(m.ClientID)); owner != nil && string(owner) != m.ID {
 		return fault.Conflictf("client_id_taken", "client id %s belongs to another merchant", m.ClientID)
 	}
-	if old, err := t.GetMerchant(m.ID); err == nil && old.ClientID != m.ClientID {
-		if err := t.del(bClients, key(old.ClientID)); err != nil {
+	var old storage.Merchant
+	found, err := t.getJSON(bMerchants, []byte(m.ID), &old)
+	if err != nil {
+		return err
+	}
+	if found && old.ClientID != m.ClientID {
+		// The old client id stops working the moment it is replaced.
+		if err := t.del(bClients, []byte(old.ClientID)); err != nil {
 			return err
 		}
 	}
-	if err := t.put(bClients, key(m.ClientID), []byte(m.ID)); err != nil {
+	if err := t.put(bClients, []byte(m.ClientID), []byte(m.ID)); err != nil {
 		return err
 	}
-	return t.put(bMerchants, key(m.ID), m)
+	return t.putJSON(bMerchants, []byte(m.ID), m)
 }
 
 func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
+	if err := t.check(false); err != nil {
+		return nil, err
+	}
 	var out []*storage.Merchant
-	err := t.b.Bucket(bMerchants).ForEach(func(_, v []byte) error {
+	err := t.st.bucket(bMerchants).ForEach(func(k, v []byte) error {
 		var m storage.Merchant
 		if err := json.Unmarshal(v, &m); err != nil {
-			return fault.Internalf(err, "decode merchant")
+			return fault.Internalf(err, "decode merchant %s", k)
 		}
 		out = append(out, &m)
 		return nil
@@ -156,11 +214,166 @@ func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
 	return out, err
 }
 
+// Orders.
+
+func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {
+	var o order.Order
+	ok, err := t.getJSON(bOrders, orderKey(merchantID, orderID), &o)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fault.NotFoundf("order_not_found", "order %s not found", orderID)
+	}
+	return &o, nil
+}
+
+func (t *tx) CreateOrder(o *order.Order) error {
+	if err := t.check(true); err != nil {
+		return err
+	}
+	k := orderKey(o.MerchantID, o.ID)
+	if t.get(bOrderMeta, k) != nil {
+		return fault.Conflictf("order_exists", "order %s exists", o.ID)
+	}
+	o.Version = 1
+	if err := t.writeOrder(k, o, nil); err != nil {
+		o.Version = 0
+		return err
+	}
+	return nil
+}
+
+func (t *tx) UpdateOrder(o *order.Order) error {
+	if err := t.check(true); err != nil {
+		return err
+	}
+	k := orderKey(o.MerchantID, o.ID)
+	raw := t.get(bOrderMeta, k)
+	if raw == nil {
+		return fault.NotFoundf("order_not_found", "order %s not found", o.ID)
+	}
+	old, err := decodeMeta(raw)
+	if err != nil {
+		return err
+	}
+	if old.version != o.Version {
+		return fault.Conflictf("version_conflict", "order %s changed concurrently (version %d, stored %d)", o.ID, o.Version, old.version)
+	}
+	o.Version++
+	if err := t.writeOrder(k, o, &old); err != nil {
+		o.Version--
+		return err
+	}
+	return nil
+}
+
+// writeOrder stores o and moves its index entries from old (nil for a new
+// order) to those of o now. Statuses are computed at t.Now: a status filter
+// sees the statuses an order had when it was last written.
+func (t *tx) writeOrder(k []byte, o *order.Order, old *meta) error {
+	m := metaOf(o, t.st.now)
+	if err := t.putJSON(bOrders, k, o); err != nil {
+		return err
+	}
+	if err := t.put(bOrderMeta, k, m.encode()); err != nil {
+		return err
+	}
+	newKeys := m.indexKeys(o.MerchantID, o.ID)
+	var oldKeys map[string]bool
+	if old != nil {
+		oldKeys = map[string]bool{}
+		for _, ik := range old.indexKeys(o.MerchantID, o.ID) {
+			oldKeys[string(ik.key)] = true
+		}
+		keep := map[string]bool{}
+		for _, ik := range newKeys {
+			keep[string(ik.key)] = true
+		}
+		for _, ik := range old.indexKeys(o.MerchantID, o.ID) {
+			if keep[string(ik.key)] {
+				continue
+			}
+			if err := t.del(bIndex, ik.key); err != nil {
+				return err
+			}
+			if ik.count != nil {
+				if err := t.addCount(ik.count, -1); err != nil {
+					return err
+				}
+			}
+		}
+		if old.expirable {
+			if err := t.del(bDue, dueKey(old.expires, o.MerchantID, o.ID)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, ik := range newKeys {
+		if oldKeys[string(ik.key)] {
+			continue
+		}
+		if err := t.put(bIndex, ik.key, present); err != nil {
+			return err
+		}
+		if ik.count != nil {
+			if err := t.addCount(ik.count, 1); err != nil {
+				return err
+			}
+		}
+	}
+	if m.expirable {
+		return t.put(bDue, dueKey(m.expires, o.MerchantID, o.ID), present)
+	}
+	return nil
+}
+
+func (t *tx) addCount(k []byte, d int64) error {
+	n := t.count(k) + d
+	if n <= 0 {
+		return t.del(bCounts, k)
+	}
+	return t.put(bCounts, k, binary.BigEndian.AppendUint64(nil, uint64(n)))
+}
+
+func (t *tx) count(k []byte) int64 {
+	v := t.get(bCounts, k)
+	if len(v) != 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(v))
+}
+
+func dueKey(expires time.Time, merchantID, orderID string) []byte {
+	return append(putTime(nil, expires), orderKey(merchantID, orderID)...)
+}
+
+func (t *tx) OrdersExpiringBefore(at time.Time, limit int) ([]*order.Order, error) {
+	if err := t.check(false); err != nil {
+		return nil, err
+	}
+	end := putTime(nil, at)
+	var out []*order.Order
+	c := t.st.bucket(bDue).Cursor()
+	for k, _ := c.First(); k != nil && len(out) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
+		var o order.Order
+		ok, err := t.getJSON(bOrders, k[timeLen:], &o)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fault.Internalf(nil, "expiry index names a missing order")
+		}
+		out = append(out, &o)
+	}
+	return out, nil
+}
+
 // Tokens.
 
 func (t *tx) GetAuthorization(merchantID, tok string) (*token.Authorization, error) {
 	var a token.Authorization
-	ok, err := t.get(bAuth, key(merchantID, tok), &a)
+	ok, err := t.getJSON(bAuth, key(merchantID, tok), &a)
 	if err != nil {
 		return nil, err
 	}
@@ -171,12 +384,12 @@ func (t *tx) GetAuthorization(merchantID, tok string) (*token.Authorization, err
 }
 
 func (t *tx) PutAuthorization(a *token.Authorization) error {
-	return t.put(bAuth, key(a.MerchantID, a.Token), a)
+	return t.putJSON(bAuth, key(a.MerchantID, a.Token), a)
 }
 
 func (t *tx) GetCustomerToken(merchantID, id string) (*token.Customer, error) {
 	var c token.Customer
-	ok, err := t.get(bCustomer, key(merchantID, id), &c)
+	ok, err := t.getJSON(bCustomer, key(merchantID, id), &c)
 	if err != nil {
 		return nil, err
 	}
@@ -187,21 +400,22 @@ func (t *tx) GetCustomerToken(merchantID, id string) (*token.Customer, error) {
 }
 
 func (t *tx) PutCustomerToken(c *token.Customer) error {
-	return t.put(bCustomer, key(c.MerchantID, c.TokenID), c)
+	return t.putJSON(bCustomer, key(c.MerchantID, c.TokenID), c)
 }
 
-// Sequences.
-
+// NextSequence increments a counter in the transaction: a rolled-back
+// transaction (or a failed function, through its journal) gives it back.
 func (t *tx) NextSequence(merchantID, series string) (int64, error) {
+	if err := t.check(true); err != nil {
+		return 0, err
+	}
 	k := key(merchantID, series)
 	var n uint64
-	if raw := t.b.Bucket(bSeq).Get(k); len(raw) == 8 {
-		n = binary.BigEndian.Uint64(raw)
+	if v := t.get(bSeq, k); len(v) == 8 {
+		n = binary.BigEndian.Uint64(v)
 	}
 	n++
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], n)
-	if err := t.put(bSeq, k, b[:]); err != nil {
+	if err := t.put(bSeq, k, binary.BigEndian.AppendUint64(nil, n)); err != nil {
 		return 0, err
 	}
 	return int64(n), nil
@@ -211,7 +425,7 @@ func (t *tx) NextSequence(merchantID, series string) (int64, error) {
 
 func (t *tx) GetIdempotency(merchantID, k string) (*storage.IdempotencyRecord, error) {
 	var r storage.IdempotencyRecord
-	ok, err := t.get(bIdem, key(merchantID, k), &r)
+	ok, err := t.getJSON(bIdem, key(merchantID, k), &r)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -219,87 +433,105 @@ func (t *tx) GetIdempotency(merchantID, k string) (*storage.IdempotencyRecord, e
 }
 
 func (t *tx) PutIdempotency(r *storage.IdempotencyRecord) error {
-	k := key(r.MerchantID, r.Key)
-	if t.b.Bucket(bIdem).Get(k) != nil {
-		return fault.Conflictf("idempotency_key_exists", "idempotency key %s exists", r.Key)
-	}
-	if err := t.put(bIdem, k, r); err != nil {
+	if err := t.check(true); err != nil {
 		return err
 	}
-	return t.put(bIdemExp, key(timeKey(r.ExpiresAt), r.MerchantID, r.Key), nil)
+	k := key(r.MerchantID, r.Key)
+	if t.get(bIdem, k) != nil {
+		return fault.Conflictf("idempotency_key_exists", "idempotency key %s exists", r.Key)
+	}
+	if err := t.putJSON(bIdem, k, r); err != nil {
+		return err
+	}
+	return t.put(bIdemExp, append(putTime(nil, r.ExpiresAt), k...), present)
 }
 
 func (t *tx) DeleteExpiredIdempotency(at time.Time, limit int) (int, error) {
-	if !t.writable {
-		return 0, errReadOnly
+	if err := t.check(true); err != nil {
+		return 0, err
 	}
-	c := t.b.Bucket(bIdemExp).Cursor()
-	var dead [][]byte
-	for k, _ := c.First(); k != nil && len(dead) < limit; k, _ = c.Next() {
-		if len(k) < 8 || !timeOf(string(k[:8])).Before(at) {
-			break
-		}
-		dead = append(dead, append([]byte(nil), k...))
+	end := putTime(nil, at)
+	var due [][]byte
+	c := t.st.bucket(bIdemExp).Cursor()
+	for k, _ := c.First(); k != nil && len(due) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
+		due = append(due, bytes.Clone(k))
 	}
-	for _, k := range dead {
+	// Deleting after the walk: a bbolt cursor must not see its bucket change.
+	for _, k := range due {
 		if err := t.del(bIdemExp, k); err != nil {
 			return 0, err
 		}
-		if err := t.del(bIdem, k[9:]); err != nil {
+		if err := t.del(bIdem, k[timeLen:]); err != nil {
 			return 0, err
 		}
 	}
-	return len(dead), nil
+	return len(due), nil
 }
 
 // Outbox.
 
-func (t *tx) AddOutbox(m *storage.OutboxMessage) error {
-	if t.b.Bucket(bOutbox).Get(key(m.ID)) != nil {
-		return fault.Conflictf("outbox_exists", "outbox message %s exists", m.ID)
-	}
-	return t.writeOutbox(m, nil)
+func outboxDueKey(m *storage.OutboxMessage) []byte {
+	return append(putTime(nil, m.NextAttempt), m.ID...)
 }
 
-func (t *tx) writeOutbox(m, old *storage.OutboxMessage) error {
-	if old != nil && !old.Delivered {
-		if err := t.del(bOutboxDue, key(timeKey(old.NextAttempt), old.ID)); err != nil {
-			return err
-		}
+func (t *tx) AddOutbox(m *storage.OutboxMessage) error {
+	if err := t.check(true); err != nil {
+		return err
 	}
-	if !m.Delivered {
-		if err := t.put(bOutboxDue, key(timeKey(m.NextAttempt), m.ID), nil); err != nil {
-			return err
-		}
+	if t.get(bOutbox, []byte(m.ID)) != nil {
+		return fault.Conflictf("outbox_exists", "outbox message %s exists", m.ID)
 	}
-	return t.put(bOutbox, key(m.ID), m)
+	return t.writeOutbox(m)
+}
+
+func (t *tx) writeOutbox(m *storage.OutboxMessage) error {
+	if err := t.putJSON(bOutbox, []byte(m.ID), m); err != nil {
+		return err
+	}
+	if m.Delivered {
+		return nil
+	}
+	return t.put(bOutboxDue, outboxDueKey(m), present)
 }
 
 func (t *tx) PendingOutbox(at time.Time, limit int) ([]*storage.OutboxMessage, error) {
+	if err := t.check(false); err != nil {
+		return nil, err
+	}
+	// Due at or before at: every key of time ≤ at sorts below the successor of at's time.
+	end := successor(putTime(nil, at))
 	var out []*storage.OutboxMessage
-	c := t.b.Bucket(bOutboxDue).Cursor()
-	for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
-		if timeOf(string(k[:8])).After(at) {
-			break
-		}
+	c := t.st.bucket(bOutboxDue).Cursor()
+	for k, _ := c.First(); k != nil && len(out) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
 		var m storage.OutboxMessage
-		if ok, err := t.get(bOutbox, k[9:], &m); err != nil {
+		ok, err := t.getJSON(bOutbox, k[timeLen:], &m)
+		if err != nil {
 			return nil, err
-		} else if ok {
-			out = append(out, &m)
 		}
+		if !ok {
+			return nil, fault.Internalf(nil, "outbox index names a missing message")
+		}
+		out = append(out, &m)
 	}
 	return out, nil
 }
 
 func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
+	if err := t.check(true); err != nil {
+		return err
+	}
 	var old storage.OutboxMessage
-	ok, err := t.get(bOutbox, key(m.ID), &old)
+	ok, err := t.getJSON(bOutbox, []byte(m.ID), &old)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return fault.NotFoundf("outbox_not_found", "outbox message %s not found", m.ID)
 	}
-	return t.writeOutbox(m, &old)
+	if !old.Delivered {
+		if err := t.del(bOutboxDue, outboxDueKey(&old)); err != nil {
+			return err
+		}
+	}
+	return t.writeOutbox(m)
 }

@@ -1,0 +1,124 @@
+package bolt
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+)
+
+// Top-level buckets. Every key lives in one of these flat buckets (no nested
+// buckets), so a transaction's undo journal only has to remember puts and
+// deletes of plain keys.
+var (
+	bMerchants = []byte("merchants")  // merchant id → JSON
+	bClients   = []byte("clients")    // client id → merchant id
+	bOrders    = []byte("orders")     // lp(merchant) id → JSON
+	bOrderMeta = []byte("ordermeta")  // lp(merchant) id → meta (version, index entries)
+	bIndex     = []byte("orderindex") // see indexKey / expiresKey; value empty
+	bCounts    = []byte("ordercount") // lp(merchant) kind lp(value) → uint64 entries
+	bDue       = []byte("orderdue")   // time(expiresAt) lp(merchant) id → empty; expirable orders only
+	bAuth      = []byte("authtokens") // lp(merchant) token → JSON
+	bCustomer  = []byte("custtokens") // lp(merchant) id → JSON
+	bSeq       = []byte("sequences")  // lp(merchant) series → uint64
+	bIdem      = []byte("idem")       // lp(merchant) key → JSON
+	bIdemExp   = []byte("idemexp")    // time(expiresAt) lp(merchant) key → empty
+	bOutbox    = []byte("outbox")     // id → JSON
+	bOutboxDue = []byte("outboxdue")  // time(nextAttempt) id → empty; undelivered only
+)
+
+var buckets = [][]byte{bMerchants, bClients, bOrders, bOrderMeta, bIndex, bCounts, bDue, bAuth, bCustomer,
+	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue}
+
+// Index kinds of the order index. Equality kinds are followed by the
+// length-prefixed value, then the order's createdAt and id, so that one
+// value's orders sort by (createdAt, id) and are walked backwards for
+// newest-first lists. kindExpires is a range index: expiresAt, createdAt, id.
+const (
+	kindCreated     byte = 'c' // value always ""; every order
+	kindStore       byte = 's'
+	kindOrderRef    byte = 'r'
+	kindMerchantRef byte = 'm'
+	kindStatus      byte = 't'
+	kindCategory    byte = 'p'
+	kindExpires     byte = 'e'
+)
+
+const timeLen = 12
+
+// putTime appends t in 12 bytes that sort like time: seconds since the epoch
+// with the sign bit flipped, then nanoseconds. It covers every time.Time,
+// unlike UnixNano, which overflows outside 1678–2262.
+func putTime(b []byte, t time.Time) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(t.Unix())^(1<<63))
+	return binary.BigEndian.AppendUint32(b, uint32(t.Nanosecond()))
+}
+
+func getTime(b []byte) time.Time {
+	sec := int64(binary.BigEndian.Uint64(b) ^ (1 << 63))
+	return time.Unix(sec, int64(binary.BigEndian.Uint32(b[8:]))).UTC()
+}
+
+// lp appends s with a length prefix. Length prefixes keep composite keys
+// unambiguous whatever bytes a merchant puts into a reference; the indexes
+// need prefix uniqueness, not ordering across values.
+func lp(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func key(parts ...string) []byte {
+	var b []byte
+	for _, p := range parts[:len(parts)-1] {
+		b = lp(b, p)
+	}
+	return append(b, parts[len(parts)-1]...)
+}
+
+// orderKey is the key of an order in bOrders and bOrderMeta: the merchant
+// first, so one merchant can never address another's order.
+func orderKey(merchantID, orderID string) []byte { return key(merchantID, orderID) }
+
+// valuePrefix is the index prefix of one (kind, value) of a merchant.
+func valuePrefix(merchantID string, kind byte, value string) []byte {
+	b := lp(nil, merchantID)
+	b = append(b, kind)
+	return lp(b, value)
+}
+
+// position is where an order sits in newest-first order: createdAt, then id.
+func position(created time.Time, id string) []byte {
+	return append(putTime(make([]byte, 0, timeLen+len(id)), created), id...)
+}
+
+func expiresPrefix(merchantID string) []byte {
+	return append(lp(nil, merchantID), kindExpires)
+}
+
+// successor returns the smallest key greater than every key with prefix p,
+// or nil when there is none (p is all 0xff).
+func successor(p []byte) []byte {
+	s := bytes.Clone(p)
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] < 0xff {
+			s[i]++
+			return s[:i+1]
+		}
+	}
+	return nil
+}
+
+// Cursors are the position of the last order of a page, base64url-encoded:
+// opaque to clients, and stable under concurrent inserts because the next
+// page starts strictly after a position, not at an offset.
+func encodeCursor(pos []byte) string { return base64.RawURLEncoding.EncodeToString(pos) }
+
+func decodeCursor(s string) ([]byte, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < timeLen {
+		return nil, fault.Invalidf("cursor", "is not a cursor from this server")
+	}
+	return b, nil
+}

@@ -1,0 +1,147 @@
+package bolt
+
+import (
+	"encoding/binary"
+	"slices"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+)
+
+// entry is one equality index entry of an order: a kind and its value.
+type entry struct {
+	kind  byte
+	value string
+}
+
+// meta is what the store keeps beside an order: its version (so that an
+// update checks it without decoding the order), the times its range indexes
+// use, whether the expiry job must look at it, and the equality index entries
+// written for it. List filters are checked against meta alone, and only the
+// orders that pass are decoded.
+type meta struct {
+	version   int64
+	created   time.Time
+	expires   time.Time
+	expirable bool
+	entries   []entry // kind-ordered as metaOf builds them
+}
+
+// metaOf computes the meta of o as written at now.
+func metaOf(o *order.Order, now time.Time) meta {
+	m := meta{version: o.Version, created: o.CreatedAt, expires: o.ExpiresAt,
+		expirable: !o.ExpiredMarked && !o.Cancelled && len(o.Uncaptured.Lines) > 0}
+	m.entries = append(m.entries,
+		entry{kindCreated, ""},
+		entry{kindStore, o.StoreID},
+		entry{kindOrderRef, o.OrderReference},
+		entry{kindMerchantRef, o.MerchantReference},
+		entry{kindCategory, string(o.PaymentMethod.Category())})
+	for _, s := range o.Statuses(now) {
+		m.entries = append(m.entries, entry{kindStatus, string(s)})
+	}
+	return m
+}
+
+const metaFormat = 1
+
+func (m *meta) encode() []byte {
+	b := []byte{metaFormat}
+	b = binary.AppendUvarint(b, uint64(m.version))
+	b = putTime(b, m.created)
+	b = putTime(b, m.expires)
+	if m.expirable {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(m.entries)))
+	for _, e := range m.entries {
+		b = append(b, e.kind)
+		b = lp(b, e.value)
+	}
+	return b
+}
+
+var errMeta = fault.Internalf(nil, "corrupt order meta record")
+
+func decodeMeta(b []byte) (meta, error) {
+	var m meta
+	if len(b) < 1 || b[0] != metaFormat {
+		return m, errMeta
+	}
+	b = b[1:]
+	v, n := binary.Uvarint(b)
+	if n <= 0 || len(b) < n+2*timeLen+1 {
+		return m, errMeta
+	}
+	m.version = int64(v)
+	b = b[n:]
+	m.created, m.expires = getTime(b), getTime(b[timeLen:])
+	m.expirable = b[2*timeLen] == 1
+	b = b[2*timeLen+1:]
+	cnt, n := binary.Uvarint(b)
+	if n <= 0 || cnt > uint64(len(b)) {
+		return m, errMeta
+	}
+	b = b[n:]
+	m.entries = make([]entry, 0, cnt)
+	for range cnt {
+		if len(b) < 1 {
+			return m, errMeta
+		}
+		kind := b[0]
+		l, n := binary.Uvarint(b[1:])
+		if n <= 0 || uint64(len(b)-1-n) < l {
+			return m, errMeta
+		}
+		m.entries = append(m.entries, entry{kind, string(b[1+n : 1+n+int(l)])})
+		b = b[1+n+int(l):]
+	}
+	return m, nil
+}
+
+// has reports whether the order has index entry (kind, value).
+func (m *meta) has(kind byte, value string) bool {
+	return slices.Contains(m.entries, entry{kind, value})
+}
+
+// hasAny reports whether the order has (kind, v) for one of values.
+func (m *meta) hasAny(kind byte, values []string) bool {
+	for _, v := range values {
+		if m.has(kind, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// value returns the order's single value of an equality kind.
+func (m *meta) value(kind byte) string {
+	for _, e := range m.entries {
+		if e.kind == kind {
+			return e.value
+		}
+	}
+	return ""
+}
+
+// indexKey is an index key and, for equality kinds, the key of the counter
+// of entries under the same (merchant, kind, value).
+type indexKey struct {
+	key   []byte
+	count []byte
+}
+
+func (m *meta) indexKeys(merchantID, orderID string) []indexKey {
+	pos := position(m.created, orderID)
+	out := make([]indexKey, 0, len(m.entries)+1)
+	for _, e := range m.entries {
+		p := valuePrefix(merchantID, e.kind, e.value)
+		out = append(out, indexKey{key: append(slices.Clip(p), pos...), count: p})
+	}
+	ek := putTime(expiresPrefix(merchantID), m.expires)
+	out = append(out, indexKey{key: append(ek, pos...)})
+	return out
+}

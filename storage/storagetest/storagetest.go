@@ -1,0 +1,953 @@
+// Package storagetest is the conformance suite every kassa store runs: the
+// same records, the same transaction semantics, the same list results for
+// every filter and combination, and the same paging, whatever the database.
+//
+// A backend's test calls Run with a function that opens a new, empty store
+// whose clock is Clock:
+//
+//	func TestConformance(t *testing.T) { storagetest.Run(t, openStore) }
+//
+// The suite builds its orders with the real domain rules (order, capture,
+// refund) and deterministic identifiers, and states every expected result
+// exactly. It has no wall-clock thresholds.
+package storagetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/token"
+)
+
+// Run runs the whole suite. open must return a new, empty store whose clock
+// is Clock, and close it when the test ends.
+func Run(t *testing.T, open func(t *testing.T) storage.Store) {
+	t.Run("Merchants", func(t *testing.T) { testMerchants(t, open(t)) })
+	t.Run("Orders", func(t *testing.T) { testOrders(t, open(t)) })
+	t.Run("Tokens", func(t *testing.T) { testTokens(t, open(t)) })
+	t.Run("Sequences", func(t *testing.T) { testSequences(t, open(t)) })
+	t.Run("SequencesConcurrentWithFailures", func(t *testing.T) { testSequencesConcurrent(t, open(t)) })
+	t.Run("Idempotency", func(t *testing.T) { testIdempotency(t, open(t)) })
+	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open(t)) })
+	t.Run("RollbackAndReadOnly", func(t *testing.T) { testRollback(t, open(t)) })
+	t.Run("ListFilters", func(t *testing.T) { testList(t, open(t)) })
+	t.Run("CursorWalkWithConcurrentInserts", func(t *testing.T) { testCursorWalk(t, open(t)) })
+	t.Run("Expiring", func(t *testing.T) { testExpiring(t, open(t)) })
+}
+
+var ctx = context.Background()
+
+func update(t *testing.T, s storage.Store, fn func(storage.Tx) error) {
+	t.Helper()
+	if err := s.Update(ctx, fn); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+}
+
+func view(t *testing.T, s storage.Store, fn func(storage.Tx) error) {
+	t.Helper()
+	if err := s.View(ctx, fn); err != nil {
+		t.Fatalf("view: %v", err)
+	}
+}
+
+func wantKind(t *testing.T, err error, k fault.Kind) {
+	t.Helper()
+	if err == nil || fault.KindOf(err) != k {
+		t.Fatalf("got %v, want kind %s", err, k)
+	}
+}
+
+func testMerchants(t *testing.T, s storage.Store) {
+	m := &storage.Merchant{ID: "m1", Name: "One", ClientID: "c1", SecretHash: []byte{1, 2}, Salt: []byte{3},
+		RequireAck: true, WebhookURL: "https://one.example/hook", CreatedAt: Now()}
+	update(t, s, func(tx storage.Tx) error { return tx.PutMerchant(m) })
+	view(t, s, func(tx storage.Tx) error {
+		got, err := tx.GetMerchant("m1")
+		if err != nil || got.Name != "One" || got.ClientID != "c1" || string(got.SecretHash) != "\x01\x02" ||
+			string(got.Salt) != "\x03" || !got.RequireAck || got.WebhookURL != m.WebhookURL || !got.CreatedAt.Equal(m.CreatedAt) {
+			t.Fatalf("get merchant: %+v %v", got, err)
+		}
+		byClient, err := tx.GetMerchantByClientID("c1")
+		if err != nil || byClient.ID != "m1" {
+			t.Fatalf("by client: %+v %v", byClient, err)
+		}
+		_, err = tx.GetMerchant("nope")
+		wantKind(t, err, fault.NotFound)
+		_, err = tx.GetMerchantByClientID("nope")
+		wantKind(t, err, fault.NotFound)
+		return nil
+	})
+	// Another merchant cannot take the client id, and the failed put writes nothing.
+	err := s.Update(ctx, func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m2", ClientID: "c1"})
+	})
+	wantKind(t, err, fault.Conflict)
+	view(t, s, func(tx storage.Tx) error {
+		_, err := tx.GetMerchant("m2")
+		wantKind(t, err, fault.NotFound)
+		return nil
+	})
+	update(t, s, func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m2", Name: "Two", ClientID: "c2"})
+	})
+	// Replacing a merchant's client id retires the old one.
+	update(t, s, func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m2", Name: "Two", ClientID: "c3"})
+	})
+	view(t, s, func(tx storage.Tx) error {
+		ms, err := tx.ListMerchants()
+		var ids []string
+		for _, m := range ms {
+			ids = append(ids, m.ID+"/"+m.ClientID)
+		}
+		slices.Sort(ids)
+		if err != nil || !slices.Equal(ids, []string{"m1/c1", "m2/c3"}) {
+			t.Fatalf("list merchants %v %v", ids, err)
+		}
+		if m, err := tx.GetMerchantByClientID("c3"); err != nil || m.ID != "m2" {
+			t.Fatalf("new client id: %+v %v", m, err)
+		}
+		_, err = tx.GetMerchantByClientID("c2")
+		wantKind(t, err, fault.NotFound)
+		return nil
+	})
+}
+
+func testOrders(t *testing.T, s storage.Store) {
+	b := newBuilder()
+	o := b.make(t, "m1", 5, Start) // fully refunded card order: captures, refunds, events
+	update(t, s, func(tx storage.Tx) error { return tx.CreateOrder(o) })
+	if o.Version != 1 {
+		t.Fatalf("version after create %d", o.Version)
+	}
+	err := s.Update(ctx, func(tx storage.Tx) error { return tx.CreateOrder(o.Clone()) })
+	wantKind(t, err, fault.Conflict)
+
+	var loaded *order.Order
+	view(t, s, func(tx storage.Tx) error {
+		var err error
+		loaded, err = tx.GetOrder("m1", o.ID)
+		return err
+	})
+	if loaded.Version != 1 || loaded.Amounts() != o.Amounts() || len(loaded.Events) != len(o.Events) ||
+		len(loaded.Captured) != 1 || len(loaded.Refunded) != 1 ||
+		loaded.Captured[0].DocumentReference != o.Captured[0].DocumentReference || !loaded.UpdatedAt.Equal(o.UpdatedAt) ||
+		!loaded.CreatedAt.Equal(o.CreatedAt) || loaded.PaymentMethod != o.PaymentMethod || loaded.StoreID != o.StoreID ||
+		!slices.Equal(loaded.Statuses(Now()), o.Statuses(Now())) {
+		t.Fatalf("round trip: %+v", loaded)
+	}
+	view(t, s, func(tx storage.Tx) error {
+		_, err := tx.GetOrder("m2", o.ID)
+		wantKind(t, err, fault.NotFound) // another merchant's order does not exist for it
+		_, err = tx.GetOrder("m1", "order-9999")
+		wantKind(t, err, fault.NotFound)
+		return nil
+	})
+	// Another merchant updating the same id finds nothing to update.
+	foreign := loaded.Clone()
+	foreign.MerchantID = "m2"
+	err = s.Update(ctx, func(tx storage.Tx) error { return tx.UpdateOrder(foreign) })
+	wantKind(t, err, fault.NotFound)
+
+	// Two writers load version 1; the second save is a conflict and writes nothing.
+	first, second := loaded.Clone(), loaded.Clone()
+	env := b.env(Start.Add(time.Hour))
+	if err := first.SetReference(&order.ReferenceRequest{Reference: ptr("first")}, env); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.SetReference(&order.ReferenceRequest{Reference: ptr("second")}, env); err != nil {
+		t.Fatal(err)
+	}
+	update(t, s, func(tx storage.Tx) error { return tx.UpdateOrder(first) })
+	if first.Version != 2 {
+		t.Fatalf("version after update %d", first.Version)
+	}
+	err = s.Update(ctx, func(tx storage.Tx) error { return tx.UpdateOrder(second) })
+	wantKind(t, err, fault.Conflict)
+	if fault.CodeOf(err) != "version_conflict" {
+		t.Fatalf("conflict code %q", fault.CodeOf(err))
+	}
+	view(t, s, func(tx storage.Tx) error {
+		got, _ := tx.GetOrder("m1", o.ID)
+		if got.MerchantReference != "first" || got.Version != 2 {
+			t.Fatalf("after conflict: %q v%d", got.MerchantReference, got.Version)
+		}
+		page, err := tx.ListOrders("m1", storage.OrderQuery{MerchantReferences: []string{"second"}})
+		if err != nil || len(page.Orders) != 0 {
+			t.Fatalf("a conflicting update reached the index: %d %v", len(page.Orders), err)
+		}
+		return nil
+	})
+	missing := b.make(t, "m1", 2, Start)
+	err = s.Update(ctx, func(tx storage.Tx) error { return tx.UpdateOrder(missing) })
+	wantKind(t, err, fault.NotFound)
+}
+
+func testTokens(t *testing.T, s storage.Store) {
+	a := &token.Authorization{Token: "at1", MerchantID: "m1", Country: "SE", Currency: "SEK", Locale: "sv-SE",
+		Buyer:          order.Customer{CompanyID: "5560000001", CompanyName: "Buyer AB"},
+		PaymentMethod:  order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
+		ApprovedAmount: 5000, CreatedAt: Now(), ExpiresAt: Now().Add(time.Hour)}
+	update(t, s, func(tx storage.Tx) error { return tx.PutAuthorization(a) })
+	view(t, s, func(tx storage.Tx) error {
+		got, err := tx.GetAuthorization("m1", "at1")
+		if err != nil || got.ApprovedAmount != 5000 || !got.ExpiresAt.Equal(a.ExpiresAt) || got.Buyer.CompanyName != "Buyer AB" ||
+			got.PaymentMethod != a.PaymentMethod || got.UsedAt != nil {
+			t.Fatalf("authorization %+v %v", got, err)
+		}
+		_, err = tx.GetAuthorization("m2", "at1")
+		wantKind(t, err, fault.NotFound)
+		return nil
+	})
+	if err := a.Consume(Now(), "order:o1"); err != nil {
+		t.Fatal(err)
+	}
+	update(t, s, func(tx storage.Tx) error { return tx.PutAuthorization(a) })
+	view(t, s, func(tx storage.Tx) error {
+		got, err := tx.GetAuthorization("m1", "at1")
+		if err != nil || got.UsedAt == nil || !got.UsedAt.Equal(Now()) || got.UsedFor != "order:o1" {
+			t.Fatalf("consumed authorization %+v %v", got, err)
+		}
+		return nil
+	})
+	a.Deleted = true
+	update(t, s, func(tx storage.Tx) error { return tx.PutAuthorization(a) })
+	view(t, s, func(tx storage.Tx) error {
+		_, err := tx.GetAuthorization("m1", "at1")
+		wantKind(t, err, fault.NotFound) // a deleted token is gone
+		return nil
+	})
+	c := &token.Customer{Record: token.Record{TokenID: "ct1", State: token.StateActive, MerchantID: "m1", CompanyID: "556",
+		StoreID: "store-1"}, Currency: "SEK", Locale: "sv-SE", CreatedAt: Now()}
+	update(t, s, func(tx storage.Tx) error { return tx.PutCustomerToken(c) })
+	view(t, s, func(tx storage.Tx) error {
+		got, err := tx.GetCustomerToken("m1", "ct1")
+		if err != nil || got.State != token.StateActive || got.StoreID != "store-1" || got.RevokedAt != nil {
+			t.Fatalf("customer token %+v %v", got, err)
+		}
+		return nil
+	})
+	c.Revoke(Now())
+	update(t, s, func(tx storage.Tx) error { return tx.PutCustomerToken(c) })
+	view(t, s, func(tx storage.Tx) error {
+		got, err := tx.GetCustomerToken("m1", "ct1")
+		if err != nil || got.State != token.StateRevoked || got.CompanyID != "556" || got.RevokedAt == nil {
+			t.Fatalf("revoked customer token %+v %v", got, err)
+		}
+		_, err = tx.GetCustomerToken("m2", "ct1")
+		wantKind(t, err, fault.NotFound)
+		_, err = tx.GetCustomerToken("m1", "nope")
+		wantKind(t, err, fault.NotFound)
+		return nil
+	})
+}
+
+func next(t *testing.T, s storage.Store, m, series string) int64 {
+	t.Helper()
+	var n int64
+	update(t, s, func(tx storage.Tx) error {
+		var err error
+		n, err = tx.NextSequence(m, series)
+		return err
+	})
+	return n
+}
+
+func testSequences(t *testing.T, s storage.Store) {
+	if a, b, c := next(t, s, "m1", "invoice"), next(t, s, "m1", "invoice"), next(t, s, "m1", "creditNote"); a != 1 || b != 2 || c != 1 {
+		t.Fatalf("sequences %d %d %d", a, b, c)
+	}
+	if n := next(t, s, "m2", "invoice"); n != 1 {
+		t.Fatalf("another merchant starts at %d", n)
+	}
+	// A rolled-back transaction gives its numbers back: no gap.
+	boom := errors.New("boom")
+	err := s.Update(ctx, func(tx storage.Tx) error {
+		for range 3 {
+			if _, err := tx.NextSequence("m1", "invoice"); err != nil {
+				return err
+			}
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("rollback error %v", err)
+	}
+	if n := next(t, s, "m1", "invoice"); n != 3 {
+		t.Fatalf("after rollback got %d, want 3", n)
+	}
+	// Numbers taken in one transaction follow each other.
+	var got []int64
+	update(t, s, func(tx storage.Tx) error {
+		got = nil
+		for range 3 {
+			n, err := tx.NextSequence("m1", "invoice")
+			if err != nil {
+				return err
+			}
+			got = append(got, n)
+		}
+		return nil
+	})
+	if !slices.Equal(got, []int64{4, 5, 6}) {
+		t.Fatalf("numbers of one transaction %v", got)
+	}
+}
+
+// testSequencesConcurrent runs many transactions at once, every third of
+// which fails after taking a number: the committed numbers are exactly 1..N.
+func testSequencesConcurrent(t *testing.T, s storage.Store) {
+	const workers = 48
+	var mu sync.Mutex
+	var got []int64
+	var wg sync.WaitGroup
+	boom := errors.New("boom")
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var n int64
+			err := s.Update(ctx, func(tx storage.Tx) error {
+				var err error
+				if n, err = tx.NextSequence("m3", "invoice"); err != nil {
+					return err
+				}
+				if i%3 == 0 {
+					return boom
+				}
+				return nil
+			})
+			switch {
+			case i%3 == 0 && !errors.Is(err, boom):
+				t.Errorf("failing transaction returned %v", err)
+			case i%3 != 0 && err != nil:
+				t.Errorf("concurrent next: %v", err)
+			case i%3 != 0:
+				mu.Lock()
+				got = append(got, n)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	slices.Sort(got)
+	want := make([]int64, workers-workers/3)
+	for i := range want {
+		want[i] = int64(i + 1)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("concurrent numbers %v, want 1..%d once each", got, len(want))
+	}
+	if n := next(t, s, "m3", "invoice"); n != int64(len(want)+1) {
+		t.Fatalf("next after the concurrent run %d, want %d", n, len(want)+1)
+	}
+}
+
+func testIdempotency(t *testing.T, s storage.Store) {
+	r := &storage.IdempotencyRecord{MerchantID: "m1", Key: "k1", Fingerprint: "fp", Status: 201,
+		Header: map[string]string{"Location": "/v1/orders/x"}, Body: []byte(`{"a":1}`), CreatedAt: Now(), ExpiresAt: Now().Add(time.Hour)}
+	update(t, s, func(tx storage.Tx) error { return tx.PutIdempotency(r) })
+	other := *r
+	other.Fingerprint = "other"
+	err := s.Update(ctx, func(tx storage.Tx) error { return tx.PutIdempotency(&other) })
+	wantKind(t, err, fault.Conflict)
+	old := *r
+	old.Key, old.ExpiresAt = "k0", Now().Add(-time.Minute)
+	m2 := *r
+	m2.MerchantID = "m2" // the same key of another merchant is another record
+	update(t, s, func(tx storage.Tx) error {
+		if err := tx.PutIdempotency(&old); err != nil {
+			return err
+		}
+		return tx.PutIdempotency(&m2)
+	})
+	view(t, s, func(tx storage.Tx) error {
+		got, err := tx.GetIdempotency("m1", "k1")
+		if err != nil || got == nil || got.Fingerprint != "fp" || got.Status != 201 || string(got.Body) != `{"a":1}` ||
+			got.Header["Location"] != "/v1/orders/x" || !got.ExpiresAt.Equal(r.ExpiresAt) {
+			t.Fatalf("get %+v %v", got, err)
+		}
+		none, err := tx.GetIdempotency("m1", "missing")
+		if none != nil || err != nil {
+			t.Fatalf("missing key: %+v %v", none, err)
+		}
+		return nil
+	})
+	var n int
+	update(t, s, func(tx storage.Tx) error {
+		var err error
+		n, err = tx.DeleteExpiredIdempotency(Now(), 100)
+		return err
+	})
+	view(t, s, func(tx storage.Tx) error {
+		gone, _ := tx.GetIdempotency("m1", "k0")
+		kept, _ := tx.GetIdempotency("m1", "k1")
+		kept2, _ := tx.GetIdempotency("m2", "k1")
+		if n != 1 || gone != nil || kept == nil || kept2 == nil {
+			t.Fatalf("sweep removed %d; k0=%v k1=%v m2=%v", n, gone, kept, kept2)
+		}
+		return nil
+	})
+	// A swept key can be used again.
+	update(t, s, func(tx storage.Tx) error { return tx.PutIdempotency(&old) })
+	// The limit bounds one sweep; the next sweep takes the rest.
+	update(t, s, func(tx storage.Tx) error {
+		for i := range 5 {
+			rec := *r
+			rec.Key, rec.ExpiresAt = fmt.Sprint("old", i), Now().Add(-time.Hour)
+			if err := tx.PutIdempotency(&rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sweep := func(limit int) int {
+		var n int
+		update(t, s, func(tx storage.Tx) error {
+			var err error
+			n, err = tx.DeleteExpiredIdempotency(Now(), limit)
+			return err
+		})
+		return n
+	}
+	if a, b, c := sweep(3), sweep(10), sweep(10); a != 3 || b != 3 || c != 0 {
+		t.Fatalf("sweeps removed %d, %d, %d; want 3, 3, 0", a, b, c)
+	}
+	view(t, s, func(tx storage.Tx) error {
+		kept, _ := tx.GetIdempotency("m1", "k1")
+		if kept == nil {
+			t.Fatal("an unexpired record was swept")
+		}
+		return nil
+	})
+}
+
+func testOutbox(t *testing.T, s storage.Store) {
+	msg := func(id string, at time.Time) *storage.OutboxMessage {
+		return &storage.OutboxMessage{ID: id, MerchantID: "m1", Topic: "order.event", OrderID: "o1", Payload: []byte(`{}`),
+			CreatedAt: at, NextAttempt: at}
+	}
+	update(t, s, func(tx storage.Tx) error {
+		for i, id := range []string{"b", "a", "c"} {
+			if err := tx.AddOutbox(msg(id, Now().Add(time.Duration(i)*time.Minute))); err != nil {
+				return err
+			}
+		}
+		return tx.AddOutbox(msg("later", Now().Add(time.Hour)))
+	})
+	pending := func(at time.Time, limit int) []string {
+		var ids []string
+		view(t, s, func(tx storage.Tx) error {
+			ms, err := tx.PendingOutbox(at, limit)
+			for _, m := range ms {
+				ids = append(ids, m.ID)
+			}
+			return err
+		})
+		return ids
+	}
+	if got := pending(Now().Add(5*time.Minute), 10); !slices.Equal(got, []string{"b", "a", "c"}) {
+		t.Fatalf("pending %v", got)
+	}
+	if got := pending(Now().Add(time.Minute), 10); !slices.Equal(got, []string{"b", "a"}) { // due at t is pending
+		t.Fatalf("pending at the due time %v", got)
+	}
+	if got := pending(Now().Add(5*time.Minute), 2); !slices.Equal(got, []string{"b", "a"}) {
+		t.Fatalf("pending with limit %v", got)
+	}
+	update(t, s, func(tx storage.Tx) error {
+		m := msg("b", Now())
+		m.Attempts, m.NextAttempt, m.LastError = 1, Now().Add(30*time.Minute), "503"
+		if err := tx.UpdateOutbox(m); err != nil {
+			return err
+		}
+		d := msg("a", Now().Add(time.Minute))
+		d.Delivered, d.Attempts = true, 1
+		return tx.UpdateOutbox(d)
+	})
+	if got := pending(Now().Add(5*time.Minute), 10); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("after update %v", got)
+	}
+	if got := pending(Now().Add(2*time.Hour), 10); !slices.Equal(got, []string{"c", "b", "later"}) {
+		t.Fatalf("later %v", got)
+	}
+	view(t, s, func(tx storage.Tx) error {
+		ms, err := tx.PendingOutbox(Now().Add(2*time.Hour), 10)
+		if err != nil || len(ms) != 3 || ms[1].Attempts != 1 || ms[1].LastError != "503" || ms[1].OrderID != "o1" {
+			t.Fatalf("pending records %+v %v", ms, err)
+		}
+		return nil
+	})
+	err := s.Update(ctx, func(tx storage.Tx) error { return tx.UpdateOutbox(msg("nope", Now())) })
+	wantKind(t, err, fault.NotFound)
+}
+
+func testRollback(t *testing.T, s storage.Store) {
+	b := newBuilder()
+	o := b.make(t, "m1", 0, Start)
+	boom := errors.New("boom")
+	err := s.Update(ctx, func(tx storage.Tx) error {
+		if err := tx.CreateOrder(o.Clone()); err != nil {
+			return err
+		}
+		if err := tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1"}); err != nil {
+			return err
+		}
+		if err := tx.PutIdempotency(&storage.IdempotencyRecord{MerchantID: "m1", Key: "k", ExpiresAt: Start}); err != nil {
+			return err
+		}
+		if err := tx.AddOutbox(&storage.OutboxMessage{ID: "x", MerchantID: "m1", NextAttempt: Start}); err != nil {
+			return err
+		}
+		return fmt.Errorf("wrapped: %w", boom)
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err %v", err)
+	}
+	nothing := func() {
+		t.Helper()
+		view(t, s, func(tx storage.Tx) error {
+			_, err := tx.GetOrder("m1", o.ID)
+			wantKind(t, err, fault.NotFound)
+			_, err = tx.GetMerchant("m1")
+			wantKind(t, err, fault.NotFound)
+			page, err := tx.ListOrders("m1", storage.OrderQuery{})
+			if err != nil || len(page.Orders) != 0 {
+				t.Fatalf("the index kept a rolled-back order: %d %v", len(page.Orders), err)
+			}
+			if r, err := tx.GetIdempotency("m1", "k"); r != nil || err != nil {
+				t.Fatalf("idempotency record kept: %v %v", r, err)
+			}
+			if ms, err := tx.PendingOutbox(Now(), 10); len(ms) != 0 || err != nil {
+				t.Fatalf("outbox kept: %v %v", ms, err)
+			}
+			if due, err := tx.OrdersExpiringBefore(Start.Add(365*24*time.Hour), 10); len(due) != 0 || err != nil {
+				t.Fatalf("expiry index kept: %v %v", due, err)
+			}
+			return nil
+		})
+	}
+	nothing()
+	// A panic inside a transaction is an internal error, and nothing is written.
+	err = s.Update(ctx, func(tx storage.Tx) error {
+		if err := tx.CreateOrder(o.Clone()); err != nil {
+			return err
+		}
+		panic("bug")
+	})
+	if err == nil || fault.KindOf(err) != fault.Internal {
+		t.Fatalf("panic reported %v", err)
+	}
+	nothing()
+	// The store still works after both.
+	update(t, s, func(tx storage.Tx) error { return tx.CreateOrder(o.Clone()) })
+	// A View cannot write.
+	for name, write := range map[string]func(storage.Tx) error{
+		"CreateOrder": func(tx storage.Tx) error { return tx.CreateOrder(b.make(t, "m1", 1, Start)) },
+		"PutMerchant": func(tx storage.Tx) error { return tx.PutMerchant(&storage.Merchant{ID: "m9", ClientID: "c9"}) },
+		"NextSequence": func(tx storage.Tx) error {
+			_, err := tx.NextSequence("m1", "invoice")
+			return err
+		},
+		"DeleteExpiredIdempotency": func(tx storage.Tx) error {
+			_, err := tx.DeleteExpiredIdempotency(Now(), 10)
+			return err
+		},
+	} {
+		if err := s.View(ctx, write); err == nil {
+			t.Errorf("View %s wrote", name)
+		}
+	}
+	view(t, s, func(tx storage.Tx) error {
+		if _, err := tx.GetMerchant("m9"); fault.KindOf(err) != fault.NotFound {
+			t.Fatalf("a view wrote a merchant: %v", err)
+		}
+		return nil
+	})
+	if n := next(t, s, "m1", "invoice"); n != 1 {
+		t.Fatalf("a view took a number: next is %d", n)
+	}
+	var vNow, uNow time.Time
+	view(t, s, func(tx storage.Tx) error { vNow = tx.Now(); return nil })
+	update(t, s, func(tx storage.Tx) error { uNow = tx.Now(); return nil })
+	if !vNow.Equal(Now()) || !uNow.Equal(Now()) {
+		t.Fatalf("tx.Now() = %v / %v, want the store clock %v", vNow, uNow, Now())
+	}
+	// A canceled context runs nothing.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	ran := false
+	if err := s.Update(cctx, func(storage.Tx) error { ran = true; return nil }); !errors.Is(err, context.Canceled) || ran {
+		t.Fatalf("canceled update: %v ran=%v", err, ran)
+	}
+}
+
+// list walks every page of q with the given page size.
+func list(t *testing.T, s storage.Store, merchant string, q storage.OrderQuery, size int) []string {
+	t.Helper()
+	ids := []string{}
+	q.Size = size
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			t.Fatal("cursor walk does not end")
+		}
+		var page storage.OrderPage
+		view(t, s, func(tx storage.Tx) error {
+			var err error
+			page, err = tx.ListOrders(merchant, q)
+			return err
+		})
+		if len(page.Orders) > size || len(page.Orders) < size && page.NextCursor != "" {
+			t.Fatalf("page of %d orders (size %d) with cursor %q", len(page.Orders), size, page.NextCursor)
+		}
+		for _, o := range page.Orders {
+			ids = append(ids, o.ID)
+		}
+		if page.NextCursor == "" {
+			return ids
+		}
+		q.Cursor = page.NextCursor
+	}
+}
+
+// newestFirst sorts orders the way every list returns them.
+func newestFirst(os []*order.Order) []string {
+	sort.Slice(os, func(i, j int) bool {
+		if !os[i].CreatedAt.Equal(os[j].CreatedAt) {
+			return os[i].CreatedAt.After(os[j].CreatedAt)
+		}
+		return os[i].ID > os[j].ID
+	})
+	ids := []string{}
+	for _, o := range os {
+		ids = append(ids, o.ID)
+	}
+	return ids
+}
+
+func testList(t *testing.T, s storage.Store) {
+	b := newBuilder()
+	var all []*order.Order
+	at := func(m int) time.Time { return Start.Add(time.Duration(m) * time.Minute) }
+	update(t, s, func(tx storage.Tx) error {
+		for i := range 60 {
+			o := b.make(t, "m1", i, at(i))
+			all = append(all, o)
+			if err := tx.CreateOrder(o); err != nil {
+				return err
+			}
+		}
+		for i := range 5 {
+			if err := tx.CreateOrder(b.make(t, "m2", i, at(i))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// Orders created at the same instant still page deterministically (by id).
+	update(t, s, func(tx storage.Tx) error {
+		for _, i := range []int{7, 15, 23} {
+			o := b.make(t, "m1", i, at(30))
+			all = append(all, o)
+			if err := tx.CreateOrder(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	expect := func(q storage.OrderQuery) []string {
+		var hits []*order.Order
+		for _, o := range all {
+			if storage.Matches(o, o.Statuses(Now()), q) {
+				hits = append(hits, o)
+			}
+		}
+		return newestFirst(hits)
+	}
+	exp := func(m int) time.Time { return at(m).Add(order.DefaultPolicy.ExpiryPeriod) }
+	st := func(ss ...order.Status) []order.Status { return ss }
+	queries := map[string]storage.OrderQuery{
+		"all":                      {},
+		"one store":                {StoreIDs: []string{"store-1"}},
+		"two stores":               {StoreIDs: []string{"store-1", "store-2"}},
+		"unknown store":            {StoreIDs: []string{"store-9"}},
+		"order references":         {OrderReferences: []string{all[5].OrderReference, all[9].OrderReference}},
+		"merchant reference":       {MerchantReferences: []string{"ref-2"}},
+		"merchant references":      {MerchantReferences: []string{"ref-2", "ref-4", "nope"}},
+		"status any":               {Status: st(order.StatusFullyCaptured, order.StatusCancelled)},
+		"status uncaptured":        {Status: st(order.StatusUncaptured)},
+		"status expired":           {Status: st(order.StatusExpired)},
+		"status unacknowledged":    {Status: st(order.StatusUnacknowledged)},
+		"status onHold":            {Status: st(order.StatusOnHold)},
+		"status readyForCapture":   {Status: st(order.StatusReadyForCapture)},
+		"statusAnd":                {StatusAnd: st(order.StatusFullyCaptured, order.StatusFullyRefunded)},
+		"statusAnd partial":        {StatusAnd: st(order.StatusFullyCaptured, order.StatusPartiallyRefunded)},
+		"statusAnd uncaptured":     {StatusAnd: st(order.StatusUncaptured, order.StatusPartiallyCaptured)},
+		"statusNot":                {StatusNot: st(order.StatusCancelled)},
+		"statusNot two":            {StatusNot: st(order.StatusUncaptured, order.StatusFullyRefunded)},
+		"status and statusNot":     {Status: st(order.StatusFullyCaptured), StatusNot: st(order.StatusPartiallyRefunded)},
+		"category":                 {Categories: []order.Category{order.CategoryCard}},
+		"categories":               {Categories: []order.Category{order.CategoryAdvanceInvoice, order.CategoryServiceInvoice}},
+		"category directBank":      {Categories: []order.Category{order.CategoryDirectBank}},
+		"category invoice":         {Categories: []order.Category{order.CategoryInvoice}},
+		"created range":            {CreatedFrom: at(10), CreatedTo: at(25)},
+		"created from":             {CreatedFrom: at(50)},
+		"created to":               {CreatedTo: at(3)},
+		"created same instant":     {CreatedFrom: at(30), CreatedTo: at(31)},
+		"expires range":            {ExpiresFrom: exp(10), ExpiresTo: exp(20)},
+		"expires from":             {ExpiresFrom: exp(55)},
+		"q order id":               {Q: all[12].ID},
+		"q order reference":        {Q: all[13].OrderReference},
+		"q merchant reference":     {Q: "ref-3"},
+		"q nothing":                {Q: "no-such-thing"},
+		"ids":                      {IDs: []string{all[3].ID, all[7].ID, all[44].ID, "no-such-id"}},
+		"ids+status":               {IDs: []string{all[0].ID, all[1].ID, all[2].ID}, Status: st(order.StatusCancelled)},
+		"ids+q":                    {IDs: []string{all[0].ID, all[1].ID}, Q: all[1].OrderReference},
+		"store+status+category":    {StoreIDs: []string{"store-0"}, Status: st(order.StatusUncaptured), Categories: []order.Category{order.CategoryServiceInvoice}},
+		"store+status":             {StoreIDs: []string{"store-2"}, Status: st(order.StatusFullyCaptured, order.StatusPartiallyCaptured)},
+		"reference+created":        {MerchantReferences: []string{"ref-1", "ref-4"}, CreatedFrom: at(20)},
+		"store+statusNot":          {StoreIDs: []string{"store-2"}, StatusNot: st(order.StatusFullyCaptured)},
+		"statusAnd+expires":        {StatusAnd: st(order.StatusUncaptured), ExpiresTo: exp(40)},
+		"category+created+expires": {Categories: []order.Category{order.CategoryCard, order.CategoryInvoice}, CreatedFrom: at(5), ExpiresTo: exp(50)},
+		"q+store":                  {Q: "ref-1", StoreIDs: []string{"store-0"}},
+		"everything":               {StoreIDs: []string{"store-0", "store-1"}, MerchantReferences: []string{"ref-0", "ref-1", "ref-2"}, Status: st(order.StatusFullyCaptured, order.StatusUncaptured), StatusNot: st(order.StatusFullyRefunded), Categories: []order.Category{order.CategoryCard, order.CategoryServiceInvoice, order.CategoryInvoice}, CreatedFrom: at(2), CreatedTo: at(58), ExpiresFrom: exp(1)},
+		"nothing matches":          {StoreIDs: []string{"store-1"}, StatusAnd: st(order.StatusCancelled, order.StatusFullyCaptured)},
+	}
+	// The data covers every filter value the queries name.
+	for _, name := range []string{"status expired", "status unacknowledged", "status onHold", "category directBank",
+		"category invoice", "statusAnd", "statusAnd partial", "statusAnd uncaptured", "created same instant", "everything"} {
+		if len(expect(queries[name])) == 0 {
+			t.Fatalf("the data has no order for %q", name)
+		}
+	}
+	for name, q := range queries {
+		want := expect(q)
+		for _, size := range []int{1, 7, 100} {
+			if got := list(t, s, "m1", q, size); !slices.Equal(got, want) {
+				t.Errorf("%s (size %d): got %d orders %v\nwant %d %v", name, size, len(got), got, len(want), want)
+			}
+		}
+	}
+	if n := len(list(t, s, "m1", storage.OrderQuery{}, 1000)); n != 63 {
+		t.Fatalf("m1 has %d orders, want 63", n)
+	}
+	if got := list(t, s, "m2", storage.OrderQuery{}, 100); len(got) != 5 {
+		t.Fatalf("m2 lists %d orders, want its 5", len(got))
+	}
+	if got := list(t, s, "m2", storage.OrderQuery{IDs: []string{all[0].ID}}, 100); len(got) != 0 {
+		t.Fatalf("m2 lists m1's order by id: %v", got)
+	}
+	view(t, s, func(tx storage.Tx) error {
+		for _, size := range []int{storage.MaxPageSize + 1, -1} {
+			_, err := tx.ListOrders("m1", storage.OrderQuery{Size: size})
+			wantKind(t, err, fault.Invalid)
+			if e := (*fault.Error)(nil); !errors.As(err, &e) || len(e.Fields) != 1 || e.Fields[0].Field != "size" {
+				t.Fatalf("size %d: %v", size, err)
+			}
+		}
+		_, err := tx.ListOrders("m1", storage.OrderQuery{Cursor: "!!not a cursor!!"})
+		wantKind(t, err, fault.Invalid)
+		page, err := tx.ListOrders("m1", storage.OrderQuery{})
+		if err != nil || len(page.Orders) != 63 || page.NextCursor != "" {
+			t.Fatalf("default size: %d %q %v", len(page.Orders), page.NextCursor, err)
+		}
+		page, err = tx.ListOrders("m1", storage.OrderQuery{Size: storage.MaxPageSize})
+		if err != nil || len(page.Orders) != 63 {
+			t.Fatalf("max size: %d %v", len(page.Orders), err)
+		}
+		// A page that ends exactly at the last order has no cursor.
+		page, err = tx.ListOrders("m1", storage.OrderQuery{Size: 63})
+		if err != nil || len(page.Orders) != 63 || page.NextCursor != "" {
+			t.Fatalf("exact page: %d %q %v", len(page.Orders), page.NextCursor, err)
+		}
+		return nil
+	})
+
+	// Updates move orders between index entries: capture an uncaptured order
+	// and change its merchant reference.
+	o := all[0] // shapes[0]: uncaptured
+	update(t, s, func(tx storage.Tx) error {
+		cur, err := tx.GetOrder("m1", o.ID)
+		if err != nil {
+			return err
+		}
+		env := b.env(Start.Add(time.Hour))
+		if _, err := capture.Full(cur, nil, env); err != nil {
+			return err
+		}
+		if err := cur.SetReference(&order.ReferenceRequest{Reference: ptr("moved")}, env); err != nil {
+			return err
+		}
+		if err := tx.UpdateOrder(cur); err != nil {
+			return err
+		}
+		*o = *cur
+		return nil
+	})
+	for name, q := range map[string]storage.OrderQuery{
+		"fullyCaptured": {Status: st(order.StatusFullyCaptured)},
+		"uncaptured":    {Status: st(order.StatusUncaptured)},
+		"old reference": {MerchantReferences: []string{"ref-0"}},
+		"new reference": {MerchantReferences: []string{"moved"}},
+		"q new":         {Q: "moved"},
+	} {
+		if got, want := list(t, s, "m1", q, 10), expect(q); !slices.Equal(got, want) {
+			t.Errorf("after update, %s: got %v want %v", name, got, want)
+		}
+	}
+}
+
+func testCursorWalk(t *testing.T, s storage.Store) {
+	b := newBuilder()
+	var before []*order.Order
+	update(t, s, func(tx storage.Tx) error {
+		for i := range 30 {
+			o := b.make(t, "m1", i, Start.Add(time.Duration(i/2)*time.Second)) // pairs share an instant
+			before = append(before, o)
+			if err := tx.CreateOrder(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	existing := before
+	var mu sync.Mutex
+	var added []*order.Order
+	stamp := 0
+	for _, q := range []storage.OrderQuery{{Size: 4}, {Size: 3, StoreIDs: []string{"store-1", "store-2"}}} {
+		existing = append(existing, added...)
+		added = nil
+		var want []*order.Order
+		for _, o := range existing {
+			if storage.Matches(o, o.Statuses(Now()), q) {
+				want = append(want, o)
+			}
+		}
+		wantIDs := newestFirst(want)
+		var seen []string
+		var inserted []string
+		for pages := 0; pages < 100; pages++ {
+			var page storage.OrderPage
+			view(t, s, func(tx storage.Tx) error {
+				var err error
+				page, err = tx.ListOrders("m1", q)
+				return err
+			})
+			for _, o := range page.Orders {
+				seen = append(seen, o.ID)
+			}
+			// Concurrent writers insert newer orders between pages.
+			var wg sync.WaitGroup
+			for w := range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					mu.Lock()
+					stamp++ // every insert is newer than every order before it
+					at := Start.Add(time.Hour + time.Duration(stamp)*time.Second)
+					mu.Unlock()
+					o := b.make(t, "m1", w+1, at)
+					if err := s.Update(ctx, func(tx storage.Tx) error { return tx.CreateOrder(o) }); err != nil {
+						t.Errorf("concurrent insert: %v", err)
+					}
+					mu.Lock()
+					inserted = append(inserted, o.ID)
+					added = append(added, o)
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			if page.NextCursor == "" {
+				break
+			}
+			q.Cursor = page.NextCursor
+		}
+		if !slices.Equal(seen, wantIDs) {
+			t.Fatalf("walk %+v with concurrent inserts saw %v, want the %d that existed, in order: %v", q, seen, len(wantIDs), wantIDs)
+		}
+		// The inserts happened: a fresh walk sees them first.
+		q.Cursor = ""
+		fresh := list(t, s, "m1", storage.OrderQuery{IDs: inserted}, 1000)
+		if len(fresh) != len(inserted) {
+			t.Fatalf("concurrent inserts: %d listed of %d", len(fresh), len(inserted))
+		}
+	}
+}
+
+func testExpiring(t *testing.T, s storage.Store) {
+	b := newBuilder()
+	open := b.make(t, "m1", 0, Start)                         // uncaptured
+	closed := b.make(t, "m1", 3, Start)                       // fully captured: cannot expire
+	cancelled := b.make(t, "m1", 1, Start)                    // cancelled: cannot expire
+	later := b.make(t, "m2", 8, Start.Add(10*time.Hour))      // uncaptured, expires later
+	partial := b.make(t, "m2", 2, Start.Add(20*time.Hour))    // something left uncaptured
+	marked := b.make(t, "m1", 6, Start.Add(-30*24*time.Hour)) // already marked expired
+	update(t, s, func(tx storage.Tx) error {
+		for _, o := range []*order.Order{open, closed, cancelled, later, partial, marked} {
+			if err := tx.CreateOrder(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	due := func(at time.Time, limit int) []string {
+		ids := []string{}
+		view(t, s, func(tx storage.Tx) error {
+			os, err := tx.OrdersExpiringBefore(at, limit)
+			for _, o := range os {
+				ids = append(ids, o.ID)
+			}
+			return err
+		})
+		return ids
+	}
+	exp := open.ExpiresAt
+	if got := due(exp, 10); len(got) != 0 {
+		t.Fatalf("due at the expiry instant (before is exclusive) %v", got)
+	}
+	if got := due(exp.Add(time.Second), 10); !slices.Equal(got, []string{open.ID}) {
+		t.Fatalf("due after expiry %v", got)
+	}
+	end := partial.ExpiresAt.Add(time.Second)
+	if got := due(end, 10); !slices.Equal(got, []string{open.ID, later.ID, partial.ID}) {
+		t.Fatalf("due later %v", got)
+	}
+	if got := due(end, 2); !slices.Equal(got, []string{open.ID, later.ID}) {
+		t.Fatalf("due with limit %v", got)
+	}
+	// Once marked expired (or otherwise closed), an order is no longer due.
+	update(t, s, func(tx storage.Tx) error {
+		o, err := tx.GetOrder("m1", open.ID)
+		if err != nil {
+			return err
+		}
+		if !o.MarkExpired(b.env(exp.Add(time.Second))) {
+			return errors.New("not marked")
+		}
+		if err := tx.UpdateOrder(o); err != nil {
+			return err
+		}
+		p, err := tx.GetOrder("m2", partial.ID)
+		if err != nil {
+			return err
+		}
+		if err := p.Cancel(b.env(Start.Add(21 * time.Hour))); err != nil {
+			return err
+		}
+		return tx.UpdateOrder(p)
+	})
+	if got := due(end, 10); !slices.Equal(got, []string{later.ID}) {
+		t.Fatalf("due after marking %v", got)
+	}
+}
