@@ -1,0 +1,389 @@
+// Package session holds checkout sessions and payment sessions: how a
+// buyer's approval comes to exist. A merchant opens a session with the order
+// lines; the buyer completes the hosted checkout (picks their company and a
+// payment method, approves or declines); an approval produces an
+// authorization token the merchant turns into an order.
+//
+// Lifecycle (documented in docs/sessions.md):
+//
+//	created ──buyer approves──▶ authorized ──order created from its token──▶ completed
+//	   │  └──buyer declines / merchant deletes──▶ cancelled
+//	   └──expiresAt passes──▶ expired           (authorized ──merchant deletes──▶ cancelled)
+//
+// The package does no I/O; time and ids come from the caller.
+package session
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
+	"github.com/kassahq/kassa/order"
+)
+
+// State of a session.
+type State string
+
+const (
+	StateCreated    State = "created"
+	StateAuthorized State = "authorized"
+	StateCompleted  State = "completed"
+	StateCancelled  State = "cancelled"
+	StateExpired    State = "expired"
+)
+
+// States lists every state.
+var States = []State{StateCreated, StateAuthorized, StateCompleted, StateCancelled, StateExpired}
+
+// Source tells which API opened the session.
+type Source string
+
+const (
+	SourceCheckout Source = "checkout" // POST /v1/sessions
+	SourcePayment  Source = "payment"  // POST /v1/payment-sessions
+)
+
+// Sources lists every source.
+var Sources = []Source{SourceCheckout, SourcePayment}
+
+// Defaults and limits.
+const (
+	DefaultTTL        = 24 * time.Hour
+	MaxTTLMinutes     = 7 * 24 * 60
+	MaxExternalIDLen  = 100
+	MaxURLLen         = 2000
+	MaxDeclineReason  = 200
+	externalPrefix    = "external:"
+	defaultPageSize   = 100
+	maxPageSize       = 1000
+	maxMetadataKeys   = 50
+	maxMetadataValLen = 500
+)
+
+// MerchantURLs are where the buyer is sent after the checkout.
+type MerchantURLs struct {
+	Confirmation string `json:"confirmation,omitempty"`
+	Cancel       string `json:"cancel,omitempty"`
+}
+
+// Session is a checkout or payment session.
+type Session struct {
+	ID                 string               `json:"id"`
+	Source             Source               `json:"source"`
+	State              State                `json:"state"`
+	MerchantID         string               `json:"merchantId"`
+	StoreID            string               `json:"storeId"`
+	MerchantReference  string               `json:"merchantReference"`
+	ExternalSessionID  string               `json:"externalSessionId,omitempty"`
+	Country            string               `json:"country"`
+	Currency           money.Currency       `json:"currency"`
+	Locale             string               `json:"locale"`
+	VATMode            money.VATMode        `json:"vatMode"`
+	OrderLines         []order.Line         `json:"orderLines"`
+	Totals             order.Totals         `json:"totals"`
+	Customer           *order.CustomerInput `json:"customer,omitempty"` // the merchant's prefill
+	PaymentMethods     []order.PaymentType  `json:"paymentMethods"`     // offered to the buyer
+	MerchantURLs       MerchantURLs         `json:"merchantUrls"`
+	Metadata           map[string]string    `json:"metadata,omitempty"`
+	CheckoutURL        string               `json:"checkoutUrl"`
+	Buyer              *order.Customer      `json:"buyer,omitempty"`         // who approved
+	PaymentMethod      *order.PaymentMethod `json:"paymentMethod,omitempty"` // what they chose
+	AuthorizationToken string               `json:"authorizationToken,omitempty"`
+	OrderID            string               `json:"orderId,omitempty"`
+	DeclineReason      string               `json:"declineReason,omitempty"`
+	CreatedAt          time.Time            `json:"createdAt"`
+	UpdatedAt          time.Time            `json:"updatedAt"`
+	ExpiresAt          time.Time            `json:"expiresAt"`
+	AuthorizedAt       *time.Time           `json:"authorizedAt,omitempty"`
+	CompletedAt        *time.Time           `json:"completedAt,omitempty"`
+	CancelledAt        *time.Time           `json:"cancelledAt,omitempty"`
+}
+
+// StateAt is the state at now: a created session past its expiry is expired.
+func (s *Session) StateAt(now time.Time) State {
+	if s.State == StateCreated && !now.Before(s.ExpiresAt) {
+		return StateExpired
+	}
+	return s.State
+}
+
+// OfferedMethods are the payment methods a country's buyers can choose by default.
+func OfferedMethods(country string) []order.PaymentType {
+	switch country {
+	case "SE", "NO", "FI", "DK":
+		return []order.PaymentType{order.PayInvoice, order.PayAdvanceInvoice, order.PayCard}
+	default:
+		return []order.PaymentType{order.PayInvoice, order.PayCard}
+	}
+}
+
+// CreateRequest opens a session (both APIs take the same body).
+type CreateRequest struct {
+	Country           string               `json:"country"`
+	Currency          string               `json:"currency"`
+	Locale            string               `json:"locale"`
+	StoreID           string               `json:"storeId,omitempty"`
+	MerchantReference string               `json:"merchantReference,omitempty"`
+	ExternalSessionID string               `json:"externalSessionId,omitempty"`
+	OrderLines        []order.LineInput    `json:"orderLines"`
+	Customer          *order.CustomerInput `json:"customer,omitempty"`
+	PaymentMethods    []string             `json:"paymentMethods,omitempty"`
+	MerchantURLs      *MerchantURLs        `json:"merchantUrls,omitempty"`
+	Metadata          map[string]string    `json:"metadata,omitempty"`
+	ExpiresInMinutes  *int64               `json:"expiresInMinutes,omitempty"`
+	VatMode           string               `json:"vatMode,omitempty"`
+	order.TotalsInput
+}
+
+// UpdateRequest changes a created session; nil fields are kept. New lines
+// replace the old ones (and totals are checked against them).
+type UpdateRequest struct {
+	MerchantReference *string              `json:"merchantReference,omitempty"`
+	OrderLines        []order.LineInput    `json:"orderLines,omitempty"`
+	Customer          *order.CustomerInput `json:"customer,omitempty"`
+	PaymentMethods    []string             `json:"paymentMethods,omitempty"`
+	MerchantURLs      *MerchantURLs        `json:"merchantUrls,omitempty"`
+	Metadata          map[string]string    `json:"metadata,omitempty"`
+	order.TotalsInput
+}
+
+func checkText(f *fault.Fields, path, v string, max int) {
+	if utf8.RuneCountInString(v) > max {
+		f.Add(path, "must be at most %d characters", max)
+	}
+}
+
+func checkURLs(f *fault.Fields, u *MerchantURLs) {
+	if u == nil {
+		return
+	}
+	for name, v := range map[string]string{"merchantUrls.confirmation": u.Confirmation, "merchantUrls.cancel": u.Cancel} {
+		if v == "" {
+			continue
+		}
+		if len(v) > MaxURLLen || !(strings.HasPrefix(v, "https://") || strings.HasPrefix(v, "http://")) {
+			f.Add(name, "must be an http(s) URL of at most %d characters", MaxURLLen)
+		}
+	}
+}
+
+func checkMetadata(f *fault.Fields, m map[string]string) {
+	if len(m) > maxMetadataKeys {
+		f.Add("metadata", "must have at most %d keys", maxMetadataKeys)
+	}
+	for k, v := range m {
+		if k == "" || utf8.RuneCountInString(k) > 40 {
+			f.Add("metadata", "keys must be 1 to 40 characters")
+		}
+		checkText(f, "metadata."+k, v, maxMetadataValLen)
+	}
+}
+
+func methods(f *fault.Fields, country string, in []string) []order.PaymentType {
+	offered := OfferedMethods(country)
+	if len(in) == 0 {
+		return offered
+	}
+	var out []order.PaymentType
+	for i, m := range in {
+		pt := order.PaymentType(m)
+		switch {
+		case !slices.Contains(offered, pt):
+			f.Add("paymentMethods["+strconv.Itoa(i)+"]", "must be one of %v for %s", offered, country)
+		case !slices.Contains(out, pt):
+			out = append(out, pt)
+		}
+	}
+	return out
+}
+
+// New validates r and opens a session at now. checkoutURL makes the hosted
+// checkout link of the new session id.
+func New(merchantID string, src Source, r *CreateRequest, ids order.IDSource, now time.Time, checkoutURL func(id string) string) (*Session, error) {
+	var f fault.Fields
+	switch {
+	case r.Country == "":
+		f.Add("country", "is required")
+	case !order.ValidCountry(r.Country):
+		f.Add("country", "must be an ISO 3166-1 alpha-2 code")
+	}
+	switch {
+	case r.Currency == "":
+		f.Add("currency", "is required")
+	case !money.Currency(r.Currency).Valid():
+		f.Add("currency", "must be an ISO 4217 code")
+	}
+	switch {
+	case r.Locale == "":
+		f.Add("locale", "is required")
+	case !order.ValidLocale(r.Locale):
+		f.Add("locale", "must be a locale such as sv-SE")
+	}
+	checkText(&f, "storeId", r.StoreID, order.MaxStoreIDLen)
+	checkText(&f, "merchantReference", r.MerchantReference, order.MaxReferenceLen)
+	checkText(&f, "externalSessionId", r.ExternalSessionID, MaxExternalIDLen)
+	if strings.HasPrefix(r.ExternalSessionID, externalPrefix) {
+		f.Add("externalSessionId", "must not start with %q", externalPrefix)
+	}
+	r.Customer.Validate(&f, "customer")
+	checkURLs(&f, r.MerchantURLs)
+	checkMetadata(&f, r.Metadata)
+	ttl := DefaultTTL
+	if r.ExpiresInMinutes != nil {
+		if *r.ExpiresInMinutes < 1 || *r.ExpiresInMinutes > MaxTTLMinutes {
+			f.Add("expiresInMinutes", "must be between 1 and %d", MaxTTLMinutes)
+		} else {
+			ttl = time.Duration(*r.ExpiresInMinutes) * time.Minute
+		}
+	}
+	mode := money.InclVAT
+	if r.VatMode != "" {
+		if mode = money.VATMode(r.VatMode); !mode.Valid() {
+			f.Add("vatMode", "must be inclVat or exclVat")
+			mode = money.InclVAT
+		}
+	}
+	pms := methods(&f, r.Country, r.PaymentMethods)
+	lines := linesOf(&f, r.OrderLines, r.TotalsInput, mode, ids)
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	id := ids.NewID("session")
+	s := &Session{
+		ID: id, Source: src, State: StateCreated, MerchantID: merchantID, StoreID: r.StoreID,
+		MerchantReference: r.MerchantReference, ExternalSessionID: r.ExternalSessionID,
+		Country: r.Country, Currency: money.Currency(r.Currency), Locale: r.Locale, VATMode: mode,
+		OrderLines: lines, Totals: order.SumLines(lines, mode), Customer: r.Customer, PaymentMethods: pms,
+		Metadata: r.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(ttl),
+	}
+	if r.MerchantURLs != nil {
+		s.MerchantURLs = *r.MerchantURLs
+	}
+	s.CheckoutURL = checkoutURL(id)
+	return s, nil
+}
+
+func linesOf(f *fault.Fields, ins []order.LineInput, totals order.TotalsInput, mode money.VATMode, ids order.IDSource) []order.Line {
+	if len(ins) == 0 {
+		f.Add("orderLines", "must have at least one line")
+		return nil
+	}
+	lines := order.BuildLines(f, "orderLines", ins, mode, ids)
+	if f.Len() == 0 {
+		order.CheckTotals(f, totals, order.SumLines(lines, mode), false)
+	}
+	return lines
+}
+
+func (s *Session) requireState(now time.Time, action string, allowed ...State) error {
+	st := s.StateAt(now)
+	if !slices.Contains(allowed, st) {
+		return fault.New(fault.NotAvailable, "session_"+string(st),
+			"cannot %s a session that is %s", action, st)
+	}
+	return nil
+}
+
+// Update changes a created session (not expired).
+func (s *Session) Update(r *UpdateRequest, ids order.IDSource, now time.Time) error {
+	var f fault.Fields
+	if r.MerchantReference != nil {
+		checkText(&f, "merchantReference", *r.MerchantReference, order.MaxReferenceLen)
+	}
+	r.Customer.Validate(&f, "customer")
+	checkURLs(&f, r.MerchantURLs)
+	checkMetadata(&f, r.Metadata)
+	var pms []order.PaymentType
+	if r.PaymentMethods != nil {
+		pms = methods(&f, s.Country, r.PaymentMethods)
+	}
+	var lines []order.Line
+	if r.OrderLines != nil {
+		lines = linesOf(&f, r.OrderLines, r.TotalsInput, s.VATMode, ids)
+	} else if r.TotalOrderAmount != nil || r.TotalOrderVatAmount != nil || r.TotalOrderAmountExclVat != nil {
+		order.CheckTotals(&f, r.TotalsInput, s.Totals, false)
+	}
+	if err := f.Err(); err != nil {
+		return err
+	}
+	if err := s.requireState(now, "update", StateCreated); err != nil {
+		return err
+	}
+	if r.MerchantReference != nil {
+		s.MerchantReference = *r.MerchantReference
+	}
+	if r.Customer != nil {
+		s.Customer = r.Customer
+	}
+	if r.MerchantURLs != nil {
+		s.MerchantURLs = *r.MerchantURLs
+	}
+	if r.Metadata != nil {
+		s.Metadata = r.Metadata
+	}
+	if pms != nil {
+		s.PaymentMethods = pms
+	}
+	if lines != nil {
+		s.OrderLines, s.Totals = lines, order.SumLines(lines, s.VATMode)
+	}
+	s.UpdatedAt = now
+	return nil
+}
+
+// Cancel ends a session that is created or authorized (DELETE, or the buyer
+// declining). A completed session has an order: cancel the order instead.
+func (s *Session) Cancel(reason string, now time.Time) error {
+	if err := s.requireState(now, "cancel", StateCreated, StateAuthorized); err != nil {
+		return err
+	}
+	if utf8.RuneCountInString(reason) > MaxDeclineReason {
+		reason = string([]rune(reason)[:MaxDeclineReason])
+	}
+	t := now
+	s.State, s.CancelledAt, s.DeclineReason, s.UpdatedAt = StateCancelled, &t, reason, now
+	return nil
+}
+
+// Authorize records the buyer's approval: who they are, the payment method
+// they chose (one of those offered) and the authorization token minted for it.
+func (s *Session) Authorize(buyer order.Customer, pm order.PaymentMethod, tok string, now time.Time) error {
+	if err := s.requireState(now, "authorize", StateCreated); err != nil {
+		return err
+	}
+	if !slices.Contains(s.PaymentMethods, pm.Type) {
+		return fault.Invalidf("paymentMethod", "must be one of %v", s.PaymentMethods)
+	}
+	t := now
+	b := buyer
+	s.State, s.Buyer, s.PaymentMethod, s.AuthorizationToken, s.AuthorizedAt, s.UpdatedAt = StateAuthorized, &b, &pm, tok, &t, now
+	return nil
+}
+
+// Complete records the order created from the session's authorization token.
+func (s *Session) Complete(orderID string, now time.Time) error {
+	if err := s.requireState(now, "complete", StateAuthorized); err != nil {
+		return err
+	}
+	t := now
+	s.State, s.OrderID, s.CompletedAt, s.UpdatedAt = StateCompleted, orderID, &t, now
+	return nil
+}
+
+// View is the session as the API returns it: the stored record with its
+// state at the time of reading.
+func (s *Session) View(now time.Time) Session {
+	v := *s
+	v.State = s.StateAt(now)
+	if v.OrderLines == nil {
+		v.OrderLines = []order.Line{}
+	}
+	return v
+}
+
+// ExternalID reports whether id names a session by its external id ("external:<id>").
+func ExternalID(id string) (string, bool) { return strings.CutPrefix(id, externalPrefix) }

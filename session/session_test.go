@@ -1,0 +1,241 @@
+package session
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/order/ordertest"
+)
+
+var t0 = time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+
+func newReq() *CreateRequest {
+	return &CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", MerchantReference: "PO-1",
+		OrderLines: []order.LineInput{ordertest.Line("Tiles", 2, 12500, 2500), ordertest.Line("Delivery", 1, 5000, 2500)}}
+}
+
+func open(t testing.TB, r *CreateRequest) *Session {
+	s, err := New("m1", SourceCheckout, r, &ordertest.IDs{}, t0, func(id string) string { return "https://k/checkout/" + id })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestNew(t *testing.T) {
+	s := open(t, newReq())
+	if s.State != StateCreated || s.Totals.Gross != 30000 || s.Totals.VAT != 6000 || s.Totals.Net != 24000 ||
+		s.CheckoutURL != "https://k/checkout/session-1" || !s.ExpiresAt.Equal(t0.Add(DefaultTTL)) ||
+		!slices.Equal(s.PaymentMethods, OfferedMethods("SE")) {
+		t.Fatalf("%+v", s)
+	}
+	bad := newReq()
+	bad.Country, bad.Currency, bad.Locale = "", "XXX", "sweden"
+	bad.OrderLines[1].Quantity = ordertest.Ptr(int64(0))
+	bad.PaymentMethods = []string{"invoice", "paypal"}
+	bad.ExpiresInMinutes = ordertest.Ptr(int64(0))
+	bad.ExternalSessionID = "external:x"
+	bad.MerchantURLs = &MerchantURLs{Confirmation: "ftp://x"}
+	_, err := New("m1", SourceCheckout, bad, &ordertest.IDs{}, t0, func(string) string { return "" })
+	var fe *fault.Error
+	if !fault.Is(err, fault.Invalid) {
+		t.Fatalf("err %v", err)
+	}
+	fe = err.(*fault.Error)
+	var fields []string
+	for _, f := range fe.Fields {
+		fields = append(fields, f.Field)
+	}
+	want := []string{"country", "currency", "locale", "externalSessionId", "merchantUrls.confirmation", "expiresInMinutes", "paymentMethods[1]", "orderLines[1].quantity"}
+	if !slices.Equal(fields, want) {
+		t.Fatalf("fields %v, want %v", fields, want)
+	}
+	sum := newReq()
+	sum.TotalOrderAmount = ordertest.Ptr(int64(29999))
+	if _, err := New("m1", SourceCheckout, sum, &ordertest.IDs{}, t0, func(string) string { return "" }); !fault.Is(err, fault.Invalid) {
+		t.Fatalf("totals mismatch accepted: %v", err)
+	}
+}
+
+func TestLifecycleRefusals(t *testing.T) {
+	pm := order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}
+	buyer := order.Customer{CompanyID: "5560000001"}
+	cases := []struct {
+		name  string
+		setup func(s *Session) time.Time
+		op    func(s *Session, now time.Time) error
+		code  string
+	}{
+		{"update completed", func(s *Session) time.Time {
+			s.Authorize(buyer, pm, "at1", t0)
+			s.Complete("o1", t0)
+			return t0
+		}, func(s *Session, now time.Time) error {
+			return s.Update(&UpdateRequest{MerchantReference: ordertest.Ptr("x")}, &ordertest.IDs{}, now)
+		}, "session_completed"},
+		{"authorize expired", func(s *Session) time.Time { return s.ExpiresAt }, func(s *Session, now time.Time) error {
+			return s.Authorize(buyer, pm, "at1", now)
+		}, "session_expired"},
+		{"authorize twice", func(s *Session) time.Time { s.Authorize(buyer, pm, "at1", t0); return t0 }, func(s *Session, now time.Time) error {
+			return s.Authorize(buyer, pm, "at2", now)
+		}, "session_authorized"},
+		{"complete created", func(*Session) time.Time { return t0 }, func(s *Session, now time.Time) error { return s.Complete("o1", now) }, "session_created"},
+		{"cancel completed", func(s *Session) time.Time {
+			s.Authorize(buyer, pm, "at1", t0)
+			s.Complete("o1", t0)
+			return t0
+		}, func(s *Session, now time.Time) error { return s.Cancel("", now) }, "session_completed"},
+		{"cancel cancelled", func(s *Session) time.Time { s.Cancel("", t0); return t0 }, func(s *Session, now time.Time) error { return s.Cancel("", now) }, "session_cancelled"},
+		{"update expired", func(s *Session) time.Time { return s.ExpiresAt.Add(time.Minute) }, func(s *Session, now time.Time) error {
+			return s.Update(&UpdateRequest{MerchantReference: ordertest.Ptr("x")}, &ordertest.IDs{}, now)
+		}, "session_expired"},
+	}
+	for _, c := range cases {
+		s := open(t, newReq())
+		now := c.setup(s)
+		before := *s
+		err := c.op(s, now)
+		if fault.KindOf(err) != fault.NotAvailable || fault.CodeOf(err) != c.code {
+			t.Errorf("%s: %v, want %s", c.name, err, c.code)
+		}
+		if s.State != before.State || s.UpdatedAt != before.UpdatedAt {
+			t.Errorf("%s: refused operation changed the session", c.name)
+		}
+	}
+	s := open(t, newReq())
+	if err := s.Authorize(buyer, order.PaymentMethod{Type: order.PayPaypal}, "at", t0); !fault.Is(err, fault.Invalid) {
+		t.Errorf("unoffered method: %v", err)
+	}
+}
+
+func TestQuery(t *testing.T) {
+	var all []*Session
+	for i := 0; i < 10; i++ {
+		r := newReq()
+		r.StoreID = []string{"a", "b"}[i%2]
+		r.MerchantReference = "PO-" + string(rune('0'+i))
+		s, _ := New("m1", []Source{SourceCheckout, SourcePayment}[i%2], r, &ordertest.IDs{}, t0.Add(time.Duration(i)*time.Minute), func(string) string { return "" })
+		s.ID = "s" + string(rune('0'+i))
+		all = append([]*Session{s}, all...) // newest first
+	}
+	all[0].Cancel("", t0.Add(time.Hour))
+	q := Query{StoreIDs: []string{"b"}, Size: 2}
+	if err := q.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	page, next := q.Page(all, t0.Add(time.Hour))
+	if len(page) != 2 || page[0].ID != "s9" || page[1].ID != "s7" || next != "s7" {
+		t.Fatalf("page %v next %q", ids(page), next)
+	}
+	q.FromID = next
+	page, _ = q.Page(all, t0.Add(time.Hour))
+	if ids(page) != "s5,s3" {
+		t.Fatalf("second page %v", ids(page))
+	}
+	q2 := Query{States: []State{StateCancelled}}
+	q2.Validate()
+	if p, _ := q2.Page(all, t0.Add(time.Hour)); ids(p) != "s9" {
+		t.Fatalf("state filter %v", ids(p))
+	}
+	q3 := Query{Q: "po-4", CreatedFrom: t0}
+	q3.Validate()
+	if p, _ := q3.Page(all, t0); ids(p) != "s4" {
+		t.Fatalf("q %v", ids(p))
+	}
+	q4 := Query{States: []State{StateExpired}}
+	q4.Validate()
+	if p, _ := q4.Page(all, t0.Add(48*time.Hour)); len(p) != 9 {
+		t.Fatalf("expired %d", len(p))
+	}
+	bad := Query{States: []State{"x"}, Sources: []Source{"y"}, Size: 1001}
+	if err := bad.Validate(); err == nil || len(err.(*fault.Error).Fields) != 3 {
+		t.Fatalf("bad query: %v", err)
+	}
+}
+
+func ids(ss []*Session) string {
+	var out []byte
+	for i, s := range ss {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s.ID...)
+	}
+	return string(out)
+}
+
+// allowed lists every transition of the documented lifecycle.
+var allowed = map[[2]State]bool{
+	{StateCreated, StateAuthorized}: true, {StateCreated, StateCancelled}: true, {StateCreated, StateExpired}: true,
+	{StateAuthorized, StateCompleted}: true, {StateAuthorized, StateCancelled}: true,
+}
+
+// TestLifecycleProperty runs random operations and checks after every step
+// that the state moved only along the documented lifecycle, that a refused
+// operation changed nothing, and that the record agrees with its state.
+func TestLifecycleProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		ids := &ordertest.IDs{}
+		s, err := New("m1", SourcePayment, newReq(), ids, t0, func(id string) string { return "u/" + id })
+		if err != nil {
+			rt.Fatal(err)
+		}
+		now := t0
+		steps := rapid.IntRange(1, 30).Draw(rt, "steps")
+		for i := 0; i < steps; i++ {
+			before := *s
+			prev := s.StateAt(now)
+			var err error
+			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			case 0:
+				now = now.Add(time.Duration(rapid.IntRange(0, 30*60).Draw(rt, "minutes")) * time.Minute)
+			case 1:
+				q := rapid.Int64Range(1, 5).Draw(rt, "qty")
+				err = s.Update(&UpdateRequest{OrderLines: []order.LineInput{ordertest.Line("x", q, 1000, 2500)}}, ids, now)
+			case 2:
+				pm := rapid.SampledFrom([]order.PaymentType{order.PayInvoice, order.PayCard, order.PayPaypal}).Draw(rt, "pm")
+				err = s.Authorize(order.Customer{CompanyID: "1"}, order.PaymentMethod{Provider: order.ProviderService, Type: pm}, "at", now)
+			case 3:
+				err = s.Complete("o1", now)
+			case 4:
+				err = s.Cancel("declined", now)
+			case 5:
+				err = s.Update(&UpdateRequest{MerchantReference: ordertest.Ptr("r")}, ids, now)
+			}
+			cur := s.StateAt(now)
+			if err != nil {
+				if s.State != before.State || s.UpdatedAt != before.UpdatedAt || s.Totals != before.Totals {
+					rt.Fatalf("refused operation changed the session: %v", err)
+				}
+			}
+			if cur != prev && !allowed[[2]State{prev, cur}] {
+				rt.Fatalf("transition %s → %s", prev, cur)
+			}
+			if s.Totals != order.SumLines(s.OrderLines, s.VATMode) {
+				rt.Fatalf("totals %+v disagree with lines", s.Totals)
+			}
+			switch cur {
+			case StateAuthorized:
+				if s.AuthorizationToken == "" || s.Buyer == nil || s.PaymentMethod == nil || s.AuthorizedAt == nil {
+					rt.Fatalf("authorized without approval: %+v", s)
+				}
+			case StateCompleted:
+				if s.OrderID == "" || s.AuthorizationToken == "" || s.CompletedAt == nil {
+					rt.Fatalf("completed without order: %+v", s)
+				}
+			case StateCancelled:
+				if s.CancelledAt == nil {
+					rt.Fatal("cancelled without time")
+				}
+			}
+			if s.UpdatedAt.Before(s.CreatedAt) {
+				rt.Fatal("updatedAt before createdAt")
+			}
+		}
+	})
+}
