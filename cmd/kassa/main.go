@@ -213,6 +213,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	// Listen for SIGTERM before announcing the address, so that a supervisor
+	// that signals right after start still gets a graceful shutdown.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sig)
+
 	jobs, stopJobs := context.WithCancel(ctx)
 	defer stopJobs()
 	go runJobs(jobs, ledger, log)
@@ -231,8 +237,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "kassa %s listening on %s (data %s, sandbox %v)\n", Version, c.baseURL, c.data, c.sandbox)
 	log.Info("listening", "addr", ln.Addr().String(), "baseUrl", c.baseURL, "sandbox", c.sandbox)
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
