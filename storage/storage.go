@@ -15,6 +15,7 @@ import (
 	"github.com/kassahq/kassa/fault"
 
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/token"
 )
 
@@ -64,6 +65,18 @@ type Tx interface {
 	// Customer tokens.
 	GetCustomerToken(merchantID, id string) (*token.Customer, error)
 	PutCustomerToken(c *token.Customer) error
+
+	// Checkout and payment sessions. A session can be found by its id, by
+	// the merchant's external id, and by the id of the order created from it.
+	GetSession(merchantID, id string) (*session.Session, error)
+	GetSessionByExternalID(merchantID, externalID string) (*session.Session, error)
+	GetSessionByOrderID(merchantID, orderID string) (*session.Session, error)
+	// PutSession creates or replaces a session; an external id belongs to one
+	// session of a merchant (fault.Conflict otherwise).
+	PutSession(s *session.Session) error
+	// ListSessions returns one page of the merchant's sessions, newest first,
+	// and the id to continue from ("" on the last page). q must be validated.
+	ListSessions(merchantID string, q session.Query) ([]*session.Session, string, error)
 
 	// NextSequence returns the next number of a merchant's gapless series
 	// (1, 2, 3, …); a rolled-back transaction gives its number back.

@@ -27,10 +27,12 @@ var (
 	bIdemExp   = []byte("idemexp")    // time(expiresAt) lp(merchant) key → empty
 	bOutbox    = []byte("outbox")     // id → JSON
 	bOutboxDue = []byte("outboxdue")  // time(nextAttempt) id → empty; undelivered only
+	bSessions  = []byte("sessions")   // lp(merchant) id → JSON
+	bSessionIx = []byte("sessionix")  // lp(merchant) 'c' time(createdAt) id | 'x' external | 'o' order → id or empty
 )
 
 var buckets = [][]byte{bMerchants, bClients, bOrders, bOrderMeta, bIndex, bCounts, bDue, bAuth, bCustomer,
-	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue}
+	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bSessions, bSessionIx}
 
 // Index kinds of the order index. Equality kinds are followed by the
 // length-prefixed value, then the order's createdAt and id, so that one

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/token"
 )
@@ -151,6 +152,9 @@ func (t *tx) PutMerchant(m *storage.Merchant) error {
 	var owner string
 	if ok, _ := t.get("client/"+m.ClientID, &owner); ok && owner != m.ID {
 		return fault.Conflictf("client_id_taken", "client id %s belongs to another merchant", m.ClientID)
+	}
+	if old, err := t.GetMerchant(m.ID); err == nil && old.ClientID != m.ClientID {
+		t.del("client/" + old.ClientID)
 	}
 	if err := t.put("client/"+m.ClientID, m.ID); err != nil {
 		return err
@@ -399,4 +403,78 @@ func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
 		return fault.NotFoundf("outbox_not_found", "outbox message %s not found", m.ID)
 	}
 	return t.put("outbox/"+m.ID, m)
+}
+
+func (t *tx) GetSession(merchantID, id string) (*session.Session, error) {
+	var s session.Session
+	if ok, err := t.get("session/"+merchantID+"/"+id, &s); err != nil || !ok {
+		return nil, notFound(err, "session_not_found", "session "+id)
+	}
+	return &s, nil
+}
+
+func (t *tx) sessionBy(merchantID, kind, v string) (*session.Session, error) {
+	var id string
+	if ok, err := t.get("sessionix/"+merchantID+"/"+kind+"/"+v, &id); err != nil || !ok {
+		return nil, notFound(err, "session_not_found", "session")
+	}
+	return t.GetSession(merchantID, id)
+}
+
+func (t *tx) GetSessionByExternalID(merchantID, externalID string) (*session.Session, error) {
+	return t.sessionBy(merchantID, "x", externalID)
+}
+
+func (t *tx) GetSessionByOrderID(merchantID, orderID string) (*session.Session, error) {
+	return t.sessionBy(merchantID, "o", orderID)
+}
+
+func (t *tx) PutSession(s *session.Session) error {
+	if !t.writable {
+		return errReadOnly
+	}
+	for kind, v := range map[string]string{"x": s.ExternalSessionID, "o": s.OrderID} {
+		if v == "" {
+			continue
+		}
+		k := "sessionix/" + s.MerchantID + "/" + kind + "/" + v
+		var owner string
+		if ok, _ := t.get(k, &owner); ok && owner != s.ID {
+			return fault.Conflictf("session_exists", "another session has that reference")
+		}
+		if err := t.put(k, s.ID); err != nil {
+			return err
+		}
+	}
+	if old, err := t.GetSession(s.MerchantID, s.ID); err == nil && old.ExternalSessionID != "" && old.ExternalSessionID != s.ExternalSessionID {
+		t.del("sessionix/" + s.MerchantID + "/x/" + old.ExternalSessionID)
+	}
+	return t.put("session/"+s.MerchantID+"/"+s.ID, s)
+}
+
+func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Session, string, error) {
+	var all []*session.Session
+	prefix := "session/" + merchantID + "/"
+	for k := range t.s.data {
+		if id, ok := strings.CutPrefix(k, prefix); ok {
+			s, err := t.GetSession(merchantID, id)
+			if err != nil {
+				return nil, "", err
+			}
+			all = append(all, s)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
+			return all[i].CreatedAt.After(all[j].CreatedAt)
+		}
+		return all[i].ID > all[j].ID
+	})
+	if q.FromID != "" {
+		if _, err := t.GetSession(merchantID, q.FromID); err != nil {
+			return nil, "", err
+		}
+	}
+	page, next := q.Page(all, t.now)
+	return page, next, nil
 }
