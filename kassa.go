@@ -41,6 +41,8 @@ type Options struct {
 	AuthorizationTTL time.Duration
 	// DocumentURL links a sub-order's document (set by the server, which serves them).
 	DocumentURL order.DocumentURLFunc
+	// CheckoutURL links a session's hosted checkout page (set by the server).
+	CheckoutURL func(merchantID, sessionID string) string
 }
 
 // Ledger runs kassa's use cases over a store. It is safe for concurrent use.

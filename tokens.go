@@ -82,6 +82,11 @@ func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, to
 		if err := a.Consume(env.Now, "order:"+res.Order.ID); err != nil {
 			return nil, err
 		}
+		if a.SessionID != "" {
+			if err := completeSession(tx, call.MerchantID, a.SessionID, res.Order.ID); err != nil {
+				return nil, err
+			}
+		}
 		return res, tx.PutAuthorization(a)
 	})
 }

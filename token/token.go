@@ -32,6 +32,8 @@ type Authorization struct {
 	UsedAt         *time.Time          `json:"usedAt,omitempty"`
 	UsedFor        string              `json:"usedFor,omitempty"` // "order:<id>" or "customerToken:<id>"
 	Deleted        bool                `json:"deleted,omitempty"`
+	// SessionID is the checkout or payment session the buyer approved in, if any.
+	SessionID string `json:"sessionId,omitempty"`
 }
 
 // Usable reports why the token cannot be used at now, or nil.

@@ -1,0 +1,305 @@
+package kassa
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/sandbox"
+	"github.com/kassahq/kassa/session"
+	"github.com/kassahq/kassa/storage"
+)
+
+// Outbox topic written when a buyer approves a session.
+const TopicSessionAuthorized = "session.authorized"
+
+func sessionPath(src session.Source, id string) string {
+	if src == session.SourcePayment {
+		return "/v1/payment-sessions/" + id
+	}
+	return "/v1/sessions/" + id
+}
+
+// CreateSession opens a checkout session (POST /v1/sessions) or a payment
+// session (POST /v1/payment-sessions): 201 with the session and its Location.
+func (l *Ledger) CreateSession(ctx context.Context, call Call, src session.Source, req *session.CreateRequest) (*Result, error) {
+	return l.run(ctx, call, fingerprint("createSession", []string{string(src)}, req), func(tx storage.Tx) (*Result, error) {
+		s, err := session.New(call.MerchantID, src, req, l.opts.IDs, tx.Now(), func(id string) string {
+			if l.opts.CheckoutURL == nil {
+				return ""
+			}
+			return l.opts.CheckoutURL(call.MerchantID, id)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if s.ExternalSessionID != "" {
+			if _, err := tx.GetSessionByExternalID(call.MerchantID, s.ExternalSessionID); err == nil {
+				return nil, fault.InvalidCode("external_session_id_taken", "externalSessionId", "another session has this externalSessionId")
+			}
+		}
+		if err := tx.PutSession(s); err != nil {
+			return nil, err
+		}
+		res, err := jsonResult(http.StatusCreated, s.View(tx.Now()))
+		if err != nil {
+			return nil, err
+		}
+		res.Location = sessionPath(src, s.ID)
+		return res, nil
+	})
+}
+
+// findSession resolves a path reference: a session id, "external:<id>", or
+// (when byOrder) the id of the order created from the session.
+func findSession(tx storage.Tx, merchantID, ref string, src session.Source, byOrder bool) (*session.Session, error) {
+	if ext, ok := session.ExternalID(ref); ok {
+		return checkSource(tx.GetSessionByExternalID(merchantID, ext))(src)
+	}
+	s, err := tx.GetSession(merchantID, ref)
+	if fault.Is(err, fault.NotFound) && byOrder {
+		s, err = tx.GetSessionByOrderID(merchantID, ref)
+	}
+	return checkSource(s, err)(src)
+}
+
+// checkSource keeps the two APIs apart: a payment session is not a checkout
+// session and vice versa.
+func checkSource(s *session.Session, err error) func(session.Source) (*session.Session, error) {
+	return func(src session.Source) (*session.Session, error) {
+		if err != nil {
+			return nil, err
+		}
+		if s.Source != src {
+			return nil, fault.NotFoundf("session_not_found", "session not found")
+		}
+		return s, nil
+	}
+}
+
+// GetSession reads a session by id, external id or (checkout API) order id.
+func (l *Ledger) GetSession(ctx context.Context, merchantID, ref string, src session.Source) (session.Session, error) {
+	var v session.Session
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		s, err := findSession(tx, merchantID, ref, src, src == session.SourceCheckout)
+		if err != nil {
+			return err
+		}
+		v = s.View(tx.Now())
+		return nil
+	})
+	return v, err
+}
+
+// UpdateSession changes a session that has not been approved yet.
+func (l *Ledger) UpdateSession(ctx context.Context, call Call, ref string, src session.Source, req *session.UpdateRequest) (*Result, error) {
+	return l.run(ctx, call, fingerprint("updateSession", []string{string(src), ref}, req), func(tx storage.Tx) (*Result, error) {
+		s, err := findSession(tx, call.MerchantID, ref, src, src == session.SourceCheckout)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Update(req, l.opts.IDs, tx.Now()); err != nil {
+			return nil, err
+		}
+		if err := tx.PutSession(s); err != nil {
+			return nil, err
+		}
+		return jsonResult(http.StatusOK, s.View(tx.Now()))
+	})
+}
+
+// DeleteSession cancels a session that has not become an order.
+func (l *Ledger) DeleteSession(ctx context.Context, call Call, ref string, src session.Source) (*Result, error) {
+	return l.run(ctx, call, fingerprint("deleteSession", []string{string(src), ref}, nil), func(tx storage.Tx) (*Result, error) {
+		s, err := findSession(tx, call.MerchantID, ref, src, false)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Cancel("cancelled by the merchant", tx.Now()); err != nil {
+			return nil, err
+		}
+		if s.AuthorizationToken != "" {
+			// The approval dies with the session: its token can no longer create an order.
+			if a, err := tx.GetAuthorization(call.MerchantID, s.AuthorizationToken); err == nil && a.UsedAt == nil {
+				a.Deleted = true
+				if err := tx.PutAuthorization(a); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := tx.PutSession(s); err != nil {
+			return nil, err
+		}
+		return jsonResult(http.StatusOK, s.View(tx.Now()))
+	})
+}
+
+// SessionPage is one page of GET /v1/sessions.
+type SessionPage struct {
+	Sessions   []session.Session `json:"sessions"`
+	NextFromID string            `json:"nextFromId,omitempty"`
+}
+
+// ListSessions lists the merchant's checkout and payment sessions.
+func (l *Ledger) ListSessions(ctx context.Context, merchantID string, q session.Query) (SessionPage, error) {
+	if err := q.Validate(); err != nil {
+		return SessionPage{}, err
+	}
+	out := SessionPage{Sessions: []session.Session{}}
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		page, next, err := tx.ListSessions(merchantID, q)
+		for _, s := range page {
+			out.Sessions = append(out.Sessions, s.View(tx.Now()))
+		}
+		out.NextFromID = next
+		return err
+	})
+	return out, err
+}
+
+// BuyerSession reads a session for its hosted checkout page.
+func (l *Ledger) BuyerSession(ctx context.Context, merchantID, id string) (session.Session, time.Time, error) {
+	var v session.Session
+	var now time.Time
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		s, err := tx.GetSession(merchantID, id)
+		if err != nil {
+			return err
+		}
+		now = tx.Now()
+		v = s.View(now)
+		return nil
+	})
+	return v, now, err
+}
+
+// Approval is what the buyer submits on the checkout page.
+type Approval struct {
+	Customer      order.CustomerInput
+	CompanyName   string
+	PaymentMethod order.PaymentType
+}
+
+// ApproveSession is the buyer approving on the hosted checkout: the buyer's
+// credit is decided (the sandbox's fixture rules), an authorization token for
+// the session's total is minted, and the session becomes authorized, all in
+// one transaction with the merchant's notification.
+func (l *Ledger) ApproveSession(ctx context.Context, merchantID, id string, a Approval) (session.Session, error) {
+	var v session.Session
+	err := l.store.Update(ctx, func(tx storage.Tx) error {
+		s, err := tx.GetSession(merchantID, id)
+		if err != nil {
+			return err
+		}
+		now := tx.Now()
+		if st := s.StateAt(now); st != session.StateCreated {
+			return fault.New(fault.NotAvailable, "session_"+string(st), "this checkout is %s", st)
+		}
+		amount := s.Totals.Gross
+		req := &sandbox.TokenRequest{Country: s.Country, Currency: string(s.Currency), Locale: s.Locale,
+			Customer: &a.Customer, Amount: &amount}
+		req.PaymentMethod = &struct {
+			Type string `json:"type"`
+		}{Type: string(a.PaymentMethod)}
+		if amount < 1 {
+			req.Amount = nil
+		}
+		tok, err := sandbox.Mint(req, merchantID, "at_"+RandomSecret(20), now, l.opts.AuthorizationTTL)
+		if err != nil {
+			return err
+		}
+		if tok.Buyer.CompanyName == "" {
+			tok.Buyer.CompanyName = a.CompanyName
+		}
+		tok.SessionID = s.ID
+		if err := s.Authorize(tok.Buyer, tok.PaymentMethod, tok.Token, now); err != nil {
+			return err
+		}
+		if err := tx.PutAuthorization(tok); err != nil {
+			return err
+		}
+		if err := tx.PutSession(s); err != nil {
+			return err
+		}
+		payload, _ := json.Marshal(map[string]string{"type": TopicSessionAuthorized, "sessionId": s.ID,
+			"authorizationToken": tok.Token})
+		if err := tx.AddOutbox(&storage.OutboxMessage{ID: l.opts.IDs.NewID("outbox"), MerchantID: merchantID,
+			Topic: TopicSessionAuthorized, Payload: payload, CreatedAt: now, NextAttempt: now}); err != nil {
+			return err
+		}
+		v = s.View(now)
+		return nil
+	})
+	return v, err
+}
+
+// DeclineSession is the buyer declining on the hosted checkout.
+func (l *Ledger) DeclineSession(ctx context.Context, merchantID, id string) (session.Session, error) {
+	var v session.Session
+	err := l.store.Update(ctx, func(tx storage.Tx) error {
+		s, err := tx.GetSession(merchantID, id)
+		if err != nil {
+			return err
+		}
+		if err := s.Cancel("declined by the buyer", tx.Now()); err != nil {
+			return err
+		}
+		v = s.View(tx.Now())
+		return tx.PutSession(s)
+	})
+	return v, err
+}
+
+// completeSession links the order created from a session's token back to the session.
+func completeSession(tx storage.Tx, merchantID, sessionID, orderID string) error {
+	s, err := tx.GetSession(merchantID, sessionID)
+	if err != nil {
+		return err
+	}
+	if err := s.Complete(orderID, tx.Now()); err != nil {
+		return err
+	}
+	return tx.PutSession(s)
+}
+
+// SessionPaymentStatus is the payment status of a session: its order's once
+// the order exists, else derived from the session's state.
+func (l *Ledger) SessionPaymentStatus(ctx context.Context, merchantID, sessionID string) (PaymentStatus, error) {
+	var ps PaymentStatus
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		s, err := tx.GetSession(merchantID, sessionID)
+		if ext, ok := session.ExternalID(sessionID); ok {
+			s, err = tx.GetSessionByExternalID(merchantID, ext)
+		}
+		if err != nil {
+			return err
+		}
+		now := tx.Now()
+		if s.OrderID != "" {
+			o, err := tx.GetOrder(merchantID, s.OrderID)
+			if err != nil {
+				return err
+			}
+			ps = PaymentStatusOf(o, now)
+			return nil
+		}
+		if s.PaymentMethod != nil {
+			ps.PaymentMethod = *s.PaymentMethod
+		}
+		switch s.StateAt(now) {
+		case session.StateAuthorized:
+			ps.Status, ps.Note = "authorized", "the buyer approved; create the order from the authorization token"
+		case session.StateCancelled:
+			ps.Status, ps.Note = "cancelled", "the session was cancelled or declined"
+		case session.StateExpired:
+			ps.Status, ps.Note = "expired", "the buyer did not complete the checkout in time"
+		default:
+			ps.Status, ps.Note = "pending", "the buyer has not completed the checkout"
+		}
+		return nil
+	})
+	return ps, err
+}
