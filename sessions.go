@@ -66,14 +66,14 @@ func findSession(tx storage.Tx, merchantID, ref string, src session.Source, byOr
 	return checkSource(s, err)(src)
 }
 
-// checkSource keeps the two APIs apart: a payment session is not a checkout
-// session and vice versa.
+// checkSource scopes the Payments API to payment sessions; the Checkout API
+// (whose list has a source filter) reaches every session of the merchant.
 func checkSource(s *session.Session, err error) func(session.Source) (*session.Session, error) {
 	return func(src session.Source) (*session.Session, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.Source != src {
+		if src == session.SourcePayment && s.Source != src {
 			return nil, fault.NotFoundf("session_not_found", "session not found")
 		}
 		return s, nil

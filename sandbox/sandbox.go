@@ -39,22 +39,22 @@ type Fixture struct {
 // Fixtures lists every sandbox buyer. Any other company id is approved.
 var Fixtures = []Fixture{
 	{"SE", "5560000001", "Approved Byggvaror AB", Approved, "approved for every payment method"},
-	{"SE", "5560000019", "Nekad Kredit AB", CreditDeclined, "checkout declined for credit (402)"},
+	{"SE", "5560000019", "Nekad Kredit AB", CreditDeclined, "declined for credit on invoice and part payment (402); card and advance invoice approved"},
 	{"SE", "5560000027", "Förskott Handel AB", AdvanceInvoiceOnly, "approved only for advanceInvoice; order starts unacknowledged"},
 	{"SE", "5560000035", "Granskas Logistik AB", PossibleFraud, "approved with risk tag possibleFraud; order starts onHold"},
 	{"SE", "5560000043", "Spärrad Import AB", Blacklisted, "approved with risk tag blacklisted; order is fraudDeny"},
 	{"NO", "910000001", "Godkjent Bygg AS", Approved, "approved for every payment method"},
-	{"NO", "910000002", "Avslått Kreditt AS", CreditDeclined, "checkout declined for credit (402)"},
+	{"NO", "910000002", "Avslått Kreditt AS", CreditDeclined, "declined for credit on invoice and part payment (402); card and advance invoice approved"},
 	{"NO", "910000003", "Forskudd Handel AS", AdvanceInvoiceOnly, "approved only for advanceInvoice"},
 	{"NO", "910000004", "Mistenkt Frakt AS", PossibleFraud, "risk tag possibleFraud; order onHold"},
 	{"NO", "910000005", "Svartelistet Import AS", Blacklisted, "risk tag blacklisted; order fraudDeny"},
 	{"FI", "1000001-1", "Hyväksytty Rakennus Oy", Approved, "approved for every payment method"},
-	{"FI", "1000002-2", "Hylätty Luotto Oy", CreditDeclined, "checkout declined for credit (402)"},
+	{"FI", "1000002-2", "Hylätty Luotto Oy", CreditDeclined, "declined for credit on invoice and part payment (402); card and advance invoice approved"},
 	{"FI", "1000003-3", "Ennakko Kauppa Oy", AdvanceInvoiceOnly, "approved only for advanceInvoice"},
 	{"FI", "1000004-4", "Epäilty Kuljetus Oy", PossibleFraud, "risk tag possibleFraud; order onHold"},
 	{"FI", "1000005-5", "Mustalistattu Tuonti Oy", Blacklisted, "risk tag blacklisted; order fraudDeny"},
 	{"DK", "10000001", "Godkendt Byg ApS", Approved, "approved for every payment method"},
-	{"DK", "10000002", "Afvist Kredit ApS", CreditDeclined, "checkout declined for credit (402)"},
+	{"DK", "10000002", "Afvist Kredit ApS", CreditDeclined, "declined for credit on invoice and part payment (402); card and advance invoice approved"},
 	{"DK", "10000003", "Forudbetaling Handel ApS", AdvanceInvoiceOnly, "approved only for advanceInvoice"},
 	{"DK", "10000004", "Mistænkt Fragt ApS", PossibleFraud, "risk tag possibleFraud; order onHold"},
 	{"DK", "10000005", "Sortlistet Import ApS", Blacklisted, "risk tag blacklisted; order fraudDeny"},
@@ -139,6 +139,9 @@ func Mint(r *TokenRequest, merchantID, tok string, now time.Time, ttl time.Durat
 	}
 	switch fx.Outcome {
 	case CreditDeclined:
+		if pm.Type == order.PayCard || pm.Type == order.PayAdvanceInvoice || pm.Type == order.PayBankTransfer || pm.Type == order.PayPaypal {
+			break // paid before delivery: no credit to decline
+		}
 		return nil, fault.New(fault.Declined, "credit_declined", "the buyer %s was declined for credit", fx.CompanyID)
 	case AdvanceInvoiceOnly:
 		a.PaymentMethod = order.PaymentMethod{Provider: order.ProviderService, Type: order.PayAdvanceInvoice}

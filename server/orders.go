@@ -151,8 +151,12 @@ func (s *Server) paymentStatus(w http.ResponseWriter, r *http.Request, _ httprou
 	case orderID == "" && sessionID == "":
 		s.writeError(w, r, fault.Invalidf("orderId", "orderId or sessionId is required"))
 	case orderID == "":
-		// Checkout sessions are not part of this server yet, so no session id can be known.
-		s.writeError(w, r, fault.NotFoundf("session_not_found", "no session %s", sessionID))
+		ps, err := s.ledger.SessionPaymentStatus(r.Context(), merchantOf(r.Context()), sessionID)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, ps)
 	default:
 		s.writePaymentStatus(w, r, orderID)
 	}

@@ -105,6 +105,10 @@ func (s *Server) routes() {
 		return s.ledger.CreateOrderFromCustomerToken(ctx, c, p.ByName("token"), b)
 	})))
 
+	s.sessionRoutes()
+	s.handle(http.MethodGet, "/checkout/:merchantId/:sessionId", s.checkoutPage)
+	s.handle(http.MethodPost, "/checkout/:merchantId/:sessionId", s.checkoutSubmit)
+
 	if s.cfg.Sandbox {
 		s.handle(http.MethodPost, "/sandbox/v1/authorization-tokens", s.authed(s.sandboxMintToken))
 		s.handle(http.MethodPost, "/sandbox/v1/merchants", s.authed(s.sandboxCreateMerchant))

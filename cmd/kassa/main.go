@@ -198,6 +198,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	var srv *server.Server
 	ledger := kassa.New(server.InstrumentStore(db, metrics), kassa.Options{
 		DocumentURL: func(o *order.Order, l *order.Ledger) string { return srv.DocumentURL(o, l) },
+		CheckoutURL: func(merchantID, sessionID string) string { return srv.CheckoutURL(merchantID, sessionID) },
 	})
 	srv = server.New(server.Config{
 		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock,

@@ -1,0 +1,303 @@
+package server
+
+import (
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/company"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/session"
+)
+
+// CheckoutURL is the signed link of a session's hosted checkout page. The
+// signature, not a login, is what lets the buyer in, so the link must only
+// be handed to the buyer.
+func (s *Server) CheckoutURL(merchantID, sessionID string) string {
+	path := "/checkout/" + url.PathEscape(merchantID) + "/" + url.PathEscape(sessionID)
+	return s.cfg.BaseURL + path + "?sig=" + s.sign("checkout", merchantID+"/"+sessionID)
+}
+
+func (s *Server) checkoutSigned(r *http.Request, p httprouter.Params) bool {
+	sig := r.URL.Query().Get("sig")
+	if sig == "" {
+		sig = r.PostFormValue("sig")
+	}
+	return sig != "" && sig == s.sign("checkout", p.ByName("merchantId")+"/"+p.ByName("sessionId"))
+}
+
+type checkoutForm struct {
+	Q, CompanyID, FirstName, LastName, Email, Phone, Street, PostalCode, City, PaymentMethod string
+}
+
+type fieldError struct{ ID, Message string }
+
+type checkoutView struct {
+	S         session.Session
+	Sig       string
+	Action    string
+	Form      checkoutForm
+	Results   []company.Match
+	Searched  bool
+	Errors    []fieldError
+	Notice    string
+	Amount    func(int64) string
+	MethodTxt map[order.PaymentType]string
+}
+
+func (v checkoutView) ErrorFor(id string) string {
+	for _, e := range v.Errors {
+		if e.ID == id {
+			return e.Message
+		}
+	}
+	return ""
+}
+
+var methodNames = map[order.PaymentType]string{
+	order.PayInvoice: "Invoice (pay within 30 days)", order.PayAdvanceInvoice: "Advance invoice (pay before delivery)",
+	order.PayCard: "Card", order.PayPartPayment: "Part payment", order.PayBankTransfer: "Bank transfer", order.PayPaypal: "PayPal",
+}
+
+var checkoutTemplate = template.Must(template.New("checkout").Funcs(template.FuncMap{
+	"checked": func(a, b string) bool { return a == b },
+	"dict3": func(id, label, value, auto, typ string, v checkoutView) fieldView {
+		return fieldView{ID: id, Label: label, Value: value, Auto: auto, Type: typ, Err: v.ErrorFor(id)}
+	},
+}).Parse(`<!doctype html>
+<html lang="{{with .S.Locale}}{{slice . 0 2}}{{end}}"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Checkout {{.S.MerchantReference}}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:0 auto;max-width:42rem;padding:1rem;line-height:1.4}
+fieldset{border:1px solid #bbb;margin:1rem 0;padding:.5rem 1rem 1rem}legend{font-weight:600}
+label{display:block;margin-top:.6rem}input[type=text],input[type=email],input[type=tel],input[type=search]{width:100%;padding:.4rem;box-sizing:border-box}
+.choice label{display:inline;margin:0}.choice{margin:.3rem 0}
+.error{color:#a00}.summary{border:2px solid #a00;padding:.5rem 1rem}
+table{width:100%;border-collapse:collapse}td,th{padding:.3rem;border-bottom:1px solid #ddd;text-align:left}td.n,th.n{text-align:right}
+button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
+:focus-visible{outline:3px solid #1a5fb4;outline-offset:2px}
+</style></head>
+<body><main>
+<h1>Checkout</h1>
+{{if .Notice}}<p role="status">{{.Notice}}</p>{{end}}
+<table><caption>Your order{{with .S.MerchantReference}} {{.}}{{end}}</caption>
+<thead><tr><th>Item</th><th class="n">Qty</th><th class="n">Total</th></tr></thead><tbody>
+{{range .S.OrderLines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>{{end}}
+</tbody><tfoot><tr><th colspan="2">Total {{.S.Currency}} (VAT {{call .Amount .S.Totals.VAT}})</th><th class="n" id="total">{{call .Amount .S.Totals.Gross}}</th></tr></tfoot></table>
+
+{{if eq (print .S.State) "created"}}
+{{if .Errors}}<div class="summary" role="alert" tabindex="-1" id="errors"><h2>Please correct the following</h2><ul>
+{{range .Errors}}<li><a href="#{{.ID}}">{{.Message}}</a></li>{{end}}</ul></div>{{end}}
+<form method="get" action="{{.Action}}" role="search" aria-label="Find your company">
+<input type="hidden" name="sig" value="{{.Sig}}">
+<fieldset><legend>1. Find your company</legend>
+<label for="q">Company name or registration number</label>
+<input type="search" id="q" name="q" value="{{.Form.Q}}" autocomplete="organization">
+<button type="submit" id="search">Search</button>
+</fieldset></form>
+
+<form method="post" action="{{.Action}}" novalidate>
+<input type="hidden" name="sig" value="{{.Sig}}"><input type="hidden" name="q" value="{{.Form.Q}}">
+<fieldset id="companyId" aria-describedby="companyId-error"><legend>Your company</legend>
+<div id="results" aria-live="polite">
+{{range $i, $c := .Results}}<div class="choice"><input type="radio" name="companyId" id="company-{{$i}}" value="{{$c.CompanyID}}"{{if checked $.Form.CompanyID $c.CompanyID}} checked{{end}}>
+<label for="company-{{$i}}">{{$c.CompanyName}} ({{$c.CompanyID}})</label></div>
+{{else}}{{if .Searched}}<p>No company matched. Try another name or the registration number.</p>{{else}}<p>Search for your company above.</p>{{end}}{{end}}
+</div>
+{{with .ErrorFor "companyId"}}<p class="error" id="companyId-error">{{.}}</p>{{end}}
+</fieldset>
+<fieldset><legend>2. Contact and billing</legend>
+{{template "field" (dict3 "firstName" "First name" .Form.FirstName "given-name" "text" .)}}
+{{template "field" (dict3 "lastName" "Last name" .Form.LastName "family-name" "text" .)}}
+{{template "field" (dict3 "email" "Email for invoices" .Form.Email "email" "email" .)}}
+{{template "field" (dict3 "phone" "Phone (optional)" .Form.Phone "tel" "tel" .)}}
+{{template "field" (dict3 "street" "Street address" .Form.Street "street-address" "text" .)}}
+{{template "field" (dict3 "postalCode" "Postal code" .Form.PostalCode "postal-code" "text" .)}}
+{{template "field" (dict3 "city" "City" .Form.City "address-level2" "text" .)}}
+</fieldset>
+<fieldset id="paymentMethod" aria-describedby="paymentMethod-error"><legend>3. Payment method</legend>
+{{range $i, $m := .S.PaymentMethods}}<div class="choice"><input type="radio" name="paymentMethod" id="pm-{{$i}}" value="{{$m}}"{{if checked $.Form.PaymentMethod (print $m)}} checked{{end}}>
+<label for="pm-{{$i}}">{{index $.MethodTxt $m}}</label></div>{{end}}
+{{with .ErrorFor "paymentMethod"}}<p class="error" id="paymentMethod-error">{{.}}</p>{{end}}
+</fieldset>
+<button type="submit" name="action" value="approve" id="approve">Approve purchase</button>
+<button type="submit" name="action" value="decline" id="decline" formnovalidate>Decline</button>
+</form>
+<script>
+// Progressive enhancement: search as you type. Without JavaScript the Search button does the same.
+(function(){var q=document.getElementById('q'),box=document.getElementById('results'),t;
+if(!q||!window.fetch)return;
+q.addEventListener('input',function(){clearTimeout(t);t=setTimeout(function(){
+if(q.value.trim().length<2)return;
+fetch('/v1/headless/search/companies?country={{.S.Country}}&q='+encodeURIComponent(q.value)).then(function(r){return r.ok?r.json():null}).then(function(d){
+if(!d)return;box.textContent='';
+if(!d.companies.length){var p=document.createElement('p');p.textContent='No company matched.';box.appendChild(p);return}
+d.companies.forEach(function(c,i){var div=document.createElement('div');div.className='choice';
+var r=document.createElement('input');r.type='radio';r.name='companyId';r.id='company-'+i;r.value=c.companyId;
+var l=document.createElement('label');l.htmlFor=r.id;l.textContent=c.companyName+' ('+c.companyId+')';
+div.appendChild(r);div.appendChild(document.createTextNode(' '));div.appendChild(l);box.appendChild(div)});
+document.querySelector('input[name=q][type=hidden]').value=q.value;});},250)});})();
+</script>
+{{else if eq (print .S.State) "authorized"}}<h2 id="result">Purchase approved</h2>
+<p>Thank you. {{with .S.Buyer}}{{.CompanyName}} {{end}}approved this purchase{{with .S.PaymentMethod}} by {{index $.MethodTxt .Type}}{{end}}. You can close this page.</p>
+{{with .S.MerchantURLs.Confirmation}}<p><a href="{{.}}">Back to the shop</a></p>{{end}}
+{{else if eq (print .S.State) "completed"}}<h2 id="result">Purchase approved</h2><p>Your order has been placed.</p>
+{{else}}<h2 id="result">This checkout is {{.S.State}}</h2><p>No purchase was made.</p>
+{{with .S.MerchantURLs.Cancel}}<p><a href="{{.}}">Back to the shop</a></p>{{end}}{{end}}
+</main></body></html>
+{{define "field"}}<label for="{{.ID}}">{{.Label}}</label>
+<input type="{{.Type}}" id="{{.ID}}" name="{{.ID}}" value="{{.Value}}" autocomplete="{{.Auto}}"{{with .Err}} aria-invalid="true" aria-describedby="{{$.ID}}-error"{{end}}>
+{{with .Err}}<p class="error" id="{{$.ID}}-error">{{.}}</p>{{end}}{{end}}`))
+
+type fieldView struct{ ID, Label, Value, Auto, Type, Err string }
+
+func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httprouter.Params, status int, form checkoutForm, errs []fieldError, notice string) {
+	sess, _, err := s.ledger.BuyerSession(r.Context(), p.ByName("merchantId"), p.ByName("sessionId"))
+	if err != nil {
+		s.checkoutFailure(w, r, err)
+		return
+	}
+	v := checkoutView{S: sess, Sig: s.sign("checkout", p.ByName("merchantId")+"/"+p.ByName("sessionId")),
+		Action: r.URL.Path, Form: form, Errors: errs, Notice: notice, MethodTxt: methodNames,
+		Amount: func(m int64) string { return money.New(m, sess.Currency).Formatted() }}
+	if form.Q != "" {
+		v.Searched = true
+		v.Results = s.cfg.Companies.Search(sess.Country, form.Q, companySearchLimit)
+	}
+	if form.CompanyID != "" && !containsCompany(v.Results, form.CompanyID) {
+		if c, ok := s.cfg.Companies.Lookup(sess.Country, form.CompanyID); ok {
+			v.Results = append(v.Results, company.Match{CompanyID: c.ID, CompanyName: c.Name})
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	w.WriteHeader(status)
+	if err := checkoutTemplate.Execute(w, v); err != nil {
+		s.log.ErrorContext(r.Context(), "render checkout", "err", err)
+	}
+}
+
+func containsCompany(ms []company.Match, id string) bool {
+	for _, m := range ms {
+		if m.CompanyID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// checkoutFailure answers the buyer with a plain page, never a JSON problem.
+func (s *Server) checkoutFailure(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := http.StatusInternalServerError, "Something went wrong. Please try again later."
+	switch fault.KindOf(err) {
+	case fault.NotFound, fault.Forbidden:
+		status, msg = http.StatusNotFound, "This checkout link is not valid."
+	default:
+		s.log.ErrorContext(r.Context(), "checkout", "err", err)
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	template.Must(template.New("e").Parse(`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Checkout</title></head><body><main><h1>Checkout</h1><p role="alert">{{.}}</p></main></body></html>`)).Execute(w, msg)
+}
+
+func (s *Server) checkoutPage(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	if !s.checkoutSigned(r, p) {
+		s.checkoutFailure(w, r, fault.New(fault.Forbidden, "checkout_link_invalid", "bad signature"))
+		return
+	}
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	if len([]rune(q)) > maxCompanyQuery {
+		q = string([]rune(q)[:maxCompanyQuery])
+	}
+	s.renderCheckout(w, r, p, http.StatusOK, checkoutForm{Q: q}, nil, "")
+}
+
+func (s *Server) checkoutSubmit(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	if err := r.ParseForm(); err != nil || !s.checkoutSigned(r, p) {
+		s.checkoutFailure(w, r, fault.New(fault.Forbidden, "checkout_link_invalid", "bad form or signature"))
+		return
+	}
+	get := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
+	f := checkoutForm{Q: get("q"), CompanyID: get("companyId"), FirstName: get("firstName"), LastName: get("lastName"),
+		Email: get("email"), Phone: get("phone"), Street: get("street"), PostalCode: get("postalCode"), City: get("city"),
+		PaymentMethod: get("paymentMethod")}
+	redirect := func() {
+		http.Redirect(w, r, r.URL.Path+"?sig="+url.QueryEscape(r.PostFormValue("sig")), http.StatusSeeOther)
+	}
+	if get("action") == "decline" {
+		if _, err := s.ledger.DeclineSession(r.Context(), p.ByName("merchantId"), p.ByName("sessionId")); err != nil && !fault.Is(err, fault.NotAvailable) {
+			s.checkoutFailure(w, r, err)
+			return
+		}
+		redirect()
+		return
+	}
+	sess, _, err := s.ledger.BuyerSession(r.Context(), p.ByName("merchantId"), p.ByName("sessionId"))
+	if err != nil {
+		s.checkoutFailure(w, r, err)
+		return
+	}
+	if sess.State != session.StateCreated {
+		redirect() // already approved, declined or expired: the page says which
+		return
+	}
+	var errs []fieldError
+	c, known := s.cfg.Companies.Lookup(sess.Country, f.CompanyID)
+	if !known {
+		errs = append(errs, fieldError{"companyId", "Choose your company from the search results."})
+	}
+	for _, req := range []struct{ id, v, msg string }{
+		{"firstName", f.FirstName, "Enter your first name."}, {"lastName", f.LastName, "Enter your last name."},
+		{"email", f.Email, "Enter the email address invoices should go to."},
+		{"street", f.Street, "Enter the street address."}, {"postalCode", f.PostalCode, "Enter the postal code."},
+		{"city", f.City, "Enter the city."},
+	} {
+		if req.v == "" {
+			errs = append(errs, fieldError{req.id, req.msg})
+		}
+	}
+	if f.PaymentMethod == "" {
+		errs = append(errs, fieldError{"paymentMethod", "Choose a payment method."})
+	}
+	in := order.CustomerInput{CompanyID: c.ID, Country: sess.Country, Email: f.Email, FirstName: f.FirstName,
+		LastName: f.LastName, Phone: f.Phone,
+		BillingAddress: &order.Address{CompanyName: c.Name, StreetAddress: f.Street, PostalCode: f.PostalCode, City: f.City, Country: sess.Country}}
+	if len(errs) == 0 {
+		var vf fault.Fields
+		in.Validate(&vf, "")
+		for _, fe := range vf.List() {
+			id := fe.Field[strings.LastIndex(fe.Field, ".")+1:]
+			if id == "streetAddress" {
+				id = "street"
+			}
+			errs = append(errs, fieldError{id, "Check this field: " + fe.Message + "."})
+		}
+	}
+	if len(errs) > 0 {
+		s.renderCheckout(w, r, p, http.StatusUnprocessableEntity, f, errs, "")
+		return
+	}
+	_, err = s.ledger.ApproveSession(r.Context(), p.ByName("merchantId"), p.ByName("sessionId"),
+		kassa.Approval{Customer: in, CompanyName: c.Name, PaymentMethod: order.PaymentType(f.PaymentMethod)})
+	var fe *fault.Error
+	switch {
+	case err == nil || fault.Is(err, fault.NotAvailable):
+		redirect() // approved, or the session moved on meanwhile: the page shows its state
+	case errors.As(err, &fe) && fe.Kind == fault.Declined:
+		s.renderCheckout(w, r, p, http.StatusUnprocessableEntity, f, nil,
+			"We could not approve credit for this company. Choose another payment method such as card, or decline.")
+	case errors.As(err, &fe) && fe.Kind == fault.Invalid:
+		s.renderCheckout(w, r, p, http.StatusUnprocessableEntity, f, []fieldError{{"paymentMethod", "Choose one of the payment methods offered."}}, "")
+	default:
+		s.checkoutFailure(w, r, err)
+	}
+}

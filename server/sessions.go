@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/session"
+)
+
+// sessionRoutes registers the Checkout API (/v1/sessions) and the Payments
+// API's sessions (/v1/payment-sessions) over the same use cases.
+func (s *Server) sessionRoutes() {
+	for _, api := range []struct {
+		base, param string
+		src         session.Source
+	}{{"/v1/sessions", "id", session.SourceCheckout}, {"/v1/payment-sessions", "sessionId", session.SourcePayment}} {
+		src, param := api.src, api.param
+		s.handle(http.MethodPost, api.base, s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, _ httprouter.Params, b *session.CreateRequest) (*kassa.Result, error) {
+			return s.ledger.CreateSession(ctx, c, src, b)
+		})))
+		s.handle(http.MethodGet, api.base+"/:"+param, s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+			v, err := s.ledger.GetSession(r.Context(), merchantOf(r.Context()), p.ByName(param), src)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		}))
+		s.handle(http.MethodPost, api.base+"/:"+param, s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *session.UpdateRequest) (*kassa.Result, error) {
+			return s.ledger.UpdateSession(ctx, c, p.ByName(param), src, b)
+		})))
+		s.handle(http.MethodDelete, api.base+"/:"+param, s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+			return s.ledger.DeleteSession(ctx, c, p.ByName(param), src)
+		})))
+	}
+	s.handle(http.MethodGet, "/v1/sessions", s.authed(s.listSessions))
+}
+
+func parseSessionQuery(r *http.Request) (session.Query, error) {
+	v := r.URL.Query()
+	var f fault.Fields
+	q := session.Query{
+		Q:                  v.Get("q"),
+		FromID:             v.Get("fromId"),
+		StoreIDs:           queryList(v["storeId"]),
+		OrderIDs:           queryList(v["orderId"]),
+		MerchantReferences: queryList(v["merchantReference"]),
+		CreatedFrom:        parseTime(&f, "createdFrom", v.Get("createdFrom")),
+		CreatedTo:          parseTime(&f, "createdTo", v.Get("createdTo")),
+		UpdatedFrom:        parseTime(&f, "updatedFrom", v.Get("updatedFrom")),
+		UpdatedTo:          parseTime(&f, "updatedTo", v.Get("updatedTo")),
+	}
+	for _, st := range queryList(v["state"]) {
+		q.States = append(q.States, session.State(st))
+	}
+	for _, src := range queryList(v["source"]) {
+		q.Sources = append(q.Sources, session.Source(src))
+	}
+	if v.Has("size") {
+		q.Size = parseIntParam(&f, "size", v.Get("size"), 1, 1000)
+	}
+	if err := f.Err(); err != nil {
+		return q, err
+	}
+	return q, q.Validate()
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	q, err := parseSessionQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page, err := s.ledger.ListSessions(r.Context(), merchantOf(r.Context()), q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
