@@ -81,8 +81,8 @@ func checkSource(s *session.Session, err error) func(session.Source) (*session.S
 }
 
 // GetSession reads a session by id, external id or (checkout API) order id.
-func (l *Ledger) GetSession(ctx context.Context, merchantID, ref string, src session.Source) (session.Session, error) {
-	var v session.Session
+func (l *Ledger) GetSession(ctx context.Context, merchantID, ref string, src session.Source) (session.Record, error) {
+	var v session.Record
 	err := l.store.View(ctx, func(tx storage.Tx) error {
 		s, err := findSession(tx, merchantID, ref, src, src == session.SourceCheckout)
 		if err != nil {
@@ -139,8 +139,8 @@ func (l *Ledger) DeleteSession(ctx context.Context, call Call, ref string, src s
 
 // SessionPage is one page of GET /v1/sessions.
 type SessionPage struct {
-	Sessions   []session.Session `json:"sessions"`
-	NextFromID string            `json:"nextFromId,omitempty"`
+	Sessions   []session.Record `json:"sessions"`
+	NextFromID string           `json:"nextFromId,omitempty"`
 }
 
 // ListSessions lists the merchant's checkout and payment sessions.
@@ -148,7 +148,7 @@ func (l *Ledger) ListSessions(ctx context.Context, merchantID string, q session.
 	if err := q.Validate(); err != nil {
 		return SessionPage{}, err
 	}
-	out := SessionPage{Sessions: []session.Session{}}
+	out := SessionPage{Sessions: []session.Record{}}
 	err := l.store.View(ctx, func(tx storage.Tx) error {
 		page, next, err := tx.ListSessions(merchantID, q)
 		for _, s := range page {
@@ -161,8 +161,8 @@ func (l *Ledger) ListSessions(ctx context.Context, merchantID string, q session.
 }
 
 // BuyerSession reads a session for its hosted checkout page.
-func (l *Ledger) BuyerSession(ctx context.Context, merchantID, id string) (session.Session, time.Time, error) {
-	var v session.Session
+func (l *Ledger) BuyerSession(ctx context.Context, merchantID, id string) (session.Record, time.Time, error) {
+	var v session.Record
 	var now time.Time
 	err := l.store.View(ctx, func(tx storage.Tx) error {
 		s, err := tx.GetSession(merchantID, id)
@@ -187,8 +187,8 @@ type Approval struct {
 // credit is decided (the sandbox's fixture rules), an authorization token for
 // the session's total is minted, and the session becomes authorized, all in
 // one transaction with the merchant's notification.
-func (l *Ledger) ApproveSession(ctx context.Context, merchantID, id string, a Approval) (session.Session, error) {
-	var v session.Session
+func (l *Ledger) ApproveSession(ctx context.Context, merchantID, id string, a Approval) (session.Record, error) {
+	var v session.Record
 	err := l.store.Update(ctx, func(tx storage.Tx) error {
 		s, err := tx.GetSession(merchantID, id)
 		if err != nil {
@@ -237,8 +237,8 @@ func (l *Ledger) ApproveSession(ctx context.Context, merchantID, id string, a Ap
 }
 
 // DeclineSession is the buyer declining on the hosted checkout.
-func (l *Ledger) DeclineSession(ctx context.Context, merchantID, id string) (session.Session, error) {
-	var v session.Session
+func (l *Ledger) DeclineSession(ctx context.Context, merchantID, id string) (session.Record, error) {
+	var v session.Record
 	err := l.store.Update(ctx, func(tx storage.Tx) error {
 		s, err := tx.GetSession(merchantID, id)
 		if err != nil {

@@ -62,10 +62,10 @@ func (l Line) Net(mode money.VATMode) int64 {
 
 // Totals are the three sums of a set of lines.
 type Totals struct {
-	Gross int64 // including VAT
-	Net   int64 // excluding VAT
-	VAT   int64
-	Sum   int64 // sum of totalAmount as sent (equals Gross in inclVat mode)
+	Gross int64 `json:"gross"` // including VAT
+	Net   int64 `json:"net"`   // excluding VAT
+	VAT   int64 `json:"vat"`
+	Sum   int64 `json:"sum"` // sum of totalAmount as sent (equals Gross in inclVat mode)
 }
 
 // SumLines adds up lines in mode.

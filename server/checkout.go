@@ -40,7 +40,7 @@ type checkoutForm struct {
 type fieldError struct{ ID, Message string }
 
 type checkoutView struct {
-	S         session.Session
+	S         session.Record
 	Sig       string
 	Action    string
 	Form      checkoutForm

@@ -374,15 +374,25 @@ func (s *Session) Complete(orderID string, now time.Time) error {
 	return nil
 }
 
-// View is the session as the API returns it: the stored record with its
-// state at the time of reading.
-func (s *Session) View(now time.Time) Session {
+// Record is a session as the API returns it: the stored session, its state
+// at the time of reading, and its totals as Money records like an order's.
+type Record struct {
+	Session
+	TotalOrderAmount        money.Money `json:"totalOrderAmount"`
+	TotalOrderAmountExclVat money.Money `json:"totalOrderAmountExclVat"`
+	TotalOrderVatAmount     money.Money `json:"totalOrderVatAmount"`
+}
+
+// View returns the API record of s at now.
+func (s *Session) View(now time.Time) Record {
 	v := *s
 	v.State = s.StateAt(now)
 	if v.OrderLines == nil {
 		v.OrderLines = []order.Line{}
 	}
-	return v
+	return Record{Session: v, TotalOrderAmount: money.New(s.Totals.Gross, s.Currency),
+		TotalOrderAmountExclVat: money.New(s.Totals.Net, s.Currency),
+		TotalOrderVatAmount:     money.New(s.Totals.VAT, s.Currency)}
 }
 
 // ExternalID reports whether id names a session by its external id ("external:<id>").
