@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
@@ -63,10 +64,14 @@ func parseSessionQuery(r *http.Request) (session.Query, error) {
 	if v.Has("size") {
 		q.Size = parseIntParam(&f, "size", v.Get("size"), 1, 1000)
 	}
-	if err := f.Err(); err != nil {
-		return q, err
+	// Report the shape errors and the query's own errors together.
+	var fe *fault.Error
+	if err := q.Validate(); errors.As(err, &fe) {
+		for _, e := range fe.Fields {
+			f.Add(e.Field, "%s", e.Message)
+		}
 	}
-	return q, q.Validate()
+	return q, f.Err()
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

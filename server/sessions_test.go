@@ -1,0 +1,245 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage/bolt"
+)
+
+// sessionEnv is a real server on a bbolt store with a sandbox test clock.
+type sessionEnv struct {
+	t     *testing.T
+	ts    *httptest.Server
+	clock *Clock
+	auth  string
+	other string // Basic credentials of a second merchant
+}
+
+func newSessionEnv(t *testing.T) *sessionEnv {
+	clock := NewClock(true)
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "k.db"), bolt.Options{Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var srv *Server
+	ledger := kassa.New(st, kassa.Options{
+		DocumentURL: func(o *order.Order, l *order.Ledger) string { return srv.DocumentURL(o, l) },
+		CheckoutURL: func(m, s string) string { return srv.CheckoutURL(m, s) },
+	})
+	ts := httptest.NewUnstartedServer(nil)
+	srv = New(Config{Ledger: ledger, Key: []byte("0123456789abcdef0123456789abcdef"), Sandbox: true, Clock: clock,
+		BaseURL: "http://" + ts.Listener.Addr().String()})
+	ts.Config.Handler = srv.Handler()
+	ts.Start()
+	t.Cleanup(ts.Close)
+	creds, _, _ := ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{ClientID: "m1", ClientSecret: "s1"})
+	_ = creds
+	ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{ClientID: "m2", ClientSecret: "s2"})
+	return &sessionEnv{t: t, ts: ts, clock: clock, auth: basic("m1", "s1"), other: basic("m2", "s2")}
+}
+
+func basic(id, secret string) string {
+	r, _ := http.NewRequest("GET", "/", nil)
+	r.SetBasicAuth(id, secret)
+	return r.Header.Get("Authorization")
+}
+
+func (e *sessionEnv) do(method, path, body, auth string) (int, http.Header, map[string]any) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, e.ts.URL+path, rd)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", auth)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	if len(b) > 0 && json.Unmarshal(b, &out) != nil {
+		e.t.Fatalf("%s %s: not JSON: %s", method, path, b)
+	}
+	return resp.StatusCode, resp.Header, out
+}
+
+const sessionBody = `{"country":"SE","currency":"SEK","locale":"sv-SE","storeId":"%s","merchantReference":"%s","externalSessionId":"%s",
+	"orderLines":[{"description":"Tiles","quantity":2,"unitPrice":12500,"vat":2500}]}`
+
+func fill(s string, args ...string) string {
+	for _, a := range args {
+		s = strings.Replace(s, "%s", a, 1)
+	}
+	return s
+}
+
+func TestSessionEndpoints(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, api := range []struct{ base, src string }{{"/v1/sessions", "checkout"}, {"/v1/payment-sessions", "payment"}} {
+		code, hdr, s := e.do("POST", api.base, fill(sessionBody, "store-1", "PO-"+api.src, "ext-"+api.src), e.auth)
+		id, _ := s["id"].(string)
+		if code != 201 || hdr.Get("Location") != api.base+"/"+id || s["state"] != "created" || s["source"] != api.src ||
+			s["totalOrderAmount"].(map[string]any)["minorUnits"] != 25000.0 || !strings.Contains(s["checkoutUrl"].(string), "/checkout/") {
+			t.Fatalf("%s create: %d %v %v", api.base, code, hdr, s)
+		}
+		for _, ref := range []string{id, "external:ext-" + api.src} {
+			if code, _, got := e.do("GET", api.base+"/"+ref, "", e.auth); code != 200 || got["id"] != id {
+				t.Fatalf("%s get %s: %d %v", api.base, ref, code, got)
+			}
+		}
+		if code, _, p := e.do("GET", api.base+"/"+id, "", e.other); code != 404 || p["code"] != "session_not_found" {
+			t.Fatalf("other merchant: %d %v", code, p)
+		}
+		code, _, got := e.do("POST", api.base+"/"+id, `{"merchantReference":"PO-2","orderLines":[{"description":"Tiles","quantity":3,"unitPrice":12500,"vat":2500}]}`, e.auth)
+		if code != 200 || got["merchantReference"] != "PO-2" || got["totalOrderAmount"].(map[string]any)["minorUnits"] != 37500.0 {
+			t.Fatalf("update: %d %v", code, got)
+		}
+		code, _, p := e.do("POST", api.base+"/"+id, `{"orderLines":[{"quantity":0}],"totalOrderAmount":-1}`, e.auth)
+		if code != 400 || p["code"] != "validation_failed" || len(p["errors"].([]any)) != 3 {
+			t.Fatalf("bad update: %d %v", code, p)
+		}
+		if code, _, got = e.do("DELETE", api.base+"/"+id, "", e.auth); code != 200 || got["state"] != "cancelled" {
+			t.Fatalf("delete: %d %v", code, got)
+		}
+		code, _, p = e.do("POST", api.base+"/"+id, `{"merchantReference":"PO-3"}`, e.auth)
+		if code != 409 || p["code"] != "session_cancelled" {
+			t.Fatalf("update cancelled: %d %v", code, p)
+		}
+	}
+	// A duplicate external id is refused; a bad create names every field.
+	code, _, p := e.do("POST", "/v1/sessions", fill(sessionBody, "s", "r", "ext-checkout"), e.auth)
+	if code != 400 || p["code"] != "external_session_id_taken" {
+		t.Fatalf("duplicate external id: %d %v", code, p)
+	}
+	code, _, p = e.do("POST", "/v1/sessions", `{"country":"Sweden","orderLines":[]}`, e.auth)
+	if code != 400 || len(p["errors"].([]any)) != 4 {
+		t.Fatalf("bad create: %d %v", code, p)
+	}
+	if code, _, _ := e.do("GET", "/v1/sessions", "", ""); code != 401 {
+		t.Fatalf("unauthenticated list: %d", code)
+	}
+}
+
+func TestSessionExpiryAndCompletion(t *testing.T) {
+	e := newSessionEnv(t)
+	_, _, s := e.do("POST", "/v1/payment-sessions", fill(sessionBody, "a", "b", "c"), e.auth)
+	id := s["id"].(string)
+	e.clock.Advance(25 * time.Hour)
+	if _, _, got := e.do("GET", "/v1/payment-sessions/"+id, "", e.auth); got["state"] != "expired" {
+		t.Fatalf("state after expiry %v", got["state"])
+	}
+	if code, _, p := e.do("POST", "/v1/payment-sessions/"+id, `{"merchantReference":"x"}`, e.auth); code != 409 || p["code"] != "session_expired" {
+		t.Fatalf("update expired: %d %v", code, p)
+	}
+	// A fresh session is approved through its checkout page, then becomes an order.
+	_, _, s = e.do("POST", "/v1/sessions", fill(sessionBody, "a", "b", "d"), e.auth)
+	id = s["id"].(string)
+	u, _ := url.Parse(s["checkoutUrl"].(string))
+	form := url.Values{"sig": {u.Query().Get("sig")}, "companyId": {"5560000001"}, "firstName": {"A"}, "lastName": {"B"},
+		"email": {"a@b.se"}, "street": {"Gatan 1"}, "postalCode": {"11122"}, "city": {"Stockholm"}, "paymentMethod": {"invoice"}, "action": {"approve"}}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.PostForm(e.ts.URL+u.Path, form)
+	if err != nil || resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("approve: %v %d", err, resp.StatusCode)
+	}
+	_, _, got := e.do("GET", "/v1/sessions/"+id, "", e.auth)
+	tok, _ := got["authorizationToken"].(string)
+	if got["state"] != "authorized" || tok == "" {
+		t.Fatalf("after approval %v", got)
+	}
+	if _, _, ps := e.do("GET", "/v1/paymentstatus?sessionId="+id, "", e.auth); ps["status"] != "authorized" {
+		t.Fatalf("payment status %v", ps)
+	}
+	code, _, o := e.do("POST", "/v1/authorization-tokens/"+tok+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE","totalOrderAmount":25000}`, e.auth)
+	if code != 200 {
+		t.Fatalf("order: %d %v", code, o)
+	}
+	oid := o["orderId"].(string)
+	for _, ref := range []string{id, oid} { // a checkout session is also found by its order id
+		if _, _, got = e.do("GET", "/v1/sessions/"+ref, "", e.auth); got["state"] != "completed" || got["orderId"] != oid {
+			t.Fatalf("completed by %s: %v", ref, got)
+		}
+	}
+	if code, _, p := e.do("DELETE", "/v1/sessions/"+id, "", e.auth); code != 409 || p["code"] != "session_completed" {
+		t.Fatalf("delete completed: %d %v", code, p)
+	}
+	// A tampered checkout link shows a plain page, not the session.
+	resp, _ = http.Get(e.ts.URL + u.Path + "?sig=forged")
+	if resp.StatusCode != 404 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("forged link: %d", resp.StatusCode)
+	}
+}
+
+func TestSessionListFilters(t *testing.T) {
+	e := newSessionEnv(t)
+	ids := map[string]string{}
+	for _, spec := range []struct{ api, store, ref string }{
+		{"/v1/sessions", "a", "PO-1"}, {"/v1/payment-sessions", "b", "PO-2"}, {"/v1/sessions", "b", "PO-3"}, {"/v1/sessions", "a", "PO-4"},
+	} {
+		_, _, s := e.do("POST", spec.api, fill(sessionBody, spec.store, spec.ref, "x"+spec.ref), e.auth)
+		ids[spec.ref] = s["id"].(string)
+		e.clock.Advance(time.Minute)
+	}
+	e.do("DELETE", "/v1/sessions/"+ids["PO-3"], "", e.auth)
+	t1 := e.clock.Now().Format(time.RFC3339Nano)
+	list := func(query string) []string {
+		var out []string
+		next := ""
+		for pages := 0; pages < 10; pages++ {
+			q := query + "&size=1"
+			if next != "" {
+				q += "&fromId=" + next
+			}
+			code, _, page := e.do("GET", "/v1/sessions?"+q, "", e.auth)
+			if code != 200 {
+				t.Fatalf("list %s: %d %v", q, code, page)
+			}
+			for _, s := range page["sessions"].([]any) {
+				out = append(out, s.(map[string]any)["merchantReference"].(string))
+			}
+			n, _ := page["nextFromId"].(string)
+			if n == "" {
+				return out
+			}
+			next = n
+		}
+		return out
+	}
+	cases := map[string]string{
+		"":                                   "PO-4,PO-3,PO-2,PO-1",
+		"storeId=a":                          "PO-4,PO-1",
+		"storeId=a,b&state=cancelled":        "PO-3",
+		"merchantReference=PO-1,PO-2":        "PO-2,PO-1",
+		"source=payment":                     "PO-2",
+		"q=po-4":                             "PO-4",
+		"state=created&source=checkout":      "PO-4,PO-1",
+		"updatedFrom=" + url.QueryEscape(t1): "",
+		"orderId=none":                       "",
+	}
+	for q, want := range cases {
+		if got := strings.Join(list(q), ","); got != want {
+			t.Errorf("%q: got %s, want %s", q, got, want)
+		}
+	}
+	code, _, p := e.do("GET", "/v1/sessions?state=bogus&source=x&size=0&createdFrom=yesterday", "", e.auth)
+	if code != 400 || len(p["errors"].([]any)) != 4 {
+		t.Fatalf("bad query: %d %v", code, p)
+	}
+}
