@@ -15,8 +15,7 @@ import (
 var (
 	bMerchants = []byte("merchants")  // merchant id → JSON
 	bClients   = []byte("clients")    // client id → merchant id
-	bOrders    = []byte("orders")     // lp(merchant) id → JSON
-	bOrderMeta = []byte("ordermeta")  // lp(merchant) id → meta (version, index entries)
+	bOrders    = []byte("orders")     // lp(merchant) id → lp(meta) JSON; see encodeOrder
 	bIndex     = []byte("orderindex") // see indexKey / expiresKey; value empty
 	bCounts    = []byte("ordercount") // lp(merchant) kind lp(value) → uint64 entries
 	bDue       = []byte("orderdue")   // time(expiresAt) lp(merchant) id → empty; expirable orders only
@@ -31,7 +30,7 @@ var (
 	bSessionIx = []byte("sessionix")  // lp(merchant) 'c' time(createdAt) id | 'x' external | 'o' order → id or empty
 )
 
-var buckets = [][]byte{bMerchants, bClients, bOrders, bOrderMeta, bIndex, bCounts, bDue, bAuth, bCustomer,
+var buckets = [][]byte{bMerchants, bClients, bOrders, bIndex, bCounts, bDue, bAuth, bCustomer,
 	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bSessions, bSessionIx}
 
 // Index kinds of the order index. Equality kinds are followed by the
@@ -79,7 +78,7 @@ func key(parts ...string) []byte {
 	return append(b, parts[len(parts)-1]...)
 }
 
-// orderKey is the key of an order in bOrders and bOrderMeta: the merchant
+// orderKey is the key of an order in bOrders: the merchant
 // first, so one merchant can never address another's order.
 func orderKey(merchantID, orderID string) []byte { return key(merchantID, orderID) }
 

@@ -66,11 +66,11 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 			break
 		}
 		id := string(pos[timeLen:])
-		raw := t.get(bOrderMeta, orderKey(merchantID, id))
+		raw := t.get(bOrders, orderKey(merchantID, id))
 		if raw == nil {
 			return page, fault.Internalf(nil, "order index names a missing order %s", id)
 		}
-		m, err := decodeMeta(raw)
+		m, err := orderMeta(raw)
 		if err != nil {
 			return page, err
 		}
@@ -82,7 +82,7 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 			page.NextCursor = encodeCursor(position(last.CreatedAt, last.ID))
 			break
 		}
-		o, err := t.GetOrder(merchantID, id)
+		o, err := decodeOrder(raw)
 		if err != nil {
 			return page, err
 		}
@@ -175,7 +175,7 @@ func (p *planner) plan() source {
 		consider(int64(len(q.IDs)), func() source { return p.ids(q.IDs) })
 	}
 	if q.Q != "" {
-		n := 1 + p.t.count(valuePrefix(p.merchant, kindOrderRef, q.Q)) + p.t.count(valuePrefix(p.merchant, kindMerchantRef, q.Q))
+		n := 2 + p.t.count(valuePrefix(p.merchant, kindMerchantRef, q.Q)) // an id, an order reference, merchant references
 		consider(n, p.byQ)
 	}
 	equality := func(kind byte, values []string) {
@@ -184,6 +184,10 @@ func (p *planner) plan() source {
 		}
 		var n int64
 		for _, v := range values {
+			if kind == kindOrderRef {
+				n++ // unique per order, not counted
+				continue
+			}
 			n += p.t.count(valuePrefix(p.merchant, kind, v))
 		}
 		consider(n, func() source { return p.values(kind, values) })
@@ -263,11 +267,11 @@ func (p *planner) ids(ids []string) source {
 }
 
 func (p *planner) positionOf(id string) []byte {
-	raw := p.t.get(bOrderMeta, orderKey(p.merchant, id))
+	raw := p.t.get(bOrders, orderKey(p.merchant, id))
 	if raw == nil {
 		return nil
 	}
-	m, err := decodeMeta(raw)
+	m, err := orderMeta(raw)
 	if err != nil {
 		return nil
 	}

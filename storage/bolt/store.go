@@ -41,8 +41,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -79,6 +81,8 @@ type Store struct {
 	pending []*call
 	closed  bool
 	done    chan struct{} // closed when the committer has exited
+
+	calls, commits atomic.Int64 // functions committed, transactions committed
 }
 
 type call struct {
@@ -212,6 +216,11 @@ func (s *Store) commitLoop() {
 		}
 		s.mu.Unlock()
 		s.commit(batch)
+		// Let callers the commit just woke enqueue their next function
+		// before the next batch is taken: with 16 writers this turns two
+		// alternating batches of 8 into one of ~16 per fsync. It is no timed
+		// wait; with nothing else runnable Gosched returns at once.
+		runtime.Gosched()
 	}
 }
 
@@ -273,6 +282,14 @@ func (s *Store) commit(batch []*call) {
 				c.err <- results[i]
 			}
 		default:
+			if err == nil {
+				s.commits.Add(1)
+				for _, r := range results {
+					if r == nil {
+						s.calls.Add(1)
+					}
+				}
+			}
 			for i, c := range batch {
 				c.err <- results[i]
 			}

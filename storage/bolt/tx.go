@@ -217,13 +217,24 @@ func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
 // Orders.
 
 func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {
-	var o order.Order
-	ok, err := t.getJSON(bOrders, orderKey(merchantID, orderID), &o)
+	if err := t.check(false); err != nil {
+		return nil, err
+	}
+	raw := t.get(bOrders, orderKey(merchantID, orderID))
+	if raw == nil {
+		return nil, fault.NotFoundf("order_not_found", "order %s not found", orderID)
+	}
+	return decodeOrder(raw)
+}
+
+func decodeOrder(raw []byte) (*order.Order, error) {
+	_, js, err := splitOrder(raw)
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
-		return nil, fault.NotFoundf("order_not_found", "order %s not found", orderID)
+	var o order.Order
+	if err := json.Unmarshal(js, &o); err != nil {
+		return nil, fault.Internalf(err, "decode order")
 	}
 	return &o, nil
 }
@@ -233,7 +244,7 @@ func (t *tx) CreateOrder(o *order.Order) error {
 		return err
 	}
 	k := orderKey(o.MerchantID, o.ID)
-	if t.get(bOrderMeta, k) != nil {
+	if t.get(bOrders, k) != nil {
 		return fault.Conflictf("order_exists", "order %s exists", o.ID)
 	}
 	o.Version = 1
@@ -249,11 +260,11 @@ func (t *tx) UpdateOrder(o *order.Order) error {
 		return err
 	}
 	k := orderKey(o.MerchantID, o.ID)
-	raw := t.get(bOrderMeta, k)
+	raw := t.get(bOrders, k)
 	if raw == nil {
 		return fault.NotFoundf("order_not_found", "order %s not found", o.ID)
 	}
-	old, err := decodeMeta(raw)
+	old, err := orderMeta(raw)
 	if err != nil {
 		return err
 	}
@@ -273,10 +284,11 @@ func (t *tx) UpdateOrder(o *order.Order) error {
 // sees the statuses an order had when it was last written.
 func (t *tx) writeOrder(k []byte, o *order.Order, old *meta) error {
 	m := metaOf(o, t.st.now)
-	if err := t.putJSON(bOrders, k, o); err != nil {
-		return err
+	js, err := json.Marshal(o)
+	if err != nil {
+		return fault.Internalf(err, "encode order %s", o.ID)
 	}
-	if err := t.put(bOrderMeta, k, m.encode()); err != nil {
+	if err := t.put(bOrders, k, encodeOrder(&m, js)); err != nil {
 		return err
 	}
 	newKeys := m.indexKeys(o.MerchantID, o.ID)
@@ -356,15 +368,15 @@ func (t *tx) OrdersExpiringBefore(at time.Time, limit int) ([]*order.Order, erro
 	var out []*order.Order
 	c := t.st.bucket(bDue).Cursor()
 	for k, _ := c.First(); k != nil && len(out) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
-		var o order.Order
-		ok, err := t.getJSON(bOrders, k[timeLen:], &o)
+		raw := t.get(bOrders, k[timeLen:])
+		if raw == nil {
+			return nil, fault.Internalf(nil, "expiry index names a missing order")
+		}
+		o, err := decodeOrder(raw)
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
-			return nil, fault.Internalf(nil, "expiry index names a missing order")
-		}
-		out = append(out, &o)
+		out = append(out, o)
 	}
 	return out, nil
 }
