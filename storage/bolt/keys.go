@@ -16,7 +16,7 @@ var (
 	bMerchants = []byte("merchants")  // merchant id → JSON
 	bClients   = []byte("clients")    // client id → merchant id
 	bOrders    = []byte("orders")     // lp(merchant) id → lp(meta) JSON; see encodeOrder
-	bIndex     = []byte("orderindex") // see indexKey / expiresKey; value empty
+	bIndex     = []byte("orderindex") // see meta.indexKeys; value present
 	bCounts    = []byte("ordercount") // lp(merchant) kind lp(value) → uint64 entries
 	bDue       = []byte("orderdue")   // time(expiresAt) lp(merchant) id → empty; expirable orders only
 	bAuth      = []byte("authtokens") // lp(merchant) token → JSON
