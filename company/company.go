@@ -83,28 +83,43 @@ func NormalizeName(name string) string { return strings.Join(Tokens(name), " ") 
 type entry struct {
 	token string
 	idx   int32
-	pos   uint8 // position of the token in the name
 }
 
-// index is one country's immutable search structure.
+// index is one country's immutable search structure. Companies are sorted
+// by normalized name, so a name-prefix query is one binary search and its
+// results are already in alphabetical order.
 type index struct {
 	companies []Company
-	norm      []string         // normalized names
+	norm      []string         // normalized names, sorted
+	words     [][]string       // normalized words of each name
 	byNumber  map[string]int32 // registration number → company
-	tokens    []entry          // sorted by token, for prefix search
+	tokens    []entry          // sorted by token, then company
 }
 
 func build(cs []Company) *index {
-	ix := &index{companies: cs, norm: make([]string, len(cs)), byNumber: make(map[string]int32, len(cs))}
+	type named struct {
+		c     Company
+		words []string
+		norm  string
+	}
+	all := make([]named, len(cs))
 	for i, c := range cs {
-		toks := Tokens(c.Name)
-		ix.norm[i] = strings.Join(toks, " ")
-		ix.byNumber[c.ID] = int32(i)
-		for p, t := range toks {
-			if p > 255 {
-				break
-			}
-			ix.tokens = append(ix.tokens, entry{t, int32(i), uint8(p)})
+		w := Tokens(c.Name)
+		all[i] = named{c, w, strings.Join(w, " ")}
+	}
+	sort.Slice(all, func(a, b int) bool {
+		if all[a].norm != all[b].norm {
+			return all[a].norm < all[b].norm
+		}
+		return all[a].c.ID < all[b].c.ID
+	})
+	ix := &index{companies: make([]Company, len(all)), norm: make([]string, len(all)), words: make([][]string, len(all)),
+		byNumber: make(map[string]int32, len(all))}
+	for i, n := range all {
+		ix.companies[i], ix.norm[i], ix.words[i] = n.c, n.norm, n.words
+		ix.byNumber[n.c.ID] = int32(i)
+		for _, t := range n.words {
+			ix.tokens = append(ix.tokens, entry{t, int32(i)})
 		}
 	}
 	sort.Slice(ix.tokens, func(a, b int) bool {
@@ -119,10 +134,7 @@ func build(cs []Company) *index {
 // prefix returns the entries whose token starts with p.
 func (ix *index) prefix(p string) []entry {
 	lo := sort.Search(len(ix.tokens), func(i int) bool { return ix.tokens[i].token >= p })
-	hi := lo
-	for hi < len(ix.tokens) && strings.HasPrefix(ix.tokens[hi].token, p) {
-		hi++
-	}
+	hi := lo + sort.Search(len(ix.tokens)-lo, func(i int) bool { return !strings.HasPrefix(ix.tokens[lo+i].token, p) })
 	return ix.tokens[lo:hi]
 }
 
@@ -187,19 +199,18 @@ func (d *Directory) Lookup(country, number string) (Company, bool) {
 	return ix.companies[i], true
 }
 
-// Ranks, best first.
+// Ranks of word matches, best first (exact names and name prefixes come before both).
 const (
-	rankNumber = iota
-	rankExactName
-	rankNamePrefix
-	rankFirstToken
+	rankFirstToken = iota
 	rankAllTokens
 )
 
 // Search finds up to limit companies of country matching q, best first. A
 // query that is a valid registration number matches that company exactly;
 // otherwise names match when every query word is a prefix of some word of
-// the name. exactMatch is true for the number or for an exact normalized name.
+// the name. Order: the exact name, names starting with the query
+// (alphabetical), names whose first word matches, any other match.
+// exactMatch is true for the number or for an exact normalized name.
 func (d *Directory) Search(country, q string, limit int) []Match {
 	d.mu.RLock()
 	ix := d.countries[country]
@@ -220,58 +231,89 @@ func (d *Directory) Search(country, q string, limit int) []Match {
 		return nil
 	}
 	qn := strings.Join(qt, " ")
-	// Walk the rarest query word's candidates and check the other words.
-	best := -1
-	var cands []entry
-	for i, t := range qt {
-		e := ix.prefix(t)
-		if best < 0 || len(e) < len(cands) {
-			best, cands = i, e
-		}
+	// 1. Names that start with the query: one binary search, alphabetical.
+	start := sort.SearchStrings(ix.norm, qn)
+	i := start
+	for ; i < len(ix.norm) && strings.HasPrefix(ix.norm[i], qn) && len(out) < limit; i++ {
+		c := ix.companies[i]
+		out = append(out, Match{CompanyID: c.ID, CompanyName: c.Name, ExactMatch: ix.norm[i] == qn})
+	}
+	if len(out) == limit {
+		return out
+	}
+	// 2. Names whose words each start with a query word, in any order: the
+	// intersection of each word's posting list (sorted by company, which is
+	// alphabetical), ranked by whether the first word matches.
+	cands := ix.postings(qt[0])
+	for _, t := range qt[1:] {
+		cands = intersect(cands, ix.postings(t))
 	}
 	type hit struct {
-		idx  int32
 		rank int
+		idx  int32
 	}
-	seen := make(map[int32]bool, len(cands))
-	var hits []hit
-	for _, e := range cands {
-		if seen[e.idx] {
-			continue
+	better := func(a, b hit) bool { return a.rank < b.rank || a.rank == b.rank && a.idx < b.idx }
+	room := limit - len(out)
+	best := make([]hit, 0, room+1)
+	for _, idx := range cands {
+		if strings.HasPrefix(ix.norm[idx], qn) {
+			continue // already found in step 1
 		}
-		seen[e.idx] = true
-		name := ix.norm[e.idx]
-		words := strings.Fields(name)
+		words := ix.words[idx]
 		if !allPrefixed(qt, words) {
+			continue // two query words matched the same word of the name
+		}
+		h := hit{rankAllTokens, idx}
+		if strings.HasPrefix(words[0], qt[0]) {
+			h.rank = rankFirstToken
+		}
+		if len(best) == room && !better(h, best[room-1]) {
 			continue
 		}
-		r := rankAllTokens
-		switch {
-		case name == qn:
-			r = rankExactName
-		case strings.HasPrefix(name, qn):
-			r = rankNamePrefix
-		case len(words) > 0 && strings.HasPrefix(words[0], qt[0]):
-			r = rankFirstToken
+		at := sort.Search(len(best), func(k int) bool { return better(h, best[k]) })
+		best = append(best, hit{})
+		copy(best[at+1:], best[at:])
+		best[at] = h
+		if len(best) > room {
+			best = best[:room]
 		}
-		hits = append(hits, hit{e.idx, r})
 	}
-	sort.Slice(hits, func(a, b int) bool {
-		if hits[a].rank != hits[b].rank {
-			return hits[a].rank < hits[b].rank
-		}
-		na, nb := ix.norm[hits[a].idx], ix.norm[hits[b].idx]
-		if len(na) != len(nb) {
-			return len(na) < len(nb)
-		}
-		return na < nb
-	})
-	for _, h := range hits {
-		if len(out) == limit {
-			break
-		}
+	for _, h := range best {
 		c := ix.companies[h.idx]
-		out = append(out, Match{CompanyID: c.ID, CompanyName: c.Name, ExactMatch: h.rank == rankExactName})
+		out = append(out, Match{CompanyID: c.ID, CompanyName: c.Name})
+	}
+	return out
+}
+
+// postings lists, sorted and without repeats, the companies having a word
+// that starts with p. One word's entries are already in company order; a
+// prefix spanning several words needs a sort.
+func (ix *index) postings(p string) []int32 {
+	es := ix.prefix(p)
+	out := make([]int32, 0, len(es))
+	for _, e := range es {
+		out = append(out, e.idx)
+	}
+	if len(es) > 0 && es[0].token != es[len(es)-1].token {
+		slices.Sort(out)
+	}
+	return slices.Compact(out)
+}
+
+// intersect returns the companies in both sorted lists.
+func intersect(a, b []int32) []int32 {
+	out := a[:0:0]
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch {
+		case a[i] < b[j]:
+			i++
+		case a[i] > b[j]:
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
 	}
 	return out
 }
