@@ -66,6 +66,7 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 			break
 		}
 		id := string(pos[timeLen:])
+		t.examined++
 		raw := t.get(bOrders, orderKey(merchantID, id))
 		if raw == nil {
 			return page, fault.Internalf(nil, "order index names a missing order %s", id)

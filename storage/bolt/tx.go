@@ -48,6 +48,9 @@ type tx struct {
 	st      *state
 	journal []undo
 	closed  bool
+	// examined counts list candidates checked, so that tests can tell an
+	// index walk from a scan.
+	examined int
 }
 
 var (
