@@ -35,7 +35,7 @@ func TestListWalksTheSmallestIndex(t *testing.T) {
 	if err := s.Update(ctx, func(tx storage.Tx) error {
 		for i := range n {
 			req := &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", StoreID: fmt.Sprint("store-", i%20),
-				Reference: fmt.Sprint("ref-", i%100),
+				Reference:  fmt.Sprint("ref-", i%100),
 				OrderLines: []order.LineInput{{Description: ptr("x"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(1000)), Vat: ptr(int64(2500))}}}
 			lines, mode, err := order.ValidateCreate(req, false, ids)
 			if err != nil {
@@ -64,7 +64,9 @@ func TestListWalksTheSmallestIndex(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	exp := func(sec int) time.Time { return start.Add(time.Duration(sec)*time.Second + order.DefaultPolicy.ExpiryPeriod) }
+	exp := func(sec int) time.Time {
+		return start.Add(time.Duration(sec)*time.Second + order.DefaultPolicy.ExpiryPeriod)
+	}
 	cases := []struct {
 		name           string
 		q              storage.OrderQuery
