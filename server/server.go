@@ -63,6 +63,7 @@ type Server struct {
 	router  *httprouter.Router
 	metrics *Metrics
 	limiter *rateLimiter
+	served  []string // "METHOD pattern" of every route, for the OpenAPI coverage test
 }
 
 // New builds a Server and its routes.
@@ -177,6 +178,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // handle registers a route; the wrapper records the route pattern for
 // metrics and logs, so that ids in paths do not blow up the label set.
 func (s *Server) handle(method, pattern string, h httprouter.Handle) {
+	s.served = append(s.served, method+" "+pattern)
 	s.router.Handle(method, pattern, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		if sr, ok := w.(*statusRecorder); ok {
 			sr.route = pattern

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -39,9 +40,9 @@ func newSessionEnv(t *testing.T) *sessionEnv {
 		CheckoutURL: func(m, s string) string { return srv.CheckoutURL(m, s) },
 	})
 	ts := httptest.NewUnstartedServer(nil)
-	srv = New(Config{Ledger: ledger, Key: []byte("0123456789abcdef0123456789abcdef"), Sandbox: true, Clock: clock,
+	srv = New(Config{Ledger: ledger, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Key: []byte("0123456789abcdef0123456789abcdef"), Sandbox: true, Clock: clock,
 		BaseURL: "http://" + ts.Listener.Addr().String()})
-	ts.Config.Handler = srv.Handler()
+	ts.Config.Handler = validating(t, srv.Handler())
 	ts.Start()
 	t.Cleanup(ts.Close)
 	creds, _, _ := ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{ClientID: "m1", ClientSecret: "s1"})
