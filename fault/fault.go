@@ -41,10 +41,12 @@ const (
 	Declined
 	// Unsupported means the request's media type is not accepted.
 	Unsupported
+	// MethodNotAllowed means the resource exists but not with this method.
+	MethodNotAllowed
 )
 
 var kindNames = [...]string{"internal", "invalid", "not_found", "not_available", "conflict",
-	"unauthorized", "forbidden", "key_reused", "too_large", "rate_limited", "declined", "unsupported"}
+	"unauthorized", "forbidden", "key_reused", "too_large", "rate_limited", "declined", "unsupported", "method_not_allowed"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

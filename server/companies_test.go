@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,7 +16,7 @@ import (
 func TestCompanySearch(t *testing.T) {
 	dir := company.NewDirectory()
 	dir.Set("SE", []company.Company{{ID: "5560360793", Name: "Göta Bygg AB", Country: "SE"}, {ID: "5560000001", Name: "Approved Byggvaror AB", Country: "SE"}})
-	s := New(Config{Companies: dir, CompanySearchRate: 1000})
+	s := New(Config{Companies: dir, CompanySearchRate: 1000, Logger: quiet})
 	h := s.Handler()
 	get := func(q url.Values) (int, CompanySearchResponse, Problem) {
 		rec := httptest.NewRecorder()
@@ -63,7 +65,7 @@ func TestCompanySearchRateLimit(t *testing.T) {
 	if !l.allow("a", now.Add(time.Second)) {
 		t.Fatal("a token must come back after a second")
 	}
-	s := New(Config{CompanySearchRate: 1})
+	s := New(Config{CompanySearchRate: 1, Logger: quiet})
 	h := s.Handler()
 	codes := map[int]int{}
 	for i := 0; i < 15; i++ {
@@ -76,3 +78,5 @@ func TestCompanySearchRateLimit(t *testing.T) {
 		t.Fatalf("codes %v", codes)
 	}
 }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

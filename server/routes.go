@@ -23,7 +23,7 @@ func (s *Server) routes() {
 		s.writeError(w, req, fault.NotFoundf("route_not_found", "no route %s %s", req.Method, req.URL.Path))
 	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		s.writeError(w, req, &fault.Error{Kind: fault.NotAvailable, Code: "method_not_allowed",
+		s.writeError(w, req, &fault.Error{Kind: fault.MethodNotAllowed, Code: "method_not_allowed",
 			Message: req.Method + " is not allowed on " + req.URL.Path})
 	})
 	r.PanicHandler = nil // the outer middleware recovers and logs

@@ -1,0 +1,493 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// req sends a request with extra headers; body "" sends none.
+func (e *sessionEnv) req(method, path, body, auth string, hdr map[string]string) (int, http.Header, map[string]any) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r, _ := http.NewRequest(method, e.ts.URL+path, rd)
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	if auth != "" {
+		r.Header.Set("Authorization", auth)
+	}
+	for k, v := range hdr {
+		r.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if strings.Contains(resp.Header.Get("Content-Type"), "json") && len(b) > 0 {
+		if err := json.Unmarshal(b, &out); err != nil {
+			e.t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+	return resp.StatusCode, resp.Header, out
+}
+
+func (e *sessionEnv) mint(companyID, pm string) string {
+	e.t.Helper()
+	code, _, b := e.req("POST", "/sandbox/v1/authorization-tokens", fmt.Sprintf(`{"country":"SE","currency":"SEK","locale":"sv-SE",
+		"customer":{"companyId":%q},"paymentMethod":{"type":%q}}`, companyID, pm), e.auth, nil)
+	if code != 201 {
+		e.t.Fatalf("mint: %d %v", code, b)
+	}
+	return b["authorizationToken"].(string)
+}
+
+const orderBody = `{"country":"SE","currency":"SEK","locale":"sv-SE","reference":"PO-1","storeId":"s1",
+	"orderLines":[{"description":"Tiles","quantity":2,"unitPrice":12500,"vat":2500},{"description":"Grout","quantity":1,"unitPrice":5000,"vat":2500}]}`
+
+func (e *sessionEnv) order(companyID, pm string) map[string]any {
+	e.t.Helper()
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint(companyID, pm)+"/order", orderBody, e.auth, nil)
+	if code != 200 {
+		e.t.Fatalf("create order: %d %v", code, b)
+	}
+	return e.get(b["orderId"].(string))
+}
+
+func (e *sessionEnv) get(id string) map[string]any {
+	e.t.Helper()
+	code, _, o := e.req("GET", "/v1/orders/"+id, "", e.auth, nil)
+	if code != 200 {
+		e.t.Fatalf("get %s: %d %v", id, code, o)
+	}
+	return o
+}
+
+func minor(m any) float64 { return m.(map[string]any)["minorUnits"].(float64) }
+
+func lines(sub any) []any { return sub.(map[string]any)["orderLines"].([]any) }
+
+func actions(sub any) []string {
+	var out []string
+	for _, a := range sub.(map[string]any)["availableActions"].([]any) {
+		out = append(out, a.(map[string]any)["type"].(string))
+	}
+	return out
+}
+
+func events(o map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, e := range o["events"].([]any) {
+		out = append(out, e.(map[string]any))
+	}
+	return out
+}
+
+func wantProblem(t *testing.T, code int, b map[string]any, status int, problem string) {
+	t.Helper()
+	if code != status || b["code"] != problem || b["status"] != float64(status) || b["requestId"] == "" {
+		t.Fatalf("got %d %v, want %d %s", code, b, status, problem)
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	e := newSessionEnv(t)
+	form := func(body, user, pass string) (int, map[string]any) {
+		r, _ := http.NewRequest("POST", e.ts.URL+"/oauth/token", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if user != "" {
+			r.SetBasicAuth(user, pass)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	code, tok := form("grant_type=client_credentials", "m1", "s1")
+	if code != 200 || tok["token_type"] != "Bearer" || tok["expires_in"] != 3600.0 || !strings.HasPrefix(tok["access_token"].(string), "kat_") {
+		t.Fatalf("basic: %d %v", code, tok)
+	}
+	bearer := "Bearer " + tok["access_token"].(string)
+	if code, tok := form("grant_type=client_credentials&client_id=m1&client_secret=s1", "", ""); code != 200 || tok["access_token"] == "" {
+		t.Fatalf("form credentials: %d %v", code, tok)
+	}
+	if code, tok := form("grant_type=password", "m1", "s1"); code != 400 || tok["error"] != "unsupported_grant_type" {
+		t.Fatalf("grant: %d %v", code, tok)
+	}
+	if code, tok := form("grant_type=client_credentials", "m1", "wrong"); code != 401 || tok["error"] != "invalid_client" {
+		t.Fatalf("bad secret: %d %v", code, tok)
+	}
+	o := e.order("5560000001", "invoice")
+	id := o["id"].(string)
+	for _, auth := range []string{bearer, e.auth} {
+		if code, _, _ := e.req("GET", "/v1/orders/"+id, "", auth, nil); code != 200 {
+			t.Fatalf("%s: %d", auth[:6], code)
+		}
+	}
+	for _, auth := range []string{"", "Bearer kat_forged.x", bearer + "x", basic("m1", "nope"), "Token abc"} {
+		code, h, b := e.req("GET", "/v1/orders/"+id, "", auth, nil)
+		wantProblem(t, code, b, 401, "unauthorized")
+		if h.Get("WWW-Authenticate") == "" {
+			t.Fatal("401 without WWW-Authenticate")
+		}
+	}
+	// Another merchant's order does not exist for it; company search needs no credentials.
+	code, _, b := e.req("GET", "/v1/orders/"+id, "", e.other, nil)
+	wantProblem(t, code, b, 404, "order_not_found")
+	if code, _, _ := e.req("GET", "/v1/headless/search/companies?country=SE&q=approved", "", "", nil); code != 200 {
+		t.Fatalf("company search: %d", code)
+	}
+}
+
+func TestErrorsOnEveryPath(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice")
+	id := o["id"].(string)
+	code, _, b := e.req("GET", "/v1/nothing", "", e.auth, nil)
+	wantProblem(t, code, b, 404, "route_not_found")
+	code, _, b = e.req("PUT", "/v1/orders/"+id, "{}", e.auth, nil)
+	wantProblem(t, code, b, 405, "method_not_allowed")
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialcapture", `{"orderLines":[`, e.auth, nil)
+	wantProblem(t, code, b, 400, "malformed_json")
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialcapture", `{"x":1}`, e.auth, map[string]string{"Content-Type": "text/plain"})
+	wantProblem(t, code, b, 415, "unsupported_media_type")
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialcapture", `{"orderLines":"`+strings.Repeat("x", 2<<20)+`"}`, e.auth, nil)
+	wantProblem(t, code, b, 413, "body_too_large")
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialcapture", "", e.auth, nil)
+	wantProblem(t, code, b, 400, "body_required")
+	code, _, b = e.req("GET", "/v1/orders/no-such-order", "", e.auth, nil)
+	wantProblem(t, code, b, 404, "order_not_found")
+	// Wrong JSON types: every offending field at once.
+	code, _, b = e.req("POST", "/v1/authorization-tokens/x/order", `{"country":1,"currency":true,"orderLines":[{"quantity":"2"},{"unitPrice":1.5}],"metadata":{"a":2}}`, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	var fields []string
+	for _, f := range b["errors"].([]any) {
+		fields = append(fields, f.(map[string]any)["field"].(string))
+	}
+	for _, want := range []string{"country", "currency", "orderLines[0].quantity", "orderLines[1].unitPrice", "metadata.a"} {
+		if !strings.Contains(strings.Join(fields, " "), want) {
+			t.Errorf("type errors %v lack %s", fields, want)
+		}
+	}
+	// Bounds: every field at once, with JSON paths.
+	code, _, b = e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE",
+		"reference":"`+strings.Repeat("r", 51)+`","orderLines":[{"description":"a","quantity":1,"unitPrice":1},{"description":"","quantity":0},{"description":"c","quantity":1,"unitPrice":2000000000}]}`, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	fields = nil
+	for _, f := range b["errors"].([]any) {
+		fields = append(fields, f.(map[string]any)["field"].(string))
+	}
+	if got := strings.Join(fields, ","); got != "reference,orderLines[1].description,orderLines[1].quantity,orderLines[1].unitPrice,orderLines[2].unitPrice" {
+		t.Fatalf("fields %s", got)
+	}
+}
+
+func TestOrderLifecycleOverHTTP(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice")
+	id := o["id"].(string)
+	ev := events(o)
+	if len(ev) != 2 || ev[0]["type"] != "create" || minor(ev[0]["amount"]) != 30000 || ev[1]["type"] != "readyForCapture" || minor(ev[1]["amount"]) != 0 {
+		t.Fatalf("creation events %v", ev)
+	}
+	if o["updatedAt"] != ev[1]["createdAt"] {
+		t.Fatal("updatedAt is not the last event's time")
+	}
+	unc := o["uncaptured"]
+	if got := strings.Join(actions(unc), ","); got != "capture,partialCapture,cancel,editOrder,editCustomer,editPaymentMethod,extendOrderExpiry" {
+		t.Fatalf("actions %s", got)
+	}
+	tiles := lines(unc)[0].(map[string]any)["id"].(string)
+
+	// Edit customer: event with zero amount, status unchanged.
+	code, _, o := e.req("POST", "/v1/orders/"+id+"/customer", `{"email":"ap@buyer.example","reference1":"cost centre 4"}`, e.auth, nil)
+	last := events(o)[len(events(o))-1]
+	if code != 200 || last["type"] != "editCustomer" || minor(last["amount"]) != 0 || o["customer"].(map[string]any)["email"] != "ap@buyer.example" || o["updatedAt"] != last["createdAt"] {
+		t.Fatalf("edit customer: %d %v", code, last)
+	}
+	code, _, b := e.req("POST", "/v1/orders/"+id+"/customer", `{"email":"nope","invoiceChannel":{"type":"fax"}}`, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+
+	// Partial capture: mismatch refused; by line id accepted.
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialcapture", fmt.Sprintf(`{"orderLines":[{"id":%q}],"totalCaptureAmount":1}`, tiles), e.auth, nil)
+	wantProblem(t, code, b, 400, "capture_amount_mismatch")
+	code, _, o = e.req("POST", "/v1/orders/"+id+"/partialcapture", fmt.Sprintf(`{"orderLines":[{"id":%q}],"totalCaptureAmount":25000}`, tiles), e.auth, nil)
+	if code != 200 || minor(o["capturedAmount"]) != 25000 || minor(o["uncapturedAmount"]) != 5000 || len(o["captured"].([]any)) != 1 {
+		t.Fatalf("partial capture: %d %v", code, o["capturedAmount"])
+	}
+	cap1 := o["captured"].([]any)[0].(map[string]any)
+	capID := cap1["ledgerId"].(string)
+	if cap1["documentReference"] != "INV-00000001" || !strings.Contains(cap1["documentUrl"].(string), "/documents/") {
+		t.Fatalf("document %v", cap1)
+	}
+	// The signed document link serves the invoice; a tampered one is refused.
+	resp, err := http.Get(cap1["documentUrl"].(string))
+	if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("document: %v %d", err, resp.StatusCode)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(page), "INV-00000001") || !strings.Contains(string(page), "250.00") {
+		t.Fatal("invoice lacks its number or total")
+	}
+	code, _, b = e.req("GET", strings.TrimPrefix(strings.Replace(cap1["documentUrl"].(string), "signature=", "signature=x", 1), e.ts.URL), "", "", nil)
+	wantProblem(t, code, b, 403, "document_link_invalid")
+
+	// Refunds: over-refund refused; partial then full.
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialrefund/"+capID, `{"orderLines":[{"description":"x","quantity":1,"unitPrice":30000,"vat":2500}],"totalRefundAmount":30000}`, e.auth, nil)
+	wantProblem(t, code, b, 400, "refund_exceeds_captured")
+	code, _, o = e.req("POST", "/v1/orders/"+id+"/partialrefund/"+capID, `{"orderLines":[{"description":"Broken tile","quantity":1,"unitPrice":12500,"vat":2500}],"totalRefundAmount":12500,"note":"broken"}`, e.auth, nil)
+	if code != 200 || minor(o["refundedAmount"]) != 12500 || o["refunded"].([]any)[0].(map[string]any)["note"] != "broken" {
+		t.Fatalf("partial refund %d %v", code, o["refundedAmount"])
+	}
+	code, _, o = e.req("POST", "/v1/orders/"+id+"/refund/"+capID, "", e.auth, nil)
+	if code != 200 || minor(o["refundedAmount"]) != 25000 {
+		t.Fatalf("full refund %d %v", code, o)
+	}
+	// Refunding the uncaptured sub-order is not an available action.
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/refund/"+o["uncaptured"].(map[string]any)["ledgerId"].(string), "", e.auth, nil)
+	wantProblem(t, code, b, 409, "action_not_available")
+
+	// Edit, extend expiry, reference, resend, recourse, payment status.
+	code, _, o = e.req("POST", "/v1/orders/"+id, `{"orderLines":[{"description":"Grout","quantity":1,"unitPrice":4000,"vat":2500}],"totalOrderAmount":4000,"totalOrderAmountExclVat":3200,"totalOrderVatAmount":800}`, e.auth, nil)
+	if code != 200 || minor(o["uncapturedAmount"]) != 4000 {
+		t.Fatalf("edit: %d %v", code, o["uncapturedAmount"])
+	}
+	code, _, o = e.req("POST", "/v1/orders/"+id+"/extendexpiry", "", e.auth, nil)
+	if code != 200 || events(o)[len(events(o))-1]["type"] != "extendExpiry" {
+		t.Fatalf("extend: %d", code)
+	}
+	code, _, o = e.req("POST", "/v1/orders/"+id+"/reference", `{"reference":"PO-77"}`, e.auth, nil)
+	if code != 200 || o["merchantReference"] != "PO-77" {
+		t.Fatalf("reference: %d", code)
+	}
+	if code, _, _ = e.req("POST", "/v1/orders/"+id+"/document/"+capID+"/resend", "", e.auth, nil); code != 200 {
+		t.Fatalf("resend: %d", code)
+	}
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/recourse/"+capID, `{}`, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	code, h, ps := e.req("GET", "/v1/orders/"+id+"/paymentstatus", "", e.auth, nil)
+	if code != 200 || h.Get("Deprecation") != "true" || ps["status"] != "partiallyRefunded" {
+		t.Fatalf("deprecated payment status: %d %v %v", code, h.Get("Deprecation"), ps)
+	}
+	if code, _, ps = e.req("GET", "/v1/paymentstatus?orderId="+id, "", e.auth, nil); code != 200 || ps["status"] != "partiallyRefunded" {
+		t.Fatalf("payment status: %d %v", code, ps)
+	}
+	// Cancel the remainder; then nothing can be captured.
+	if code, _, o = e.req("DELETE", "/v1/orders/"+id, "", e.auth, nil); code != 200 || minor(o["uncapturedAmount"]) != 0 {
+		t.Fatalf("cancel: %d", code)
+	}
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	wantProblem(t, code, b, 409, "action_not_available")
+
+	// Void a fresh capture through DELETE of its sub-order.
+	o = e.order("5560000001", "invoice")
+	id = o["id"].(string)
+	code, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	if code != 200 || !strings.Contains(fmt.Sprint(o["status"]), "fullyCaptured") {
+		t.Fatalf("full capture: %d %v", code, o["status"])
+	}
+	capID = o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	if code, _, o = e.req("DELETE", "/v1/orders/"+id+"/"+capID, "", e.auth, nil); code != 200 || minor(o["capturedAmount"]) != 0 {
+		t.Fatalf("void: %d %v", code, o["capturedAmount"])
+	}
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/acknowledge", "", e.auth, nil)
+	wantProblem(t, code, b, 409, "action_not_available")
+
+	// List with filters.
+	code, _, list := e.req("GET", "/v1/orders?storeId=s1&status=cancelled,fullyCaptured&size=1", "", e.auth, nil)
+	if code != 200 || list["noOfOrders"] != 1.0 || list["nextCursor"] == nil {
+		t.Fatalf("list: %d %v", code, list)
+	}
+	code, _, b = e.req("GET", "/v1/orders?status=bogus&size=1001&createdFrom=yesterday", "", e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	if len(b["errors"].([]any)) != 3 {
+		t.Fatalf("list errors %v", b["errors"])
+	}
+}
+
+func TestAdvanceInvoiceAndRiskFixtures(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000027", "invoice") // approved only for advance invoice
+	id := o["id"].(string)
+	if o["paymentMethod"].(map[string]any)["type"] != "advanceInvoice" || !strings.Contains(fmt.Sprint(o["status"]), "unacknowledged") {
+		t.Fatalf("advance invoice order %v %v", o["paymentMethod"], o["status"])
+	}
+	code, _, b := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	wantProblem(t, code, b, 409, "action_not_available")
+	if code, _, _ = e.req("POST", "/v1/orders/"+id+"/acknowledge", "", e.auth, nil); code != 200 {
+		t.Fatalf("acknowledge: %d", code)
+	}
+	if code, _, _ = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil); code != 200 {
+		t.Fatalf("capture after acknowledge: %d", code)
+	}
+	// Declined for credit on invoice: 402.
+	code, _, b = e.req("POST", "/sandbox/v1/authorization-tokens", `{"country":"SE","currency":"SEK","locale":"sv-SE","customer":{"companyId":"5560000019"}}`, e.auth, nil)
+	wantProblem(t, code, b, 402, "credit_declined")
+	// possibleFraud: on hold until the sandbox approves.
+	o = e.order("5560000035", "invoice")
+	id = o["id"].(string)
+	if o["authorizeStatus"] != "pending" || !strings.Contains(fmt.Sprint(o["status"]), "onHold") {
+		t.Fatalf("hold %v", o["status"])
+	}
+	code, _, o = e.req("POST", "/sandbox/v1/orders/"+id+"/risk", `{"decision":"approve"}`, e.auth, nil)
+	if code != 200 || !strings.Contains(fmt.Sprint(o["status"]), "readyForCapture") {
+		t.Fatalf("approve hold: %d %v", code, o["status"])
+	}
+	// Payment and reminders on a capture.
+	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	if code, _, o = e.req("POST", "/sandbox/v1/orders/"+id+"/ledgers/"+capID+"/status", `{"status":"reminder1"}`, e.auth, nil); code != 200 {
+		t.Fatalf("reminder: %d", code)
+	}
+	code, _, o = e.req("POST", "/sandbox/v1/orders/"+id+"/ledgers/"+capID+"/payments", `{"amount":30000}`, e.auth, nil)
+	if code != 200 || !strings.Contains(fmt.Sprint(o["status"]), "fullyPaid") {
+		t.Fatalf("paid: %d %v", code, o["status"])
+	}
+}
+
+func TestSandboxClockExpiryAndTokens(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice")
+	id := o["id"].(string)
+	code, _, c := e.req("GET", "/sandbox/v1/clock", "", e.auth, nil)
+	if code != 200 || c["offset"] != "0s" {
+		t.Fatalf("clock %v", c)
+	}
+	code, _, c = e.req("POST", "/sandbox/v1/clock", `{"advance":"700h"}`, e.auth, nil)
+	if code != 200 || c["offset"] != "700h0m0s" {
+		t.Fatalf("advance %d %v", code, c)
+	}
+	code, _, b := e.req("POST", "/sandbox/v1/clock", `{"set":"2001-01-01T00:00:00Z"}`, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	if _, _, b = e.req("POST", "/sandbox/v1/jobs/expire", "", e.auth, nil); b["expired"] != 1.0 {
+		t.Fatalf("expire job %v", b)
+	}
+	o = e.get(id)
+	if !strings.Contains(fmt.Sprint(o["status"]), "expired") || strings.Contains(strings.Join(actions(o["uncaptured"]), ","), "capture") {
+		t.Fatalf("expired order %v %v", o["status"], actions(o["uncaptured"]))
+	}
+	if code, _, f := e.req("GET", "/sandbox/v1/fixtures", "", e.auth, nil); code != 200 || len(f["fixtures"].([]any)) != 20 {
+		t.Fatalf("fixtures %d", code)
+	}
+	if code, _, m := e.req("POST", "/sandbox/v1/merchants", `{"name":"Third"}`, e.auth, nil); code != 201 || m["clientSecret"] == "" {
+		t.Fatalf("merchant %d %v", code, m)
+	}
+	// Authorization tokens: delete → 204, then unusable; customer tokens.
+	tok := e.mint("5560000001", "invoice")
+	if code, _, _ := e.req("DELETE", "/v1/authorization-tokens/"+tok, "", e.auth, nil); code != 204 {
+		t.Fatalf("delete token %d", code)
+	}
+	code, _, b = e.req("POST", "/v1/authorization-tokens/"+tok+"/order", orderBody, e.auth, nil)
+	wantProblem(t, code, b, 404, "authorization_token_not_found")
+	tok = e.mint("5560000001", "card")
+	code, _, ct := e.req("POST", "/v1/authorization-tokens/"+tok+"/customer-token", `{"country":"SE","currency":"SEK","locale":"sv-SE","customer":{"email":"ap@b.se"}}`, e.auth, nil)
+	if code != 200 {
+		t.Fatalf("customer token %d %v", code, ct)
+	}
+	ctID := ct["customerToken"].(string)
+	if code, _, rec := e.req("GET", "/v1/customer-tokens/"+ctID, "", e.auth, nil); code != 200 || rec["state"] != "active" || rec["account"].(map[string]any)["maskedAccount"] == "" {
+		t.Fatalf("get customer token %d %v", code, rec)
+	}
+	custOrder := `{"country":"SE","currency":"SEK","orderLines":[{"description":"Refill","quantity":1,"unitPrice":9900,"vat":2500}]}`
+	if code, _, b = e.req("POST", "/v1/customer-tokens/"+ctID+"/order", custOrder, e.auth, nil); code != 200 {
+		t.Fatalf("order from customer token %d %v", code, b)
+	}
+	if code, _, rec := e.req("DELETE", "/v1/customer-tokens/"+ctID, "", e.auth, nil); code != 200 || rec["state"] != "revoked" {
+		t.Fatalf("revoke %d", code)
+	}
+	code, _, b = e.req("POST", "/v1/customer-tokens/"+ctID+"/order", custOrder, e.auth, nil)
+	wantProblem(t, code, b, 409, "customer_token_revoked")
+}
+
+func TestIdempotencyOverHTTP(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice")
+	id := o["id"].(string)
+	body := `{"orderLines":[{"description":"part","quantity":1,"unitPrice":1000,"vat":2500}],"totalCaptureAmount":1000}`
+	key := map[string]string{"Idempotency-Key": "cap-1"}
+	code, h1, first := e.req("POST", "/v1/orders/"+id+"/partialcapture", body, e.auth, key)
+	code2, h2, again := e.req("POST", "/v1/orders/"+id+"/partialcapture", body, e.auth, key)
+	if code != 200 || code2 != 200 || h1.Get("Idempotent-Replayed") != "" || h2.Get("Idempotent-Replayed") != "true" || fmt.Sprint(first) != fmt.Sprint(again) {
+		t.Fatalf("replay: %d %d %q", code, code2, h2.Get("Idempotent-Replayed"))
+	}
+	code, _, b := e.req("POST", "/v1/orders/"+id+"/partialcapture", strings.Replace(body, "1000", "2000", 2), e.auth, key)
+	wantProblem(t, code, b, 422, "idempotency_key_reused")
+	// The same key from another merchant is another key.
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialcapture", body, e.other, key)
+	wantProblem(t, code, b, 404, "order_not_found")
+
+	// Concurrent requests with one key: exactly one executes.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	counts := map[string]int{}
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, h, b := e.req("POST", "/v1/orders/"+id+"/partialcapture", body, e.auth, map[string]string{"Idempotency-Key": "race"})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case code == 200 && h.Get("Idempotent-Replayed") == "true":
+				counts["replayed"]++
+			case code == 200:
+				counts["executed"]++
+			case code == 409 && b["code"] == "idempotency_request_in_progress":
+				counts["inFlight"]++
+			default:
+				counts[fmt.Sprint(code, b["code"])]++
+			}
+		}()
+	}
+	wg.Wait()
+	if counts["executed"] != 1 || counts["executed"]+counts["replayed"]+counts["inFlight"] != 8 {
+		t.Fatalf("outcomes %v", counts)
+	}
+	if got := len(e.get(id)["captured"].([]any)); got != 2 {
+		t.Fatalf("captures %d, want 2 (one per key)", got)
+	}
+}
+
+func TestOperationsEndpoints(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, p := range []string{"/healthz", "/readyz", "/openapi.json"} {
+		if code, _, b := e.req("GET", p, "", "", nil); code != 200 || b == nil {
+			t.Fatalf("%s: %d", p, code)
+		}
+	}
+	e.order("5560000001", "invoice")
+	resp, err := http.Get(e.ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`kassa_http_requests_total{method="POST",route="/v1/authorization-tokens/:token/order",status="200"} 1`,
+		"kassa_http_request_duration_seconds_bucket", "kassa_store_commit_duration_seconds_count"} {
+		if !strings.Contains(string(m), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	// X-Request-Id is honoured and returned, and appears in problems.
+	_, h, b := e.req("GET", "/v1/orders/x", "", e.auth, map[string]string{"X-Request-Id": "trace-42"})
+	if h.Get("X-Request-Id") != "trace-42" || b["requestId"] != "trace-42" {
+		t.Fatalf("request id %q %v", h.Get("X-Request-Id"), b["requestId"])
+	}
+	_ = url.Values{}
+	_ = time.Second
+}
