@@ -69,10 +69,10 @@ func Example() {
 
 	o, now, _ := ledger.GetOrder(ctx, creds.MerchantID, orderID)
 	r := ledger.Render(o, now)
-	fmt.Println("order:", r.OrderAmount.FormattedWithCurrency())
-	fmt.Println("captured:", r.CapturedAmount.FormattedWithCurrency(), r.Captured[0].DocumentReference)
-	fmt.Println("refunded:", r.RefundedAmount.FormattedWithCurrency(), r.Refunded[0].DocumentReference)
-	fmt.Println("uncaptured:", r.UncapturedAmount.FormattedWithCurrency())
+	fmt.Println("order:", r.OrderAmount.FormattedWithCurrency)
+	fmt.Println("captured:", r.CapturedAmount.FormattedWithCurrency, r.Captured[0].DocumentReference)
+	fmt.Println("refunded:", r.RefundedAmount.FormattedWithCurrency, r.Refunded[0].DocumentReference)
+	fmt.Println("uncaptured:", r.UncapturedAmount.FormattedWithCurrency)
 	fmt.Println("status:", r.Status)
 	// Output:
 	// order: SEK 3,000.00

@@ -304,10 +304,10 @@ func TestResponseMoneyAndLines(t *testing.T) {
 	f := ordertest.New()
 	o := f.Order(t)
 	r := o.Response(f.Clock.Now(), f.Policy, nil)
-	equal(t, "orderAmount", r.OrderAmount.Record(), money.Record{Amount: "287.80", Currency: "SEK", Formatted: "287.80",
+	equal(t, "orderAmount", r.OrderAmount, money.Record{Amount: "287.80", Currency: "SEK", Formatted: "287.80",
 		FormattedWithCurrency: "SEK 287.80", MinorUnits: 28780})
-	equal(t, "uncaptured net", r.Uncaptured.TotalOrderAmountExclVat.Minor, int64(24000))
-	equal(t, "uncaptured vat", r.Uncaptured.TotalOrderVatAmount.Minor, int64(4780))
+	equal(t, "uncaptured net", r.Uncaptured.TotalOrderAmountExclVat.MinorUnits, int64(24000))
+	equal(t, "uncaptured vat", r.Uncaptured.TotalOrderVatAmount.MinorUnits, int64(4780))
 	equal(t, "unitPriceNetDecimal", []string{r.Uncaptured.OrderLines[0].UnitPriceNetDecimal,
 		r.Uncaptured.OrderLines[1].UnitPriceNetDecimal, r.Uncaptured.OrderLines[2].UnitPriceNetDecimal},
 		[]string{"80.0000", "50.0000", "10.0000"})

@@ -551,11 +551,11 @@ func (m *machine) check(t *rapid.T) {
 			t.Fatalf("refund %s of %q, not a capture", o.Refunded[i].ID, o.Refunded[i].RefundOf)
 		}
 	}
-	if r.OrderAmount.Minor != r.CapturedAmount.Minor+r.UncapturedAmount.Minor {
-		t.Fatalf("orderAmount %d != captured %d + uncaptured %d", r.OrderAmount.Minor, r.CapturedAmount.Minor, r.UncapturedAmount.Minor)
+	if r.OrderAmount.MinorUnits != r.CapturedAmount.MinorUnits+r.UncapturedAmount.MinorUnits {
+		t.Fatalf("orderAmount %d != captured %d + uncaptured %d", r.OrderAmount.MinorUnits, r.CapturedAmount.MinorUnits, r.UncapturedAmount.MinorUnits)
 	}
-	if r.CapturedAmount.Minor != captured || r.UncapturedAmount.Minor != uncap || r.RefundedAmount.Minor != refunded {
-		t.Fatalf("amounts %d/%d/%d, want %d/%d/%d", r.CapturedAmount.Minor, r.UncapturedAmount.Minor, r.RefundedAmount.Minor, captured, uncap, refunded)
+	if r.CapturedAmount.MinorUnits != captured || r.UncapturedAmount.MinorUnits != uncap || r.RefundedAmount.MinorUnits != refunded {
+		t.Fatalf("amounts %d/%d/%d, want %d/%d/%d", r.CapturedAmount.MinorUnits, r.UncapturedAmount.MinorUnits, r.RefundedAmount.MinorUnits, captured, uncap, refunded)
 	}
 	if a := o.Amounts(); a.Consumed != consumed {
 		t.Fatalf("consumed %d, want %d", a.Consumed, consumed)
@@ -576,10 +576,10 @@ func (m *machine) check(t *rapid.T) {
 	for _, s := range subs {
 		l := o.Ledger(s.LedgerID)
 		g, n, v := m.gross(l.Lines)
-		if s.TotalOrderAmount.Minor != g || s.TotalOrderAmountExclVat.Minor != n || s.TotalOrderVatAmount.Minor != v ||
-			s.TotalOrderAmount.Minor != s.TotalOrderAmountExclVat.Minor+s.TotalOrderVatAmount.Minor {
-			t.Fatalf("sub-order %s totals %d/%d/%d, lines %d/%d/%d", s.LedgerID, s.TotalOrderAmount.Minor,
-				s.TotalOrderAmountExclVat.Minor, s.TotalOrderVatAmount.Minor, g, n, v)
+		if s.TotalOrderAmount.MinorUnits != g || s.TotalOrderAmountExclVat.MinorUnits != n || s.TotalOrderVatAmount.MinorUnits != v ||
+			s.TotalOrderAmount.MinorUnits != s.TotalOrderAmountExclVat.MinorUnits+s.TotalOrderVatAmount.MinorUnits {
+			t.Fatalf("sub-order %s totals %d/%d/%d, lines %d/%d/%d", s.LedgerID, s.TotalOrderAmount.MinorUnits,
+				s.TotalOrderAmountExclVat.MinorUnits, s.TotalOrderVatAmount.MinorUnits, g, n, v)
 		}
 		if len(s.OrderLines) != len(l.Lines) {
 			t.Fatalf("sub-order %s renders %d of %d lines", s.LedgerID, len(s.OrderLines), len(l.Lines))

@@ -28,19 +28,19 @@ type SubOrder struct {
 	Note                    string       `json:"note"`
 	OrderLines              []OutputLine `json:"orderLines"`
 	Status                  []SubStatus  `json:"status"`
-	TotalOrderAmount        money.Money  `json:"totalOrderAmount"`
-	TotalOrderAmountExclVat money.Money  `json:"totalOrderAmountExclVat"`
-	TotalOrderVatAmount     money.Money  `json:"totalOrderVatAmount"`
+	TotalOrderAmount        money.Record `json:"totalOrderAmount"`
+	TotalOrderAmountExclVat money.Record `json:"totalOrderAmountExclVat"`
+	TotalOrderVatAmount     money.Record `json:"totalOrderVatAmount"`
 }
 
 // EventOut is the spec's OrderEvent.
 type EventOut struct {
-	ID        string      `json:"id"`
-	OrderID   string      `json:"orderId"`
-	LedgerID  string      `json:"ledgerId"`
-	CreatedAt time.Time   `json:"createdAt"`
-	Amount    money.Money `json:"amount"`
-	Type      EventType   `json:"type"`
+	ID        string       `json:"id"`
+	OrderID   string       `json:"orderId"`
+	LedgerID  string       `json:"ledgerId"`
+	CreatedAt time.Time    `json:"createdAt"`
+	Amount    money.Record `json:"amount"`
+	Type      EventType    `json:"type"`
 }
 
 // RiskProfile is the spec's riskProfile object.
@@ -68,10 +68,10 @@ type Response struct {
 	PaymentMethod     PaymentMethod     `json:"paymentMethod"`
 	Customer          Customer          `json:"customer"`
 	Metadata          map[string]string `json:"metadata"`
-	OrderAmount       money.Money       `json:"orderAmount"`
-	CapturedAmount    money.Money       `json:"capturedAmount"`
-	RefundedAmount    money.Money       `json:"refundedAmount"`
-	UncapturedAmount  money.Money       `json:"uncapturedAmount"`
+	OrderAmount       money.Record      `json:"orderAmount"`
+	CapturedAmount    money.Record      `json:"capturedAmount"`
+	RefundedAmount    money.Record      `json:"refundedAmount"`
+	UncapturedAmount  money.Record      `json:"uncapturedAmount"`
 	Captured          []SubOrder        `json:"captured"`
 	Refunded          []SubOrder        `json:"refunded"`
 	Uncaptured        SubOrder          `json:"uncaptured"`
@@ -98,7 +98,7 @@ func (o *Order) AuthorizeStatus() string {
 // Response renders the order as the spec's LedgerOrderResponse at now.
 func (o *Order) Response(now time.Time, p Policy, docURL DocumentURLFunc) Response {
 	a := o.Amounts()
-	m := func(v int64) money.Money { return money.New(v, o.Currency) }
+	m := func(v int64) money.Record { return money.New(v, o.Currency).Record() }
 	r := Response{
 		ID: o.ID, MerchantID: o.MerchantID, MerchantReference: o.MerchantReference,
 		OrderReference: o.OrderReference, StoreID: o.StoreID,
@@ -143,9 +143,9 @@ func (o *Order) subOrder(l *Ledger, now time.Time, p Policy, docURL DocumentURLF
 		LedgerID: l.ID, CreatedAt: l.CreatedAt.UTC(), AvailableActions: []ActionRef{},
 		DocumentMessage: l.DocumentMessage, DocumentReference: l.DocumentReference, Note: l.Note,
 		OrderLines: make([]OutputLine, 0, len(l.Lines)), Status: l.Status,
-		TotalOrderAmount:        money.New(t.Gross, o.Currency),
-		TotalOrderAmountExclVat: money.New(t.Net, o.Currency),
-		TotalOrderVatAmount:     money.New(t.VAT, o.Currency),
+		TotalOrderAmount:        money.New(t.Gross, o.Currency).Record(),
+		TotalOrderAmountExclVat: money.New(t.Net, o.Currency).Record(),
+		TotalOrderVatAmount:     money.New(t.VAT, o.Currency).Record(),
 	}
 	if s.Status == nil {
 		s.Status = []SubStatus{}
@@ -190,7 +190,7 @@ type Summary struct {
 	PaymentMethodCategory Category        `json:"paymentMethodCategory"`
 	Status                []Status        `json:"status"`
 	RiskProfile           RiskProfile     `json:"riskProfile"`
-	TotalOrderAmount      money.Money     `json:"totalOrderAmount"`
+	TotalOrderAmount      money.Record    `json:"totalOrderAmount"`
 	Customer              SummaryCustomer `json:"customer"`
 }
 
@@ -203,7 +203,7 @@ func (o *Order) Summary(now time.Time) Summary {
 		CreatedAt: o.CreatedAt.UTC(), ExpiresAt: o.ExpiresAt.UTC(),
 		PaymentMethodCategory: o.PaymentMethod.Category(), Status: o.Statuses(now),
 		RiskProfile:      RiskProfile{Tags: o.RiskTags},
-		TotalOrderAmount: money.New(o.Amounts().Order, o.Currency),
+		TotalOrderAmount: money.New(o.Amounts().Order, o.Currency).Record(),
 		Customer: SummaryCustomer{CompanyID: c.CompanyID, CompanyName: c.CompanyName, Country: c.Country,
 			Email: c.Email, FirstName: c.FirstName, LastName: c.LastName, Phone: c.Phone, VatID: c.VatID,
 			Reference1: c.Reference1, Reference2: c.Reference2},

@@ -49,4 +49,3 @@ func FuzzDecodeRequests(f *testing.F) {
 		}
 	})
 }
-

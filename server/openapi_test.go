@@ -295,7 +295,7 @@ type gen struct {
 }
 
 var timeType = reflect.TypeOf(time.Time{})
-var moneyType = reflect.TypeOf(money.Money{})
+var moneyType = reflect.TypeOf(money.Record{})
 
 func (g *gen) name(t reflect.Type) string {
 	if n, ok := names[t]; ok {

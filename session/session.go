@@ -378,9 +378,9 @@ func (s *Session) Complete(orderID string, now time.Time) error {
 // at the time of reading, and its totals as Money records like an order's.
 type Record struct {
 	Session
-	TotalOrderAmount        money.Money `json:"totalOrderAmount"`
-	TotalOrderAmountExclVat money.Money `json:"totalOrderAmountExclVat"`
-	TotalOrderVatAmount     money.Money `json:"totalOrderVatAmount"`
+	TotalOrderAmount        money.Record `json:"totalOrderAmount"`
+	TotalOrderAmountExclVat money.Record `json:"totalOrderAmountExclVat"`
+	TotalOrderVatAmount     money.Record `json:"totalOrderVatAmount"`
 }
 
 // View returns the API record of s at now.
@@ -390,9 +390,9 @@ func (s *Session) View(now time.Time) Record {
 	if v.OrderLines == nil {
 		v.OrderLines = []order.Line{}
 	}
-	return Record{Session: v, TotalOrderAmount: money.New(s.Totals.Gross, s.Currency),
-		TotalOrderAmountExclVat: money.New(s.Totals.Net, s.Currency),
-		TotalOrderVatAmount:     money.New(s.Totals.VAT, s.Currency)}
+	return Record{Session: v, TotalOrderAmount: money.New(s.Totals.Gross, s.Currency).Record(),
+		TotalOrderAmountExclVat: money.New(s.Totals.Net, s.Currency).Record(),
+		TotalOrderVatAmount:     money.New(s.Totals.VAT, s.Currency).Record()}
 }
 
 // ExternalID reports whether id names a session by its external id ("external:<id>").

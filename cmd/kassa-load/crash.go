@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// crash runs rounds of: start the server on one data directory, load it,
+// SIGKILL it at a random moment, restart it, retry every request that got no
+// answer with its Idempotency-Key, and verify every order against the tally.
+func crash(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kassa-load crash", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bin := fs.String("bin", "", "path to the kassa binary")
+	rounds := fs.Int("rounds", 10, "kill-and-restart rounds (at least 10 for the target)")
+	conc := fs.Int("concurrency", 8, "concurrent clients")
+	maxUp := fs.Duration("max-up", 3*time.Second, "longest a round runs before the kill")
+	if err := fs.Parse(args); err != nil || *bin == "" || *rounds < 1 || *rounds > 1000 {
+		fmt.Fprintln(stderr, "usage: kassa-load crash -bin PATH [-rounds 10] [-concurrency 8]")
+		return 2
+	}
+	dir, err := os.MkdirTemp("", "kassa-crash")
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	tl := newTally()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	totalLost, totalRetried, replayed := 0, 0, 0
+	for round := 1; round <= *rounds; round++ {
+		srv, base, err := startKassa(*bin, dir)
+		if err != nil {
+			fmt.Fprintln(stderr, "kassa-load crash:", err)
+			return 1
+		}
+		c := newClient(base, "crash", "crash-secret-123", *conc)
+		var lost []pending
+		up := time.Duration(300+rng.IntN(int(maxUp.Milliseconds()))) * time.Millisecond
+		lctx, cancel := context.WithCancel(ctx)
+		go func() {
+			time.Sleep(up)
+			srv.Process.Signal(syscall.SIGKILL) // the crash: no shutdown, no flush beyond what was committed
+			cancel()
+		}()
+		runLoad(lctx, c, *conc, time.Hour, 1, 0, tl, &lost, io.Discard)
+		srv.Wait()
+		cancel()
+
+		srv, base, err = startKassa(*bin, dir)
+		if err != nil {
+			fmt.Fprintln(stderr, "kassa-load crash: restart:", err)
+			return 1
+		}
+		c = newClient(base, "crash", "crash-secret-123", *conc)
+		for _, p := range lost {
+			r, err := c.do(ctx, p.method, p.path, p.body, p.key)
+			if err != nil {
+				fmt.Fprintf(stderr, "retry %s: %v\n", p.op, err)
+				srv.Process.Kill()
+				return 1
+			}
+			if r.status/100 == 2 {
+				totalRetried++
+				if r.hdr.Get("Idempotent-Replayed") == "true" {
+					replayed++
+				}
+				if p.onOK != nil {
+					p.onOK(r)
+				}
+			}
+		}
+		totalLost += len(lost)
+		bad := verify(ctx, c, tl, io.Discard)
+		bad += invariants(ctx, c, tl, stdout)
+		srv.Process.Signal(syscall.SIGTERM)
+		srv.Wait()
+		fmt.Fprintf(stdout, "round %2d: killed after %s; %d orders; %d unanswered requests retried; %d mismatches\n",
+			round, up.Round(time.Millisecond), len(tl.orders), len(lost), bad)
+		if bad > 0 {
+			return 1
+		}
+	}
+	fmt.Fprintf(stdout, "crash test: %d rounds, %d orders, 0 acknowledged mutations lost, 0 applied twice; %d in-flight retries (%d replayed, %d executed once)\n",
+		*rounds, len(tl.orders), totalLost, replayed, totalRetried-replayed)
+	return 0
+}
+
+// invariants checks every tallied order's amounts agree with each other.
+func invariants(ctx context.Context, c *client, tl *tally, out io.Writer) int {
+	bad := 0
+	for id := range tl.orders {
+		r, err := c.do(ctx, "GET", "/v1/orders/"+id, nil, "")
+		if err != nil || r.status != 200 {
+			bad++
+			continue
+		}
+		var o struct {
+			OrderAmount, CapturedAmount, UncapturedAmount, RefundedAmount money
+			Captured                                                      []struct {
+				TotalOrderAmount money `json:"totalOrderAmount"`
+			}
+		}
+		json.Unmarshal(r.body, &o)
+		var sum int64
+		for _, l := range o.Captured {
+			sum += l.TotalOrderAmount.MinorUnits
+		}
+		if o.OrderAmount.MinorUnits != o.CapturedAmount.MinorUnits+o.UncapturedAmount.MinorUnits ||
+			sum != o.CapturedAmount.MinorUnits || o.RefundedAmount.MinorUnits > o.CapturedAmount.MinorUnits {
+			fmt.Fprintf(out, "INVARIANT broken on %s: %+v\n", id, o)
+			bad++
+		}
+	}
+	return bad
+}
+
+func startKassa(bin, dir string) (*exec.Cmd, string, error) {
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
+		"--client-id", "crash", "--client-secret", "crash-secret-123", "--log-level", "error")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
+			base, _, _ := strings.Cut(rest, " ")
+			go io.Copy(io.Discard, out)
+			return cmd, base, nil
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	return nil, "", errors.New("kassa did not start")
+}

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Operations of the mix, in the order a worker runs them on each order.
+var opNames = []string{"mint", "create", "get", "list", "partialCapture", "fullCapture", "partialRefund"}
+
+// mutations are the durable order changes counted for the throughput target.
+var mutations = map[string]bool{"create": true, "partialCapture": true, "fullCapture": true, "partialRefund": true}
+
+// stats collects latencies per operation.
+type stats struct {
+	mu  sync.Mutex
+	lat map[string][]time.Duration
+	err map[string]int
+	n   atomic.Int64
+}
+
+func newStats() *stats { return &stats{lat: map[string][]time.Duration{}, err: map[string]int{}} }
+
+func (s *stats) ok(op string, d time.Duration) {
+	s.mu.Lock()
+	s.lat[op] = append(s.lat[op], d)
+	s.mu.Unlock()
+	s.n.Add(1)
+}
+
+func (s *stats) fail(op string) {
+	s.mu.Lock()
+	s.err[op]++
+	s.mu.Unlock()
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[min(len(ds)-1, int(float64(len(ds))*p))]
+}
+
+func (s *stats) report(w io.Writer, elapsed time.Duration) (mutationsPerSec float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(w, "%-16s %8s %9s %9s %9s %9s %9s %6s\n", "operation", "count", "per s", "p50", "p95", "p99", "max", "errors")
+	var muts int
+	for _, op := range opNames {
+		ds := s.lat[op]
+		slices.Sort(ds)
+		if mutations[op] {
+			muts += len(ds)
+		}
+		fmt.Fprintf(w, "%-16s %8d %9.1f %9s %9s %9s %9s %6d\n", op, len(ds), float64(len(ds))/elapsed.Seconds(),
+			pct(ds, .5).Round(10*time.Microsecond), pct(ds, .95).Round(10*time.Microsecond), pct(ds, .99).Round(10*time.Microsecond),
+			pct(ds, 1).Round(10*time.Microsecond), s.err[op])
+	}
+	mps := float64(muts) / elapsed.Seconds()
+	fmt.Fprintf(w, "durable order mutations through HTTP: %.1f/s\n", mps)
+	return mps
+}
+
+// expect is what the tool's own tally says an order must show.
+type expect struct {
+	captured, refunded, uncaptured int64
+	captures, refunds              int
+}
+
+// tally records only what the server acknowledged with 2xx.
+type tally struct {
+	mu     sync.Mutex
+	orders map[string]*expect
+}
+
+func newTally() *tally { return &tally{orders: map[string]*expect{}} }
+
+func (t *tally) apply(id string, f func(e *expect)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.orders[id]
+	if e == nil {
+		e = &expect{}
+		t.orders[id] = e
+	}
+	f(e)
+}
+
+// pending is a mutation sent but not answered: after a crash it is retried
+// with the same Idempotency-Key, which must replay or execute it once.
+type pending struct {
+	op, orderID, method, path, key string
+	body                           any
+	onOK                           func(response)
+}
+
+// worker runs the realistic flow on fresh orders until ctx ends.
+type worker struct {
+	c      *client
+	st     *stats
+	tl     *tally
+	rng    *rand.Rand
+	id     int
+	gets   int
+	lists  int
+	seq    int
+	lostMu *sync.Mutex
+	lost   *[]pending
+}
+
+func (w *worker) key(op string) string {
+	w.seq++
+	return fmt.Sprintf("load-%d-%d-%d-%s", time.Now().UnixNano(), w.id, w.seq, op)
+}
+
+// call sends a request, timing it; a lost answer is remembered for retry.
+func (w *worker) call(ctx context.Context, op, method, path string, body any, key string, want int, onOK func(response)) bool {
+	start := time.Now()
+	// The request itself is never cancelled: a mutation cut off mid-flight
+	// would leave its outcome unknown to the tally.
+	r, err := w.c.do(context.Background(), method, path, body, key)
+	if err != nil {
+		if errors.Is(err, errNoAnswer) && key != "" {
+			w.lostMu.Lock()
+			*w.lost = append(*w.lost, pending{op: op, method: method, path: path, key: key, body: body, onOK: onOK})
+			w.lostMu.Unlock()
+		}
+		if ctx.Err() == nil {
+			w.st.fail(op)
+		}
+		return false
+	}
+	if r.status != want {
+		w.st.fail(op)
+		return false
+	}
+	w.st.ok(op, time.Since(start))
+	if onOK != nil {
+		onOK(r)
+	}
+	return true
+}
+
+func line(rng *rand.Rand, i int) map[string]any {
+	return map[string]any{"description": fmt.Sprintf("Item %d", i), "quantity": 1 + rng.IntN(5),
+		"unitPrice": 100 * (1 + rng.IntN(2000)), "vat": []int{0, 600, 1200, 2500}[rng.IntN(4)], "type": "physical"}
+}
+
+func (w *worker) flow(ctx context.Context) {
+	var tok string
+	if !w.call(ctx, "mint", "POST", "/sandbox/v1/authorization-tokens", map[string]any{"country": "SE", "currency": "SEK", "locale": "sv-SE",
+		"customer": map[string]any{"companyId": "5560000001"}}, "", 201, func(r response) {
+		var b struct{ AuthorizationToken string }
+		json.Unmarshal(r.body, &b)
+		tok = b.AuthorizationToken
+	}) {
+		return
+	}
+	n := 3 + w.rng.IntN(18)
+	ls := make([]any, n)
+	var total int64
+	for i := range ls {
+		l := line(w.rng, i)
+		total += int64(l["quantity"].(int) * l["unitPrice"].(int))
+		ls[i] = l
+	}
+	var id string
+	create := map[string]any{"country": "SE", "currency": "SEK", "locale": "sv-SE", "storeId": fmt.Sprint("store-", w.id%4),
+		"reference": fmt.Sprint("load-", w.id), "orderLines": ls}
+	if !w.call(ctx, "create", "POST", "/v1/authorization-tokens/"+tok+"/order", create, w.key("create"), 200, func(r response) {
+		var b struct{ OrderID string }
+		json.Unmarshal(r.body, &b)
+		id = b.OrderID
+		w.tl.apply(id, func(e *expect) { e.uncaptured = total })
+	}) {
+		return
+	}
+	var o apiOrder
+	for i := 0; i < w.gets; i++ {
+		w.call(ctx, "get", "GET", "/v1/orders/"+id, nil, "", 200, func(r response) { json.Unmarshal(r.body, &o) })
+	}
+	if o.ID == "" {
+		return
+	}
+	for i := 0; i < w.lists; i++ {
+		w.call(ctx, "list", "GET", fmt.Sprintf("/v1/orders?storeId=store-%d&status=uncaptured&size=20", w.id%4), nil, "", 200, nil)
+	}
+	// Partial capture of the first half of the lines, by id.
+	half := o.Uncaptured.OrderLines[:len(o.Uncaptured.OrderLines)/2]
+	var sum int64
+	var sel []any
+	for _, l := range half {
+		sel = append(sel, map[string]any{"id": l.ID})
+		sum += l.TotalAmount
+	}
+	if !w.call(ctx, "partialCapture", "POST", "/v1/orders/"+id+"/partialcapture",
+		map[string]any{"orderLines": sel, "totalCaptureAmount": sum}, w.key("pc"), 200, func(response) {
+			w.tl.apply(id, func(e *expect) { e.captured += sum; e.uncaptured -= sum; e.captures++ })
+		}) {
+		return
+	}
+	rest := o.UncapturedAmount.MinorUnits - sum
+	if !w.call(ctx, "fullCapture", "POST", "/v1/orders/"+id+"/capture", nil, w.key("fc"), 200, func(r response) {
+		w.tl.apply(id, func(e *expect) { e.captured += rest; e.uncaptured -= rest; e.captures++ })
+		json.Unmarshal(r.body, &o)
+	}) {
+		return
+	}
+	if len(o.Captured) == 0 {
+		return
+	}
+	refund := min(sum, 1000)
+	if refund == 0 {
+		return
+	}
+	w.call(ctx, "partialRefund", "POST", "/v1/orders/"+id+"/partialrefund/"+o.Captured[0].LedgerID,
+		map[string]any{"orderLines": []any{map[string]any{"description": "Return", "quantity": 1, "unitPrice": refund, "vat": 2500}},
+			"totalRefundAmount": refund}, w.key("pr"), 200, func(response) {
+			w.tl.apply(id, func(e *expect) { e.refunded += refund; e.refunds++ })
+		})
+}
+
+// verify reads every tallied order and compares it to the tally to the minor unit.
+func verify(ctx context.Context, c *client, tl *tally, out io.Writer) (bad int) {
+	ids := make([]string, 0, len(tl.orders))
+	for id := range tl.orders {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		e := tl.orders[id]
+		r, err := c.do(ctx, "GET", "/v1/orders/"+id, nil, "")
+		if err != nil || r.status != 200 {
+			fmt.Fprintf(out, "MISMATCH %s: cannot read (%v %d)\n", id, err, r.status)
+			bad++
+			continue
+		}
+		var o apiOrder
+		json.Unmarshal(r.body, &o)
+		got := expect{captured: o.CapturedAmount.MinorUnits, refunded: o.RefundedAmount.MinorUnits,
+			uncaptured: o.UncapturedAmount.MinorUnits, captures: len(o.Captured), refunds: len(o.Refunded)}
+		if got != *e || o.OrderAmount.MinorUnits != o.CapturedAmount.MinorUnits+o.UncapturedAmount.MinorUnits {
+			fmt.Fprintf(out, "MISMATCH %s: server %+v, tally %+v\n", id, got, *e)
+			bad++
+		}
+	}
+	fmt.Fprintf(out, "verified %d orders against the tally: %d mismatches\n", len(ids), bad)
+	return bad
+}
+
+// runLoad drives concurrency workers for d and reports.
+func runLoad(ctx context.Context, c *client, concurrency int, d time.Duration, gets, lists int, tl *tally, lost *[]pending, progress io.Writer) (*stats, time.Duration) {
+	st := newStats()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	var lostMu sync.Mutex
+	start := time.Now()
+	for i := 0; i < concurrency; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			w := &worker{c: c, st: st, tl: tl, rng: rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano()))), id: i,
+				gets: gets, lists: lists, lostMu: &lostMu, lost: lost}
+			for ctx.Err() == nil {
+				w.flow(ctx)
+			}
+		}(i)
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				el := time.Since(start)
+				fmt.Fprintf(progress, "[%5.1fs] %d requests, %.0f/s\n", el.Seconds(), st.n.Load(), float64(st.n.Load())/el.Seconds())
+			}
+		}
+	}()
+	wg.Wait()
+	close(done)
+	return st, time.Since(start)
+}
+
+func parseMix(s string) (gets, lists int, err error) {
+	gets, lists = 1, 1
+	if s == "" {
+		return
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		var n int
+		if _, err := fmt.Sscan(v, &n); !ok || err != nil || n < 0 || n > 100 {
+			return 0, 0, fmt.Errorf("bad -mix element %q (want get=N,list=N)", part)
+		}
+		switch k {
+		case "get":
+			gets = n
+		case "list":
+			lists = n
+		default:
+			return 0, 0, fmt.Errorf("unknown -mix operation %q (get, list)", k)
+		}
+	}
+	if gets < 1 {
+		return 0, 0, errors.New("-mix get must be at least 1: the flow reads each order")
+	}
+	return
+}
