@@ -263,3 +263,29 @@ func TestAuthenticate(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestSweepIdempotency(t *testing.T) {
+	now := time.Now()
+	st := memory.New(func() time.Time { return now })
+	l := kassa.New(st, kassa.Options{IdempotencyTTL: time.Hour})
+	creds, _, _ := l.EnsureMerchant(context.Background(), kassa.MerchantOptions{})
+	f := &fixture{ledger: l, store: st, merchant: creds.MerchantID, ctx: context.Background()}
+	o := f.order(t, "t1", 10000)
+	for i := 0; i < 3; i++ {
+		if _, err := l.PartialCapture(f.ctx, kassa.Call{MerchantID: f.merchant, IdempotencyKey: fmt.Sprint("k", i)}, o.ID, partial(100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := l.SweepIdempotency(f.ctx, 2); err != nil || n != 0 {
+		t.Fatalf("sweep before retention: %d %v", n, err)
+	}
+	now = now.Add(61 * time.Minute)
+	if n, err := l.SweepIdempotency(f.ctx, 2); err != nil || n != 3 {
+		t.Fatalf("sweep after retention: %d %v", n, err)
+	}
+	// The key is free again: the same request runs anew.
+	res, err := l.PartialCapture(f.ctx, kassa.Call{MerchantID: f.merchant, IdempotencyKey: "k0"}, o.ID, partial(100))
+	if err != nil || res.Replayed {
+		t.Fatalf("after sweep: %v replayed=%v", err, res != nil && res.Replayed)
+	}
+}
