@@ -7,7 +7,6 @@ package ordertest
 import (
 	"fmt"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/kassahq/kassa/money"
@@ -157,7 +156,7 @@ func Authorization(approved int64) order.Authorization {
 }
 
 // Create validates r and creates an order from it with auth, failing tb on error.
-func (f *Fixture) Create(tb testing.TB, r *order.CreateRequest, auth order.Authorization) *order.Order {
+func (f *Fixture) Create(tb TB, r *order.CreateRequest, auth order.Authorization) *order.Order {
 	tb.Helper()
 	lines, mode, err := order.ValidateCreate(r, false, f.IDs)
 	if err != nil {
@@ -172,7 +171,7 @@ func (f *Fixture) Create(tb testing.TB, r *order.CreateRequest, auth order.Autho
 
 // Order creates a valid invoice order of lines (DefaultLines when none) whose
 // authorization approves twice its total.
-func (f *Fixture) Order(tb testing.TB, lines ...order.LineInput) *order.Order {
+func (f *Fixture) Order(tb TB, lines ...order.LineInput) *order.Order {
 	tb.Helper()
 	if len(lines) == 0 {
 		lines = DefaultLines()
@@ -183,6 +182,12 @@ func (f *Fixture) Order(tb testing.TB, lines ...order.LineInput) *order.Order {
 		tb.Fatalf("ordertest: ValidateCreate: %v", err)
 	}
 	return f.Create(tb, r, Authorization(2*order.SumLines(probe, mode).Gross))
+}
+
+// TB is the part of testing.TB the builders use, so that rapid's *T works too.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
 }
 
 // Money is minor units of SEK.

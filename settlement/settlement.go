@@ -1,0 +1,260 @@
+// Package settlement pays captured money out to merchants: settlement runs
+// gather every capture and refund not yet settled, per merchant, store and
+// currency, into one settlement with its transactions (capture, refund, fee,
+// adjustment), so that a finance team can reconcile it to the minor unit:
+// the transactions sum to the net payout.
+//
+// The package does no I/O. The store keeps a queue of unsettled items,
+// written in the same transaction as the capture or refund that creates
+// them; a run reads the queue, builds settlements with Run, stores them and
+// empties the queue in one transaction, so nothing is settled twice.
+package settlement
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/kassahq/kassa/money"
+	"github.com/kassahq/kassa/order"
+)
+
+// Kind of an item or transaction.
+type Kind string
+
+const (
+	KindCapture    Kind = "capture"
+	KindRefund     Kind = "refund"
+	KindFee        Kind = "fee"
+	KindAdjustment Kind = "adjustment" // a capture voided after it was settled
+	kindVoid       Kind = "void"       // queue only: becomes an adjustment
+)
+
+// Item is a captured, refunded or voided amount waiting to be settled.
+type Item struct {
+	Key               string         `json:"key"` // unique: ledger id, or ledger id + ":void"
+	MerchantID        string         `json:"merchantId"`
+	StoreID           string         `json:"storeId"`
+	Currency          money.Currency `json:"currency"`
+	OrderID           string         `json:"orderId"`
+	LedgerID          string         `json:"ledgerId"`
+	Kind              Kind           `json:"kind"`
+	Amount            int64          `json:"amount"` // positive minor units including VAT
+	DocumentReference string         `json:"documentReference,omitempty"`
+	MerchantReference string         `json:"merchantReference,omitempty"`
+	OccurredAt        time.Time      `json:"occurredAt"`
+}
+
+// NewItems lists what an operation made settleable: the captures, refunds
+// and voids of after that before did not have. before is nil for a new order.
+func NewItems(before, after *order.Order) []Item {
+	had := map[string]bool{}
+	voided := map[string]bool{}
+	if before != nil {
+		for _, l := range before.Captured {
+			had[l.ID] = true
+			voided[l.ID] = l.Void()
+		}
+		for _, l := range before.Refunded {
+			had[l.ID] = true
+		}
+	}
+	item := func(l *order.Ledger, k Kind, key string) Item {
+		return Item{Key: key, MerchantID: after.MerchantID, StoreID: after.StoreID, Currency: after.Currency,
+			OrderID: after.ID, LedgerID: l.ID, Kind: k, Amount: order.SumLines(l.Lines, after.VATMode).Gross,
+			DocumentReference: l.DocumentReference, MerchantReference: after.MerchantReference, OccurredAt: after.UpdatedAt}
+	}
+	var out []Item
+	for i := range after.Captured {
+		l := &after.Captured[i]
+		if !had[l.ID] {
+			out = append(out, item(l, KindCapture, l.ID))
+		}
+		if l.Void() && !voided[l.ID] {
+			out = append(out, item(l, kindVoid, l.ID+":void"))
+		}
+	}
+	for i := range after.Refunded {
+		l := &after.Refunded[i]
+		if !had[l.ID] {
+			out = append(out, item(l, KindRefund, l.ID))
+		}
+	}
+	return out
+}
+
+// FeePolicy is what a merchant pays per capture: basis points of the captured
+// amount (rounded half away from zero) plus a fixed amount.
+type FeePolicy struct {
+	BasisPoints     int64 `json:"basisPoints"`
+	FixedPerCapture int64 `json:"fixedPerCapture"`
+}
+
+// Fee of one capture.
+func (p FeePolicy) Fee(amount int64) int64 {
+	return money.DivRound(amount*p.BasisPoints, 10000) + p.FixedPerCapture
+}
+
+// Settlement is one payout to a merchant for one store and currency. Every
+// amount is positive minor units; Net = Gross − Refunds − Fees − Adjustments
+// and equals the sum of the signed transaction amounts.
+type Settlement struct {
+	ID               string         `json:"id"`
+	Reference        string         `json:"reference"`
+	MerchantID       string         `json:"merchantId"`
+	StoreID          string         `json:"storeId"`
+	Currency         money.Currency `json:"currency"`
+	CreatedAt        time.Time      `json:"createdAt"`
+	PeriodStart      time.Time      `json:"periodStart"`
+	PeriodEnd        time.Time      `json:"periodEnd"`
+	PayoutDate       string         `json:"payoutDate"` // YYYY-MM-DD, the next banking day after creation
+	Gross            int64          `json:"gross"`
+	Refunds          int64          `json:"refunds"`
+	Fees             int64          `json:"fees"`
+	Adjustments      int64          `json:"adjustments"`
+	Net              int64          `json:"net"`
+	TransactionCount int            `json:"transactionCount"`
+}
+
+// Transaction is one line of a settlement, signed as it affects the payout:
+// captures positive; refunds, fees and adjustments negative.
+type Transaction struct {
+	ID                string         `json:"id"`
+	SettlementID      string         `json:"settlementId"`
+	Seq               int            `json:"seq"` // order within the settlement, from 1
+	Type              Kind           `json:"type"`
+	OrderID           string         `json:"orderId"`
+	LedgerID          string         `json:"ledgerId"`
+	DocumentReference string         `json:"documentReference,omitempty"`
+	MerchantReference string         `json:"merchantReference,omitempty"`
+	Amount            int64          `json:"amount"`
+	Currency          money.Currency `json:"currency"`
+	OccurredAt        time.Time      `json:"occurredAt"`
+}
+
+// Batch is a settlement with its transactions.
+type Batch struct {
+	Settlement   Settlement
+	Transactions []Transaction
+	Keys         []string // the queue items it settles
+}
+
+// Env is what a run needs from outside.
+type Env struct {
+	Now  time.Time
+	IDs  order.IDSource
+	Fees func(merchantID string) FeePolicy
+	// Reference numbers a merchant's settlements gaplessly (series "settlement").
+	Reference func(merchantID string) (int64, error)
+}
+
+type groupKey struct {
+	merchant, store string
+	currency        money.Currency
+}
+
+// Run builds one settlement per merchant, store and currency from the queued
+// items. A capture voided before it was settled cancels out: neither it nor
+// its void is paid. A void of an earlier-settled capture is an adjustment.
+// Keys lists every item consumed, including cancelled-out pairs.
+func Run(items []Item, env Env) ([]Batch, error) {
+	captured := map[string]bool{}
+	for _, it := range items {
+		if it.Kind == KindCapture {
+			captured[it.LedgerID] = true
+		}
+	}
+	groups := map[groupKey][]Item{}
+	var order []groupKey
+	var dropped []string
+	voidedHere := map[string]bool{}
+	for _, it := range items {
+		if it.Kind == kindVoid && captured[it.LedgerID] {
+			voidedHere[it.LedgerID] = true
+		}
+	}
+	for _, it := range items {
+		if voidedHere[it.LedgerID] && (it.Kind == KindCapture || it.Kind == kindVoid) {
+			dropped = append(dropped, it.Key)
+			continue
+		}
+		k := groupKey{it.MerchantID, it.StoreID, it.Currency}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], it)
+	}
+	sort.Slice(order, func(i, j int) bool {
+		a, b := order[i], order[j]
+		if a.merchant != b.merchant {
+			return a.merchant < b.merchant
+		}
+		if a.store != b.store {
+			return a.store < b.store
+		}
+		return a.currency < b.currency
+	})
+	var out []Batch
+	for gi, k := range order {
+		its := groups[k]
+		sort.SliceStable(its, func(i, j int) bool {
+			if !its[i].OccurredAt.Equal(its[j].OccurredAt) {
+				return its[i].OccurredAt.Before(its[j].OccurredAt)
+			}
+			return its[i].Key < its[j].Key
+		})
+		n, err := env.Reference(k.merchant)
+		if err != nil {
+			return nil, err
+		}
+		s := Settlement{ID: env.IDs.NewID("settlement"), Reference: fmt.Sprintf("S-%06d", n), MerchantID: k.merchant,
+			StoreID: k.store, Currency: k.currency, CreatedAt: env.Now, PeriodStart: its[0].OccurredAt,
+			PeriodEnd: its[len(its)-1].OccurredAt, PayoutDate: payoutDate(env.Now)}
+		b := Batch{}
+		fees := env.Fees(k.merchant)
+		add := func(it Item, t Kind, amount int64) {
+			b.Transactions = append(b.Transactions, Transaction{ID: env.IDs.NewID("settlementTx"), SettlementID: s.ID,
+				Seq: len(b.Transactions) + 1, Type: t, OrderID: it.OrderID, LedgerID: it.LedgerID,
+				DocumentReference: it.DocumentReference, MerchantReference: it.MerchantReference, Amount: amount,
+				Currency: k.currency, OccurredAt: it.OccurredAt})
+		}
+		for _, it := range its {
+			b.Keys = append(b.Keys, it.Key)
+			switch it.Kind {
+			case KindCapture:
+				s.Gross += it.Amount
+				add(it, KindCapture, it.Amount)
+				if fee := fees.Fee(it.Amount); fee != 0 {
+					s.Fees += fee
+					add(it, KindFee, -fee)
+				}
+			case KindRefund:
+				s.Refunds += it.Amount
+				add(it, KindRefund, -it.Amount)
+			case kindVoid:
+				s.Adjustments += it.Amount
+				add(it, KindAdjustment, -it.Amount)
+			}
+		}
+		s.Net = s.Gross - s.Refunds - s.Fees - s.Adjustments
+		s.TransactionCount = len(b.Transactions)
+		if gi == 0 {
+			b.Keys = append(b.Keys, dropped...)
+		}
+		b.Settlement = s
+		out = append(out, b)
+	}
+	if len(out) == 0 && len(dropped) > 0 {
+		out = append(out, Batch{Keys: dropped}) // nothing to pay, but the pairs leave the queue
+	}
+	return out, nil
+}
+
+// payoutDate is the next weekday after t (UTC).
+func payoutDate(t time.Time) string {
+	d := t.UTC().AddDate(0, 0, 1)
+	for d.Weekday() == time.Saturday || d.Weekday() == time.Sunday {
+		d = d.AddDate(0, 0, 1)
+	}
+	return d.Format("2006-01-02")
+}

@@ -1,0 +1,113 @@
+package settlement
+
+import (
+	"encoding/csv"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
+)
+
+// Record is a settlement as the API returns it, with Money records.
+type Record struct {
+	ID               string       `json:"id"`
+	Reference        string       `json:"reference"`
+	MerchantID       string       `json:"merchantId"`
+	StoreID          string       `json:"storeId"`
+	Currency         string       `json:"currency"`
+	CreatedAt        time.Time    `json:"createdAt"`
+	PeriodStart      time.Time    `json:"periodStart"`
+	PeriodEnd        time.Time    `json:"periodEnd"`
+	PayoutDate       string       `json:"payoutDate"`
+	GrossAmount      money.Record `json:"grossAmount"`
+	RefundAmount     money.Record `json:"refundAmount"`
+	FeeAmount        money.Record `json:"feeAmount"`
+	AdjustmentAmount money.Record `json:"adjustmentAmount"`
+	NetAmount        money.Record `json:"netAmount"`
+	TransactionCount int          `json:"transactionCount"`
+}
+
+// View renders s.
+func (s *Settlement) View() Record {
+	m := func(v int64) money.Record { return money.New(v, s.Currency).Record() }
+	return Record{ID: s.ID, Reference: s.Reference, MerchantID: s.MerchantID, StoreID: s.StoreID, Currency: string(s.Currency),
+		CreatedAt: s.CreatedAt.UTC(), PeriodStart: s.PeriodStart.UTC(), PeriodEnd: s.PeriodEnd.UTC(), PayoutDate: s.PayoutDate,
+		GrossAmount: m(s.Gross), RefundAmount: m(s.Refunds), FeeAmount: m(s.Fees), AdjustmentAmount: m(s.Adjustments),
+		NetAmount: m(s.Net), TransactionCount: s.TransactionCount}
+}
+
+// TransactionRecord is a transaction as the API returns it.
+type TransactionRecord struct {
+	ID                string       `json:"id"`
+	SettlementID      string       `json:"settlementId"`
+	Type              Kind         `json:"type"`
+	OrderID           string       `json:"orderId"`
+	LedgerID          string       `json:"ledgerId"`
+	DocumentReference string       `json:"documentReference,omitempty"`
+	MerchantReference string       `json:"merchantReference,omitempty"`
+	Amount            money.Record `json:"amount"`
+	OccurredAt        time.Time    `json:"occurredAt"`
+}
+
+// View renders t.
+func (t *Transaction) View() TransactionRecord {
+	return TransactionRecord{ID: t.ID, SettlementID: t.SettlementID, Type: t.Type, OrderID: t.OrderID, LedgerID: t.LedgerID,
+		DocumentReference: t.DocumentReference, MerchantReference: t.MerchantReference,
+		Amount: money.New(t.Amount, t.Currency).Record(), OccurredAt: t.OccurredAt.UTC()}
+}
+
+// Query selects settlements (GET /v1/settlements).
+type Query struct {
+	StoreIDs, IDs, References, Currencies []string
+	CreatedFrom, CreatedTo                time.Time // inclusive, exclusive
+	FromID                                string    // continue after this settlement
+	Size                                  int
+}
+
+// Page sizes.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// Validate applies the default size and checks bounds.
+func (q *Query) Validate() error {
+	switch {
+	case q.Size == 0:
+		q.Size = DefaultPageSize
+	case q.Size < 1 || q.Size > MaxPageSize:
+		return fault.Invalidf("size", "must be between 1 and %d", MaxPageSize)
+	}
+	return nil
+}
+
+func anyOf(want []string, v string) bool { return len(want) == 0 || slices.Contains(want, v) }
+
+// Match reports whether s satisfies the filters (not FromID or Size).
+func (q *Query) Match(s *Settlement) bool {
+	return anyOf(q.StoreIDs, s.StoreID) && anyOf(q.IDs, s.ID) && anyOf(q.References, s.Reference) &&
+		anyOf(q.Currencies, string(s.Currency)) &&
+		(q.CreatedFrom.IsZero() || !s.CreatedAt.Before(q.CreatedFrom)) && (q.CreatedTo.IsZero() || s.CreatedAt.Before(q.CreatedTo))
+}
+
+// WriteCSV writes a settlement's transactions for accounting: a header, one
+// row per transaction (amounts as decimals with two digits), and a final
+// row with the totals, whose amount is the net payout.
+func WriteCSV(w io.Writer, s *Settlement, txs []Transaction) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"settlementReference", "seq", "type", "occurredAt", "orderId", "ledgerId", "documentReference",
+		"merchantReference", "amount", "currency"})
+	var sum int64
+	for _, t := range txs {
+		sum += t.Amount
+		cw.Write([]string{s.Reference, strconv.Itoa(t.Seq), string(t.Type), t.OccurredAt.UTC().Format(time.RFC3339), t.OrderID,
+			t.LedgerID, t.DocumentReference, t.MerchantReference, money.New(t.Amount, t.Currency).Amount(), string(t.Currency)})
+	}
+	cw.Write([]string{s.Reference, "", "net", s.CreatedAt.UTC().Format(time.RFC3339), "", "", "", "",
+		money.New(sum, s.Currency).Amount(), string(s.Currency)})
+	cw.Flush()
+	return cw.Error()
+}
