@@ -16,6 +16,7 @@ import (
 
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/session"
+	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/token"
 )
 
@@ -77,6 +78,21 @@ type Tx interface {
 	// ListSessions returns one page of the merchant's sessions, newest first,
 	// and the id to continue from ("" on the last page). q must be validated.
 	ListSessions(merchantID string, q session.Query) ([]*session.Session, string, error)
+
+	// Settlements. Captures, refunds and voids are queued as settlement items
+	// in the transaction that makes them; a run saves its batches and removes
+	// the items they settle in one transaction.
+	QueueSettlementItems(items []settlement.Item) error
+	PendingSettlementItems(limit int) ([]settlement.Item, error)
+	// SaveSettlement stores a batch's settlement (when it has one) and its
+	// transactions, and removes its keys from the queue.
+	SaveSettlement(b settlement.Batch) error
+	GetSettlement(merchantID, id string) (*settlement.Settlement, error)
+	// ListSettlements pages the merchant's settlements, newest first; q must be validated.
+	ListSettlements(merchantID string, q settlement.Query) ([]*settlement.Settlement, string, error)
+	// SettlementTransactions pages a settlement's transactions in order,
+	// starting after the transaction fromID.
+	SettlementTransactions(merchantID, settlementID, fromID string, size int) ([]settlement.Transaction, string, error)
 
 	// NextSequence returns the next number of a merchant's gapless series
 	// (1, 2, 3, …); a rolled-back transaction gives its number back.

@@ -13,25 +13,29 @@ import (
 // buckets), so a transaction's undo journal only has to remember puts and
 // deletes of plain keys.
 var (
-	bMerchants = []byte("merchants")  // merchant id → JSON
-	bClients   = []byte("clients")    // client id → merchant id
-	bOrders    = []byte("orders")     // lp(merchant) id → lp(meta) JSON; see encodeOrder
-	bIndex     = []byte("orderindex") // see meta.indexKeys; value present
-	bCounts    = []byte("ordercount") // lp(merchant) kind lp(value) → uint64 entries
-	bDue       = []byte("orderdue")   // time(expiresAt) lp(merchant) id → empty; expirable orders only
-	bAuth      = []byte("authtokens") // lp(merchant) token → JSON
-	bCustomer  = []byte("custtokens") // lp(merchant) id → JSON
-	bSeq       = []byte("sequences")  // lp(merchant) series → uint64
-	bIdem      = []byte("idem")       // lp(merchant) key → JSON
-	bIdemExp   = []byte("idemexp")    // time(expiresAt) lp(merchant) key → empty
-	bOutbox    = []byte("outbox")     // id → JSON
-	bOutboxDue = []byte("outboxdue")  // time(nextAttempt) id → empty; undelivered only
-	bSessions  = []byte("sessions")   // lp(merchant) id → JSON
-	bSessionIx = []byte("sessionix")  // lp(merchant) 'c' time(createdAt) id | 'x' external | 'o' order → id or empty
+	bMerchants = []byte("merchants")   // merchant id → JSON
+	bClients   = []byte("clients")     // client id → merchant id
+	bOrders    = []byte("orders")      // lp(merchant) id → lp(meta) JSON; see encodeOrder
+	bIndex     = []byte("orderindex")  // see meta.indexKeys; value present
+	bCounts    = []byte("ordercount")  // lp(merchant) kind lp(value) → uint64 entries
+	bDue       = []byte("orderdue")    // time(expiresAt) lp(merchant) id → empty; expirable orders only
+	bAuth      = []byte("authtokens")  // lp(merchant) token → JSON
+	bCustomer  = []byte("custtokens")  // lp(merchant) id → JSON
+	bSeq       = []byte("sequences")   // lp(merchant) series → uint64
+	bIdem      = []byte("idem")        // lp(merchant) key → JSON
+	bIdemExp   = []byte("idemexp")     // time(expiresAt) lp(merchant) key → empty
+	bOutbox    = []byte("outbox")      // id → JSON
+	bOutboxDue = []byte("outboxdue")   // time(nextAttempt) id → empty; undelivered only
+	bSessions  = []byte("sessions")    // lp(merchant) id → JSON
+	bSessionIx = []byte("sessionix")   // lp(merchant) 'c' time(createdAt) id | 'x' external | 'o' order → id or empty
+	bSettleQ   = []byte("settleq")     // item key → JSON item (unsettled)
+	bSettle    = []byte("settlements") // lp(merchant) id → JSON settlement
+	bSettleIx  = []byte("settleix")    // lp(merchant) time(createdAt) id → empty
+	bSettleTx  = []byte("settletx")    // lp(merchant) lp(settlement) seq(4 bytes) → JSON transaction
 )
 
 var buckets = [][]byte{bMerchants, bClients, bOrders, bIndex, bCounts, bDue, bAuth, bCustomer,
-	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bSessions, bSessionIx}
+	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bSessions, bSessionIx, bSettleQ, bSettle, bSettleIx, bSettleTx}
 
 // Index kinds of the order index. Equality kinds are followed by the
 // length-prefixed value, then the order's createdAt and id, so that one

@@ -18,6 +18,7 @@ import (
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/session"
+	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/token"
 )
@@ -477,4 +478,132 @@ func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Sessio
 	}
 	page, next := q.Page(all, t.now)
 	return page, next, nil
+}
+
+func (t *tx) QueueSettlementItems(items []settlement.Item) error {
+	for i := range items {
+		if err := t.put("settleq/"+items[i].Key, items[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
+	var keys []string
+	for k := range t.s.data {
+		if strings.HasPrefix(k, "settleq/") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var out []settlement.Item
+	for _, k := range keys {
+		if len(out) == limit {
+			break
+		}
+		var it settlement.Item
+		if _, err := t.get(k, &it); err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+func (t *tx) SaveSettlement(b settlement.Batch) error {
+	if !t.writable {
+		return errReadOnly
+	}
+	for _, k := range b.Keys {
+		if _, ok := t.s.data["settleq/"+k]; !ok {
+			return fault.Conflictf("settlement_item_gone", "settlement item %s is not pending", k)
+		}
+		t.del("settleq/" + k)
+	}
+	s := b.Settlement
+	if s.ID == "" {
+		return nil
+	}
+	if err := t.put("settlement/"+s.MerchantID+"/"+s.ID, s); err != nil {
+		return err
+	}
+	return t.put("settletx/"+s.MerchantID+"/"+s.ID, b.Transactions)
+}
+
+func (t *tx) GetSettlement(merchantID, id string) (*settlement.Settlement, error) {
+	var s settlement.Settlement
+	if ok, err := t.get("settlement/"+merchantID+"/"+id, &s); err != nil || !ok {
+		return nil, notFound(err, "settlement_not_found", "settlement "+id)
+	}
+	return &s, nil
+}
+
+func (t *tx) ListSettlements(merchantID string, q settlement.Query) ([]*settlement.Settlement, string, error) {
+	var all []*settlement.Settlement
+	prefix := "settlement/" + merchantID + "/"
+	for k := range t.s.data {
+		if id, ok := strings.CutPrefix(k, prefix); ok {
+			s, err := t.GetSettlement(merchantID, id)
+			if err != nil {
+				return nil, "", err
+			}
+			all = append(all, s)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
+			return all[i].CreatedAt.After(all[j].CreatedAt)
+		}
+		return all[i].ID > all[j].ID
+	})
+	start := 0
+	if q.FromID != "" {
+		if _, err := t.GetSettlement(merchantID, q.FromID); err != nil {
+			return nil, "", err
+		}
+		for i, s := range all {
+			if s.ID == q.FromID {
+				start = i + 1
+			}
+		}
+	}
+	var page []*settlement.Settlement
+	for _, s := range all[start:] {
+		if !q.Match(s) {
+			continue
+		}
+		if len(page) == q.Size {
+			return page, page[len(page)-1].ID, nil
+		}
+		page = append(page, s)
+	}
+	return page, "", nil
+}
+
+func (t *tx) SettlementTransactions(merchantID, settlementID, fromID string, size int) ([]settlement.Transaction, string, error) {
+	if _, err := t.GetSettlement(merchantID, settlementID); err != nil {
+		return nil, "", err
+	}
+	var txs []settlement.Transaction
+	if _, err := t.get("settletx/"+merchantID+"/"+settlementID, &txs); err != nil {
+		return nil, "", err
+	}
+	start := 0
+	if fromID != "" {
+		start = -1
+		for i, tr := range txs {
+			if tr.ID == fromID {
+				start = i + 1
+			}
+		}
+		if start < 0 {
+			return nil, "", fault.Invalidf("fromId", "is not a transaction of this settlement")
+		}
+	}
+	rest := txs[start:]
+	if len(rest) > size {
+		return rest[:size], rest[size-1].ID, nil
+	}
+	return rest, "", nil
 }

@@ -1,0 +1,139 @@
+package storagetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/settlement"
+	"github.com/kassahq/kassa/storage"
+)
+
+func testSettlements(t *testing.T, s storage.Store) {
+	item := func(key, merchant, store string, kind settlement.Kind, amount int64) settlement.Item {
+		return settlement.Item{Key: key, MerchantID: merchant, StoreID: store, Currency: "SEK", OrderID: "o-" + key,
+			LedgerID: key, Kind: kind, Amount: amount, OccurredAt: Start}
+	}
+	update(t, s, func(tx storage.Tx) error {
+		return tx.QueueSettlementItems([]settlement.Item{item("c1", "m1", "a", settlement.KindCapture, 10000),
+			item("r1", "m1", "a", settlement.KindRefund, 2000), item("c2", "m1", "b", settlement.KindCapture, 500),
+			item("c3", "m2", "a", settlement.KindCapture, 700)})
+	})
+	var pending []settlement.Item
+	view(t, s, func(tx storage.Tx) error {
+		var err error
+		pending, err = tx.PendingSettlementItems(100)
+		return err
+	})
+	if len(pending) != 4 || pending[0].Key != "c1" || pending[3].Key != "r1" || pending[0].Amount != 10000 {
+		t.Fatalf("pending %+v", pending)
+	}
+	refs := map[string]int64{}
+	ids := &ids{}
+	run := func(at time.Time) []settlement.Batch {
+		var out []settlement.Batch
+		update(t, s, func(tx storage.Tx) error {
+			items, err := tx.PendingSettlementItems(1000)
+			if err != nil {
+				return err
+			}
+			bs, err := settlement.Run(items, settlement.Env{Now: at, IDs: ids,
+				Fees:      func(string) settlement.FeePolicy { return settlement.FeePolicy{BasisPoints: 100} },
+				Reference: func(m string) (int64, error) { refs[m]++; return refs[m], nil }})
+			if err != nil {
+				return err
+			}
+			for _, b := range bs {
+				if err := tx.SaveSettlement(b); err != nil {
+					return err
+				}
+			}
+			out = bs
+			return nil
+		})
+		return out
+	}
+	first := run(Now())
+	if len(first) != 3 {
+		t.Fatalf("%d settlements", len(first))
+	}
+	// Saving the same batch again is refused: its items are no longer pending.
+	err := s.Update(ctx, func(tx storage.Tx) error { return tx.SaveSettlement(first[0]) })
+	wantKind(t, err, fault.Conflict)
+	if again := run(Now().Add(time.Hour)); len(again) != 0 {
+		t.Fatalf("a second run settled %d more", len(again))
+	}
+	// A failed run leaves the queue as it was.
+	update(t, s, func(tx storage.Tx) error {
+		return tx.QueueSettlementItems([]settlement.Item{item("c4", "m1", "a", settlement.KindCapture, 900)})
+	})
+	boom := errors.New("boom")
+	err = s.Update(ctx, func(tx storage.Tx) error {
+		items, _ := tx.PendingSettlementItems(10)
+		if err := tx.SaveSettlement(settlement.Batch{Keys: []string{items[0].Key}}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	later := run(Now().Add(2 * time.Hour))
+	if len(later) != 1 || later[0].Settlement.Gross != 900 {
+		t.Fatalf("after a failed run: %+v", later)
+	}
+	view(t, s, func(tx storage.Tx) error {
+		got, err := tx.GetSettlement("m1", first[0].Settlement.ID)
+		if err != nil || got.Net != first[0].Settlement.Net || got.Reference != first[0].Settlement.Reference {
+			t.Fatalf("get %+v %v", got, err)
+		}
+		_, err = tx.GetSettlement("m2", first[0].Settlement.ID)
+		wantKind(t, err, fault.NotFound)
+		var all []string
+		q := settlement.Query{Size: 1}
+		for {
+			page, next, err := tx.ListSettlements("m1", q)
+			if err != nil {
+				return err
+			}
+			for _, p := range page {
+				all = append(all, p.Reference)
+			}
+			if next == "" {
+				break
+			}
+			q.FromID = next
+		}
+		if !slices.Equal(all, []string{"S-000003", "S-000002", "S-000001"}) {
+			t.Fatalf("list %v", all)
+		}
+		q = settlement.Query{Size: 10, StoreIDs: []string{"b"}}
+		if page, _, _ := tx.ListSettlements("m1", q); len(page) != 1 || page[0].StoreID != "b" {
+			t.Fatalf("store filter %v", page)
+		}
+		var seqs []int
+		from := ""
+		for {
+			txs, next, err := tx.SettlementTransactions("m1", first[0].Settlement.ID, from, 1)
+			if err != nil {
+				return err
+			}
+			for _, tr := range txs {
+				seqs = append(seqs, tr.Seq)
+			}
+			if next == "" {
+				break
+			}
+			from = next
+		}
+		if fmt.Sprint(seqs) != "[1 2 3]" {
+			t.Fatalf("transactions %v", seqs)
+		}
+		_, _, err = tx.SettlementTransactions("m2", first[0].Settlement.ID, "", 10)
+		wantKind(t, err, fault.NotFound)
+		return nil
+	})
+}
