@@ -32,6 +32,8 @@ type MerchantOptions struct {
 	ClientSecret string // generated when empty
 	Sandbox      bool
 	RequireAck   bool
+	// Settlement fees per capture: basis points of the amount plus a fixed part.
+	FeeBasisPoints, FeeFixedPerCapture int64
 }
 
 // EnsureMerchant creates a merchant, or, when one with the client id exists,
@@ -43,6 +45,9 @@ func (l *Ledger) EnsureMerchant(ctx context.Context, mo MerchantOptions) (Creden
 	}
 	if mo.ClientSecret == "" {
 		mo.ClientSecret = "ks_" + RandomSecret(20)
+	}
+	if mo.FeeBasisPoints < 0 || mo.FeeBasisPoints > 10000 || mo.FeeFixedPerCapture < 0 || mo.FeeFixedPerCapture > 1_000_000 {
+		return Credentials{}, false, fault.Invalidf("feeBasisPoints", "fees must be 0 to 10000 basis points and 0 to 1000000 minor units per capture")
 	}
 	if len(mo.ClientID) > 200 || len(mo.ClientSecret) > 200 {
 		return Credentials{}, false, fault.Invalidf("clientId", "client id and secret must be at most 200 characters")
@@ -61,7 +66,8 @@ func (l *Ledger) EnsureMerchant(ctx context.Context, mo MerchantOptions) (Creden
 		case fault.Is(err, fault.NotFound):
 			created = true
 			m = &storage.Merchant{ID: l.opts.IDs.NewID("merchant"), Name: mo.Name, ClientID: mo.ClientID,
-				Sandbox: mo.Sandbox, RequireAck: mo.RequireAck, CreatedAt: tx.Now()}
+				Sandbox: mo.Sandbox, RequireAck: mo.RequireAck, CreatedAt: tx.Now(),
+				FeeBasisPoints: mo.FeeBasisPoints, FeeFixedPerCapture: mo.FeeFixedPerCapture}
 		default:
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/refund"
+	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 )
 
@@ -32,7 +33,12 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 		}
 		env := l.env(tx, call.MerchantID)
 		wasUnacked := o.Unacknowledged
+		before := o.Clone()
 		if err := apply(tx, o, env); err != nil {
+			return nil, err
+		}
+		// Captures, refunds and voids wait for the next settlement run.
+		if err := tx.QueueSettlementItems(settlement.NewItems(before, o)); err != nil {
 			return nil, err
 		}
 		if o.Unacknowledged && !wasUnacked {

@@ -26,6 +26,7 @@ import (
 	"github.com/kassahq/kassa/refund"
 	"github.com/kassahq/kassa/sandbox"
 	"github.com/kassahq/kassa/session"
+	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/token"
 )
 
@@ -158,6 +159,17 @@ func operations() []op {
 	}
 	add(op{method: "GET", path: "/v1/sessions", id: "listSessions", summary: "List sessions, newest first", tag: "Checkout", auth: true,
 		status: 200, resp: kassa.SessionPage{}, errs: reads, query: sessionQuery})
+	add(op{method: "GET", path: "/v1/settlements", id: "listSettlements", summary: "List settlements, newest first", tag: "Settlements", auth: true,
+		status: 200, resp: kassa.SettlementPage{}, errs: reads, query: []param{{name: "storeId", csv: true}, {name: "id", csv: true},
+			{name: "reference", csv: true}, {name: "currency", csv: true}, {name: "createdFrom", typ: "date-time"}, {name: "createdTo", typ: "date-time"},
+			{name: "fromId", typ: "string", desc: "nextFromId of the previous page"}, {name: "size", typ: "integer", desc: "1 to 1000, default 100"}}})
+	add(op{method: "GET", path: "/v1/settlements/{settlementId}", id: "getSettlement", summary: "Get a settlement", tag: "Settlements", auth: true,
+		status: 200, resp: settlement.Record{}, errs: reads})
+	add(op{method: "GET", path: "/v1/settlements/{settlementId}/tx", id: "settlementTransactions", summary: "A settlement's transactions, in order",
+		tag: "Settlements", auth: true, status: 200, resp: kassa.TransactionPage{}, errs: reads,
+		query: []param{{name: "fromId", typ: "string"}, {name: "size", typ: "integer", desc: "1 to 1000, default 100"}}})
+	add(op{method: "GET", path: "/v1/settlements/{settlementId}/export.csv", id: "exportSettlement", summary: "A settlement's transactions as CSV for accounting (a final row holds the net)",
+		tag: "Settlements", auth: true, status: 200, contentType: "text/csv", errs: reads})
 	add(op{method: "GET", path: "/v1/headless/search/companies", id: "searchCompanies", summary: "Search companies by name or registration number",
 		tag: "Headless", status: 200, resp: CompanySearchResponse{}, errs: []int{400, 429},
 		query: []param{{name: "q", typ: "string", required: true}, {name: "country", typ: "string", required: true}}})
@@ -173,6 +185,7 @@ func operations() []op {
 	sb("POST", "/sandbox/v1/orders/{orderId}/ledgers/{ledgerId}/payments", "sandboxPay", "The buyer pays (part of) a captured invoice", paymentRequest{}, 200, orderR, std)
 	sb("POST", "/sandbox/v1/orders/{orderId}/ledgers/{ledgerId}/status", "sandboxMark", "Set reminder1, reminder2, debtCollection or invoiceDeliveryFailure on a capture", markRequest{}, 200, orderR, std)
 	sb("POST", "/sandbox/v1/orders/{orderId}/risk", "sandboxRisk", "End the risk review of an order on hold: approve or deny", riskRequest{}, 200, orderR, std)
+	sb("POST", "/sandbox/v1/settlements/run", "sandboxSettle", "Run settlements now (otherwise daily)", nil, 200, settlementRunResponse{}, []int{401})
 	sb("POST", "/sandbox/v1/jobs/expire", "sandboxExpire", "Run the expiry job now", nil, 200, map[string]int{}, []int{401})
 	return ops
 }
@@ -258,6 +271,7 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeOf(session.State("")):     strs(session.States),
 	reflect.TypeOf(session.Source("")):    strs(session.Sources),
 	reflect.TypeOf(sandbox.Outcome("")):   {"approved", "creditDeclined", "advanceInvoiceOnly", "possibleFraud", "blacklisted"},
+	reflect.TypeOf(settlement.Kind("")):   {"capture", "refund", "fee", "adjustment"},
 }
 
 var names = map[reflect.Type]string{

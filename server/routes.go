@@ -106,6 +106,7 @@ func (s *Server) routes() {
 	})))
 
 	s.sessionRoutes()
+	s.settlementRoutes()
 	s.handle(http.MethodGet, "/checkout/:merchantId/:sessionId", s.checkoutPage)
 	s.handle(http.MethodPost, "/checkout/:merchantId/:sessionId", s.checkoutSubmit)
 
@@ -119,5 +120,6 @@ func (s *Server) routes() {
 		s.handle(http.MethodPost, "/sandbox/v1/orders/:orderId/ledgers/:ledgerId/status", s.authed(s.sandboxMark))
 		s.handle(http.MethodPost, "/sandbox/v1/orders/:orderId/risk", s.authed(s.sandboxRisk))
 		s.handle(http.MethodPost, "/sandbox/v1/jobs/expire", s.authed(s.sandboxExpire))
+		s.handle(http.MethodPost, "/sandbox/v1/settlements/run", s.authed(s.sandboxSettle))
 	}
 }

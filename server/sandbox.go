@@ -11,6 +11,7 @@ import (
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/sandbox"
+	"github.com/kassahq/kassa/settlement"
 )
 
 func (s *Server) sandboxMintToken(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -33,8 +34,10 @@ func (s *Server) sandboxMintToken(w http.ResponseWriter, r *http.Request, _ http
 }
 
 type merchantRequest struct {
-	Name       string `json:"name"`
-	RequireAck bool   `json:"requireAcknowledgement"`
+	Name               string `json:"name"`
+	RequireAck         bool   `json:"requireAcknowledgement"`
+	FeeBasisPoints     int64  `json:"feeBasisPoints"`
+	FeeFixedPerCapture int64  `json:"feeFixedPerCapture"`
 }
 
 func (s *Server) sandboxCreateMerchant(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -47,7 +50,8 @@ func (s *Server) sandboxCreateMerchant(w http.ResponseWriter, r *http.Request, _
 		s.writeError(w, r, fault.Invalidf("name", "must be at most 200 characters"))
 		return
 	}
-	creds, _, err := s.ledger.EnsureMerchant(r.Context(), kassa.MerchantOptions{Name: req.Name, Sandbox: true, RequireAck: req.RequireAck})
+	creds, _, err := s.ledger.EnsureMerchant(r.Context(), kassa.MerchantOptions{Name: req.Name, Sandbox: true, RequireAck: req.RequireAck,
+		FeeBasisPoints: req.FeeBasisPoints, FeeFixedPerCapture: req.FeeFixedPerCapture})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -154,4 +158,22 @@ func (s *Server) sandboxExpire(w http.ResponseWriter, r *http.Request, _ httprou
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"expired": n})
+}
+
+// settlementRunResponse lists the settlements a run made.
+type settlementRunResponse struct {
+	Settlements []settlement.Record `json:"settlements"`
+}
+
+func (s *Server) sandboxSettle(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	made, err := s.ledger.RunSettlements(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := settlementRunResponse{Settlements: []settlement.Record{}}
+	for i := range made {
+		out.Settlements = append(out.Settlements, made[i].View())
+	}
+	writeJSON(w, http.StatusOK, out)
 }

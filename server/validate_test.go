@@ -24,6 +24,7 @@ var (
 func openAPIRouter() (routers.Router, error) {
 	specOnce.Do(func() {
 		openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
+		openapi3filter.RegisterBodyDecoder("text/csv", openapi3filter.PlainBodyDecoder)
 		doc, err := openapi3.NewLoader().LoadFromData(openAPI)
 		if err != nil {
 			specErr = err

@@ -192,4 +192,3 @@ func TestSettlementProperty(t *testing.T) {
 		}
 	})
 }
-

@@ -123,12 +123,15 @@ type Merchant struct {
 	ClientID string `json:"clientId"`
 	// SecretHash is SHA-256 over Salt and the client secret. Secrets are 32
 	// random bytes, so a fast hash with a salt is enough; they are never stored.
-	SecretHash []byte    `json:"secretHash"`
-	Salt       []byte    `json:"salt"`
-	RequireAck bool      `json:"requireAck,omitempty"`
-	Sandbox    bool      `json:"sandbox,omitempty"`
-	WebhookURL string    `json:"webhookUrl,omitempty"`
-	CreatedAt  time.Time `json:"createdAt"`
+	SecretHash []byte `json:"secretHash"`
+	Salt       []byte `json:"salt"`
+	RequireAck bool   `json:"requireAck,omitempty"`
+	Sandbox    bool   `json:"sandbox,omitempty"`
+	WebhookURL string `json:"webhookUrl,omitempty"`
+	// Fees charged per capture in settlements.
+	FeeBasisPoints     int64     `json:"feeBasisPoints,omitempty"`
+	FeeFixedPerCapture int64     `json:"feeFixedPerCapture,omitempty"`
+	CreatedAt          time.Time `json:"createdAt"`
 }
 
 // OrderQuery selects orders of one merchant. Every filter is optional and all

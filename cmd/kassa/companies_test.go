@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCompaniesImport(t *testing.T) {
@@ -41,5 +42,27 @@ func TestCompaniesImport(t *testing.T) {
 	}
 	if code := run([]string{"companies", "import", "--country", "XX", good}, &out, &errb); code != 2 {
 		t.Fatalf("bad country: %d", code)
+	}
+}
+
+func TestNextSettlementTime(t *testing.T) {
+	at, _ := time.Parse("15:04", "02:00")
+	for _, c := range []struct{ now, want string }{
+		{"2026-01-05T01:59:00Z", "2026-01-05T02:00:00Z"},
+		{"2026-01-05T02:00:00Z", "2026-01-06T02:00:00Z"},
+		{"2026-01-05T23:00:00Z", "2026-01-06T02:00:00Z"},
+	} {
+		now, _ := time.Parse(time.RFC3339, c.now)
+		if got := nextAt(now, at).Format(time.RFC3339); got != c.want {
+			t.Errorf("nextAt(%s) = %s, want %s", c.now, got, c.want)
+		}
+	}
+}
+
+func TestSettleCommand(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := run([]string{"settle", "--data", dir}, &out, &errb); code != 0 || !strings.Contains(out.String(), "0 settlements") {
+		t.Fatalf("settle on an empty store: %d %s %s", code, out.String(), errb.String())
 	}
 }

@@ -155,7 +155,7 @@ func startServer(t *testing.T, bin, data string) (string, func()) {
 	}
 }
 
-type money struct {
+type apiMoney struct {
 	Amount     string `json:"amount"`
 	MinorUnits int64  `json:"minorUnits"`
 }
@@ -164,7 +164,7 @@ type apiOrder struct {
 	ID                                                            string
 	Status                                                        []string
 	UpdatedAt                                                     string
-	OrderAmount, CapturedAmount, RefundedAmount, UncapturedAmount money
+	OrderAmount, CapturedAmount, RefundedAmount, UncapturedAmount apiMoney
 	Captured                                                      []struct{ LedgerID string }
 	Uncaptured                                                    struct {
 		OrderLines []struct{ ID string }
@@ -172,7 +172,7 @@ type apiOrder struct {
 	Events []struct {
 		Type      string
 		CreatedAt string
-		Amount    money
+		Amount    apiMoney
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/company"
+	"github.com/kassahq/kassa/money"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/server"
 	"github.com/kassahq/kassa/storage"
@@ -43,6 +44,7 @@ const usage = `kassa — B2B payments, checkout and order management
 Usage:
   kassa serve [flags]                                     run the reference server
   kassa companies import --country SE [--data DIR] FILE   import a company directory (CSV: companyId,companyName)
+  kassa settle [--data DIR]                               run settlements now (the server also runs them daily)
   kassa version                                           print the version
   kassa help                                              print this help
 
@@ -64,6 +66,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stdout, stderr)
 	case "companies":
 		return companies(args[1:], stdout, stderr)
+	case "settle":
+		return settle(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "kassa %s\n", Version)
 		return 0
@@ -83,6 +87,7 @@ type serveConfig struct {
 	addr, data, clientID, clientSecret, tlsCert, tlsKey, baseURL string
 	sandbox                                                      bool
 	logLevel                                                     string
+	settleAt                                                     string
 }
 
 // envDefault reads KASSA_<NAME> as a flag's default.
@@ -105,6 +110,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	sb, _ := strconv.ParseBool(envDefault("sandbox", "true"))
 	fs.BoolVar(&c.sandbox, "sandbox", sb, "enable /sandbox/v1: test clock, buyer simulation, fixtures (KASSA_SANDBOX)")
 	fs.StringVar(&c.logLevel, "log-level", envDefault("log-level", "info"), "debug, info, warn or error (KASSA_LOG_LEVEL)")
+	fs.StringVar(&c.settleAt, "settle-at", envDefault("settle-at", "02:00"), "daily settlement run time, HH:MM UTC on the server's clock (KASSA_SETTLE_AT)")
 	return fs
 }
 
@@ -141,6 +147,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	fs := serveFlags(&c)
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	settleAt, err := time.Parse("15:04", c.settleAt)
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: bad --settle-at %q (want HH:MM)\n", c.settleAt)
 		return 2
 	}
 	var level slog.Level
@@ -222,7 +233,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 
 	jobs, stopJobs := context.WithCancel(ctx)
 	defer stopJobs()
-	go runJobs(jobs, ledger, log)
+	go runJobs(jobs, ledger, log, clock, settleAt)
 
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
@@ -374,10 +385,21 @@ func companies(args []string, stdout, stderr io.Writer) int {
 
 // runJobs runs the periodic housekeeping of the server until ctx ends: the
 // idempotency-record sweep and the expiry marking of orders.
-func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger) {
+func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock *server.Clock, settleAt time.Time) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
+	nextSettle := nextAt(clock.Now(), settleAt)
 	for {
+		// The schedule follows the server's clock, so the sandbox test clock
+		// can move a merchant to the next settlement in seconds.
+		if now := clock.Now(); !now.Before(nextSettle) {
+			if made, err := ledger.RunSettlements(ctx); err != nil && ctx.Err() == nil {
+				log.Error("settlement run", "err", err)
+			} else {
+				log.Info("settlement run", "settlements", len(made))
+				nextSettle = nextAt(now, settleAt)
+			}
+		}
 		if n, err := ledger.SweepIdempotency(ctx, 1000); err != nil && ctx.Err() == nil {
 			log.Error("idempotency sweep", "err", err)
 		} else if n > 0 {
@@ -394,4 +416,42 @@ func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger) {
 		case <-t.C:
 		}
 	}
+}
+
+// nextAt is the first time after now at the hour and minute of at (UTC).
+func nextAt(now, at time.Time) time.Time {
+	now = now.UTC()
+	t := time.Date(now.Year(), now.Month(), now.Day(), at.Hour(), at.Minute(), 0, 0, time.UTC)
+	if !t.After(now) {
+		t = t.AddDate(0, 0, 1)
+	}
+	return t
+}
+
+// settle runs settlements on a stopped server's data ("kassa settle").
+func settle(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("settle", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", envDefault("data", "./kassa-data"), "data directory (KASSA_DATA)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	db, err := bolt.Open(filepath.Join(*data, "kassa.db"), bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: open store (is the server running? it settles daily by itself): %v\n", err)
+		return 1
+	}
+	defer db.Close()
+	made, err := kassa.New(db, kassa.Options{}).RunSettlements(context.Background())
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: settle: %v\n", err)
+		return 1
+	}
+	for _, s := range made {
+		fmt.Fprintf(stdout, "%s %s store %q %s: gross %s, refunds %s, fees %s, adjustments %s, net %s (%d transactions)\n",
+			s.Reference, s.MerchantID, s.StoreID, s.Currency, money.New(s.Gross, s.Currency).Amount(), money.New(s.Refunds, s.Currency).Amount(),
+			money.New(s.Fees, s.Currency).Amount(), money.New(s.Adjustments, s.Currency).Amount(), money.New(s.Net, s.Currency).Amount(), s.TransactionCount)
+	}
+	fmt.Fprintf(stdout, "%d settlements\n", len(made))
+	return 0
 }

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/settlement"
+)
+
+func (s *Server) settlementRoutes() {
+	s.handle(http.MethodGet, "/v1/settlements", s.authed(s.listSettlements))
+	s.handle(http.MethodGet, "/v1/settlements/:settlementId", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		rec, err := s.ledger.GetSettlement(r.Context(), merchantOf(r.Context()), p.ByName("settlementId"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, rec)
+	}))
+	s.handle(http.MethodGet, "/v1/settlements/:settlementId/tx", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		var f fault.Fields
+		size := settlement.DefaultPageSize
+		if v := r.URL.Query(); v.Has("size") {
+			size = parseIntParam(&f, "size", v.Get("size"), 1, settlement.MaxPageSize)
+		}
+		if err := f.Err(); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		page, err := s.ledger.SettlementTransactions(r.Context(), merchantOf(r.Context()), p.ByName("settlementId"), r.URL.Query().Get("fromId"), size)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, page)
+	}))
+	s.handle(http.MethodGet, "/v1/settlements/:settlementId/export.csv", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		id := p.ByName("settlementId")
+		if _, err := s.ledger.GetSettlement(r.Context(), merchantOf(r.Context()), id); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		w.Header().Set("Content-Disposition", `attachment; filename="settlement-`+id+`.csv"`)
+		if err := s.ledger.ExportSettlement(r.Context(), merchantOf(r.Context()), id, w); err != nil {
+			s.log.ErrorContext(r.Context(), "settlement export", "err", err)
+		}
+	}))
+}
+
+func (s *Server) listSettlements(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	v := r.URL.Query()
+	var f fault.Fields
+	q := settlement.Query{StoreIDs: queryList(v["storeId"]), IDs: queryList(v["id"]), References: queryList(v["reference"]),
+		Currencies: queryList(v["currency"]), FromID: v.Get("fromId"),
+		CreatedFrom: parseTime(&f, "createdFrom", v.Get("createdFrom")), CreatedTo: parseTime(&f, "createdTo", v.Get("createdTo"))}
+	if v.Has("size") {
+		q.Size = parseIntParam(&f, "size", v.Get("size"), 1, settlement.MaxPageSize)
+	}
+	if err := f.Err(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page, err := s.ledger.ListSettlements(r.Context(), merchantOf(r.Context()), q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"encoding/csv"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestSettlementsOverHTTP(t *testing.T) {
+	e := newSessionEnv(t)
+	// A merchant with fees: 1.5 % + 1.00 per capture.
+	code, _, creds := e.req("POST", "/sandbox/v1/merchants", `{"name":"Fees AB","feeBasisPoints":150,"feeFixedPerCapture":100}`, e.auth, nil)
+	if code != 201 {
+		t.Fatalf("merchant %d %v", code, creds)
+	}
+	e.auth = basic(creds["clientId"].(string), creds["clientSecret"].(string))
+	o := e.order("5560000001", "invoice") // 300.00 incl. VAT
+	id := o["id"].(string)
+	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	e.req("POST", "/v1/orders/"+id+"/partialrefund/"+capID, `{"orderLines":[{"description":"Return","quantity":1,"unitPrice":5000,"vat":2500}],"totalRefundAmount":5000}`, e.auth, nil)
+	// Captured and voided before any run: it cancels out.
+	v := e.order("5560000001", "invoice")
+	_, _, v = e.req("POST", "/v1/orders/"+v["id"].(string)+"/capture", "", e.auth, nil)
+	e.req("DELETE", "/v1/orders/"+v["id"].(string)+"/"+v["captured"].([]any)[0].(map[string]any)["ledgerId"].(string), "", e.auth, nil)
+
+	code, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil)
+	ss := run["settlements"].([]any)
+	if code != 200 || len(ss) != 1 {
+		t.Fatalf("run: %d %v", code, run)
+	}
+	s := ss[0].(map[string]any)
+	// gross 300.00; refund 50.00; fee 4.50 + 1.00; net 244.50.
+	if minor(s["grossAmount"]) != 30000 || minor(s["refundAmount"]) != 5000 || minor(s["feeAmount"]) != 550 ||
+		minor(s["netAmount"]) != 24450 || s["transactionCount"] != 3.0 || s["reference"] != "S-000001" || s["storeId"] != "s1" {
+		t.Fatalf("settlement %v", s)
+	}
+	sid := s["id"].(string)
+	if _, _, again := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil); len(again["settlements"].([]any)) != 0 {
+		t.Fatalf("second run settled again: %v", again)
+	}
+	if code, _, got := e.req("GET", "/v1/settlements/"+sid, "", e.auth, nil); code != 200 || got["netAmount"].(map[string]any)["amount"] != "244.50" {
+		t.Fatalf("get %d %v", code, got)
+	}
+	code, _, b := e.req("GET", "/v1/settlements/"+sid, "", e.other, nil)
+	wantProblem(t, code, b, 404, "settlement_not_found")
+	if code, _, l := e.req("GET", "/v1/settlements?currency=SEK&storeId=s1&size=10", "", e.auth, nil); code != 200 || len(l["settlements"].([]any)) != 1 {
+		t.Fatalf("list %d %v", code, l)
+	}
+	if _, _, l := e.req("GET", "/v1/settlements?currency=EUR", "", e.auth, nil); len(l["settlements"].([]any)) != 0 {
+		t.Fatalf("currency filter %v", l)
+	}
+	code, _, b = e.req("GET", "/v1/settlements?size=0&createdFrom=x", "", e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	var sum float64
+	from := ""
+	for pages := 0; pages < 5; pages++ {
+		q := "/v1/settlements/" + sid + "/tx?size=2"
+		if from != "" {
+			q += "&fromId=" + from
+		}
+		_, _, page := e.req("GET", q, "", e.auth, nil)
+		for _, tx := range page["transactions"].([]any) {
+			sum += minor(tx.(map[string]any)["amount"])
+		}
+		next, _ := page["nextFromId"].(string)
+		if next == "" {
+			break
+		}
+		from = next
+	}
+	if sum != 24450 {
+		t.Fatalf("transactions sum to %v, want the net 24450", sum)
+	}
+	r, _ := http.NewRequest("GET", e.ts.URL+"/v1/settlements/"+sid+"/export.csv", nil)
+	r.Header.Set("Authorization", e.auth)
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/csv") {
+		t.Fatalf("export: %v %d", err, resp.StatusCode)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	rows, err := csv.NewReader(strings.NewReader(string(body))).ReadAll()
+	if err != nil || len(rows) != 5 || rows[4][2] != "net" || rows[4][8] != "244.50" {
+		t.Fatalf("csv %v %v", rows, err)
+	}
+}

@@ -1,0 +1,122 @@
+package kassa
+
+import (
+	"context"
+	"io"
+
+	"github.com/kassahq/kassa/settlement"
+	"github.com/kassahq/kassa/storage"
+)
+
+// RunSettlements settles everything captured, refunded or voided since the
+// last run: one settlement per merchant, store and currency, saved together
+// with the removal of the items it settles, in one transaction, so a crash
+// mid-run settles nothing and a second run settles nothing twice. It returns
+// the settlements made.
+func (l *Ledger) RunSettlements(ctx context.Context) ([]settlement.Settlement, error) {
+	var made []settlement.Settlement
+	err := l.store.Update(ctx, func(tx storage.Tx) error {
+		made = nil
+		items, err := tx.PendingSettlementItems(100_000)
+		if err != nil || len(items) == 0 {
+			return err
+		}
+		fees := map[string]settlement.FeePolicy{}
+		for _, it := range items {
+			if _, ok := fees[it.MerchantID]; !ok {
+				m, err := tx.GetMerchant(it.MerchantID)
+				if err != nil {
+					return err
+				}
+				fees[it.MerchantID] = settlement.FeePolicy{BasisPoints: m.FeeBasisPoints, FixedPerCapture: m.FeeFixedPerCapture}
+			}
+		}
+		batches, err := settlement.Run(items, settlement.Env{Now: tx.Now(), IDs: l.opts.IDs,
+			Fees:      func(m string) settlement.FeePolicy { return fees[m] },
+			Reference: func(m string) (int64, error) { return tx.NextSequence(m, "settlement") }})
+		if err != nil {
+			return err
+		}
+		for _, b := range batches {
+			if err := tx.SaveSettlement(b); err != nil {
+				return err
+			}
+			if b.Settlement.ID != "" {
+				made = append(made, b.Settlement)
+			}
+		}
+		return nil
+	})
+	return made, err
+}
+
+// SettlementPage is one page of GET /v1/settlements.
+type SettlementPage struct {
+	Settlements []settlement.Record `json:"settlements"`
+	NextFromID  string              `json:"nextFromId,omitempty"`
+}
+
+// ListSettlements lists the merchant's settlements, newest first.
+func (l *Ledger) ListSettlements(ctx context.Context, merchantID string, q settlement.Query) (SettlementPage, error) {
+	if err := q.Validate(); err != nil {
+		return SettlementPage{}, err
+	}
+	out := SettlementPage{Settlements: []settlement.Record{}}
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		page, next, err := tx.ListSettlements(merchantID, q)
+		for _, s := range page {
+			out.Settlements = append(out.Settlements, s.View())
+		}
+		out.NextFromID = next
+		return err
+	})
+	return out, err
+}
+
+// GetSettlement reads one settlement of the merchant.
+func (l *Ledger) GetSettlement(ctx context.Context, merchantID, id string) (settlement.Record, error) {
+	var r settlement.Record
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		s, err := tx.GetSettlement(merchantID, id)
+		if err == nil {
+			r = s.View()
+		}
+		return err
+	})
+	return r, err
+}
+
+// TransactionPage is one page of GET /v1/settlements/{id}/tx.
+type TransactionPage struct {
+	Transactions []settlement.TransactionRecord `json:"transactions"`
+	NextFromID   string                         `json:"nextFromId,omitempty"`
+}
+
+// SettlementTransactions pages a settlement's transactions in order.
+func (l *Ledger) SettlementTransactions(ctx context.Context, merchantID, id, fromID string, size int) (TransactionPage, error) {
+	out := TransactionPage{Transactions: []settlement.TransactionRecord{}}
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		txs, next, err := tx.SettlementTransactions(merchantID, id, fromID, size)
+		for i := range txs {
+			out.Transactions = append(out.Transactions, txs[i].View())
+		}
+		out.NextFromID = next
+		return err
+	})
+	return out, err
+}
+
+// ExportSettlement writes a settlement's transactions as CSV for accounting.
+func (l *Ledger) ExportSettlement(ctx context.Context, merchantID, id string, w io.Writer) error {
+	return l.store.View(ctx, func(tx storage.Tx) error {
+		s, err := tx.GetSettlement(merchantID, id)
+		if err != nil {
+			return err
+		}
+		txs, _, err := tx.SettlementTransactions(merchantID, id, "", s.TransactionCount+1)
+		if err != nil {
+			return err
+		}
+		return settlement.WriteCSV(w, s, txs)
+	})
+}
