@@ -100,38 +100,53 @@ func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Sessio
 	if err := t.check(false); err != nil {
 		return nil, "", err
 	}
-	prefix := append(lp(nil, merchantID), 'c')
-	c := t.st.bucket(bSessionIx).Cursor()
-	var k []byte
+	var from []byte
 	if q.FromID != "" {
-		from, err := t.GetSession(merchantID, q.FromID)
+		s, err := t.GetSession(merchantID, q.FromID)
 		if err != nil {
 			return nil, "", err
 		}
-		k, _ = c.Seek(sessionCreatedKey(from))
+		from = sessionCreatedKey(s)
+	}
+	now := t.st.now
+	return pageNewest(t, bSessionIx, append(lp(nil, merchantID), 'c'), from, q.Size,
+		func(id string) (*session.Session, error) { return t.GetSession(merchantID, id) },
+		func(s *session.Session) bool { return q.Match(s, now) },
+		func(s *session.Session) string { return s.ID })
+}
+
+// pageNewest returns up to size records of a creation index (keys: prefix,
+// time, id), newest first, starting strictly before the key from (at the
+// newest when nil), keeping those match accepts, and the id to continue
+// from ("" on the last page).
+func pageNewest[T any](t *tx, bucket, prefix, from []byte, size int, load func(id string) (T, error),
+	match func(T) bool, idOf func(T) string) ([]T, string, error) {
+	c := t.st.bucket(bucket).Cursor()
+	var k []byte
+	switch next := successor(prefix); {
+	case from != nil:
+		c.Seek(from)
 		k, _ = c.Prev()
-	} else if next := successor(prefix); next != nil {
+	case next != nil:
 		if k, _ = c.Seek(next); k != nil {
 			k, _ = c.Prev()
 		} else {
 			k, _ = c.Last()
 		}
 	}
-	now := t.st.now
-	var page []*session.Session
+	var page []T
 	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
-		id := string(k[len(prefix)+timeLen:])
-		s, err := t.GetSession(merchantID, id)
+		r, err := load(string(k[len(prefix)+timeLen:]))
 		if err != nil {
 			return nil, "", err
 		}
-		if !q.Match(s, now) {
+		if !match(r) {
 			continue
 		}
-		if len(page) == q.Size {
-			return page, page[len(page)-1].ID, nil
+		if len(page) == size {
+			return page, idOf(page[len(page)-1]), nil
 		}
-		page = append(page, s)
+		page = append(page, r)
 	}
 	return page, "", nil
 }

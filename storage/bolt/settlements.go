@@ -91,38 +91,17 @@ func (t *tx) ListSettlements(merchantID string, q settlement.Query) ([]*settleme
 	if err := t.check(false); err != nil {
 		return nil, "", err
 	}
-	prefix := lp(nil, merchantID)
-	c := t.st.bucket(bSettleIx).Cursor()
-	var k []byte
+	var from []byte
 	if q.FromID != "" {
-		from, err := t.GetSettlement(merchantID, q.FromID)
+		s, err := t.GetSettlement(merchantID, q.FromID)
 		if err != nil {
 			return nil, "", err
 		}
-		c.Seek(settleIxKey(from))
-		k, _ = c.Prev()
-	} else if next := successor(prefix); next != nil {
-		if k, _ = c.Seek(next); k != nil {
-			k, _ = c.Prev()
-		} else {
-			k, _ = c.Last()
-		}
+		from = settleIxKey(s)
 	}
-	var page []*settlement.Settlement
-	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
-		s, err := t.GetSettlement(merchantID, string(k[len(prefix)+timeLen:]))
-		if err != nil {
-			return nil, "", err
-		}
-		if !q.Match(s) {
-			continue
-		}
-		if len(page) == q.Size {
-			return page, page[len(page)-1].ID, nil
-		}
-		page = append(page, s)
-	}
-	return page, "", nil
+	return pageNewest(t, bSettleIx, lp(nil, merchantID), from, q.Size,
+		func(id string) (*settlement.Settlement, error) { return t.GetSettlement(merchantID, id) },
+		q.Match, func(s *settlement.Settlement) string { return s.ID })
 }
 
 func (t *tx) SettlementTransactions(merchantID, settlementID, fromID string, size int) ([]settlement.Transaction, string, error) {

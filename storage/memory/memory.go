@@ -255,12 +255,7 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 			all = append(all, o)
 		}
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
-			return all[i].CreatedAt.After(all[j].CreatedAt)
-		}
-		return all[i].ID > all[j].ID
-	})
+	sortNewest(all, func(i int) (time.Time, string) { return all[i].CreatedAt, all[i].ID })
 	var page storage.OrderPage
 	for _, o := range all {
 		if q.Cursor != "" && (o.CreatedAt.After(fromAt) || o.CreatedAt.Equal(fromAt) && o.ID >= fromID) {
@@ -465,12 +460,7 @@ func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Sessio
 			all = append(all, s)
 		}
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
-			return all[i].CreatedAt.After(all[j].CreatedAt)
-		}
-		return all[i].ID > all[j].ID
-	})
+	sortNewest(all, func(i int) (time.Time, string) { return all[i].CreatedAt, all[i].ID })
 	if q.FromID != "" {
 		if _, err := t.GetSession(merchantID, q.FromID); err != nil {
 			return nil, "", err
@@ -551,12 +541,7 @@ func (t *tx) ListSettlements(merchantID string, q settlement.Query) ([]*settleme
 			all = append(all, s)
 		}
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
-			return all[i].CreatedAt.After(all[j].CreatedAt)
-		}
-		return all[i].ID > all[j].ID
-	})
+	sortNewest(all, func(i int) (time.Time, string) { return all[i].CreatedAt, all[i].ID })
 	start := 0
 	if q.FromID != "" {
 		if _, err := t.GetSettlement(merchantID, q.FromID); err != nil {
@@ -606,4 +591,17 @@ func (t *tx) SettlementTransactions(merchantID, settlementID, fromID string, siz
 		return rest[:size], rest[size-1].ID, nil
 	}
 	return rest, "", nil
+}
+
+// sortNewest orders records newest first (creation time, then id), the
+// order every list of the stores uses.
+func sortNewest[T any](all []T, key func(i int) (time.Time, string)) {
+	sort.Slice(all, func(i, j int) bool {
+		ti, ii := key(i)
+		tj, ij := key(j)
+		if !ti.Equal(tj) {
+			return ti.After(tj)
+		}
+		return ii > ij
+	})
 }
