@@ -289,3 +289,46 @@ func TestSweepIdempotency(t *testing.T) {
 		t.Fatalf("after sweep: %v replayed=%v", err, res != nil && res.Replayed)
 	}
 }
+
+// TestAutoCaptureOnTheClock drives the auto-capture job with a settable
+// clock: nothing before the delay, a full capture after it, never twice.
+func TestAutoCaptureOnTheClock(t *testing.T) {
+	now := time.Date(2026, 2, 2, 9, 0, 0, 0, time.UTC)
+	st := memory.New(func() time.Time { return now })
+	l := kassa.New(st, kassa.Options{})
+	ctx := context.Background()
+	creds, _, _ := l.EnsureMerchant(ctx, kassa.MerchantOptions{})
+	l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{
+		Country: "SE", Currency: "SEK", Locale: "sv-SE", AutoCapture: &order.AutoCapture{Enabled: true, DelayMinutes: 30},
+		TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(int64(5000))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Order.ID
+	now = now.Add(29*time.Minute + 59*time.Second)
+	if n, err := l.RunAutoCapture(ctx, 10); err != nil || n != 0 {
+		t.Fatalf("before the delay: %d %v", n, err)
+	}
+	if o, _, _ := l.GetOrder(ctx, creds.MerchantID, id); len(o.Captured) != 0 {
+		t.Fatal("captured before the delay")
+	}
+	now = now.Add(time.Second)
+	if n, err := l.RunAutoCapture(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("at the delay: %d %v", n, err)
+	}
+	o, _, _ := l.GetOrder(ctx, creds.MerchantID, id)
+	if len(o.Captured) != 1 || o.Amounts().Captured != 5000 || o.Events[len(o.Events)-1].Type != order.EventFullCapture {
+		t.Fatalf("after the delay: %+v", o.Amounts())
+	}
+	now = now.Add(time.Hour)
+	if n, _ := l.RunAutoCapture(ctx, 10); n != 0 {
+		t.Fatalf("captured twice: %d", n)
+	}
+	// The capture is queued for settlement.
+	made, err := l.RunSettlements(ctx)
+	if err != nil || len(made) != 1 || made[0].Gross != 5000 {
+		t.Fatalf("settlement %+v %v", made, err)
+	}
+}

@@ -40,6 +40,9 @@ func (l *Ledger) createOrder(tx storage.Tx, merchantID string, req *order.Create
 	if err := tx.CreateOrder(o); err != nil {
 		return nil, err
 	}
+	if err := scheduleAutoCapture(tx, o); err != nil {
+		return nil, err
+	}
 	if o.Unacknowledged {
 		if err := l.notifyAck(tx, o); err != nil {
 			return nil, err

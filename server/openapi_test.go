@@ -186,6 +186,7 @@ func operations() []op {
 	sb("POST", "/sandbox/v1/orders/{orderId}/ledgers/{ledgerId}/status", "sandboxMark", "Set reminder1, reminder2, debtCollection or invoiceDeliveryFailure on a capture", markRequest{}, 200, orderR, std)
 	sb("POST", "/sandbox/v1/orders/{orderId}/risk", "sandboxRisk", "End the risk review of an order on hold: approve or deny", riskRequest{}, 200, orderR, std)
 	sb("POST", "/sandbox/v1/settlements/run", "sandboxSettle", "Run settlements now (otherwise daily)", nil, 200, settlementRunResponse{}, []int{401})
+	sb("POST", "/sandbox/v1/jobs/autocapture", "sandboxAutoCapture", "Run the auto-capture job now (otherwise every minute)", nil, 200, map[string]int{}, []int{401})
 	sb("POST", "/sandbox/v1/jobs/expire", "sandboxExpire", "Run the expiry job now", nil, 200, map[string]int{}, []int{401})
 	return ops
 }

@@ -121,5 +121,6 @@ func (s *Server) routes() {
 		s.handle(http.MethodPost, "/sandbox/v1/orders/:orderId/risk", s.authed(s.sandboxRisk))
 		s.handle(http.MethodPost, "/sandbox/v1/jobs/expire", s.authed(s.sandboxExpire))
 		s.handle(http.MethodPost, "/sandbox/v1/settlements/run", s.authed(s.sandboxSettle))
+		s.handle(http.MethodPost, "/sandbox/v1/jobs/autocapture", s.authed(s.sandboxAutoCapture))
 	}
 }

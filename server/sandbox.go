@@ -160,6 +160,15 @@ func (s *Server) sandboxExpire(w http.ResponseWriter, r *http.Request, _ httprou
 	writeJSON(w, http.StatusOK, map[string]int{"expired": n})
 }
 
+func (s *Server) sandboxAutoCapture(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	n, err := s.ledger.RunAutoCapture(r.Context(), 1000)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"captured": n})
+}
+
 // settlementRunResponse lists the settlements a run made.
 type settlementRunResponse struct {
 	Settlements []settlement.Record `json:"settlements"`

@@ -94,6 +94,13 @@ type Tx interface {
 	// starting after the transaction fromID.
 	SettlementTransactions(merchantID, settlementID, fromID string, size int) ([]settlement.Transaction, string, error)
 
+	// Scheduled tasks (e.g. auto-capture), due at a time.
+	// ScheduleTask creates or replaces a task.
+	ScheduleTask(t *Task) error
+	// DueTasks lists up to limit tasks due at or before at, earliest first.
+	DueTasks(at time.Time, limit int) ([]*Task, error)
+	DeleteTask(id string) error
+
 	// NextSequence returns the next number of a merchant's gapless series
 	// (1, 2, 3, …); a rolled-back transaction gives its number back.
 	NextSequence(merchantID, series string) (int64, error)
@@ -181,6 +188,16 @@ type IdempotencyRecord struct {
 	Body        []byte            `json:"body,omitempty"`
 	CreatedAt   time.Time         `json:"createdAt"`
 	ExpiresAt   time.Time         `json:"expiresAt"`
+}
+
+// Task is work scheduled for a time, done by a background job.
+type Task struct {
+	ID         string    `json:"id"`
+	Kind       string    `json:"kind"` // "autoCapture"
+	MerchantID string    `json:"merchantId"`
+	OrderID    string    `json:"orderId"`
+	DueAt      time.Time `json:"dueAt"`
+	Attempts   int       `json:"attempts,omitempty"`
 }
 
 // OutboxMessage is a notification to deliver to a merchant.

@@ -383,8 +383,9 @@ func companies(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// runJobs runs the periodic housekeeping of the server until ctx ends: the
-// idempotency-record sweep and the expiry marking of orders.
+// runJobs runs the periodic work of the server until ctx ends: the
+// idempotency-record sweep, auto-capture, the expiry marking of orders and
+// the daily settlement run.
 func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock *server.Clock, settleAt time.Time) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
@@ -404,6 +405,11 @@ func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock 
 			log.Error("idempotency sweep", "err", err)
 		} else if n > 0 {
 			log.Info("idempotency sweep", "removed", n)
+		}
+		if n, err := ledger.RunAutoCapture(ctx, 1000); err != nil && ctx.Err() == nil {
+			log.Error("auto-capture job", "err", err)
+		} else if n > 0 {
+			log.Info("auto-capture job", "captured", n)
 		}
 		if n, err := ledger.ExpireOrders(ctx, 1000); err != nil && ctx.Err() == nil {
 			log.Error("expiry job", "err", err)

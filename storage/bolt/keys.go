@@ -32,10 +32,12 @@ var (
 	bSettle    = []byte("settlements") // lp(merchant) id → JSON settlement
 	bSettleIx  = []byte("settleix")    // lp(merchant) time(createdAt) id → empty
 	bSettleTx  = []byte("settletx")    // lp(merchant) lp(settlement) seq(4 bytes) → JSON transaction
+	bTasks     = []byte("tasks")       // id → JSON task
+	bTaskDue   = []byte("taskdue")     // time(dueAt) id → empty
 )
 
 var buckets = [][]byte{bMerchants, bClients, bOrders, bIndex, bCounts, bDue, bAuth, bCustomer,
-	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bSessions, bSessionIx, bSettleQ, bSettle, bSettleIx, bSettleTx}
+	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bSessions, bSessionIx, bSettleQ, bSettle, bSettleIx, bSettleTx, bTasks, bTaskDue}
 
 // Index kinds of the order index. Equality kinds are followed by the
 // length-prefixed value, then the order's createdAt and id, so that one

@@ -605,3 +605,39 @@ func sortNewest[T any](all []T, key func(i int) (time.Time, string)) {
 		return ii > ij
 	})
 }
+
+func (t *tx) ScheduleTask(task *storage.Task) error { return t.put("task/"+task.ID, task) }
+
+func (t *tx) DueTasks(at time.Time, limit int) ([]*storage.Task, error) {
+	var out []*storage.Task
+	for k := range t.s.data {
+		if !strings.HasPrefix(k, "task/") {
+			continue
+		}
+		var task storage.Task
+		if _, err := t.get(k, &task); err != nil {
+			return nil, err
+		}
+		if !task.DueAt.After(at) {
+			out = append(out, &task)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].DueAt.Equal(out[j].DueAt) {
+			return out[i].DueAt.Before(out[j].DueAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (t *tx) DeleteTask(id string) error {
+	if _, ok := t.s.data["task/"+id]; !ok {
+		return fault.NotFoundf("task_not_found", "task %s not found", id)
+	}
+	t.del("task/" + id)
+	return nil
+}

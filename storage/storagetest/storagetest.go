@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("Expiring", func(t *testing.T) { testExpiring(t, open(t)) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, open(t)) })
 	t.Run("Settlements", func(t *testing.T) { testSettlements(t, open(t)) })
+	t.Run("Tasks", func(t *testing.T) { testTasks(t, open(t)) })
 }
 
 var ctx = context.Background()
