@@ -1,7 +1,6 @@
 package capture_test
 
 import (
-	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -14,36 +13,6 @@ import (
 )
 
 var p = ordertest.Ptr[int64]
-
-func snapshot(t testing.TB, o *order.Order) string {
-	t.Helper()
-	b, err := json.Marshal(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-func wantFault(t testing.TB, err error, kind fault.Kind, code string, fields ...string) {
-	t.Helper()
-	var fe *fault.Error
-	if !errors.As(err, &fe) {
-		t.Fatalf("error = %v, want a fault of kind %s", err, kind)
-	}
-	if fe.Kind != kind || fe.Code != code {
-		t.Fatalf("error kind/code = %s/%s, want %s/%s (%v)", fe.Kind, fe.Code, kind, code, err)
-	}
-	if fields == nil {
-		return
-	}
-	var got []string
-	for _, f := range fe.Fields {
-		got = append(got, f.Field)
-	}
-	if !slices.Equal(got, fields) {
-		t.Fatalf("error fields = %q, want %q (%v)", got, fields, err)
-	}
-}
 
 func partial(total int64, lines ...order.LineInput) *capture.PartialRequest {
 	return &capture.PartialRequest{OrderLines: lines, TotalCaptureAmount: p(total)}
@@ -407,3 +376,8 @@ func TestCardOrderOffersNoVoidOrRecourse(t *testing.T) {
 		t.Fatalf("actions %v", got)
 	}
 }
+
+var (
+	snapshot  = ordertest.Snapshot
+	wantFault = ordertest.WantFault
+)

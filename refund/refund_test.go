@@ -1,7 +1,6 @@
 package refund_test
 
 import (
-	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -15,15 +14,6 @@ import (
 )
 
 var p = ordertest.Ptr[int64]
-
-func snapshot(t testing.TB, o *order.Order) string {
-	t.Helper()
-	b, err := json.Marshal(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
 
 func wantFault(t testing.TB, err error, kind fault.Kind, code string, fields ...string) {
 	t.Helper()
@@ -205,3 +195,5 @@ func TestFullRefundAfterMixedRates(t *testing.T) {
 		t.Fatalf("refunded %d VAT %d", total, vat)
 	}
 }
+
+var snapshot = ordertest.Snapshot

@@ -5,10 +5,14 @@
 package ordertest
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/money"
 	"github.com/kassahq/kassa/order"
 )
@@ -192,3 +196,36 @@ type TB interface {
 
 // Money is minor units of SEK.
 func Money(minor int64) money.Money { return money.New(minor, "SEK") }
+
+// Snapshot is the stored form of o, to prove that a refused operation left it untouched.
+func Snapshot(tb TB, o *order.Order) string {
+	tb.Helper()
+	b, err := json.Marshal(o)
+	if err != nil {
+		tb.Fatalf("ordertest: snapshot: %v", err)
+	}
+	return string(b)
+}
+
+// WantFault checks that err is a *fault.Error of kind and code and, when
+// fields are given, that it names exactly those fields in that order.
+func WantFault(tb TB, err error, kind fault.Kind, code string, fields ...string) {
+	tb.Helper()
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		tb.Fatalf("error = %v, want a fault of kind %s", err, kind)
+	}
+	if fe.Kind != kind || fe.Code != code {
+		tb.Fatalf("error kind/code = %s/%s, want %s/%s (%v)", fe.Kind, fe.Code, kind, code, err)
+	}
+	if fields == nil {
+		return
+	}
+	var got []string
+	for _, f := range fe.Fields {
+		got = append(got, f.Field)
+	}
+	if !slices.Equal(got, fields) {
+		tb.Fatalf("error fields = %q, want %q\n(%v)", got, fields, err)
+	}
+}
