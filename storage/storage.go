@@ -121,6 +121,12 @@ type Tx interface {
 	PendingOutbox(t time.Time, limit int) ([]*OutboxMessage, error)
 	// UpdateOutbox replaces a message (attempts, next attempt, delivery state).
 	UpdateOutbox(m *OutboxMessage) error
+	// GetOutbox reads one message of a merchant.
+	GetOutbox(merchantID, id string) (*OutboxMessage, error)
+	// ListOutbox pages a merchant's messages newest first (by CreatedAt, then
+	// id), starting after the message fromID, and returns the id to continue
+	// from ("" on the last page): the merchant's delivery log.
+	ListOutbox(merchantID, fromID string, size int) ([]*OutboxMessage, string, error)
 }
 
 // Merchant is an API client of kassa.
@@ -134,7 +140,13 @@ type Merchant struct {
 	Salt       []byte `json:"salt"`
 	RequireAck bool   `json:"requireAck,omitempty"`
 	Sandbox    bool   `json:"sandbox,omitempty"`
-	WebhookURL string `json:"webhookUrl,omitempty"`
+	// Notifications: where they go, the HMAC key they are signed with (kept
+	// in clear because signing needs it; the API shows it only when made) and
+	// the topics the merchant subscribed to (acknowledgement requests are
+	// always sent).
+	WebhookURL    string   `json:"webhookUrl,omitempty"`
+	WebhookSecret string   `json:"webhookSecret,omitempty"`
+	WebhookEvents []string `json:"webhookEvents,omitempty"`
 	// Fees charged per capture in settlements.
 	FeeBasisPoints     int64     `json:"feeBasisPoints,omitempty"`
 	FeeFixedPerCapture int64     `json:"feeFixedPerCapture,omitempty"`
@@ -200,18 +212,34 @@ type Task struct {
 	Attempts   int       `json:"attempts,omitempty"`
 }
 
-// OutboxMessage is a notification to deliver to a merchant.
+// OutboxMessage is a notification to deliver to a merchant. Its ID is the
+// event id the merchant sees, the same on every attempt.
 type OutboxMessage struct {
 	ID          string    `json:"id"`
 	MerchantID  string    `json:"merchantId"`
-	Topic       string    `json:"topic"` // e.g. "order.acknowledgementRequired", "order.event"
+	Topic       string    `json:"topic"` // e.g. "order.acknowledgementRequired", "order.partialCapture"
 	OrderID     string    `json:"orderId,omitempty"`
 	Payload     []byte    `json:"payload"`
 	CreatedAt   time.Time `json:"createdAt"`
 	NextAttempt time.Time `json:"nextAttempt"`
 	Attempts    int       `json:"attempts"`
 	Delivered   bool      `json:"delivered"`
-	LastError   string    `json:"lastError,omitempty"`
+	// Failed: the deliverer gave up after its last allowed attempt.
+	Failed    bool              `json:"failed,omitempty"`
+	LastError string            `json:"lastError,omitempty"`
+	Log       []DeliveryAttempt `json:"log,omitempty"`
+}
+
+// Done reports whether the message needs no more delivery attempts; stores
+// list only messages that are not done as pending.
+func (m *OutboxMessage) Done() bool { return m.Delivered || m.Failed }
+
+// DeliveryAttempt is one entry of a message's delivery log.
+type DeliveryAttempt struct {
+	At         time.Time `json:"at"`
+	StatusCode int       `json:"statusCode,omitempty"` // 0: no HTTP answer
+	Error      string    `json:"error,omitempty"`
+	DurationMS int64     `json:"durationMs"`
 }
 
 // Matches reports whether o, with the given statuses, satisfies every filter

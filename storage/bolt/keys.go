@@ -25,7 +25,8 @@ var (
 	bIdem      = []byte("idem")        // lp(merchant) key → JSON
 	bIdemExp   = []byte("idemexp")     // time(expiresAt) lp(merchant) key → empty
 	bOutbox    = []byte("outbox")      // id → JSON
-	bOutboxDue = []byte("outboxdue")   // time(nextAttempt) id → empty; undelivered only
+	bOutboxDue = []byte("outboxdue")   // time(nextAttempt) id → empty; not done only
+	bOutboxIx  = []byte("outboxix")    // lp(merchant) time(createdAt) id → empty
 	bSessions  = []byte("sessions")    // lp(merchant) id → JSON
 	bSessionIx = []byte("sessionix")   // lp(merchant) 'c' time(createdAt) id | 'x' external | 'o' order → id or empty
 	bSettleQ   = []byte("settleq")     // item key → JSON item (unsettled)
@@ -37,7 +38,7 @@ var (
 )
 
 var buckets = [][]byte{bMerchants, bClients, bOrders, bIndex, bCounts, bDue, bAuth, bCustomer,
-	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bSessions, bSessionIx, bSettleQ, bSettle, bSettleIx, bSettleTx, bTasks, bTaskDue}
+	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bOutboxIx, bSessions, bSessionIx, bSettleQ, bSettle, bSettleIx, bSettleTx, bTasks, bTaskDue}
 
 // Index kinds of the order index. Equality kinds are followed by the
 // length-prefixed value, then the order's createdAt and id, so that one

@@ -496,14 +496,55 @@ func (t *tx) AddOutbox(m *storage.OutboxMessage) error {
 	if t.get(bOutbox, []byte(m.ID)) != nil {
 		return fault.Conflictf("outbox_exists", "outbox message %s exists", m.ID)
 	}
+	if err := t.put(bOutboxIx, outboxCreatedKey(m), present); err != nil {
+		return err
+	}
 	return t.writeOutbox(m)
+}
+
+func outboxCreatedKey(m *storage.OutboxMessage) []byte {
+	return append(putTime(lp(nil, m.MerchantID), m.CreatedAt), m.ID...)
+}
+
+func (t *tx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
+	if err := t.check(false); err != nil {
+		return nil, err
+	}
+	var m storage.OutboxMessage
+	ok, err := t.getJSON(bOutbox, []byte(id), &m)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || m.MerchantID != merchantID {
+		return nil, fault.NotFoundf("notification_not_found", "notification %s not found", id)
+	}
+	return &m, nil
+}
+
+func (t *tx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxMessage, string, error) {
+	if err := t.check(false); err != nil {
+		return nil, "", err
+	}
+	prefix := lp(nil, merchantID)
+	var from []byte
+	if fromID != "" {
+		m, err := t.GetOutbox(merchantID, fromID)
+		if err != nil {
+			return nil, "", err
+		}
+		from = outboxCreatedKey(m)
+	}
+	return pageNewest(t, bOutboxIx, prefix, from, size,
+		func(id string) (*storage.OutboxMessage, error) { return t.GetOutbox(merchantID, id) },
+		func(*storage.OutboxMessage) bool { return true },
+		func(m *storage.OutboxMessage) string { return m.ID })
 }
 
 func (t *tx) writeOutbox(m *storage.OutboxMessage) error {
 	if err := t.putJSON(bOutbox, []byte(m.ID), m); err != nil {
 		return err
 	}
-	if m.Delivered {
+	if m.Done() {
 		return nil
 	}
 	return t.put(bOutboxDue, outboxDueKey(m), present)
@@ -543,7 +584,10 @@ func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
 	if !ok {
 		return fault.NotFoundf("outbox_not_found", "outbox message %s not found", m.ID)
 	}
-	if !old.Delivered {
+	if old.MerchantID != m.MerchantID || !old.CreatedAt.Equal(m.CreatedAt) {
+		return fault.Conflictf("outbox_immutable", "a message's merchant and creation time do not change")
+	}
+	if !old.Done() {
 		if err := t.del(bOutboxDue, outboxDueKey(&old)); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -378,7 +379,7 @@ func (t *tx) PendingOutbox(at time.Time, limit int) ([]*storage.OutboxMessage, e
 		if err := json.Unmarshal(b, &m); err != nil {
 			return nil, fault.Internalf(err, "decode %s", k)
 		}
-		if !m.Delivered && !m.NextAttempt.After(at) {
+		if !m.Done() && !m.NextAttempt.After(at) {
 			out = append(out, &m)
 		}
 	}
@@ -395,10 +396,50 @@ func (t *tx) PendingOutbox(at time.Time, limit int) ([]*storage.OutboxMessage, e
 }
 
 func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
-	if _, ok := t.s.data["outbox/"+m.ID]; !ok {
-		return fault.NotFoundf("outbox_not_found", "outbox message %s not found", m.ID)
+	var old storage.OutboxMessage
+	if ok, err := t.get("outbox/"+m.ID, &old); err != nil || !ok {
+		return notFound(err, "outbox_not_found", "outbox message "+m.ID)
+	}
+	if old.MerchantID != m.MerchantID || !old.CreatedAt.Equal(m.CreatedAt) {
+		return fault.Conflictf("outbox_immutable", "a message's merchant and creation time do not change")
 	}
 	return t.put("outbox/"+m.ID, m)
+}
+
+func (t *tx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
+	var m storage.OutboxMessage
+	if ok, err := t.get("outbox/"+id, &m); err != nil || !ok || m.MerchantID != merchantID {
+		return nil, notFound(err, "notification_not_found", "notification "+id)
+	}
+	return &m, nil
+}
+
+func (t *tx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxMessage, string, error) {
+	var all []*storage.OutboxMessage
+	for k := range t.s.data {
+		if id, ok := strings.CutPrefix(k, "outbox/"); ok {
+			m, err := t.GetOutbox(merchantID, id)
+			if fault.Is(err, fault.NotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, "", err
+			}
+			all = append(all, m)
+		}
+	}
+	sortNewest(all, func(i int) (time.Time, string) { return all[i].CreatedAt, all[i].ID })
+	if fromID != "" {
+		i := slices.IndexFunc(all, func(m *storage.OutboxMessage) bool { return m.ID == fromID })
+		if i < 0 {
+			return nil, "", fault.NotFoundf("notification_not_found", "notification %s not found", fromID)
+		}
+		all = all[i+1:]
+	}
+	if len(all) > size {
+		return all[:size], all[size-1].ID, nil
+	}
+	return all, "", nil
 }
 
 func (t *tx) GetSession(merchantID, id string) (*session.Session, error) {

@@ -73,12 +73,14 @@ func wantKind(t *testing.T, err error, k fault.Kind) {
 
 func testMerchants(t *testing.T, s storage.Store) {
 	m := &storage.Merchant{ID: "m1", Name: "One", ClientID: "c1", SecretHash: []byte{1, 2}, Salt: []byte{3},
-		RequireAck: true, WebhookURL: "https://one.example/hook", CreatedAt: Now()}
+		RequireAck: true, WebhookURL: "https://one.example/hook", WebhookSecret: "whsec_1",
+		WebhookEvents: []string{"order.partialCapture", "order.fullCapture"}, CreatedAt: Now()}
 	update(t, s, func(tx storage.Tx) error { return tx.PutMerchant(m) })
 	view(t, s, func(tx storage.Tx) error {
 		got, err := tx.GetMerchant("m1")
 		if err != nil || got.Name != "One" || got.ClientID != "c1" || string(got.SecretHash) != "\x01\x02" ||
-			string(got.Salt) != "\x03" || !got.RequireAck || got.WebhookURL != m.WebhookURL || !got.CreatedAt.Equal(m.CreatedAt) {
+			string(got.Salt) != "\x03" || !got.RequireAck || got.WebhookURL != m.WebhookURL || !got.CreatedAt.Equal(m.CreatedAt) ||
+			got.WebhookSecret != "whsec_1" || !slices.Equal(got.WebhookEvents, m.WebhookEvents) {
 			t.Fatalf("get merchant: %+v %v", got, err)
 		}
 		byClient, err := tx.GetMerchantByClientID("c1")
@@ -494,6 +496,69 @@ func testOutbox(t *testing.T, s storage.Store) {
 	})
 	err := s.Update(ctx, func(tx storage.Tx) error { return tx.UpdateOutbox(msg("nope", Now())) })
 	wantKind(t, err, fault.NotFound)
+	testOutboxLog(t, s, msg, pending)
+}
+
+// testOutboxLog: a message that failed for good leaves the pending list but
+// stays readable, with its delivery log, in the merchant's newest-first list.
+func testOutboxLog(t *testing.T, s storage.Store, msg func(string, time.Time) *storage.OutboxMessage,
+	pending func(time.Time, int) []string) {
+	update(t, s, func(tx storage.Tx) error {
+		m := msg("c", Now().Add(2*time.Minute))
+		m.Failed, m.Attempts, m.LastError = true, 8, "timeout"
+		m.Log = []storage.DeliveryAttempt{{At: Now(), StatusCode: 503, DurationMS: 12}, {At: Now().Add(time.Minute), Error: "timeout", DurationMS: 10000}}
+		if err := tx.UpdateOutbox(m); err != nil {
+			return err
+		}
+		other := msg("x", Now())
+		other.MerchantID = "m2"
+		return tx.AddOutbox(other)
+	})
+	if got := pending(Now().Add(2*time.Hour), 10); !slices.Equal(got, []string{"x", "b", "later"}) { // every merchant's
+		t.Fatalf("pending after a failure %v", got)
+	}
+	view(t, s, func(tx storage.Tx) error {
+		m, err := tx.GetOutbox("m1", "c")
+		if err != nil || !m.Failed || m.Attempts != 8 || len(m.Log) != 2 || m.Log[0].StatusCode != 503 ||
+			m.Log[1].Error != "timeout" || m.Log[1].DurationMS != 10000 || !m.Log[1].At.Equal(Now().Add(time.Minute)) {
+			t.Fatalf("failed message %+v %v", m, err)
+		}
+		_, err = tx.GetOutbox("m2", "c")
+		wantKind(t, err, fault.NotFound)
+		_, err = tx.GetOutbox("m1", "x")
+		wantKind(t, err, fault.NotFound)
+		return nil
+	})
+	var walked []string
+	from := ""
+	for range 10 {
+		var page []*storage.OutboxMessage
+		var next string
+		view(t, s, func(tx storage.Tx) error {
+			var err error
+			page, next, err = tx.ListOutbox("m1", from, 2)
+			return err
+		})
+		for _, m := range page {
+			walked = append(walked, m.ID)
+		}
+		if from = next; from == "" {
+			break
+		}
+	}
+	// Created: b at Now, a at +1m, c at +2m, later at +1h.
+	if want := []string{"later", "c", "a", "b"}; !slices.Equal(walked, want) {
+		t.Fatalf("delivery log walk %v, want %v", walked, want)
+	}
+	view(t, s, func(tx storage.Tx) error {
+		page, next, err := tx.ListOutbox("m2", "", 10)
+		if err != nil || len(page) != 1 || page[0].ID != "x" || next != "" {
+			t.Fatalf("other merchant's log %v %q %v", page, next, err)
+		}
+		_, _, err = tx.ListOutbox("m2", "a", 10)
+		wantKind(t, err, fault.NotFound)
+		return nil
+	})
 }
 
 func testRollback(t *testing.T, s storage.Store) {
