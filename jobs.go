@@ -5,13 +5,33 @@ import (
 	"time"
 
 	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
+	"github.com/kassahq/kassa/notify"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 )
 
-// TaskAutoCapture is the task kind that captures an order at its autoCapture delay.
-const TaskAutoCapture = "autoCapture"
+// Kinds of scheduled task.
+const (
+	// TaskAutoCapture captures an order at its autoCapture delay.
+	TaskAutoCapture = "autoCapture"
+	// TaskTokenExpiry marks an unused authorization token expired.
+	TaskTokenExpiry = "tokenExpiry"
+	// TaskAckReminder reminds a merchant of an order still awaiting acknowledgement.
+	TaskAckReminder = "ackReminder"
+	// TaskExpiryReminder reminds a merchant of uncaptured lines before the order expires.
+	TaskExpiryReminder = "expiryReminder"
+)
+
+// Reminder timing.
+const (
+	// AckReminderAfter is how long an order awaits acknowledgement before the reminder.
+	AckReminderAfter = time.Hour
+	// ExpiryReminderBefore is how long before an order's expiry the reminder goes out.
+	ExpiryReminderBefore = 24 * time.Hour
+)
 
 // autoCaptureRetry is how long a due auto-capture waits while the order is
 // blocked (awaiting acknowledgement or on hold) before it looks again.
@@ -25,60 +45,197 @@ func scheduleAutoCapture(tx storage.Tx, o *order.Order) error {
 		OrderID: o.ID, DueAt: o.CreatedAt.Add(time.Duration(o.AutoCapture.DelayMinutes) * time.Minute)})
 }
 
-// RunAutoCapture captures the remainder of every order whose autoCapture
-// delay has passed, one transaction per order, so it runs safely beside API
-// traffic (a concurrent change simply wins or loses the version check) and
-// resumes after a crash without capturing twice: the task is deleted in the
-// same transaction as the capture. It reports how many orders it captured.
-func (l *Ledger) RunAutoCapture(ctx context.Context, limit int) (int, error) {
-	var due []*storage.Task
-	if err := l.store.View(ctx, func(tx storage.Tx) error {
-		var err error
-		due, err = tx.DueTasks(tx.Now(), limit)
-		return err
-	}); err != nil {
-		return 0, err
+func scheduleAckReminder(tx storage.Tx, o *order.Order) error {
+	return tx.ScheduleTask(&storage.Task{ID: "ackreminder-" + o.ID, Kind: TaskAckReminder, MerchantID: o.MerchantID,
+		OrderID: o.ID, DueAt: tx.Now().Add(AckReminderAfter)})
+}
+
+// scheduleExpiryReminder (re)schedules the reminder for the order's current
+// expiry; an extension moves it, since tasks are replaced by id.
+func scheduleExpiryReminder(tx storage.Tx, o *order.Order) error {
+	if o.ExpiresAt.IsZero() {
+		return nil
 	}
-	captured := 0
-	for _, task := range due {
-		if task.Kind != TaskAutoCapture {
-			continue
-		}
-		done := false
+	return tx.ScheduleTask(&storage.Task{ID: "expiryreminder-" + o.ID, Kind: TaskExpiryReminder, MerchantID: o.MerchantID,
+		OrderID: o.ID, DueAt: o.ExpiresAt.Add(-ExpiryReminderBefore)})
+}
+
+func scheduleTokenExpiry(tx storage.Tx, merchantID, tok string, at time.Time) error {
+	return tx.ScheduleTask(&storage.Task{ID: "tokenexpiry-" + merchantID + "-" + tok, Kind: TaskTokenExpiry,
+		MerchantID: merchantID, OrderID: tok, DueAt: at})
+}
+
+// TaskStats counts what one RunTasks did, by effect.
+type TaskStats struct {
+	AutoCaptured   int `json:"autoCaptured"`
+	TokensExpired  int `json:"tokensExpired"`
+	RemindersSent  int `json:"remindersSent"`
+	Rescheduled    int `json:"rescheduled"`
+	NothingToDo    int `json:"nothingToDo"`
+	TasksProcessed int `json:"tasksProcessed"`
+}
+
+// RunTasks works through up to limit due tasks, earliest first. Each task is
+// claimed, done and deleted (or rescheduled) in one transaction, so the job
+// runs safely beside API traffic and on several replicas (a store hands a
+// due task to one transaction at a time), and a crash either did all of a
+// task or none of it: nothing is done twice.
+func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
+	var stats TaskStats
+	for range limit {
+		var outcome taskOutcome
+		found := false
 		err := l.store.Update(ctx, func(tx storage.Tx) error {
-			done = false
-			o, err := tx.GetOrder(task.MerchantID, task.OrderID)
-			if err != nil {
-				return tx.DeleteTask(task.ID)
-			}
-			env := l.env(tx, task.MerchantID)
-			before := o.Clone()
-			if _, err := o.Require(o.Uncaptured.ID, order.ActionCapture, env); err != nil {
-				if o.HasStatus(order.StatusUncaptured, env.Now) && !o.Expired(env.Now) && o.Hold != order.HoldFraudDeny {
-					// Still open but blocked (acknowledgement, hold): look again later.
-					task.DueAt, task.Attempts = env.Now.Add(autoCaptureRetry), task.Attempts+1
-					return tx.ScheduleTask(task)
-				}
-				return tx.DeleteTask(task.ID) // closed: nothing to capture
-			}
-			if _, err := capture.Full(o, nil, env); err != nil {
-				return tx.DeleteTask(task.ID)
-			}
-			if err := tx.QueueSettlementItems(settlement.NewItems(before, o)); err != nil {
+			found, outcome = false, outcomeNone
+			due, err := tx.DueTasks(tx.Now(), 1)
+			if err != nil || len(due) == 0 {
 				return err
 			}
-			if err := tx.UpdateOrder(o); err != nil {
-				return err
-			}
-			done = true
-			return tx.DeleteTask(task.ID)
+			found = true
+			outcome, err = l.runTask(tx, due[0])
+			return err
 		})
 		if err != nil {
-			return captured, err
+			return stats, err
 		}
-		if done {
-			captured++
+		if !found {
+			break
+		}
+		stats.TasksProcessed++
+		switch outcome {
+		case outcomeCaptured:
+			stats.AutoCaptured++
+		case outcomeExpired:
+			stats.TokensExpired++
+		case outcomeReminded:
+			stats.RemindersSent++
+		case outcomeRescheduled:
+			stats.Rescheduled++
+		default:
+			stats.NothingToDo++
 		}
 	}
-	return captured, nil
+	return stats, nil
+}
+
+type taskOutcome int
+
+const (
+	outcomeNone taskOutcome = iota
+	outcomeCaptured
+	outcomeExpired
+	outcomeReminded
+	outcomeRescheduled
+)
+
+func (l *Ledger) runTask(tx storage.Tx, task *storage.Task) (taskOutcome, error) {
+	var outcome taskOutcome
+	var err error
+	switch task.Kind {
+	case TaskAutoCapture:
+		outcome, err = l.autoCapture(tx, task)
+	case TaskTokenExpiry:
+		outcome, err = expireToken(tx, task)
+	case TaskAckReminder, TaskExpiryReminder:
+		outcome, err = l.remind(tx, task)
+	}
+	if err != nil || outcome == outcomeRescheduled {
+		return outcome, err
+	}
+	return outcome, tx.DeleteTask(task.ID) // done, or of a kind this version does not know
+}
+
+// RunAutoCapture runs the due scheduled tasks and reports how many orders it
+// captured.
+func (l *Ledger) RunAutoCapture(ctx context.Context, limit int) (int, error) {
+	s, err := l.RunTasks(ctx, limit)
+	return s.AutoCaptured, err
+}
+
+// autoCapture captures the remainder of an order whose delay has passed and
+// queues the capture for settlement.
+func (l *Ledger) autoCapture(tx storage.Tx, task *storage.Task) (taskOutcome, error) {
+	o, err := tx.GetOrder(task.MerchantID, task.OrderID)
+	if fault.Is(err, fault.NotFound) {
+		return outcomeNone, nil
+	}
+	if err != nil {
+		return outcomeNone, err
+	}
+	env := l.env(tx, task.MerchantID)
+	before := o.Clone()
+	if _, err := o.Require(o.Uncaptured.ID, order.ActionCapture, env); err != nil {
+		if o.HasStatus(order.StatusUncaptured, env.Now) && !o.Expired(env.Now) && o.Hold != order.HoldFraudDeny {
+			// Still open but blocked (acknowledgement, hold): look again later.
+			task.DueAt, task.Attempts = env.Now.Add(autoCaptureRetry), task.Attempts+1
+			return outcomeRescheduled, tx.ScheduleTask(task)
+		}
+		return outcomeNone, nil // closed: nothing to capture
+	}
+	if _, err := capture.Full(o, nil, env); err != nil {
+		return outcomeNone, nil
+	}
+	if err := tx.QueueSettlementItems(settlement.NewItems(before, o)); err != nil {
+		return outcomeNone, err
+	}
+	n, err := l.notifier(tx, o.MerchantID)
+	if err != nil {
+		return outcomeNone, err
+	}
+	if err := n.orderChanged(before, o); err != nil {
+		return outcomeNone, err
+	}
+	return outcomeCaptured, tx.UpdateOrder(o)
+}
+
+func expireToken(tx storage.Tx, task *storage.Task) (taskOutcome, error) {
+	a, err := tx.GetAuthorization(task.MerchantID, task.OrderID)
+	if fault.Is(err, fault.NotFound) {
+		return outcomeNone, nil
+	}
+	if err != nil {
+		return outcomeNone, err
+	}
+	if !a.Expire(tx.Now()) {
+		return outcomeNone, nil
+	}
+	return outcomeExpired, tx.PutAuthorization(a)
+}
+
+// ExpiryReminderData is the data of an order.expiryReminder notification.
+type ExpiryReminderData struct {
+	OrderID    string       `json:"orderId"`
+	ExpiresAt  time.Time    `json:"expiresAt"`
+	Uncaptured money.Record `json:"uncapturedAmount"`
+}
+
+// remind sends a reminder if the order still needs the merchant: awaiting
+// acknowledgement, or holding uncaptured lines that will expire.
+func (l *Ledger) remind(tx storage.Tx, task *storage.Task) (taskOutcome, error) {
+	o, err := tx.GetOrder(task.MerchantID, task.OrderID)
+	if fault.Is(err, fault.NotFound) {
+		return outcomeNone, nil
+	}
+	if err != nil {
+		return outcomeNone, err
+	}
+	now := tx.Now()
+	n, err := l.notifier(tx, o.MerchantID)
+	if err != nil {
+		return outcomeNone, err
+	}
+	switch task.Kind {
+	case TaskAckReminder:
+		if !o.Unacknowledged || o.Cancelled || o.Expired(now) {
+			return outcomeNone, nil
+		}
+		return outcomeReminded, n.send(notify.TopicAcknowledgementReminder, o.ID, map[string]string{"orderId": o.ID})
+	default:
+		uncaptured := o.Amounts().Uncaptured
+		if uncaptured == 0 || o.Cancelled || o.Expired(now) {
+			return outcomeNone, nil
+		}
+		return outcomeReminded, n.send(notify.TopicExpiryReminder, o.ID, ExpiryReminderData{OrderID: o.ID,
+			ExpiresAt: o.ExpiresAt, Uncaptured: money.New(uncaptured, o.Currency).Record()})
+	}
 }

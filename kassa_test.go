@@ -202,6 +202,9 @@ func TestTokenIsSingleUse(t *testing.T) {
 
 func TestAcknowledgementRequiredWritesOutbox(t *testing.T) {
 	f := newFixture(t)
+	if _, err := f.ledger.SetWebhook(f.ctx, f.merchant, kassa.SetWebhookRequest{URL: "https://m.example/hooks"}); err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now()
 	f.ledger.PutAuthorization(f.ctx, &token.Authorization{Token: "adv", MerchantID: f.merchant, Country: "SE", Currency: "SEK",
 		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayAdvanceInvoice},

@@ -2,22 +2,22 @@ package kassa
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"time"
 
 	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/notify"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/refund"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 )
 
-// Outbox topics written by the order use cases.
+// Topics written by the order use cases (see package notify for all).
 const (
-	TopicAcknowledgementRequired = "order.acknowledgementRequired"
-	TopicDocumentResend          = "document.resend"
+	TopicAcknowledgementRequired = notify.TopicAcknowledgementRequired
+	TopicDocumentResent          = notify.TopicDocumentResent
 )
 
 // mutate is the shape of every order operation: one transaction that loads
@@ -32,7 +32,6 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 			return nil, err
 		}
 		env := l.env(tx, call.MerchantID)
-		wasUnacked := o.Unacknowledged
 		before := o.Clone()
 		if err := apply(tx, o, env); err != nil {
 			return nil, err
@@ -41,8 +40,15 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 		if err := tx.QueueSettlementItems(settlement.NewItems(before, o)); err != nil {
 			return nil, err
 		}
-		if o.Unacknowledged && !wasUnacked {
-			if err := l.notifyAck(tx, o); err != nil {
+		n, err := l.notifier(tx, call.MerchantID)
+		if err != nil {
+			return nil, err
+		}
+		if err := n.orderChanged(before, o); err != nil {
+			return nil, err
+		}
+		if !o.ExpiresAt.Equal(before.ExpiresAt) {
+			if err := scheduleExpiryReminder(tx, o); err != nil {
 				return nil, err
 			}
 		}
@@ -51,13 +57,6 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 		}
 		return l.orderResult(o, env.Now)
 	})
-}
-
-func (l *Ledger) notifyAck(tx storage.Tx, o *order.Order) error {
-	payload, _ := json.Marshal(map[string]string{"type": TopicAcknowledgementRequired, "orderId": o.ID})
-	now := tx.Now()
-	return tx.AddOutbox(&storage.OutboxMessage{ID: l.opts.IDs.NewID("outbox"), MerchantID: o.MerchantID,
-		Topic: TopicAcknowledgementRequired, OrderID: o.ID, Payload: payload, CreatedAt: now, NextAttempt: now})
 }
 
 // GetOrder reads an order of the merchant. It also returns the time the read
@@ -193,10 +192,12 @@ func (l *Ledger) ResendDocument(ctx context.Context, call Call, orderID, ledgerI
 		if err != nil {
 			return err
 		}
-		payload, _ := json.Marshal(map[string]string{"type": TopicDocumentResend, "orderId": o.ID,
+		n, err := l.notifier(tx, o.MerchantID)
+		if err != nil {
+			return err
+		}
+		return n.send(TopicDocumentResent, o.ID, map[string]string{"orderId": o.ID,
 			"ledgerId": led.ID, "documentReference": led.DocumentReference})
-		return tx.AddOutbox(&storage.OutboxMessage{ID: l.opts.IDs.NewID("outbox"), MerchantID: o.MerchantID,
-			Topic: TopicDocumentResend, OrderID: o.ID, Payload: payload, CreatedAt: env.Now, NextAttempt: env.Now})
 	})
 }
 

@@ -2,19 +2,19 @@ package kassa
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/notify"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/sandbox"
 	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/storage"
 )
 
-// Outbox topic written when a buyer approves a session.
-const TopicSessionAuthorized = "session.authorized"
+// TopicSessionAuthorized is sent when a buyer approves a session.
+const TopicSessionAuthorized = notify.TopicSessionAuthorized
 
 func sessionPath(src session.Source, id string) string {
 	if src == session.SourcePayment {
@@ -221,13 +221,18 @@ func (l *Ledger) ApproveSession(ctx context.Context, merchantID, id string, a Ap
 		if err := tx.PutAuthorization(tok); err != nil {
 			return err
 		}
+		if err := scheduleTokenExpiry(tx, merchantID, tok.Token, tok.ExpiresAt); err != nil {
+			return err
+		}
 		if err := tx.PutSession(s); err != nil {
 			return err
 		}
-		payload, _ := json.Marshal(map[string]string{"type": TopicSessionAuthorized, "sessionId": s.ID,
-			"authorizationToken": tok.Token})
-		if err := tx.AddOutbox(&storage.OutboxMessage{ID: l.opts.IDs.NewID("outbox"), MerchantID: merchantID,
-			Topic: TopicSessionAuthorized, Payload: payload, CreatedAt: now, NextAttempt: now}); err != nil {
+		n, err := l.notifier(tx, merchantID)
+		if err != nil {
+			return err
+		}
+		if err := n.send(TopicSessionAuthorized, "", map[string]string{"sessionId": s.ID,
+			"authorizationToken": tok.Token}); err != nil {
 			return err
 		}
 		v = s.View(now)

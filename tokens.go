@@ -43,10 +43,15 @@ func (l *Ledger) createOrder(tx storage.Tx, merchantID string, req *order.Create
 	if err := scheduleAutoCapture(tx, o); err != nil {
 		return nil, err
 	}
-	if o.Unacknowledged {
-		if err := l.notifyAck(tx, o); err != nil {
-			return nil, err
-		}
+	if err := scheduleExpiryReminder(tx, o); err != nil {
+		return nil, err
+	}
+	n, err := l.notifier(tx, merchantID)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.orderChanged(nil, o); err != nil {
+		return nil, err
 	}
 	res, err := jsonResult(http.StatusOK, CreateOrderResponse{OrderID: o.ID})
 	if err != nil {
@@ -199,6 +204,9 @@ func (l *Ledger) PutAuthorization(ctx context.Context, a *token.Authorization) e
 	}
 	return l.store.Update(ctx, func(tx storage.Tx) error {
 		if _, err := tx.GetMerchant(a.MerchantID); err != nil {
+			return err
+		}
+		if err := scheduleTokenExpiry(tx, a.MerchantID, a.Token, a.ExpiresAt); err != nil {
 			return err
 		}
 		return tx.PutAuthorization(a)

@@ -32,6 +32,9 @@ type Authorization struct {
 	UsedAt         *time.Time          `json:"usedAt,omitempty"`
 	UsedFor        string              `json:"usedFor,omitempty"` // "order:<id>" or "customerToken:<id>"
 	Deleted        bool                `json:"deleted,omitempty"`
+	// Expired is set by the token-expiry job, so the token stays expired
+	// even if a sandbox clock is moved back.
+	Expired bool `json:"expired,omitempty"`
 	// SessionID is the checkout or payment session the buyer approved in, if any.
 	SessionID string `json:"sessionId,omitempty"`
 }
@@ -43,7 +46,7 @@ func (a *Authorization) Usable(now time.Time) error {
 		return fault.NotFoundf("authorization_token_not_found", "authorization token not found")
 	case a.UsedAt != nil:
 		return fault.New(fault.NotAvailable, "authorization_token_used", "the authorization token was already used (%s)", a.UsedFor)
-	case !now.Before(a.ExpiresAt):
+	case a.Expired || !now.Before(a.ExpiresAt):
 		return fault.New(fault.NotAvailable, "authorization_token_expired", "the authorization token expired at %s", a.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return nil
@@ -57,6 +60,16 @@ func (a *Authorization) Consume(now time.Time, what string) error {
 	t := now
 	a.UsedAt, a.UsedFor = &t, what
 	return nil
+}
+
+// Expire records that an unused token has passed its expiry, reporting
+// whether it changed anything.
+func (a *Authorization) Expire(now time.Time) bool {
+	if a.Deleted || a.Expired || a.UsedAt != nil || now.Before(a.ExpiresAt) {
+		return false
+	}
+	a.Expired = true
+	return true
 }
 
 // Delete withdraws an unused token (DELETE /v1/authorization-tokens/{token}).

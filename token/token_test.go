@@ -64,6 +64,31 @@ func TestAuthorizationExpiry(t *testing.T) {
 	}
 }
 
+func TestExpireJobMarksOnlyUnusedExpiredTokens(t *testing.T) {
+	end := t0.Add(token.DefaultAuthorizationTTL)
+	a := auth()
+	if a.Expire(end.Add(-time.Nanosecond)) || a.Expired {
+		t.Fatal("expired before its time")
+	}
+	if !a.Expire(end) || !a.Expired || a.Expire(end) {
+		t.Fatal("expire at the time, once")
+	}
+	// The mark holds even when the clock goes back (sandbox test clock).
+	wantFault(t, a.Usable(t0), fault.NotAvailable, "authorization_token_expired")
+	used := auth()
+	if err := used.Consume(t0, "order:o1"); err != nil {
+		t.Fatal(err)
+	}
+	if used.Expire(end) || used.Expired {
+		t.Fatal("a used token is not expired")
+	}
+	deleted := auth()
+	_ = deleted.Delete(t0)
+	if deleted.Expire(end) {
+		t.Fatal("a deleted token is not expired")
+	}
+}
+
 func TestAuthorizationDelete(t *testing.T) {
 	a := auth()
 	if err := a.Delete(t0); err != nil {

@@ -1,0 +1,224 @@
+package kassa
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kassahq/kassa/notify"
+	"github.com/kassahq/kassa/storage"
+)
+
+// DeliveryOptions tune the notification deliverer; zero values take the defaults.
+type DeliveryOptions struct {
+	// Client sends the POSTs; default: 10 s timeout, redirects not followed.
+	Client *http.Client
+	// Retry is the backoff schedule; default notify.DefaultRetry.
+	Retry notify.Retry
+	// Batch is how many due messages one run claims; default 50.
+	Batch int
+	// Parallel is how many POSTs are in flight at once; default 8.
+	Parallel int
+	// Lease is how long a claimed message is hidden from other deliverers
+	// (other replicas, or this one after a crash); default 2 min, well above
+	// the client timeout, so one live deliverer owns a message at a time.
+	Lease time.Duration
+	// RandN draws jitter: uniform in [0, n); default math/rand/v2.Int64N.
+	RandN func(n int64) int64
+	// WallClock stamps signatures, which receivers compare with their own
+	// clock; default time.Now. Scheduling follows the store's clock.
+	WallClock func() time.Time
+}
+
+func (o DeliveryOptions) withDefaults() DeliveryOptions {
+	if o.Client == nil {
+		o.Client = &http.Client{Timeout: 10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	if o.Retry == (notify.Retry{}) {
+		o.Retry = notify.DefaultRetry
+	}
+	if o.Batch <= 0 {
+		o.Batch = 50
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 8
+	}
+	if o.Lease <= 0 {
+		o.Lease = 2 * time.Minute
+	}
+	if o.RandN == nil {
+		o.RandN = rand.Int64N
+	}
+	if o.WallClock == nil {
+		o.WallClock = time.Now
+	}
+	return o
+}
+
+// DeliveryStats counts what one run did.
+type DeliveryStats struct {
+	Delivered int `json:"delivered"`
+	Retrying  int `json:"retrying"`
+	Failed    int `json:"failed"`
+}
+
+// claim is one message taken for delivery, with where it goes.
+type claim struct {
+	msg     *storage.OutboxMessage
+	url     string
+	secret  string
+	outcome storage.DeliveryAttempt
+}
+
+// DeliverNotifications runs one round of the deliverer: it claims the due
+// messages (hiding them from other deliverers for the lease), POSTs each to
+// its merchant's URL, and records every answer in the delivery log,
+// scheduling failures again with backoff. Delivery is at least once: a
+// crash after a POST and before its record sends it again after the lease,
+// with the same event id.
+func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions) (DeliveryStats, error) {
+	opts = opts.withDefaults()
+	claims, err := l.claimNotifications(ctx, opts)
+	if err != nil || len(claims) == 0 {
+		return DeliveryStats{}, err
+	}
+	sem := make(chan struct{}, opts.Parallel)
+	var wg sync.WaitGroup
+	for _, c := range claims {
+		if c.url == "" {
+			c.outcome = storage.DeliveryAttempt{At: opts.WallClock(), Error: "no webhook URL is configured"}
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c.outcome = post(ctx, opts, c)
+		}()
+	}
+	wg.Wait()
+	var stats DeliveryStats
+	for _, c := range claims {
+		if ctx.Err() != nil {
+			break // the lease brings unrecorded messages back
+		}
+		if err := l.recordDelivery(ctx, opts, c, &stats); err != nil {
+			return stats, err
+		}
+	}
+	return stats, ctx.Err()
+}
+
+func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) ([]*claim, error) {
+	var claims []*claim
+	err := l.store.Update(ctx, func(tx storage.Tx) error {
+		claims = nil
+		now := tx.Now()
+		due, err := tx.PendingOutbox(now, opts.Batch)
+		if err != nil {
+			return err
+		}
+		merchants := map[string]*storage.Merchant{}
+		for _, m := range due {
+			mer, ok := merchants[m.MerchantID]
+			if !ok {
+				if mer, err = tx.GetMerchant(m.MerchantID); err != nil {
+					return err
+				}
+				merchants[m.MerchantID] = mer
+			}
+			claimed := *m
+			m.NextAttempt = now.Add(opts.Lease)
+			if err := tx.UpdateOutbox(m); err != nil {
+				return err
+			}
+			claims = append(claims, &claim{msg: &claimed, url: mer.WebhookURL, secret: mer.WebhookSecret})
+		}
+		return nil
+	})
+	return claims, err
+}
+
+// post makes one delivery attempt and describes its outcome.
+func post(ctx context.Context, opts DeliveryOptions, c *claim) storage.DeliveryAttempt {
+	start := opts.WallClock()
+	out := storage.DeliveryAttempt{At: start}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.msg.Payload))
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "kassa-notifications/1")
+	req.Header.Set(notify.HeaderEventID, c.msg.ID)
+	req.Header.Set(notify.HeaderTopic, c.msg.Topic)
+	req.Header.Set(notify.HeaderAttempt, strconv.Itoa(c.msg.Attempts+1))
+	req.Header.Set(notify.HeaderSignature, notify.Sign(c.secret, start, c.msg.Payload))
+	resp, err := opts.Client.Do(req)
+	out.DurationMS = opts.WallClock().Sub(start).Milliseconds()
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	// Drain a little so the connection can be reused; the body means nothing to us.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	out.StatusCode = resp.StatusCode
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		out.Error = fmt.Sprintf("answered %d", resp.StatusCode)
+	}
+	return out
+}
+
+// maxLog bounds the delivery log kept per message.
+const maxLog = 20
+
+// recordDelivery writes one attempt's outcome, unless another deliverer
+// recorded an attempt of the same message since the claim.
+func (l *Ledger) recordDelivery(ctx context.Context, opts DeliveryOptions, c *claim, stats *DeliveryStats) error {
+	var delivered, failed, retrying bool
+	err := l.store.Update(ctx, func(tx storage.Tx) error {
+		delivered, failed, retrying = false, false, false
+		m, err := tx.GetOutbox(c.msg.MerchantID, c.msg.ID)
+		if err != nil {
+			return err
+		}
+		if m.Done() || m.Attempts != c.msg.Attempts {
+			return nil
+		}
+		m.Attempts++
+		m.Log = append(m.Log, c.outcome)
+		if len(m.Log) > maxLog {
+			m.Log = m.Log[len(m.Log)-maxLog:]
+		}
+		m.LastError = c.outcome.Error
+		switch {
+		case c.outcome.Error == "":
+			m.Delivered, delivered = true, true
+		case c.url == "" || opts.Retry.GivesUp(m.Attempts):
+			m.Failed, failed = true, true
+		default:
+			m.NextAttempt, retrying = tx.Now().Add(opts.Retry.Delay(m.Attempts, opts.RandN)), true
+		}
+		return tx.UpdateOutbox(m)
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case delivered:
+		stats.Delivered++
+	case failed:
+		stats.Failed++
+	case retrying:
+		stats.Retrying++
+	}
+	return nil
+}

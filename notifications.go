@@ -1,0 +1,282 @@
+package kassa
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
+	"github.com/kassahq/kassa/notify"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
+)
+
+// Envelope is the JSON body of every notification. ID is the event id: the
+// same on every delivery attempt of one event, so receivers deduplicate on it.
+type Envelope struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	CreatedAt  time.Time       `json:"createdAt"`
+	MerchantID string          `json:"merchantId"`
+	Data       json.RawMessage `json:"data"`
+}
+
+// OrderEventData is the data of "order.<event type>" notifications.
+type OrderEventData struct {
+	OrderID   string       `json:"orderId"`
+	EventID   string       `json:"eventId"`
+	LedgerID  string       `json:"ledgerId,omitempty"`
+	EventType string       `json:"eventType"`
+	Amount    money.Record `json:"amount"`
+}
+
+// notifier writes a transaction's notifications for one merchant, reading
+// the merchant's settings once. Notifications are recorded only while the
+// merchant has a webhook URL and wants the topic; they are written in the
+// transaction of the change they announce (the outbox), so a change and its
+// notification commit or roll back together.
+type notifier struct {
+	l        *Ledger
+	tx       storage.Tx
+	merchant *storage.Merchant
+}
+
+func (l *Ledger) notifier(tx storage.Tx, merchantID string) (*notifier, error) {
+	m, err := tx.GetMerchant(merchantID)
+	if err != nil {
+		return nil, err
+	}
+	return &notifier{l: l, tx: tx, merchant: m}, nil
+}
+
+func (n *notifier) send(topic, orderID string, data any) error {
+	if n.merchant.WebhookURL == "" || !notify.Wants(n.merchant.WebhookEvents, topic) {
+		return nil
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return fault.Internalf(err, "encode notification data")
+	}
+	now := n.tx.Now()
+	id := n.l.opts.IDs.NewID("event")
+	body, err := json.Marshal(Envelope{ID: id, Type: topic, CreatedAt: now, MerchantID: n.merchant.ID, Data: raw})
+	if err != nil {
+		return fault.Internalf(err, "encode notification")
+	}
+	return n.tx.AddOutbox(&storage.OutboxMessage{ID: id, MerchantID: n.merchant.ID, Topic: topic, OrderID: orderID,
+		Payload: body, CreatedAt: now, NextAttempt: now})
+}
+
+// orderChanged announces what an operation did to an order: every event it
+// appended, and an acknowledgement request when the order newly awaits one.
+func (n *notifier) orderChanged(before, after *order.Order) error {
+	from := 0
+	if before != nil {
+		from = len(before.Events)
+	}
+	for _, e := range after.Events[from:] {
+		if err := n.send("order."+string(e.Type), after.ID, OrderEventData{OrderID: after.ID, EventID: e.ID,
+			LedgerID: e.LedgerID, EventType: string(e.Type), Amount: money.New(e.Amount, after.Currency).Record()}); err != nil {
+			return err
+		}
+	}
+	if after.Unacknowledged && (before == nil || !before.Unacknowledged) {
+		if err := n.send(notify.TopicAcknowledgementRequired, after.ID, map[string]string{"orderId": after.ID}); err != nil {
+			return err
+		}
+		return scheduleAckReminder(n.tx, after)
+	}
+	return nil
+}
+
+// WebhookSettings is a merchant's notification configuration as the API
+// shows it. Secret is set only in the answer that made it.
+type WebhookSettings struct {
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+	Secret string   `json:"secret,omitempty"`
+}
+
+// SetWebhookRequest configures notifications. A new secret is made when the
+// merchant had none or asks to rotate it; it is shown only in that answer.
+type SetWebhookRequest struct {
+	URL          string   `json:"url"`
+	Events       []string `json:"events"`
+	RotateSecret bool     `json:"rotateSecret,omitempty"`
+	// Secret, when set, is used instead of a new random one (the reference
+	// server's --webhook-secret); at least 24 characters.
+	Secret string `json:"-"`
+}
+
+// SetWebhook stores the merchant's notification settings.
+func (l *Ledger) SetWebhook(ctx context.Context, merchantID string, req SetWebhookRequest) (WebhookSettings, error) {
+	if err := notify.ValidateURL(req.URL); err != nil {
+		return WebhookSettings{}, err
+	}
+	if err := notify.ValidateSubscriptions(req.Events); err != nil {
+		return WebhookSettings{}, err
+	}
+	if req.Secret != "" && len(req.Secret) < 24 {
+		return WebhookSettings{}, fault.Invalidf("secret", "a webhook secret needs at least 24 characters")
+	}
+	var out WebhookSettings
+	err := l.store.Update(ctx, func(tx storage.Tx) error {
+		m, err := tx.GetMerchant(merchantID)
+		if err != nil {
+			return err
+		}
+		m.WebhookURL, m.WebhookEvents = req.URL, slices.Compact(slices.Sorted(slices.Values(req.Events)))
+		out = WebhookSettings{URL: m.WebhookURL, Events: nonNil(m.WebhookEvents)}
+		switch {
+		case req.Secret != "":
+			m.WebhookSecret = req.Secret
+		case m.WebhookSecret == "" || req.RotateSecret:
+			m.WebhookSecret = notify.NewSecret()
+			out.Secret = m.WebhookSecret
+		}
+		return tx.PutMerchant(m)
+	})
+	return out, err
+}
+
+// Webhook reads the merchant's notification settings, without the secret.
+func (l *Ledger) Webhook(ctx context.Context, merchantID string) (WebhookSettings, error) {
+	m, err := l.Merchant(ctx, merchantID)
+	if err != nil {
+		return WebhookSettings{}, err
+	}
+	if m.WebhookURL == "" {
+		return WebhookSettings{}, fault.NotFoundf("webhook_not_configured", "no notification URL is configured")
+	}
+	return WebhookSettings{URL: m.WebhookURL, Events: nonNil(m.WebhookEvents)}, nil
+}
+
+// DeleteWebhook stops notifications: nothing new is recorded, and messages
+// already recorded fail at their next attempt. The secret is kept, so a
+// merchant that configures a URL again keeps verifying with it.
+func (l *Ledger) DeleteWebhook(ctx context.Context, merchantID string) error {
+	return l.store.Update(ctx, func(tx storage.Tx) error {
+		m, err := tx.GetMerchant(merchantID)
+		if err != nil {
+			return err
+		}
+		if m.WebhookURL == "" {
+			return fault.NotFoundf("webhook_not_configured", "no notification URL is configured")
+		}
+		m.WebhookURL, m.WebhookEvents = "", nil
+		return tx.PutMerchant(m)
+	})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Notification is one message of the delivery log as the API shows it.
+type Notification struct {
+	ID            string                    `json:"id"`
+	Type          string                    `json:"type"`
+	OrderID       string                    `json:"orderId,omitempty"`
+	CreatedAt     time.Time                 `json:"createdAt"`
+	Status        string                    `json:"status"` // pending, delivered or failed
+	Attempts      int                       `json:"attempts"`
+	NextAttemptAt *time.Time                `json:"nextAttemptAt,omitempty"`
+	LastError     string                    `json:"lastError,omitempty"`
+	Log           []storage.DeliveryAttempt `json:"deliveries"`
+	// Payload is the exact body delivered (and signed).
+	Payload json.RawMessage `json:"payload"`
+}
+
+func notificationOf(m *storage.OutboxMessage) Notification {
+	n := Notification{ID: m.ID, Type: m.Topic, OrderID: m.OrderID, CreatedAt: m.CreatedAt, Attempts: m.Attempts,
+		LastError: m.LastError, Log: m.Log, Payload: m.Payload, Status: "pending"}
+	switch {
+	case m.Delivered:
+		n.Status = "delivered"
+	case m.Failed:
+		n.Status = "failed"
+	default:
+		next := m.NextAttempt
+		n.NextAttemptAt = &next
+	}
+	if n.Log == nil {
+		n.Log = []storage.DeliveryAttempt{}
+	}
+	return n
+}
+
+// NotificationPage is one page of the delivery log.
+type NotificationPage struct {
+	Notifications []Notification `json:"notifications"`
+	NextFromID    string         `json:"nextFromId,omitempty"`
+}
+
+// Notification page sizes.
+const (
+	DefaultNotificationPage = 20
+	MaxNotificationPage     = 200
+)
+
+// ListNotifications pages the merchant's delivery log, newest first.
+func (l *Ledger) ListNotifications(ctx context.Context, merchantID, fromID string, size int) (NotificationPage, error) {
+	if size == 0 {
+		size = DefaultNotificationPage
+	}
+	if size < 1 || size > MaxNotificationPage {
+		return NotificationPage{}, fault.Invalidf("size", "must be 1 to %d", MaxNotificationPage)
+	}
+	page := NotificationPage{Notifications: []Notification{}}
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		ms, next, err := tx.ListOutbox(merchantID, fromID, size)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			page.Notifications = append(page.Notifications, notificationOf(m))
+		}
+		page.NextFromID = next
+		return nil
+	})
+	return page, err
+}
+
+// GetNotification reads one message of the merchant's delivery log.
+func (l *Ledger) GetNotification(ctx context.Context, merchantID, id string) (Notification, error) {
+	var n Notification
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		m, err := tx.GetOutbox(merchantID, id)
+		if err != nil {
+			return err
+		}
+		n = notificationOf(m)
+		return nil
+	})
+	return n, err
+}
+
+// RedeliverNotification queues a failed or delivered message for one more
+// delivery now, with the same event id and body.
+func (l *Ledger) RedeliverNotification(ctx context.Context, merchantID, id string) (Notification, error) {
+	var n Notification
+	err := l.store.Update(ctx, func(tx storage.Tx) error {
+		m, err := tx.GetOutbox(merchantID, id)
+		if err != nil {
+			return err
+		}
+		if !m.Done() {
+			return fault.Conflictf("notification_pending", "the notification is still being delivered")
+		}
+		m.Delivered, m.Failed, m.Attempts, m.NextAttempt = false, false, 0, tx.Now()
+		if err := tx.UpdateOutbox(m); err != nil {
+			return err
+		}
+		n = notificationOf(m)
+		return nil
+	})
+	return n, err
+}

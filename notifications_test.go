@@ -1,0 +1,472 @@
+package kassa_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/notify"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/memory"
+	"github.com/kassahq/kassa/token"
+)
+
+// receiver is a merchant's endpoint as a careful merchant writes it: it
+// verifies every signature, and it processes each event id once however
+// often it arrives. It fails the first failFirst deliveries with 503.
+type receiver struct {
+	t         *testing.T
+	secret    string
+	failFirst int
+
+	mu        sync.Mutex
+	posts     int
+	bodies    map[string][]byte // event id → first body
+	processed []string          // event ids, each once
+	badSig    int
+	onPost    func()
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.posts++
+	if err := notify.Verify(rc.secret, r.Header.Get(notify.HeaderSignature), body, time.Now(), 5*time.Minute); err != nil {
+		rc.badSig++
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	var env kassa.Envelope
+	if err := json.Unmarshal(body, &env); err != nil || env.ID != r.Header.Get(notify.HeaderEventID) {
+		rc.t.Errorf("body %s, event id header %q", body, r.Header.Get(notify.HeaderEventID))
+	}
+	if rc.posts <= rc.failFirst {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return
+	}
+	if first, seen := rc.bodies[env.ID]; seen {
+		if string(first) != string(body) {
+			rc.t.Errorf("event %s redelivered with another body", env.ID)
+		}
+	} else {
+		rc.bodies[env.ID] = body
+		rc.processed = append(rc.processed, env.ID)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	if rc.onPost != nil {
+		rc.onPost()
+	}
+}
+
+func (rc *receiver) counts() (posts int, processed []string, badSig int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.posts, slices.Clone(rc.processed), rc.badSig
+}
+
+// clock is a settable store clock, safe to read from the deliverer's goroutines.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+type notifyFixture struct {
+	ledger   *kassa.Ledger
+	store    storage.Store
+	clock    *clock
+	merchant string
+	rc       *receiver
+	srv      *httptest.Server
+}
+
+func newNotifyFixture(t *testing.T, failFirst int, events ...string) *notifyFixture {
+	t.Helper()
+	c := &clock{t: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
+	st := memory.New(c.Now)
+	l := kassa.New(st, kassa.Options{})
+	ctx := context.Background()
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &receiver{t: t, failFirst: failFirst, bodies: map[string][]byte{}}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	set, err := l.SetWebhook(ctx, creds.MerchantID, kassa.SetWebhookRequest{URL: srv.URL + "/hooks", Events: events})
+	if err != nil || set.Secret == "" {
+		t.Fatalf("set webhook: %+v %v", set, err)
+	}
+	rc.secret = set.Secret
+	return &notifyFixture{ledger: l, store: st, clock: c, merchant: creds.MerchantID, rc: rc, srv: srv}
+}
+
+func (f *notifyFixture) order(t *testing.T, tok string, pm order.PaymentType, amount int64) *order.Order {
+	t.Helper()
+	now := f.clock.Now()
+	ctx := context.Background()
+	if err := f.ledger.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: f.merchant, Country: "SE",
+		Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: pm},
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.ledger.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: f.merchant}, tok, &order.CreateRequest{
+		Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(amount)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Order
+}
+
+func (f *notifyFixture) log(t *testing.T) []kassa.Notification {
+	t.Helper()
+	page, err := f.ledger.ListNotifications(context.Background(), f.merchant, "", kassa.MaxNotificationPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page.Notifications
+}
+
+func topics(ns []kassa.Notification) []string {
+	var out []string
+	for _, n := range ns {
+		out = append(out, n.Type)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestNotificationsFollowSubscriptions(t *testing.T) {
+	f := newNotifyFixture(t, 0, "order.partialCapture")
+	ctx := context.Background()
+	o := f.order(t, "t1", order.PayInvoice, 10000)
+	call := kassa.Call{MerchantID: f.merchant}
+	if _, err := f.ledger.PartialCapture(ctx, call, o.ID, partial(4000)); err != nil {
+		t.Fatal(err)
+	}
+	full := f.order(t, "t0", order.PayInvoice, 3000)
+	if _, err := f.ledger.Capture(ctx, call, full.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	// An advance invoice awaits acknowledgement: always announced.
+	adv := f.order(t, "t2", order.PayAdvanceInvoice, 500)
+	got := f.log(t)
+	if want := []string{notify.TopicAcknowledgementRequired, "order.partialCapture"}; !slices.Equal(topics(got), want) {
+		t.Fatalf("topics %v, want %v", topics(got), want)
+	}
+	for _, n := range got {
+		var env kassa.Envelope
+		if err := json.Unmarshal(n.Payload, &env); err != nil || env.ID != n.ID || env.Type != n.Type || env.MerchantID != f.merchant {
+			t.Fatalf("envelope %s: %v", n.Payload, err)
+		}
+		switch n.Type {
+		case "order.partialCapture":
+			var d kassa.OrderEventData
+			if err := json.Unmarshal(env.Data, &d); err != nil || d.OrderID != o.ID || d.Amount.Amount != "40.00" ||
+				d.Amount.Currency != "SEK" || d.EventType != "partialCapture" || d.EventID == "" {
+				t.Fatalf("partial capture data %s %v", env.Data, err)
+			}
+		case notify.TopicAcknowledgementRequired:
+			if n.OrderID != adv.ID || string(env.Data) != `{"orderId":"`+adv.ID+`"}` {
+				t.Fatalf("ack data %s", env.Data)
+			}
+		}
+	}
+
+	// order.* takes every order event of later operations.
+	if _, err := f.ledger.SetWebhook(ctx, f.merchant, kassa.SetWebhookRequest{URL: f.srv.URL, Events: []string{notify.AllOrderEvents}}); err != nil {
+		t.Fatal(err)
+	}
+	f.order(t, "t3", order.PayInvoice, 700)
+	if got := topics(f.log(t)); !slices.Contains(got, "order.create") || !slices.Contains(got, "order.readyForCapture") {
+		t.Fatalf("order.* topics %v", got)
+	}
+
+	// Without a URL nothing is recorded.
+	if err := f.ledger.DeleteWebhook(ctx, f.merchant); err != nil {
+		t.Fatal(err)
+	}
+	before := len(f.log(t))
+	f.order(t, "t4", order.PayAdvanceInvoice, 700)
+	if after := len(f.log(t)); after != before {
+		t.Fatalf("recorded %d notifications without a URL", after-before)
+	}
+	if _, err := f.ledger.Webhook(ctx, f.merchant); !fault.Is(err, fault.NotFound) {
+		t.Fatalf("settings after delete: %v", err)
+	}
+}
+
+func TestSetWebhookValidatesAndShowsTheSecretOnce(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	ctx := context.Background()
+	again, err := f.ledger.SetWebhook(ctx, f.merchant, kassa.SetWebhookRequest{URL: "https://m.example/h", Events: []string{"order.fullCapture"}})
+	if err != nil || again.Secret != "" || again.URL != "https://m.example/h" || !slices.Equal(again.Events, []string{"order.fullCapture"}) {
+		t.Fatalf("update shows %+v %v", again, err)
+	}
+	rotated, err := f.ledger.SetWebhook(ctx, f.merchant, kassa.SetWebhookRequest{URL: "https://m.example/h", RotateSecret: true})
+	if err != nil || rotated.Secret == "" || rotated.Secret == f.rc.secret {
+		t.Fatalf("rotate: %+v %v", rotated, err)
+	}
+	read, err := f.ledger.Webhook(ctx, f.merchant)
+	if err != nil || read.Secret != "" || read.URL != "https://m.example/h" || len(read.Events) != 0 {
+		t.Fatalf("read: %+v %v", read, err)
+	}
+	for _, bad := range []kassa.SetWebhookRequest{{URL: "ftp://x"}, {URL: "https://x.example", Events: []string{"nope"}}, {}} {
+		if _, err := f.ledger.SetWebhook(ctx, f.merchant, bad); !fault.Is(err, fault.Invalid) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+}
+
+// TestDeliveryRetriesWithBackoffUntilAccepted: the receiver fails the first
+// three attempts; the message is tried again no sooner than its backoff
+// allows, is processed exactly once, and every signature verifies.
+func TestDeliveryRetriesWithBackoffUntilAccepted(t *testing.T) {
+	const failFirst = 3
+	f := newNotifyFixture(t, failFirst)
+	ctx := context.Background()
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	retry := notify.Retry{Base: 30 * time.Second, Cap: time.Hour, MaxAttempts: 10}
+	opts := kassa.DeliveryOptions{Retry: retry}
+
+	step := 5 * time.Second
+	var attemptsAt []time.Time
+	for range 200 {
+		stats, err := f.ledger.DeliverNotifications(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.Delivered+stats.Retrying+stats.Failed > 0 {
+			attemptsAt = append(attemptsAt, f.clock.Now())
+		}
+		if stats.Delivered > 0 {
+			break
+		}
+		f.clock.Advance(step)
+	}
+	if len(attemptsAt) != failFirst+1 {
+		t.Fatalf("attempts at %v, want %d", attemptsAt, failFirst+1)
+	}
+	for i := 1; i < len(attemptsAt); i++ {
+		gap, nominal := attemptsAt[i].Sub(attemptsAt[i-1]), retry.Nominal(i)
+		if gap < nominal/2 || gap > nominal+step {
+			t.Errorf("gap after attempt %d: %v, want within [%v, %v]", i, gap, nominal/2, nominal+step)
+		}
+	}
+	posts, processed, badSig := f.rc.counts()
+	if posts != failFirst+1 || len(processed) != 1 || badSig != 0 {
+		t.Fatalf("receiver: %d posts, processed %v, %d bad signatures", posts, processed, badSig)
+	}
+	n := f.log(t)[0]
+	if n.Status != "delivered" || n.Attempts != failFirst+1 || len(n.Log) != failFirst+1 || n.Log[0].StatusCode != 503 ||
+		n.Log[failFirst].StatusCode != 204 || n.Log[failFirst].Error != "" || n.NextAttemptAt != nil {
+		t.Fatalf("delivery log %+v", n)
+	}
+	// Nothing is sent again.
+	f.clock.Advance(24 * time.Hour)
+	if stats, _ := f.ledger.DeliverNotifications(ctx, opts); stats != (kassa.DeliveryStats{}) {
+		t.Fatalf("a delivered message went out again: %+v", stats)
+	}
+}
+
+// TestDeliveryAfterCrashIsDeduplicatedByEventID: the deliverer stops after
+// the receiver accepted but before the answer was recorded (a crash). After
+// the lease the message goes out again with the same event id and body; the
+// idempotent receiver processes it once and the log shows it delivered.
+func TestDeliveryAfterCrashIsDeduplicatedByEventID(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	ctx, crash := context.WithCancel(context.Background())
+	f.rc.onPost = crash
+	opts := kassa.DeliveryOptions{Lease: time.Minute}
+	if _, err := f.ledger.DeliverNotifications(ctx, opts); err == nil {
+		t.Fatal("the crashed run reported success")
+	}
+	f.rc.onPost = nil
+	if n := f.log(t)[0]; n.Status != "pending" || n.Attempts != 0 {
+		t.Fatalf("after the crash %+v", n)
+	}
+	// Within the lease no other deliverer takes it.
+	if stats, _ := f.ledger.DeliverNotifications(context.Background(), opts); stats != (kassa.DeliveryStats{}) {
+		t.Fatalf("taken during the lease: %+v", stats)
+	}
+	f.clock.Advance(time.Minute)
+	if stats, err := f.ledger.DeliverNotifications(context.Background(), opts); err != nil || stats.Delivered != 1 {
+		t.Fatalf("after the lease: %+v %v", stats, err)
+	}
+	posts, processed, _ := f.rc.counts()
+	if posts != 2 || len(processed) != 1 {
+		t.Fatalf("receiver saw %d posts and processed %v", posts, processed)
+	}
+}
+
+func TestDeliveryGivesUpAndCanBeRedelivered(t *testing.T) {
+	f := newNotifyFixture(t, 1000)
+	ctx := context.Background()
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	opts := kassa.DeliveryOptions{Retry: notify.Retry{Base: time.Second, Cap: time.Second, MaxAttempts: 3}}
+	var total kassa.DeliveryStats
+	for range 10 {
+		s, err := f.ledger.DeliverNotifications(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total.Retrying += s.Retrying
+		total.Failed += s.Failed
+		f.clock.Advance(time.Second)
+	}
+	n := f.log(t)[0]
+	if total.Retrying != 2 || total.Failed != 1 || n.Status != "failed" || n.Attempts != 3 || len(n.Log) != 3 || n.LastError != "answered 503" {
+		t.Fatalf("stats %+v, notification %+v", total, n)
+	}
+	if _, err := f.ledger.RedeliverNotification(ctx, f.merchant, "nope"); !fault.Is(err, fault.NotFound) {
+		t.Fatalf("unknown id: %v", err)
+	}
+	f.rc.mu.Lock()
+	f.rc.failFirst = 0
+	f.rc.mu.Unlock()
+	again, err := f.ledger.RedeliverNotification(ctx, f.merchant, n.ID)
+	if err != nil || again.Status != "pending" {
+		t.Fatalf("redeliver: %+v %v", again, err)
+	}
+	if _, err := f.ledger.RedeliverNotification(ctx, f.merchant, n.ID); !fault.Is(err, fault.Conflict) {
+		t.Fatalf("redeliver a pending one: %v", err)
+	}
+	if s, _ := f.ledger.DeliverNotifications(ctx, opts); s.Delivered != 1 {
+		t.Fatalf("redelivery: %+v", s)
+	}
+	if got, _ := f.ledger.GetNotification(ctx, f.merchant, n.ID); got.Status != "delivered" || len(got.Log) != 4 {
+		t.Fatalf("after redelivery %+v", got)
+	}
+}
+
+// TestConcurrentDeliverersSendEachMessageOnce: two deliverers (two replicas)
+// run at once; the claim hides a message from the other, so the receiver
+// sees each event once.
+func TestConcurrentDeliverersSendEachMessageOnce(t *testing.T) {
+	f := newNotifyFixture(t, 0, notify.AllOrderEvents)
+	for i := range 20 {
+		f.order(t, "t"+string(rune('a'+i)), order.PayInvoice, 1000)
+	}
+	want := len(f.log(t))
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for range 5 {
+				if _, err := f.ledger.DeliverNotifications(context.Background(), kassa.DeliveryOptions{Batch: 7}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	posts, processed, _ := f.rc.counts()
+	if posts != want || len(processed) != want {
+		t.Fatalf("%d messages, %d posts, %d processed", want, posts, len(processed))
+	}
+}
+
+func TestDeliveryWithoutURLFails(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	ctx := context.Background()
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	if err := f.ledger.DeleteWebhook(ctx, f.merchant); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := f.ledger.DeliverNotifications(ctx, kassa.DeliveryOptions{}); err != nil || s.Failed != 1 {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if n := f.log(t)[0]; n.Status != "failed" || n.LastError != "no webhook URL is configured" {
+		t.Fatalf("%+v", n)
+	}
+}
+
+// TestRemindersAndTokenExpiryOnTheClock drives the reminder and token-expiry
+// tasks with the store clock.
+func TestRemindersAndTokenExpiryOnTheClock(t *testing.T) {
+	f := newNotifyFixture(t, 0, notify.TopicAcknowledgementReminder, notify.TopicExpiryReminder)
+	ctx := context.Background()
+	adv := f.order(t, "adv", order.PayAdvanceInvoice, 1000)
+	inv := f.order(t, "inv", order.PayInvoice, 2000)
+	now := f.clock.Now()
+	if err := f.ledger.PutAuthorization(ctx, &token.Authorization{Token: "unused", MerchantID: f.merchant, Country: "SE",
+		Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	run := func() kassa.TaskStats {
+		t.Helper()
+		s, err := f.ledger.RunTasks(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	f.clock.Advance(time.Hour - time.Second)
+	if s := run(); s.RemindersSent != 0 || s.TokensExpired != 0 {
+		t.Fatalf("before anything is due: %+v", s)
+	}
+	f.clock.Advance(time.Second)
+	// The ack reminder and the expiry of the unused token; the used tokens need nothing.
+	if s := run(); s.RemindersSent != 1 || s.TokensExpired != 1 || s.NothingToDo != 2 {
+		t.Fatalf("at one hour: %+v", s)
+	}
+	var tok *token.Authorization
+	f.store.View(ctx, func(tx storage.Tx) error {
+		var err error
+		tok, err = tx.GetAuthorization(f.merchant, "unused")
+		return err
+	})
+	if tok == nil || !tok.Expired {
+		t.Fatalf("token %+v", tok)
+	}
+	// The merchant acknowledges, then captures the invoice order; the
+	// expiry reminder goes out for the advance invoice only.
+	call := kassa.Call{MerchantID: f.merchant}
+	if _, err := f.ledger.Acknowledge(ctx, call, adv.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ledger.Capture(ctx, call, inv.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	o, _, _ := f.ledger.GetOrder(ctx, f.merchant, adv.ID)
+	f.clock.Advance(o.ExpiresAt.Sub(f.clock.Now()) - kassa.ExpiryReminderBefore)
+	if s := run(); s.RemindersSent != 1 || s.NothingToDo != 1 {
+		t.Fatalf("a day before expiry: %+v", s)
+	}
+	var reminders []kassa.Notification
+	for _, n := range f.log(t) {
+		if n.Type == notify.TopicExpiryReminder || n.Type == notify.TopicAcknowledgementReminder {
+			reminders = append(reminders, n)
+		}
+	}
+	if len(reminders) != 2 || reminders[0].OrderID != adv.ID || reminders[1].OrderID != adv.ID {
+		t.Fatalf("reminders %+v", reminders)
+	}
+	var env kassa.Envelope
+	var d kassa.ExpiryReminderData
+	_ = json.Unmarshal(reminders[0].Payload, &env)
+	if err := json.Unmarshal(env.Data, &d); err != nil || d.Uncaptured.Amount != "10.00" || !d.ExpiresAt.Equal(o.ExpiresAt) {
+		t.Fatalf("expiry reminder %s %v", env.Data, err)
+	}
+	if s := run(); s.TasksProcessed != 0 {
+		t.Fatalf("tasks left: %+v", s)
+	}
+}
