@@ -170,6 +170,21 @@ func operations() []op {
 		query: []param{{name: "fromId", typ: "string"}, {name: "size", typ: "integer", desc: "1 to 1000, default 100"}}})
 	add(op{method: "GET", path: "/v1/settlements/{settlementId}/export.csv", id: "exportSettlement", summary: "A settlement's transactions as CSV for accounting (a final row holds the net)",
 		tag: "Settlements", auth: true, status: 200, contentType: "text/csv", errs: reads})
+	add(op{method: "GET", path: "/v1/notification-settings", id: "getNotificationSettings", summary: "The notification URL and subscribed topics (never the secret)",
+		tag: "Notifications", auth: true, status: 200, resp: kassa.WebhookSettings{}, errs: reads})
+	add(op{method: "PUT", path: "/v1/notification-settings", id: "setNotificationSettings",
+		summary: "Set the notification URL and topics; the signing secret is in the answer only when it is new (first time, or rotateSecret)",
+		tag:     "Notifications", auth: true, body: kassa.SetWebhookRequest{}, status: 200, resp: kassa.WebhookSettings{}, errs: []int{400, 401, 413, 415}})
+	add(op{method: "DELETE", path: "/v1/notification-settings", id: "deleteNotificationSettings", summary: "Stop notifications",
+		tag: "Notifications", auth: true, status: 204, errs: reads})
+	add(op{method: "GET", path: "/v1/notifications", id: "listNotifications", summary: "The delivery log, newest first",
+		tag: "Notifications", auth: true, status: 200, resp: kassa.NotificationPage{}, errs: reads,
+		query: []param{{name: "fromId", typ: "string", desc: "nextFromId of the previous page"}, {name: "size", typ: "integer", desc: "1 to 200, default 20"}}})
+	add(op{method: "GET", path: "/v1/notifications/{notificationId}", id: "getNotification", summary: "One notification with its delivery attempts",
+		tag: "Notifications", auth: true, status: 200, resp: kassa.Notification{}, errs: reads})
+	add(op{method: "POST", path: "/v1/notifications/{notificationId}/redeliver", id: "redeliverNotification",
+		summary: "Deliver a delivered or failed notification once more, with the same event id and body",
+		tag:     "Notifications", auth: true, status: 200, resp: kassa.Notification{}, errs: []int{401, 404, 409}})
 	add(op{method: "GET", path: "/v1/headless/search/companies", id: "searchCompanies", summary: "Search companies by name or registration number",
 		tag: "Headless", status: 200, resp: CompanySearchResponse{}, errs: []int{400, 429},
 		query: []param{{name: "q", typ: "string", required: true}, {name: "country", typ: "string", required: true}}})
@@ -187,6 +202,8 @@ func operations() []op {
 	sb("POST", "/sandbox/v1/orders/{orderId}/risk", "sandboxRisk", "End the risk review of an order on hold: approve or deny", riskRequest{}, 200, orderR, std)
 	sb("POST", "/sandbox/v1/settlements/run", "sandboxSettle", "Run settlements now (otherwise daily)", nil, 200, settlementRunResponse{}, []int{401})
 	sb("POST", "/sandbox/v1/jobs/autocapture", "sandboxAutoCapture", "Run the auto-capture job now (otherwise every minute)", nil, 200, map[string]int{}, []int{401})
+	sb("POST", "/sandbox/v1/jobs/tasks", "sandboxTasks", "Run the due scheduled tasks now: auto-capture, token expiry, reminders (otherwise every minute)", nil, 200, kassa.TaskStats{}, []int{401})
+	sb("POST", "/sandbox/v1/jobs/notifications", "sandboxDeliverNotifications", "Run one round of notification delivery now (otherwise every second)", nil, 200, kassa.DeliveryStats{}, []int{401})
 	sb("POST", "/sandbox/v1/jobs/expire", "sandboxExpire", "Run the expiry job now", nil, 200, map[string]int{}, []int{401})
 	return ops
 }
@@ -212,6 +229,7 @@ var requiredFields = map[reflect.Type][]string{
 	reflect.TypeOf(paymentRequest{}):                 {"amount"},
 	reflect.TypeOf(markRequest{}):                    {"status"},
 	reflect.TypeOf(riskRequest{}):                    {"decision"},
+	reflect.TypeOf(kassa.SetWebhookRequest{}):        {"url"},
 }
 
 // requestTypes are decoded from clients: only requiredFields are required there.
@@ -332,6 +350,8 @@ func (g *gen) schema(t reflect.Type) map[string]any {
 		return map[string]any{"type": "string", "format": "date-time"}
 	case t == moneyType:
 		return map[string]any{"$ref": "#/components/schemas/Money"}
+	case t == reflect.TypeOf(json.RawMessage{}):
+		return map[string]any{"description": "any JSON value"}
 	}
 	if e, ok := enums[t]; ok {
 		return map[string]any{"type": "string", "enum": e}

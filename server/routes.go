@@ -107,6 +107,7 @@ func (s *Server) routes() {
 
 	s.sessionRoutes()
 	s.settlementRoutes()
+	s.notificationRoutes()
 	s.handle(http.MethodGet, "/checkout/:merchantId/:sessionId", s.checkoutPage)
 	s.handle(http.MethodPost, "/checkout/:merchantId/:sessionId", s.checkoutSubmit)
 
@@ -122,5 +123,7 @@ func (s *Server) routes() {
 		s.handle(http.MethodPost, "/sandbox/v1/jobs/expire", s.authed(s.sandboxExpire))
 		s.handle(http.MethodPost, "/sandbox/v1/settlements/run", s.authed(s.sandboxSettle))
 		s.handle(http.MethodPost, "/sandbox/v1/jobs/autocapture", s.authed(s.sandboxAutoCapture))
+		s.handle(http.MethodPost, "/sandbox/v1/jobs/tasks", s.authed(s.sandboxTasks))
+		s.handle(http.MethodPost, "/sandbox/v1/jobs/notifications", s.authed(s.sandboxDeliver))
 	}
 }

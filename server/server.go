@@ -53,6 +53,9 @@ type Config struct {
 	// CompanySearchRate is the per-address rate limit of company search
 	// (requests per second, with a burst of ten times that); default 20.
 	CompanySearchRate float64
+	// Delivery tunes the notification deliverer that the sandbox's
+	// jobs/notifications endpoint runs.
+	Delivery kassa.DeliveryOptions
 }
 
 // Server is the HTTP front of a kassa Ledger.

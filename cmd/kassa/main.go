@@ -88,6 +88,7 @@ type serveConfig struct {
 	sandbox                                                      bool
 	logLevel                                                     string
 	settleAt                                                     string
+	webhookURL, webhookSecret, webhookEvents                     string
 }
 
 // envDefault reads KASSA_<NAME> as a flag's default.
@@ -111,6 +112,9 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.BoolVar(&c.sandbox, "sandbox", sb, "enable /sandbox/v1: test clock, buyer simulation, fixtures (KASSA_SANDBOX)")
 	fs.StringVar(&c.logLevel, "log-level", envDefault("log-level", "info"), "debug, info, warn or error (KASSA_LOG_LEVEL)")
 	fs.StringVar(&c.settleAt, "settle-at", envDefault("settle-at", "02:00"), "daily settlement run time, HH:MM UTC on the server's clock (KASSA_SETTLE_AT)")
+	fs.StringVar(&c.webhookURL, "webhook-url", envDefault("webhook-url", ""), "notification URL of the sandbox merchant (KASSA_WEBHOOK_URL)")
+	fs.StringVar(&c.webhookSecret, "webhook-secret", envDefault("webhook-secret", ""), "signing secret for --webhook-url, at least 24 characters; default: made once and printed (KASSA_WEBHOOK_SECRET)")
+	fs.StringVar(&c.webhookEvents, "webhook-events", envDefault("webhook-events", "order.*"), "comma-separated topics for --webhook-url (KASSA_WEBHOOK_EVENTS)")
 	return fs
 }
 
@@ -224,6 +228,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 1
 	}
+	if c.webhookURL != "" {
+		if err := configureWebhook(ctx, ledger, c, stdout); err != nil {
+			fmt.Fprintf(stderr, "kassa: --webhook-url: %v\n", err)
+			return 2
+		}
+	}
 
 	// Listen for SIGTERM before announcing the address, so that a supervisor
 	// that signals right after start still gets a graceful shutdown.
@@ -234,6 +244,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	jobs, stopJobs := context.WithCancel(ctx)
 	defer stopJobs()
 	go runJobs(jobs, ledger, log, clock, settleAt)
+	go runDelivery(jobs, ledger, log)
 
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
@@ -383,9 +394,68 @@ func companies(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// configureWebhook points the sandbox merchant's notifications at
+// --webhook-url: the --client-id merchant, or else the oldest sandbox merchant.
+func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, stdout io.Writer) error {
+	var target *storage.Merchant
+	err := ledger.Store().View(ctx, func(tx storage.Tx) error {
+		if c.clientID != "" {
+			m, err := tx.GetMerchantByClientID(c.clientID)
+			target = m
+			return err
+		}
+		ms, err := tx.ListMerchants()
+		for _, m := range ms {
+			if m.Sandbox && (target == nil || m.CreatedAt.Before(target.CreatedAt)) {
+				target = m
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if target == nil {
+		return errors.New("no sandbox merchant to configure")
+	}
+	var events []string
+	for _, e := range strings.Split(c.webhookEvents, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			events = append(events, e)
+		}
+	}
+	set, err := ledger.SetWebhook(ctx, target.ID, kassa.SetWebhookRequest{URL: c.webhookURL, Events: events, Secret: c.webhookSecret})
+	if err != nil {
+		return err
+	}
+	if set.Secret != "" {
+		fmt.Fprintf(stdout, "notifications of merchant %s go to %s\n  signing secret: %s\n(the secret is shown only now; keep it)\n",
+			target.ID, set.URL, set.Secret)
+	}
+	return nil
+}
+
+// runDelivery delivers notifications every second until ctx ends.
+func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if s, err := ledger.DeliverNotifications(ctx, kassa.DeliveryOptions{}); err != nil && ctx.Err() == nil {
+			log.Error("notification delivery", "err", err)
+		} else if s != (kassa.DeliveryStats{}) {
+			log.Info("notification delivery", "delivered", s.Delivered, "retrying", s.Retrying, "failed", s.Failed)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // runJobs runs the periodic work of the server until ctx ends: the
-// idempotency-record sweep, auto-capture, the expiry marking of orders and
-// the daily settlement run.
+// idempotency-record sweep, the scheduled tasks (auto-capture, token expiry,
+// reminders), the expiry marking of orders and the daily settlement run.
 func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock *server.Clock, settleAt time.Time) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
@@ -406,11 +476,7 @@ func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock 
 		} else if n > 0 {
 			log.Info("idempotency sweep", "removed", n)
 		}
-		if n, err := ledger.RunAutoCapture(ctx, 1000); err != nil && ctx.Err() == nil {
-			log.Error("auto-capture job", "err", err)
-		} else if n > 0 {
-			log.Info("auto-capture job", "captured", n)
-		}
+		runTasks(ctx, ledger, log)
 		if n, err := ledger.ExpireOrders(ctx, 1000); err != nil && ctx.Err() == nil {
 			log.Error("expiry job", "err", err)
 		} else if n > 0 {
@@ -420,6 +486,28 @@ func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock 
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// runTasks works through every due task, a batch at a time, so a backlog
+// (a day of token expiries, say) drains within one tick.
+func runTasks(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger) {
+	const batch = 1000
+	for ctx.Err() == nil {
+		s, err := ledger.RunTasks(ctx, batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Error("scheduled tasks", "err", err)
+			}
+			return
+		}
+		if s.TasksProcessed > 0 {
+			log.Info("scheduled tasks", "autoCaptured", s.AutoCaptured, "tokensExpired", s.TokensExpired,
+				"remindersSent", s.RemindersSent, "rescheduled", s.Rescheduled)
+		}
+		if s.TasksProcessed < batch {
+			return
 		}
 	}
 }

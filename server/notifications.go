@@ -1,0 +1,81 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/fault"
+)
+
+// notificationRoutes: the merchant's webhook settings and delivery log.
+// Settings live at /v1/notification-settings because httprouter cannot have
+// a fixed segment beside /v1/notifications/:notificationId.
+func (s *Server) notificationRoutes() {
+	s.handle(http.MethodGet, "/v1/notification-settings", s.authed(func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		set, err := s.ledger.Webhook(r.Context(), merchantOf(r.Context()))
+		s.answer(w, r, http.StatusOK, set, err)
+	}))
+	s.handle(http.MethodPut, "/v1/notification-settings", s.authed(func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		var req kassa.SetWebhookRequest
+		if err := s.decodeBody(r, &req, false); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		set, err := s.ledger.SetWebhook(r.Context(), merchantOf(r.Context()), req)
+		if set.Secret != "" {
+			// The secret is in this answer only: keep it out of caches.
+			w.Header().Set("Cache-Control", "no-store")
+		}
+		s.answer(w, r, http.StatusOK, set, err)
+	}))
+	s.handle(http.MethodDelete, "/v1/notification-settings", s.authed(func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		if err := s.ledger.DeleteWebhook(r.Context(), merchantOf(r.Context())); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	s.handle(http.MethodGet, "/v1/notifications", s.authed(func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		v := r.URL.Query()
+		var f fault.Fields
+		size := kassa.DefaultNotificationPage
+		if v.Has("size") {
+			size = parseIntParam(&f, "size", v.Get("size"), 1, kassa.MaxNotificationPage)
+		}
+		if err := f.Err(); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		page, err := s.ledger.ListNotifications(r.Context(), merchantOf(r.Context()), v.Get("fromId"), size)
+		s.answer(w, r, http.StatusOK, page, err)
+	}))
+	s.handle(http.MethodGet, "/v1/notifications/:notificationId", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		n, err := s.ledger.GetNotification(r.Context(), merchantOf(r.Context()), p.ByName("notificationId"))
+		s.answer(w, r, http.StatusOK, n, err)
+	}))
+	s.handle(http.MethodPost, "/v1/notifications/:notificationId/redeliver", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		n, err := s.ledger.RedeliverNotification(r.Context(), merchantOf(r.Context()), p.ByName("notificationId"))
+		s.answer(w, r, http.StatusOK, n, err)
+	}))
+}
+
+// answer writes v with status, or the problem for err.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+func (s *Server) sandboxDeliver(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	stats, err := s.ledger.DeliverNotifications(r.Context(), s.cfg.Delivery)
+	s.answer(w, r, http.StatusOK, stats, err)
+}
+
+func (s *Server) sandboxTasks(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	stats, err := s.ledger.RunTasks(r.Context(), 1000)
+	s.answer(w, r, http.StatusOK, stats, err)
+}

@@ -1,0 +1,105 @@
+package server
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa/notify"
+)
+
+func TestNotificationsOverHTTP(t *testing.T) {
+	e := newSessionEnv(t)
+	var mu sync.Mutex
+	var secret string
+	received := map[string]int{} // event id → deliveries
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if err := notify.Verify(secret, r.Header.Get(notify.HeaderSignature), body, time.Now(), 5*time.Minute); err != nil {
+			t.Errorf("signature: %v", err)
+		}
+		received[r.Header.Get(notify.HeaderEventID)]++
+	}))
+	defer rcv.Close()
+
+	code, hdr, set := e.req("PUT", "/v1/notification-settings", `{"url":"`+rcv.URL+`","events":["order.*"]}`, e.auth, nil)
+	if code != 200 || set["secret"] == nil || hdr.Get("Cache-Control") != "no-store" || set["url"] != rcv.URL {
+		t.Fatalf("set: %d %v %v", code, hdr, set)
+	}
+	mu.Lock()
+	secret = set["secret"].(string)
+	mu.Unlock()
+	// The secret is shown once.
+	if code, _, again := e.req("PUT", "/v1/notification-settings", `{"url":"`+rcv.URL+`","events":["order.*"]}`, e.auth, nil); code != 200 || again["secret"] != nil {
+		t.Fatalf("second set shows the secret: %v", again)
+	}
+	if code, _, got := e.req("GET", "/v1/notification-settings", "", e.auth, nil); code != 200 || got["secret"] != nil || got["events"].([]any)[0] != "order.*" {
+		t.Fatalf("get settings %d %v", code, got)
+	}
+	code, _, b := e.req("PUT", "/v1/notification-settings", `{"url":"ftp://nope","events":["order.*"]}`, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	code, _, b = e.req("PUT", "/v1/notification-settings", `{"events":[]}`, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	code, _, b = e.req("GET", "/v1/notification-settings", "", e.other, nil)
+	wantProblem(t, code, b, 404, "webhook_not_configured")
+
+	o := e.order("5560000001", "invoice")
+	code, _, stats := e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil)
+	if code != 200 || stats["delivered"].(float64) < 2 || stats["failed"] != 0.0 {
+		t.Fatalf("deliver: %d %v", code, stats)
+	}
+	code, _, page := e.req("GET", "/v1/notifications?size=50", "", e.auth, nil)
+	list := page["notifications"].([]any)
+	if code != 200 || len(list) != int(stats["delivered"].(float64)) {
+		t.Fatalf("log %d %v", code, page)
+	}
+	first := list[0].(map[string]any)
+	id := first["id"].(string)
+	mu.Lock()
+	if len(received) != len(list) || received[id] != 1 {
+		t.Errorf("received %v", received)
+	}
+	mu.Unlock()
+	if first["status"] != "delivered" || first["orderId"] != o["id"] || len(first["deliveries"].([]any)) != 1 {
+		t.Fatalf("log entry %v", first)
+	}
+	var env map[string]any
+	raw, _ := json.Marshal(first["payload"])
+	if json.Unmarshal(raw, &env) != nil || env["id"] != id || env["type"] != first["type"] {
+		t.Fatalf("payload %s", raw)
+	}
+	if code, _, one := e.req("GET", "/v1/notifications/"+id, "", e.auth, nil); code != 200 || one["id"] != id {
+		t.Fatalf("get one %d %v", code, one)
+	}
+	code, _, b = e.req("GET", "/v1/notifications/"+id, "", e.other, nil)
+	wantProblem(t, code, b, 404, "notification_not_found")
+	code, _, b = e.req("GET", "/v1/notifications?size=201", "", e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+
+	if code, _, re := e.req("POST", "/v1/notifications/"+id+"/redeliver", "", e.auth, nil); code != 200 || re["status"] != "pending" {
+		t.Fatalf("redeliver %d %v", code, re)
+	}
+	code, _, b = e.req("POST", "/v1/notifications/"+id+"/redeliver", "", e.auth, nil)
+	wantProblem(t, code, b, 409, "notification_pending")
+	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil)
+	mu.Lock()
+	if received[id] != 2 {
+		t.Errorf("redelivered %d times", received[id]-1)
+	}
+	mu.Unlock()
+
+	if code, _, _ := e.req("DELETE", "/v1/notification-settings", "", e.auth, nil); code != 204 {
+		t.Fatalf("delete %d", code)
+	}
+	code, _, b = e.req("DELETE", "/v1/notification-settings", "", e.auth, nil)
+	wantProblem(t, code, b, 404, "webhook_not_configured")
+	if code, _, ts := e.req("POST", "/sandbox/v1/jobs/tasks", "", e.auth, nil); code != 200 || ts["tasksProcessed"] == nil {
+		t.Fatalf("tasks %d %v", code, ts)
+	}
+}
