@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -113,27 +111,7 @@ func contains(list []string, s string) bool {
 
 func startServer(t *testing.T, bin, data string) (string, func()) {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data", data, "--client-id", "demo", "--client-secret", "demo-secret-123")
-	stdout, _ := cmd.StdoutPipe()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewScanner(stdout)
-	base := ""
-	for lines.Scan() {
-		if _, rest, ok := strings.Cut(lines.Text(), "listening on "); ok {
-			base, _, _ = strings.Cut(rest, " ")
-			break
-		}
-	}
-	if base == "" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("server did not start: %s", stderr.String())
-	}
-	go io.Copy(io.Discard, stdout)
+	cmd, base := launch(t, bin, data)
 	stopped := false
 	return base, func() {
 		if stopped {
@@ -146,7 +124,7 @@ func startServer(t *testing.T, bin, data string) (string, func()) {
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("server exit after SIGTERM: %v\n%s", err, stderr.String())
+				t.Errorf("server exit after SIGTERM: %v", err)
 			}
 		case <-time.After(30 * time.Second):
 			cmd.Process.Kill()
