@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,6 +26,8 @@ func crash(args []string, stdout, stderr io.Writer) int {
 	rounds := fs.Int("rounds", 10, "kill-and-restart rounds (at least 10 for the target)")
 	conc := fs.Int("concurrency", 8, "concurrent clients")
 	maxUp := fs.Duration("max-up", 3*time.Second, "longest a round runs before the kill")
+	store := fs.String("store", "bolt", "the server's store: bolt or postgres")
+	dbURL := fs.String("database-url", os.Getenv("KASSA_DATABASE_URL"), "PostgreSQL URL for -store postgres (KASSA_DATABASE_URL)")
 	if err := fs.Parse(args); err != nil || *bin == "" || *rounds < 1 || *rounds > 1000 {
 		fmt.Fprintln(stderr, "usage: kassa-load crash -bin PATH [-rounds 10] [-concurrency 8]")
 		return 2
@@ -37,12 +38,13 @@ func crash(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	extra := storeArgs(*store, *dbURL)
 	ctx := context.Background()
 	tl := newTally()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	totalLost, totalRetried, replayed := 0, 0, 0
 	for round := 1; round <= *rounds; round++ {
-		srv, base, err := startKassa(*bin, dir)
+		srv, base, err := startKassa(*bin, filepath.Join(dir, "data"), "crash", "crash-secret-123", extra...)
 		if err != nil {
 			fmt.Fprintln(stderr, "kassa-load crash:", err)
 			return 1
@@ -60,7 +62,7 @@ func crash(args []string, stdout, stderr io.Writer) int {
 		srv.Wait()
 		cancel()
 
-		srv, base, err = startKassa(*bin, dir)
+		srv, base, err = startKassa(*bin, filepath.Join(dir, "data"), "crash", "crash-secret-123", extra...)
 		if err != nil {
 			fmt.Fprintln(stderr, "kassa-load crash: restart:", err)
 			return 1
@@ -128,14 +130,26 @@ func invariants(ctx context.Context, c *client, tl *tally, out io.Writer) int {
 	return bad
 }
 
-func startKassa(bin, dir string) (*exec.Cmd, string, error) {
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
-		"--client-id", "crash", "--client-secret", "crash-secret-123", "--log-level", "error")
+// storeArgs are the serve flags that select the store.
+func storeArgs(store, dbURL string) []string {
+	if store == "postgres" {
+		return []string{"--store", "postgres", "--database-url", dbURL}
+	}
+	return nil
+}
+
+// startKassa starts "kassa serve" on data with a merchant of the given
+// credentials and returns it once it listens.
+func startKassa(bin, data, clientID, secret string, extra ...string) (*exec.Cmd, string, error) {
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data,
+		"--client-id", clientID, "--client-secret", secret, "--log-level", "error"}, extra...)
+	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, "", err
 	}
-	cmd.Stderr = io.Discard
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		return nil, "", err
 	}
@@ -149,5 +163,5 @@ func startKassa(bin, dir string) (*exec.Cmd, string, error) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	return nil, "", errors.New("kassa did not start")
+	return nil, "", fmt.Errorf("kassa did not start: %s", stderr.String())
 }

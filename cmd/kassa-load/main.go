@@ -7,6 +7,8 @@
 //	kassa-load -addr http://127.0.0.1:8080 -client-id ID -client-secret SECRET -concurrency 16 -duration 30s
 //	kassa-load -baselines ...   also measure the baselines in the same run (ratios survive a noisy machine)
 //	kassa-load crash -bin ./kassa -rounds 10   SIGKILL a server under load, restart, verify nothing is lost or doubled
+//	kassa-load replicas -bin ./kassa -database-url URL -replicas 3 -kill   contended traffic across replicas on PostgreSQL
+//	kassa-load scale -bin ./kassa -database-url URL   captures/s with 1, 2, 3 replicas against raw pgx inserts
 //
 // It sends traffic only to the address it is given (use loopback) and stops by itself.
 package main
@@ -25,6 +27,12 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "crash" {
 		return crash(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "replicas" {
+		return replicas(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "scale" {
+		return scale(args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("kassa-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)

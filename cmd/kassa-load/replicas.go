@@ -1,0 +1,371 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// replicas runs N "kassa serve --store postgres" processes on one database
+// and drives contended traffic across them: captures and refunds of the same
+// order sent to different replicas at once, and the same Idempotency-Key sent
+// to two replicas at once. With -kill one replica is SIGKILLed mid-run; its
+// unanswered requests are retried, with their keys, on the others. Afterwards
+// every order must match the tally to the minor unit, and a key answered
+// twice must have answered the same bytes (executed once, replayed once).
+func replicas(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kassa-load replicas", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bin := fs.String("bin", "", "path to the kassa binary")
+	dbURL := fs.String("database-url", os.Getenv("KASSA_DATABASE_URL"), "PostgreSQL URL (KASSA_DATABASE_URL)")
+	n := fs.Int("replicas", 3, "kassa processes on the one database")
+	conc := fs.Int("concurrency", 8, "concurrent order flows")
+	dur := fs.Duration("duration", 10*time.Second, "how long to run")
+	kill := fs.Bool("kill", true, "SIGKILL the last replica half way through")
+	if err := fs.Parse(args); err != nil || *bin == "" || *dbURL == "" || *n < 2 || *n > 8 || *conc < 1 {
+		fmt.Fprintln(stderr, "usage: kassa-load replicas -bin PATH -database-url URL [-replicas 3] [-concurrency 8] [-duration 10s] [-kill]")
+		return 2
+	}
+	cl, err := startCluster(*bin, *dbURL, *n, "replicas", "replicas-secret-123")
+	if err != nil {
+		fmt.Fprintln(stderr, "kassa-load replicas:", err)
+		return 1
+	}
+	defer cl.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), *dur)
+	defer cancel()
+	run := &contended{cl: cl, tl: newTally(), answers: map[string][]byte{}}
+	if *kill {
+		go func() {
+			time.Sleep(*dur / 2)
+			cl.kill(*n - 1)
+			fmt.Fprintf(stdout, "killed replica %d (%s) at %s\n", *n-1, cl.bases[*n-1], (*dur / 2).Round(time.Millisecond))
+		}()
+	}
+	var wg sync.WaitGroup
+	for i := range *conc {
+		wg.Go(func() {
+			rng := mrand.New(mrand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
+			for seq := 0; ctx.Err() == nil; seq++ {
+				run.flow(rng, fmt.Sprintf("rep-%d-%d-%d", time.Now().UnixNano(), i, seq))
+			}
+		})
+	}
+	wg.Wait()
+	retried := run.settlePending()
+	c := cl.client(0)
+	bad := verify(context.Background(), c, run.tl, stdout)
+	bad += invariants(context.Background(), c, run.tl, stdout)
+	fmt.Fprintf(stdout, "replicas: %d processes, %d orders, %d captures, %d refunds; %d same-key pairs sent to two replicas (%d both answered, identical); %d unanswered requests retried on another replica; %d mismatches, %d differing replays\n",
+		*n, len(run.tl.orders), run.captures.Load(), run.refunds.Load(), run.dupPairs.Load(), run.dupBoth.Load(), retried, bad, run.differ.Load())
+	if bad > 0 || run.differ.Load() > 0 || run.failed.Load() > 0 {
+		fmt.Fprintf(stdout, "FAILED: %d mismatches, %d differing replays, %d unexpected answers\n", bad, run.differ.Load(), run.failed.Load())
+		return 1
+	}
+	return 0
+}
+
+// cluster is N kassa processes sharing one database and one signing key.
+type cluster struct {
+	mu    sync.Mutex
+	cmds  []*exec.Cmd
+	bases []string
+	alive []bool
+	dirs  []string
+	id    string
+	sec   string
+}
+
+func startCluster(bin, dbURL string, n int, id, secret string) (*cluster, error) {
+	key := make([]byte, 32)
+	rand.Read(key)
+	os.Setenv("KASSA_KEY", hex.EncodeToString(key)) // access tokens valid on every replica
+	cl := &cluster{id: id, sec: secret}
+	// One at a time: the first creates the merchant, the others find it.
+	for i := range n {
+		dir, err := os.MkdirTemp("", "kassa-replica")
+		if err != nil {
+			cl.stop()
+			return nil, err
+		}
+		cmd, base, err := startKassa(bin, filepath.Join(dir, "data"), id, secret, storeArgs("postgres", dbURL)...)
+		if err != nil {
+			os.RemoveAll(dir)
+			cl.stop()
+			return nil, fmt.Errorf("replica %d: %w", i, err)
+		}
+		cl.cmds, cl.bases, cl.alive, cl.dirs = append(cl.cmds, cmd), append(cl.bases, base), append(cl.alive, true), append(cl.dirs, dir)
+	}
+	return cl, nil
+}
+
+func (cl *cluster) client(i int) *client { return newClient(cl.bases[i], cl.id, cl.sec, 64) }
+
+// live returns the indexes of the replicas still running.
+func (cl *cluster) live() []int {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var out []int
+	for i, a := range cl.alive {
+		if a {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (cl *cluster) kill(i int) {
+	cl.mu.Lock()
+	cl.alive[i] = false
+	cl.mu.Unlock()
+	cl.cmds[i].Process.Signal(syscall.SIGKILL)
+	cl.cmds[i].Wait()
+}
+
+func (cl *cluster) stop() {
+	for i, cmd := range cl.cmds {
+		if cl.alive[i] {
+			cmd.Process.Signal(syscall.SIGTERM)
+			cmd.Wait()
+		}
+		os.RemoveAll(cl.dirs[i])
+	}
+}
+
+// contended is the multi-replica workload and its bookkeeping.
+type contended struct {
+	cl      *cluster
+	clients sync.Map // replica index → *client
+	tl      *tally
+
+	mu      sync.Mutex
+	answers map[string][]byte // idempotency key → the first 2xx body
+	pending []pendingCall
+
+	captures, refunds, dupPairs, dupBoth, differ, failed atomic.Int64
+}
+
+type pendingCall struct {
+	method, path, key string
+	body              any
+	onOK              func(response)
+}
+
+func (r *contended) clientOf(i int) *client {
+	if c, ok := r.clients.Load(i); ok {
+		return c.(*client)
+	}
+	c, _ := r.clients.LoadOrStore(i, r.cl.client(i))
+	return c.(*client)
+}
+
+// pick returns a live replica, the k-th in rotation.
+func (r *contended) pick(k int) int {
+	live := r.cl.live()
+	return live[k%len(live)]
+}
+
+// send makes one request on replica i. A 2xx applies onOK once per key,
+// however many replicas answered it; a lost answer or an in-progress 409
+// queues the call for a retry with the same key.
+func (r *contended) send(i int, method, path string, body any, key string, onOK func(response)) (response, bool) {
+	resp, err := r.clientOf(i).do(context.Background(), method, path, body, key)
+	switch {
+	case err != nil, resp.status == 409 && bytes.Contains(resp.body, []byte("idempotency_request_in_progress")):
+		if key != "" {
+			r.mu.Lock()
+			r.pending = append(r.pending, pendingCall{method, path, key, body, onOK})
+			r.mu.Unlock()
+		}
+		return resp, false
+	case resp.status/100 != 2:
+		r.failed.Add(1)
+		fmt.Fprintf(os.Stderr, "unexpected %d on %s %s: %s\n", resp.status, method, path, resp.body)
+		return resp, false
+	}
+	r.accept(key, resp, onOK)
+	return resp, true
+}
+
+// accept records a 2xx: the first for a key is applied to the tally; any
+// later one must carry the same body (a replay).
+func (r *contended) accept(key string, resp response, onOK func(response)) {
+	if key == "" {
+		if onOK != nil {
+			onOK(resp)
+		}
+		return
+	}
+	r.mu.Lock()
+	first, seen := r.answers[key]
+	if !seen {
+		r.answers[key] = resp.body
+	}
+	r.mu.Unlock()
+	if seen {
+		if !bytes.Equal(first, resp.body) {
+			r.differ.Add(1)
+		}
+		return
+	}
+	if onOK != nil {
+		onOK(resp)
+	}
+}
+
+// both sends the same keyed request to two replicas at once and reports
+// whether either answered 2xx.
+func (r *contended) both(a, b int, method, path string, body any, key string, onOK func(response)) bool {
+	r.dupPairs.Add(1)
+	var wg sync.WaitGroup
+	var okA, okB bool
+	wg.Go(func() { _, okA = r.send(a, method, path, body, key, onOK) })
+	wg.Go(func() { _, okB = r.send(b, method, path, body, key, onOK) })
+	wg.Wait()
+	if okA && okB {
+		r.dupBoth.Add(1)
+	}
+	return okA || okB
+}
+
+// flow: one order, created on one replica, captured line by line from
+// several replicas at once (one capture also sent twice with one key),
+// fully captured with one key on two replicas, then refunded from two
+// replicas at once.
+func (r *contended) flow(rng *mrand.Rand, prefix string) {
+	k := rng.IntN(64)
+	var tok string
+	if _, ok := r.send(r.pick(k), "POST", "/sandbox/v1/authorization-tokens", map[string]any{"country": "SE", "currency": "SEK", "locale": "sv-SE",
+		"customer": map[string]any{"companyId": "5560000001"}}, "", func(resp response) {
+		var b struct{ AuthorizationToken string }
+		json.Unmarshal(resp.body, &b)
+		tok = b.AuthorizationToken
+	}); !ok {
+		return
+	}
+	lines := make([]any, 6)
+	var total int64
+	for i := range lines {
+		l := line(rng, i)
+		total += int64(l["quantity"].(int) * l["unitPrice"].(int))
+		lines[i] = l
+	}
+	var id string
+	r.send(r.pick(k+1), "POST", "/v1/authorization-tokens/"+tok+"/order", map[string]any{"country": "SE", "currency": "SEK", "locale": "sv-SE",
+		"orderLines": lines}, prefix+"-create", func(resp response) {
+		var b struct{ OrderID string }
+		json.Unmarshal(resp.body, &b)
+		id = b.OrderID
+		r.tl.apply(id, func(e *expect) { e.uncaptured = total })
+	})
+	if id == "" {
+		return
+	}
+	resp, ok := r.send(r.pick(k+2), "GET", "/v1/orders/"+id, nil, "", nil)
+	var o apiOrder
+	if !ok || json.Unmarshal(resp.body, &o) != nil || len(o.Uncaptured.OrderLines) != len(lines) {
+		return
+	}
+	// Four single-line captures at once, each to another replica; the first
+	// twice. If any is left unanswered (a replica died) the flow stops here,
+	// so that its retry later still finds its line uncaptured.
+	var wg sync.WaitGroup
+	var unanswered atomic.Bool
+	for j, l := range o.Uncaptured.OrderLines[:4] {
+		body := map[string]any{"orderLines": []any{map[string]any{"id": l.ID}}, "totalCaptureAmount": l.TotalAmount}
+		key := fmt.Sprintf("%s-pc%d", prefix, j)
+		amount := l.TotalAmount
+		apply := func(response) {
+			r.captures.Add(1)
+			r.tl.apply(id, func(e *expect) { e.captured += amount; e.uncaptured -= amount; e.captures++ })
+		}
+		wg.Go(func() {
+			ok := false
+			if j == 0 {
+				ok = r.both(r.pick(k+j), r.pick(k+j+1), "POST", "/v1/orders/"+id+"/partialcapture", body, key, apply)
+			} else {
+				_, ok = r.send(r.pick(k+j), "POST", "/v1/orders/"+id+"/partialcapture", body, key, apply)
+			}
+			if !ok {
+				unanswered.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	if unanswered.Load() {
+		return
+	}
+	var rest int64
+	for _, l := range o.Uncaptured.OrderLines[4:] {
+		rest += l.TotalAmount
+	}
+	if !r.both(r.pick(k), r.pick(k+1), "POST", "/v1/orders/"+id+"/capture", nil, prefix+"-fc", func(resp response) {
+		r.captures.Add(1)
+		r.tl.apply(id, func(e *expect) { e.captured += rest; e.uncaptured -= rest; e.captures++ })
+	}) {
+		return
+	}
+	resp, ok = r.send(r.pick(k+2), "GET", "/v1/orders/"+id, nil, "", nil)
+	if !ok || json.Unmarshal(resp.body, &o) != nil || len(o.Captured) < 2 {
+		return
+	}
+	// Two refunds on two captures at once, from two replicas; one sent twice.
+	for j := range 2 {
+		key := fmt.Sprintf("%s-pr%d", prefix, j)
+		body := map[string]any{"orderLines": []any{map[string]any{"description": "Return", "quantity": 1, "unitPrice": 100, "vat": 2500}},
+			"totalRefundAmount": 100}
+		path := "/v1/orders/" + id + "/partialrefund/" + o.Captured[j].LedgerID
+		apply := func(response) {
+			r.refunds.Add(1)
+			r.tl.apply(id, func(e *expect) { e.refunded += 100; e.refunds++ })
+		}
+		wg.Go(func() {
+			if j == 0 {
+				r.both(r.pick(k+j), r.pick(k+j+2), "POST", path, body, key, apply)
+			} else {
+				r.send(r.pick(k+j), "POST", path, body, key, apply)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// settlePending retries every unanswered or in-progress call with its key on
+// a live replica until it gets a definite answer.
+func (r *contended) settlePending() int {
+	retried := 0
+	for round := 0; round < 20; round++ {
+		r.mu.Lock()
+		todo := r.pending
+		r.pending = nil
+		r.mu.Unlock()
+		if len(todo) == 0 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+		for j, p := range todo {
+			retried++
+			r.send(r.pick(j), p.method, p.path, p.body, p.key, p.onOK)
+		}
+	}
+	r.mu.Lock()
+	left := len(r.pending)
+	r.mu.Unlock()
+	if left > 0 {
+		r.failed.Add(int64(left))
+	}
+	return retried
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// scale measures captures per second through HTTP on PostgreSQL with 1, 2
+// and 3 replicas, and in the same run the baseline: raw pgx single-row
+// INSERT transactions of the same size at the same concurrency. Each worker
+// captures the lines of its own 50-line orders one partial capture at a
+// time, spreading its requests over the replicas.
+func scale(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kassa-load scale", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bin := fs.String("bin", "", "path to the kassa binary")
+	dbURL := fs.String("database-url", os.Getenv("KASSA_DATABASE_URL"), "PostgreSQL URL (KASSA_DATABASE_URL)")
+	counts := fs.String("replicas", "1,2,3", "replica counts to measure")
+	conc := fs.Int("concurrency", 16, "concurrent clients")
+	dur := fs.Duration("duration", 10*time.Second, "measuring time per step")
+	if err := fs.Parse(args); err != nil || *bin == "" || *dbURL == "" || *conc < 1 {
+		fmt.Fprintln(stderr, "usage: kassa-load scale -bin PATH -database-url URL [-replicas 1,2,3] [-concurrency 16] [-duration 10s]")
+		return 2
+	}
+	var ns []int
+	for _, f := range strings.Split(*counts, ",") {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err != nil || n < 1 || n > 8 {
+			fmt.Fprintln(stderr, "kassa-load scale: bad -replicas", *counts)
+			return 2
+		}
+		ns = append(ns, n)
+	}
+	fmt.Fprintf(stdout, "scale: %d clients, %s per step, partial captures of one line each\n", *conc, *dur)
+	fmt.Fprintf(stdout, "%-28s %10s %9s %9s %9s %6s\n", "", "per s", "p50", "p99", "max", "errors")
+	var size int
+	results := map[int]float64{}
+	for _, n := range ns {
+		cl, err := startCluster(*bin, *dbURL, n, "scale", "scale-secret-123")
+		if err != nil {
+			fmt.Fprintln(stderr, "kassa-load scale:", err)
+			return 1
+		}
+		rate, lat, errs, sz := measureCaptures(cl, n, *conc, *dur)
+		cl.stop()
+		size = max(size, sz)
+		results[n] = rate
+		fmt.Fprintf(stdout, "%-28s %10.1f %9s %9s %9s %6d\n", fmt.Sprintf("captures, %d replica(s)", n), rate,
+			pct(lat, .5).Round(10*time.Microsecond), pct(lat, .99).Round(10*time.Microsecond), pct(lat, 1).Round(10*time.Microsecond), errs)
+	}
+	rate, lat, err := rawInserts(*dbURL, *conc, *dur, size)
+	if err != nil {
+		fmt.Fprintln(stderr, "kassa-load scale: baseline:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%-28s %10.1f %9s %9s %9s %6d\n", fmt.Sprintf("raw pgx inserts (%d B)", size), rate,
+		pct(lat, .5).Round(10*time.Microsecond), pct(lat, .99).Round(10*time.Microsecond), pct(lat, 1).Round(10*time.Microsecond), 0)
+	for _, n := range ns {
+		fmt.Fprintf(stdout, "captures with %d replica(s) / raw inserts: %.2f (target ≥ 0.30)\n", n, results[n]/rate)
+	}
+	return 0
+}
+
+// measureCaptures runs conc workers for d against the cluster's replicas and
+// returns captures per second, sorted latencies, errors and the size of an
+// order document.
+func measureCaptures(cl *cluster, n, conc int, d time.Duration) (float64, []time.Duration, int64, int) {
+	clients := make([]*client, n)
+	for i := range clients {
+		clients[i] = cl.client(i)
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs atomic.Int64
+	var size atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	var count atomic.Int64
+	start := time.Now()
+	for w := range conc {
+		wg.Go(func() {
+			var mine []time.Duration
+			for k := 0; ctx.Err() == nil; k++ {
+				lines, id, sz := newBigOrder(clients[(w+k)%n], fmt.Sprintf("scale-%d-%d-%d", time.Now().UnixNano(), w, k))
+				if id == "" {
+					errs.Add(1)
+					continue
+				}
+				size.Store(int64(sz))
+				for j, l := range lines {
+					if ctx.Err() != nil {
+						break
+					}
+					t0 := time.Now()
+					r, err := clients[(w+j)%n].do(context.Background(), "POST", "/v1/orders/"+id+"/partialcapture",
+						map[string]any{"orderLines": []any{map[string]any{"id": l.ID}}, "totalCaptureAmount": l.TotalAmount},
+						fmt.Sprintf("%s-%d", id, j))
+					if err != nil || r.status != 200 {
+						errs.Add(1)
+						continue
+					}
+					mine = append(mine, time.Since(t0))
+					count.Add(1)
+				}
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	slices.Sort(lat)
+	return float64(count.Load()) / el.Seconds(), lat, errs.Load(), int(size.Load())
+}
+
+type bigLine struct {
+	ID          string `json:"id"`
+	TotalAmount int64  `json:"totalAmount"`
+}
+
+// newBigOrder creates a 50-line order and returns its lines (not timed as captures).
+func newBigOrder(c *client, key string) ([]bigLine, string, int) {
+	r, err := c.do(context.Background(), "POST", "/sandbox/v1/authorization-tokens", map[string]any{"country": "SE", "currency": "SEK",
+		"locale": "sv-SE", "customer": map[string]any{"companyId": "5560000001"}}, "")
+	if err != nil || r.status != 201 {
+		return nil, "", 0
+	}
+	var tok struct{ AuthorizationToken string }
+	json.Unmarshal(r.body, &tok)
+	lines := make([]any, 50)
+	for i := range lines {
+		lines[i] = map[string]any{"description": fmt.Sprint("Item ", i), "quantity": 1, "unitPrice": 1000 + i, "vat": 2500}
+	}
+	r, err = c.do(context.Background(), "POST", "/v1/authorization-tokens/"+tok.AuthorizationToken+"/order",
+		map[string]any{"country": "SE", "currency": "SEK", "locale": "sv-SE", "orderLines": lines}, key)
+	if err != nil || r.status != 200 {
+		return nil, "", 0
+	}
+	var created struct{ OrderID string }
+	json.Unmarshal(r.body, &created)
+	r, err = c.do(context.Background(), "GET", "/v1/orders/"+created.OrderID, nil, "")
+	if err != nil || r.status != 200 {
+		return nil, "", 0
+	}
+	var o struct {
+		Uncaptured struct{ OrderLines []bigLine } `json:"uncaptured"`
+	}
+	json.Unmarshal(r.body, &o)
+	return o.Uncaptured.OrderLines, created.OrderID, len(r.body)
+}
+
+// rawInserts is the baseline: conc goroutines each committing single-row
+// INSERT transactions of size bytes for d.
+func rawInserts(url string, conc int, d time.Duration, size int) (float64, []time.Duration, error) {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return 0, nil, err
+	}
+	cfg.MaxConns = int32(conc)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS kassa_load_raw (id bigserial PRIMARY KEY, body jsonb NOT NULL)`); err != nil {
+		return 0, nil, err
+	}
+	defer pool.Exec(ctx, `DROP TABLE IF EXISTS kassa_load_raw`)
+	body, _ := json.Marshal(map[string]string{"pad": strings.Repeat("x", max(size-12, 1))})
+	tctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var mu sync.Mutex
+	var lat []time.Duration
+	var count atomic.Int64
+	var firstErr atomic.Value
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Go(func() {
+			var mine []time.Duration
+			for tctx.Err() == nil {
+				t0 := time.Now()
+				tx, err := pool.Begin(ctx)
+				if err == nil {
+					if _, err = tx.Exec(ctx, `INSERT INTO kassa_load_raw (body) VALUES ($1)`, body); err == nil {
+						err = tx.Commit(ctx)
+					} else {
+						tx.Rollback(ctx)
+					}
+				}
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				mine = append(mine, time.Since(t0))
+				count.Add(1)
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if e := firstErr.Load(); e != nil {
+		return 0, nil, e.(error)
+	}
+	slices.Sort(lat)
+	return float64(count.Load()) / time.Since(start).Seconds(), lat, nil
+}
