@@ -135,7 +135,7 @@ func (c *client) orderOf(key string, amount int64) string {
 }
 
 type apiSettlement struct {
-	ID, Reference                                                      string
+	ID, Reference                                                     string
 	GrossAmount, RefundAmount, FeeAmount, AdjustmentAmount, NetAmount apiMoney
 }
 
