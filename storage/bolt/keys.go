@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/storage"
 )
 
 // Top-level buckets. Every key lives in one of these flat buckets (no nested
@@ -54,20 +55,14 @@ const (
 	kindExpires     byte = 'e'
 )
 
-const timeLen = 12
+const timeLen = storage.TimeKeyLen
 
 // putTime appends t in 12 bytes that sort like time: seconds since the epoch
 // with the sign bit flipped, then nanoseconds. It covers every time.Time,
 // unlike UnixNano, which overflows outside 1678–2262.
-func putTime(b []byte, t time.Time) []byte {
-	b = binary.BigEndian.AppendUint64(b, uint64(t.Unix())^(1<<63))
-	return binary.BigEndian.AppendUint32(b, uint32(t.Nanosecond()))
-}
+func putTime(b []byte, t time.Time) []byte { return storage.AppendTimeKey(b, t) }
 
-func getTime(b []byte) time.Time {
-	sec := int64(binary.BigEndian.Uint64(b) ^ (1 << 63))
-	return time.Unix(sec, int64(binary.BigEndian.Uint32(b[8:]))).UTC()
-}
+func getTime(b []byte) time.Time { return storage.ParseTimeKey(b) }
 
 // lp appends s with a length prefix. Length prefixes keep composite keys
 // unambiguous whatever bytes a merchant puts into a reference; the indexes

@@ -1,0 +1,209 @@
+package postgres
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
+)
+
+func orderNotFound(id string) error { return fault.NotFoundf("order_not_found", "order %s not found", id) }
+
+// GetOrder reads an order; inside an Update it locks the row until commit,
+// so a concurrent change to the same order (on any replica) waits and then
+// works on this one's result.
+func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {
+	sql := `SELECT body FROM orders WHERE merchant_id = $1 AND id = $2`
+	if t.writable {
+		sql += ` FOR UPDATE`
+	}
+	return one[order.Order](t, "order", orderNotFound(orderID), sql, merchantID, orderID)
+}
+
+// orderRow is the columns of an order beside its JSON.
+func orderRow(o *order.Order) []any {
+	statuses := o.Statuses(o.UpdatedAt)
+	st := make([]string, len(statuses))
+	for i, s := range statuses {
+		st[i] = string(s)
+	}
+	expirable := !o.ExpiredMarked && !o.Cancelled && len(o.Uncaptured.Lines) > 0
+	return []any{o.MerchantID, o.ID, o.Version, o.StoreID, o.OrderReference, o.MerchantReference,
+		string(o.PaymentMethod.Category()), st, timeKey(o.CreatedAt), timeKey(o.ExpiresAt), expirable}
+}
+
+func (t *tx) CreateOrder(o *order.Order) error {
+	o.Version = 1
+	b, err := encode("order", o)
+	if err != nil {
+		return err
+	}
+	n, err := t.exec("order", `INSERT INTO orders (merchant_id, id, version, store_id, order_ref, merchant_ref, category, statuses,
+		created_key, expires_key, expirable, body) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		ON CONFLICT (merchant_id, id) DO NOTHING`, append(orderRow(o), b)...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fault.Conflictf("order_exists", "order %s exists", o.ID)
+	}
+	return nil
+}
+
+func (t *tx) UpdateOrder(o *order.Order) error {
+	if !t.writable {
+		return errReadOnly
+	}
+	prev := o.Version
+	o.Version++
+	b, err := encode("order", o)
+	if err != nil {
+		o.Version = prev
+		return err
+	}
+	n, err := t.exec("order", `UPDATE orders SET version = $3, store_id = $4, order_ref = $5, merchant_ref = $6, category = $7,
+		statuses = $8, created_key = $9, expires_key = $10, expirable = $11, body = $12
+		WHERE merchant_id = $1 AND id = $2 AND version = $13`, append(orderRow(o), b, prev)...)
+	if err == nil && n == 0 {
+		if _, gerr := t.GetOrder(o.MerchantID, o.ID); gerr != nil {
+			err = gerr
+		} else {
+			err = fault.Conflictf("version_conflict", "order %s changed concurrently (version %d)", o.ID, prev)
+		}
+	}
+	if err != nil {
+		o.Version = prev
+	}
+	return err
+}
+
+// Cursors are the (createdAt key, id) of the last order of a page,
+// base64url-encoded, like storage/bolt's: the next page starts strictly
+// after that position, so concurrent inserts do not shift it.
+func cursorOf(o *order.Order) string {
+	return base64.RawURLEncoding.EncodeToString(append(timeKey(o.CreatedAt), o.ID...))
+}
+
+func parseCursor(s string) ([]byte, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < storage.TimeKeyLen {
+		return nil, "", fault.Invalidf("cursor", "is not a cursor from this server")
+	}
+	return b[:storage.TimeKeyLen], string(b[storage.TimeKeyLen:]), nil
+}
+
+// where builds the SQL conditions of q; every filter is one indexable
+// condition, and storage.Matches checks the rows again in Go.
+type where struct {
+	conds []string
+	args  []any
+}
+
+// arg adds a parameter and returns its placeholder.
+func (w *where) arg(v any) string {
+	w.args = append(w.args, v)
+	return fmt.Sprintf("$%d", len(w.args))
+}
+
+func (w *where) add(cond string) { w.conds = append(w.conds, cond) }
+
+func orderWhere(merchantID string, q storage.OrderQuery) (*where, error) {
+	w := &where{}
+	w.add("merchant_id = " + w.arg(merchantID))
+	lists := []struct {
+		col  string
+		vals []string
+	}{{"id", q.IDs}, {"store_id", q.StoreIDs}, {"order_ref", q.OrderReferences}, {"merchant_ref", q.MerchantReferences},
+		{"category", strs(q.Categories)}}
+	for _, l := range lists {
+		if len(l.vals) > 0 {
+			w.add(l.col + " = ANY(" + w.arg(l.vals) + ")")
+		}
+	}
+	if len(q.Status) > 0 {
+		w.add("statuses && " + w.arg(strs(q.Status)) + "::text[]")
+	}
+	if len(q.StatusAnd) > 0 {
+		w.add("statuses @> " + w.arg(strs(q.StatusAnd)) + "::text[]")
+	}
+	if len(q.StatusNot) > 0 {
+		w.add("NOT (statuses && " + w.arg(strs(q.StatusNot)) + "::text[])")
+	}
+	times := []struct {
+		cond string
+		at   time.Time
+	}{{"created_key >= ", q.CreatedFrom}, {"created_key < ", q.CreatedTo}, {"expires_key >= ", q.ExpiresFrom}, {"expires_key < ", q.ExpiresTo}}
+	for _, c := range times {
+		if !c.at.IsZero() {
+			w.add(c.cond + w.arg(timeKey(c.at)))
+		}
+	}
+	if q.Q != "" {
+		p := w.arg(q.Q)
+		w.add("(id = " + p + " OR order_ref = " + p + " OR merchant_ref = " + p + ")")
+	}
+	if q.Cursor != "" {
+		key, id, err := parseCursor(q.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		w.add("(created_key, id) < (" + w.arg(key) + ", " + w.arg(id) + ")")
+	}
+	return w, nil
+}
+
+func strs[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderPage, error) {
+	size, err := storage.PageSize(q)
+	if err != nil {
+		return storage.OrderPage{}, err
+	}
+	w, err := orderWhere(merchantID, q)
+	if err != nil {
+		return storage.OrderPage{}, err
+	}
+	sql := `SELECT body FROM orders WHERE ` + strings.Join(w.conds, " AND ") +
+		` ORDER BY created_key DESC, id DESC LIMIT ` + w.arg(size+1)
+	bs, err := t.bodies("orders", sql, w.args...)
+	if err != nil {
+		return storage.OrderPage{}, err
+	}
+	var page storage.OrderPage
+	for _, b := range bs {
+		o, err := decode[order.Order]("order", b)
+		if err != nil {
+			return storage.OrderPage{}, err
+		}
+		if !storage.Matches(o, o.Statuses(o.UpdatedAt), q) {
+			return storage.OrderPage{}, fault.Internalf(nil, "order %s matched the SQL filter but not the query", o.ID)
+		}
+		if len(page.Orders) == size {
+			page.NextCursor = cursorOf(page.Orders[size-1])
+			break
+		}
+		page.Orders = append(page.Orders, o)
+	}
+	return page, nil
+}
+
+// OrdersExpiringBefore lists orders that can still expire and whose expiry
+// is before at; in an Update it claims them (SKIP LOCKED) for the expiry job.
+func (t *tx) OrdersExpiringBefore(at time.Time, limit int) ([]*order.Order, error) {
+	bs, err := t.bodies("orders", `SELECT body FROM orders WHERE expirable AND expires_key < $1
+		ORDER BY expires_key LIMIT $2`+t.lockFor(), timeKey(at), limit)
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll[order.Order]("order", bs)
+}

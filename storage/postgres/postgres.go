@@ -1,0 +1,311 @@
+// Package postgres is kassa's PostgreSQL store, for several stateless kassa
+// replicas on one database. It keeps every guarantee of the embedded store:
+//
+//   - An Update is one database transaction (READ COMMITTED). GetOrder in an
+//     Update locks the order row (SELECT … FOR UPDATE), so concurrent
+//     captures of one order on different replicas run one after the other,
+//     each on the other's result; UpdateOrder still checks the version.
+//   - Idempotency: GetIdempotency in an Update first takes a transaction
+//     advisory lock on the (merchant, key) pair, so the same key sent to two
+//     replicas at once executes once and the second request, after waiting,
+//     finds the record and replays it. The primary key backs it up.
+//   - Document numbers come from a row per (merchant, series) updated in the
+//     transaction: gapless, and a rollback gives the number back.
+//   - Background work (due tasks, pending notifications, expiring orders) is
+//     claimed with FOR UPDATE SKIP LOCKED, so two replicas never take the
+//     same row; settlement runs hold a transaction advisory lock, so runs on
+//     several replicas happen one after the other and settle nothing twice.
+//   - Serialization failures and deadlocks retry the whole transaction.
+//
+// Records are stored as the same JSON as in storage/bolt; the columns beside
+// them serve lookups, lists and jobs. The schema is created by versioned
+// migrations embedded in the binary, applied at Open under an advisory lock
+// so that replicas starting together migrate once.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/storage"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Options tune the store.
+type Options struct {
+	// Clock is the store's time (tx.Now); default time.Now.
+	Clock func() time.Time
+	// MaxConns caps the connection pool; default 32.
+	MaxConns int32
+}
+
+// Store is a PostgreSQL-backed storage.Store.
+type Store struct {
+	pool  *pgxpool.Pool
+	clock func() time.Time
+}
+
+// Advisory lock ids (the first argument space of pg_advisory_lock is shared
+// by everything on the database, so these are fixed, distinctive numbers).
+const (
+	lockMigrate    int64 = 0x6b61737361_01 // "kassa" 1
+	lockSettlement int64 = 0x6b61737361_02
+)
+
+// Open connects, applies the migrations this binary carries, and returns the store.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	cfg.MaxConns = 32
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	return &Store{pool: pool, clock: opts.Clock}, nil
+}
+
+// migrate applies, in order, every embedded migration not yet recorded in
+// schema_migrations, each in its own transaction, while holding a session
+// advisory lock so that concurrent starts wait for each other.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockMigrate); err != nil {
+		return fmt.Errorf("postgres: migration lock: %w", err)
+	}
+	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, lockMigrate)
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		name := strings.TrimPrefix(f, "migrations/")
+		version, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("postgres: migration %s: name must start with its version", name)
+		}
+		var applied bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&applied); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		if applied {
+			continue
+		}
+		sql, err := migrations.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, string(sql)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, version, name)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("postgres: migration %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Pool is the connection pool, for benchmarks and health checks.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// maxAttempts bounds the retries of a transaction that lost a serialization
+// race or a deadlock.
+const maxAttempts = 10
+
+// Update runs fn in a read-write transaction and commits it.
+func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	return s.run(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, true, fn)
+}
+
+// View runs fn in a read-only transaction on one snapshot.
+func (s *Store) View(ctx context.Context, fn func(storage.Tx) error) error {
+	return s.run(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, false, fn)
+}
+
+func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn func(storage.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		err := s.once(ctx, opts, writable, fn)
+		if err == nil || attempt == maxAttempts || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Duration(rand.IntN(attempt*5)+1) * time.Millisecond)
+	}
+}
+
+func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn func(storage.Tx) error) (err error) {
+	ptx, err := s.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return fault.Internalf(err, "postgres: begin")
+	}
+	t := &tx{ctx: ctx, tx: ptx, now: s.clock().UTC(), writable: writable}
+	defer func() {
+		if p := recover(); p != nil {
+			ptx.Rollback(context.Background())
+			err = fault.Internalf(fmt.Errorf("%v", p), "panic in transaction")
+		}
+	}()
+	if err := fn(t); err != nil {
+		ptx.Rollback(context.Background())
+		return err
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		return dbErr(err, "commit")
+	}
+	return nil
+}
+
+// retryable: the transaction lost to another one and may simply run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// dbErr turns a database error into a fault: a unique violation is a
+// Conflict, anything else Internal, with the cause kept for errors.As.
+func dbErr(err error, what string) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		return &fault.Error{Kind: fault.Conflict, Code: "conflict", Message: what + ": already exists", Err: err}
+	}
+	return fault.Internalf(err, "postgres: %s", what)
+}
+
+// tx is one transaction. Its methods use the context of the Update or View.
+type tx struct {
+	ctx      context.Context
+	tx       pgx.Tx
+	now      time.Time
+	writable bool
+}
+
+var errReadOnly = fault.Internalf(nil, "write in a read-only transaction")
+
+func (t *tx) Now() time.Time { return t.now }
+
+func (t *tx) exec(what, sql string, args ...any) (int64, error) {
+	if !t.writable {
+		return 0, errReadOnly
+	}
+	tag, err := t.tx.Exec(t.ctx, sql, args...)
+	if err != nil {
+		return 0, dbErr(err, what)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// body reads one bytea column; ok is false when no row matched.
+func (t *tx) body(what, sql string, args ...any) ([]byte, bool, error) {
+	var b []byte
+	err := t.tx.QueryRow(t.ctx, sql, args...).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, dbErr(err, what)
+	}
+	return b, true, nil
+}
+
+// bodies reads the bytea column of every row.
+func (t *tx) bodies(what, sql string, args ...any) ([][]byte, error) {
+	rows, err := t.tx.Query(t.ctx, sql, args...)
+	if err != nil {
+		return nil, dbErr(err, what)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, dbErr(err, what)
+	}
+	return out, nil
+}
+
+// lockFor is the clause that claims rows for background work: inside an
+// Update, rows another transaction holds are skipped, not waited for.
+func (t *tx) lockFor() string {
+	if t.writable {
+		return " FOR UPDATE SKIP LOCKED"
+	}
+	return ""
+}
+
+// advisoryKey maps a name to a 64-bit advisory lock id.
+func advisoryKey(parts ...string) int64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(strconv.Itoa(len(p))))
+		h.Write([]byte{':'})
+		h.Write([]byte(p))
+	}
+	return int64(h.Sum64())
+}
+
+func (t *tx) advisoryLock(key int64) error {
+	_, err := t.tx.Exec(t.ctx, `SELECT pg_advisory_xact_lock($1)`, key)
+	if err != nil {
+		return dbErr(err, "advisory lock")
+	}
+	return nil
+}
+
+func timeKey(at time.Time) []byte { return storage.AppendTimeKey(nil, at) }
+
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+var (
+	_ storage.Store = (*Store)(nil)
+	_ storage.Tx    = (*tx)(nil)
+)

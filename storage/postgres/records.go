@@ -1,0 +1,281 @@
+package postgres
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/token"
+)
+
+func encode(what string, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fault.Internalf(err, "encode %s", what)
+	}
+	return b, nil
+}
+
+func decode[T any](what string, b []byte) (*T, error) {
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fault.Internalf(err, "decode %s", what)
+	}
+	return &v, nil
+}
+
+// one reads one record; missing is returned when no row matched.
+func one[T any](t *tx, what string, missing error, sql string, args ...any) (*T, error) {
+	b, ok, err := t.body(what, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, missing
+	}
+	return decode[T](what, b)
+}
+
+// Merchants.
+
+func (t *tx) GetMerchant(id string) (*storage.Merchant, error) {
+	return one[storage.Merchant](t, "merchant", fault.NotFoundf("merchant_not_found", "merchant not found"),
+		`SELECT body FROM merchants WHERE id = $1`, id)
+}
+
+func (t *tx) GetMerchantByClientID(clientID string) (*storage.Merchant, error) {
+	return one[storage.Merchant](t, "merchant", fault.NotFoundf("merchant_not_found", "merchant not found"),
+		`SELECT body FROM merchants WHERE client_id = $1`, clientID)
+}
+
+func (t *tx) PutMerchant(m *storage.Merchant) error {
+	if !t.writable {
+		return errReadOnly
+	}
+	var owner string
+	err := t.tx.QueryRow(t.ctx, `SELECT id FROM merchants WHERE client_id = $1`, m.ClientID).Scan(&owner)
+	if err == nil && owner != m.ID {
+		return fault.Conflictf("client_id_taken", "client id %s belongs to another merchant", m.ClientID)
+	}
+	b, err := encode("merchant", m)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec("merchant", `INSERT INTO merchants (id, client_id, body) VALUES ($1, $2, $3)
+		ON CONFLICT (id) DO UPDATE SET client_id = EXCLUDED.client_id, body = EXCLUDED.body`, m.ID, m.ClientID, b)
+	return err
+}
+
+func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
+	bs, err := t.bodies("merchants", `SELECT body FROM merchants ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*storage.Merchant, 0, len(bs))
+	for _, b := range bs {
+		m, err := decode[storage.Merchant]("merchant", b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Tokens.
+
+func (t *tx) GetAuthorization(merchantID, tok string) (*token.Authorization, error) {
+	missing := fault.NotFoundf("authorization_token_not_found", "authorization token not found")
+	a, err := one[token.Authorization](t, "authorization token", missing,
+		`SELECT body FROM auth_tokens WHERE merchant_id = $1 AND token = $2`, merchantID, tok)
+	if err == nil && a.Deleted {
+		return nil, missing
+	}
+	return a, err
+}
+
+func (t *tx) PutAuthorization(a *token.Authorization) error {
+	b, err := encode("authorization token", a)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec("authorization token", `INSERT INTO auth_tokens (merchant_id, token, body) VALUES ($1, $2, $3)
+		ON CONFLICT (merchant_id, token) DO UPDATE SET body = EXCLUDED.body`, a.MerchantID, a.Token, b)
+	return err
+}
+
+func (t *tx) GetCustomerToken(merchantID, id string) (*token.Customer, error) {
+	return one[token.Customer](t, "customer token", fault.NotFoundf("customer_token_not_found", "customer token not found"),
+		`SELECT body FROM customer_tokens WHERE merchant_id = $1 AND id = $2`, merchantID, id)
+}
+
+func (t *tx) PutCustomerToken(c *token.Customer) error {
+	b, err := encode("customer token", c)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec("customer token", `INSERT INTO customer_tokens (merchant_id, id, body) VALUES ($1, $2, $3)
+		ON CONFLICT (merchant_id, id) DO UPDATE SET body = EXCLUDED.body`, c.MerchantID, c.TokenID, b)
+	return err
+}
+
+// NextSequence takes the next number under the row's lock, held to commit:
+// concurrent transactions queue on it, and a rollback undoes the increment.
+func (t *tx) NextSequence(merchantID, series string) (int64, error) {
+	if !t.writable {
+		return 0, errReadOnly
+	}
+	var n int64
+	err := t.tx.QueryRow(t.ctx, `INSERT INTO sequences (merchant_id, series, value) VALUES ($1, $2, 1)
+		ON CONFLICT (merchant_id, series) DO UPDATE SET value = sequences.value + 1 RETURNING value`, merchantID, series).Scan(&n)
+	if err != nil {
+		return 0, dbErr(err, "sequence")
+	}
+	return n, nil
+}
+
+// Idempotency.
+
+func (t *tx) GetIdempotency(merchantID, key string) (*storage.IdempotencyRecord, error) {
+	if t.writable {
+		// Serialize requests with this key across replicas: a concurrent one
+		// waits here until this transaction ends, then sees its record.
+		if err := t.advisoryLock(advisoryKey("idempotency", merchantID, key)); err != nil {
+			return nil, err
+		}
+	}
+	r, err := one[storage.IdempotencyRecord](t, "idempotency record", errNone,
+		`SELECT body FROM idempotency WHERE merchant_id = $1 AND key = $2`, merchantID, key)
+	if err == errNone {
+		return nil, nil
+	}
+	return r, err
+}
+
+var errNone = fault.NotFoundf("none", "none")
+
+func (t *tx) PutIdempotency(r *storage.IdempotencyRecord) error {
+	b, err := encode("idempotency record", r)
+	if err != nil {
+		return err
+	}
+	n, err := t.exec("idempotency record", `INSERT INTO idempotency (merchant_id, key, expires_key, body) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (merchant_id, key) DO NOTHING`, r.MerchantID, r.Key, timeKey(r.ExpiresAt), b)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fault.Conflictf("idempotency_key_exists", "idempotency key exists")
+	}
+	return nil
+}
+
+func (t *tx) DeleteExpiredIdempotency(at time.Time, limit int) (int, error) {
+	n, err := t.exec("idempotency sweep", `DELETE FROM idempotency WHERE (merchant_id, key) IN (
+		SELECT merchant_id, key FROM idempotency WHERE expires_key < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, timeKey(at), limit)
+	return int(n), err
+}
+
+// Outbox.
+
+func (t *tx) AddOutbox(m *storage.OutboxMessage) error {
+	b, err := encode("outbox message", m)
+	if err != nil {
+		return err
+	}
+	n, err := t.exec("outbox message", `INSERT INTO outbox (id, merchant_id, created_key, next_key, done, body)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
+		m.ID, m.MerchantID, timeKey(m.CreatedAt), timeKey(m.NextAttempt), m.Done(), b)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fault.Conflictf("outbox_exists", "outbox message %s exists", m.ID)
+	}
+	return nil
+}
+
+func (t *tx) PendingOutbox(at time.Time, limit int) ([]*storage.OutboxMessage, error) {
+	bs, err := t.bodies("outbox", `SELECT body FROM outbox WHERE NOT done AND next_key <= $1
+		ORDER BY next_key, id LIMIT $2`+t.lockFor(), timeKey(at), limit)
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll[storage.OutboxMessage]("outbox message", bs)
+}
+
+func decodeAll[T any](what string, bs [][]byte) ([]*T, error) {
+	out := make([]*T, 0, len(bs))
+	for _, b := range bs {
+		v, err := decode[T](what, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
+	if !t.writable {
+		return errReadOnly
+	}
+	old, err := one[storage.OutboxMessage](t, "outbox message", fault.NotFoundf("outbox_not_found", "outbox message %s not found", m.ID),
+		`SELECT body FROM outbox WHERE id = $1 FOR UPDATE`, m.ID)
+	if err != nil {
+		return err
+	}
+	if old.MerchantID != m.MerchantID || !old.CreatedAt.Equal(m.CreatedAt) {
+		return fault.Conflictf("outbox_immutable", "a message's merchant and creation time do not change")
+	}
+	b, err := encode("outbox message", m)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec("outbox message", `UPDATE outbox SET next_key = $2, done = $3, body = $4 WHERE id = $1`,
+		m.ID, timeKey(m.NextAttempt), m.Done(), b)
+	return err
+}
+
+func (t *tx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
+	return one[storage.OutboxMessage](t, "outbox message", fault.NotFoundf("notification_not_found", "notification %s not found", id),
+		`SELECT body FROM outbox WHERE id = $1 AND merchant_id = $2`, id, merchantID)
+}
+
+func (t *tx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxMessage, string, error) {
+	return pageNewest(t, "outbox", merchantID, fromID, size,
+		fault.NotFoundf("notification_not_found", "notification %s not found", fromID),
+		func(*storage.OutboxMessage) bool { return true }, func(m *storage.OutboxMessage) string { return m.ID })
+}
+
+// Tasks.
+
+func (t *tx) ScheduleTask(task *storage.Task) error {
+	b, err := encode("task", task)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec("task", `INSERT INTO tasks (id, due_key, body) VALUES ($1, $2, $3)
+		ON CONFLICT (id) DO UPDATE SET due_key = EXCLUDED.due_key, body = EXCLUDED.body`, task.ID, timeKey(task.DueAt), b)
+	return err
+}
+
+func (t *tx) DueTasks(at time.Time, limit int) ([]*storage.Task, error) {
+	bs, err := t.bodies("tasks", `SELECT body FROM tasks WHERE due_key <= $1 ORDER BY due_key, id LIMIT $2`+t.lockFor(), timeKey(at), limit)
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll[storage.Task]("task", bs)
+}
+
+func (t *tx) DeleteTask(id string) error {
+	n, err := t.exec("task", `DELETE FROM tasks WHERE id = $1`, id)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fault.NotFoundf("task_not_found", "task %s not found", id)
+	}
+	return nil
+}

@@ -1,0 +1,249 @@
+package postgres
+
+import (
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/session"
+	"github.com/kassahq/kassa/settlement"
+)
+
+// pageChunk is how many rows a newest-first walk reads per query.
+const pageChunk = 256
+
+// pageNewest walks a merchant's rows of table (merchant_id, id,
+// created_key, body) newest first, starting strictly after the row fromID
+// (missing when there is no such row), keeps those match accepts, and
+// returns up to size of them with the id to continue from ("" on the last
+// page). It reads in chunks, so a selective filter does not load the table.
+func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, missing error,
+	match func(*T) bool, idOf func(*T) string) ([]*T, string, error) {
+	var key []byte
+	id := fromID
+	if fromID != "" {
+		err := t.tx.QueryRow(t.ctx, `SELECT created_key FROM `+table+` WHERE merchant_id = $1 AND id = $2`, merchantID, fromID).Scan(&key)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, "", missing
+		}
+		if err != nil {
+			return nil, "", dbErr(err, table)
+		}
+	}
+	var page []*T
+	for {
+		var rows pgx.Rows
+		var err error
+		if key == nil {
+			rows, err = t.tx.Query(t.ctx, `SELECT id, created_key, body FROM `+table+` WHERE merchant_id = $1
+				ORDER BY created_key DESC, id DESC LIMIT $2`, merchantID, pageChunk)
+		} else {
+			rows, err = t.tx.Query(t.ctx, `SELECT id, created_key, body FROM `+table+` WHERE merchant_id = $1
+				AND (created_key, id) < ($2, $3) ORDER BY created_key DESC, id DESC LIMIT $4`, merchantID, key, id, pageChunk)
+		}
+		if err != nil {
+			return nil, "", dbErr(err, table)
+		}
+		type row struct {
+			ID   string
+			Key  []byte
+			Body []byte
+		}
+		chunk, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+		if err != nil {
+			return nil, "", dbErr(err, table)
+		}
+		for _, r := range chunk {
+			v, err := decode[T](table, r.Body)
+			if err != nil {
+				return nil, "", err
+			}
+			if !match(v) {
+				continue
+			}
+			if len(page) == size {
+				return page, idOf(page[size-1]), nil
+			}
+			page = append(page, v)
+		}
+		if len(chunk) < pageChunk {
+			return page, "", nil
+		}
+		last := chunk[len(chunk)-1]
+		key, id = last.Key, last.ID
+	}
+}
+
+// Sessions.
+
+func (t *tx) GetSession(merchantID, id string) (*session.Session, error) {
+	return one[session.Session](t, "session", fault.NotFoundf("session_not_found", "session %s not found", id),
+		`SELECT body FROM sessions WHERE merchant_id = $1 AND id = $2`, merchantID, id)
+}
+
+func (t *tx) GetSessionByExternalID(merchantID, externalID string) (*session.Session, error) {
+	return one[session.Session](t, "session", fault.NotFoundf("session_not_found", "session not found"),
+		`SELECT body FROM sessions WHERE merchant_id = $1 AND external_id = $2`, merchantID, externalID)
+}
+
+func (t *tx) GetSessionByOrderID(merchantID, orderID string) (*session.Session, error) {
+	return one[session.Session](t, "session", fault.NotFoundf("session_not_found", "session not found"),
+		`SELECT body FROM sessions WHERE merchant_id = $1 AND order_id = $2`, merchantID, orderID)
+}
+
+func (t *tx) PutSession(s *session.Session) error {
+	if !t.writable {
+		return errReadOnly
+	}
+	var other string
+	err := t.tx.QueryRow(t.ctx, `SELECT id FROM sessions WHERE merchant_id = $1 AND id <> $2
+		AND (external_id = $3 OR order_id = $4) LIMIT 1`, s.MerchantID, s.ID, nullIfEmpty(s.ExternalSessionID), nullIfEmpty(s.OrderID)).Scan(&other)
+	if err == nil {
+		return fault.Conflictf("session_exists", "another session has that externalSessionId or orderId")
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return dbErr(err, "session")
+	}
+	b, err := encode("session", s)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec("session", `INSERT INTO sessions (merchant_id, id, external_id, order_id, created_key, body)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (merchant_id, id) DO UPDATE
+		SET external_id = EXCLUDED.external_id, order_id = EXCLUDED.order_id, body = EXCLUDED.body`,
+		s.MerchantID, s.ID, nullIfEmpty(s.ExternalSessionID), nullIfEmpty(s.OrderID), timeKey(s.CreatedAt), b)
+	return err
+}
+
+func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Session, string, error) {
+	now := t.now
+	return pageNewest(t, "sessions", merchantID, q.FromID, q.Size,
+		fault.NotFoundf("session_not_found", "session %s not found", q.FromID),
+		func(s *session.Session) bool { return q.Match(s, now) }, func(s *session.Session) string { return s.ID })
+}
+
+// Settlements.
+
+func (t *tx) QueueSettlementItems(items []settlement.Item) error {
+	for i := range items {
+		b, err := encode("settlement item", items[i])
+		if err != nil {
+			return err
+		}
+		if _, err := t.exec("settlement item", `INSERT INTO settlement_queue (key, body) VALUES ($1, $2)
+			ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body`, items[i].Key, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PendingSettlementItems, in an Update, first takes the settlement-run lock:
+// runs on several replicas wait for each other, and a later run sees the
+// items an earlier one removed as gone.
+func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
+	if t.writable {
+		if err := t.advisoryLock(lockSettlement); err != nil {
+			return nil, err
+		}
+	}
+	bs, err := t.bodies("settlement queue", `SELECT body FROM settlement_queue ORDER BY key LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	items, err := decodeAll[settlement.Item]("settlement item", bs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]settlement.Item, len(items))
+	for i, it := range items {
+		out[i] = *it
+	}
+	return out, nil
+}
+
+func (t *tx) SaveSettlement(b settlement.Batch) error {
+	if !t.writable {
+		return errReadOnly
+	}
+	if len(b.Keys) > 0 {
+		n, err := t.exec("settlement queue", `DELETE FROM settlement_queue WHERE key = ANY($1)`, b.Keys)
+		if err != nil {
+			return err
+		}
+		if n != int64(len(b.Keys)) {
+			return fault.Conflictf("settlement_item_gone", "%d of the batch's settlement items are not pending", int64(len(b.Keys))-n)
+		}
+	}
+	s := b.Settlement
+	if s.ID == "" {
+		return nil
+	}
+	body, err := encode("settlement", s)
+	if err != nil {
+		return err
+	}
+	if _, err := t.exec("settlement", `INSERT INTO settlements (merchant_id, id, created_key, body) VALUES ($1, $2, $3, $4)`,
+		s.MerchantID, s.ID, timeKey(s.CreatedAt), body); err != nil {
+		return err
+	}
+	rows := make([][]any, len(b.Transactions))
+	for i, tr := range b.Transactions {
+		tb, err := encode("settlement transaction", tr)
+		if err != nil {
+			return err
+		}
+		rows[i] = []any{s.MerchantID, s.ID, tr.Seq, tr.ID, tb}
+	}
+	if _, err := t.tx.CopyFrom(t.ctx, pgx.Identifier{"settlement_transactions"},
+		[]string{"merchant_id", "settlement_id", "seq", "id", "body"}, pgx.CopyFromRows(rows)); err != nil {
+		return dbErr(err, "settlement transactions")
+	}
+	return nil
+}
+
+func (t *tx) GetSettlement(merchantID, id string) (*settlement.Settlement, error) {
+	return one[settlement.Settlement](t, "settlement", fault.NotFoundf("settlement_not_found", "settlement %s not found", id),
+		`SELECT body FROM settlements WHERE merchant_id = $1 AND id = $2`, merchantID, id)
+}
+
+func (t *tx) ListSettlements(merchantID string, q settlement.Query) ([]*settlement.Settlement, string, error) {
+	return pageNewest(t, "settlements", merchantID, q.FromID, q.Size,
+		fault.NotFoundf("settlement_not_found", "settlement %s not found", q.FromID),
+		q.Match, func(s *settlement.Settlement) string { return s.ID })
+}
+
+func (t *tx) SettlementTransactions(merchantID, settlementID, fromID string, size int) ([]settlement.Transaction, string, error) {
+	if _, err := t.GetSettlement(merchantID, settlementID); err != nil {
+		return nil, "", err
+	}
+	after := 0
+	if fromID != "" {
+		err := t.tx.QueryRow(t.ctx, `SELECT seq FROM settlement_transactions WHERE merchant_id = $1 AND settlement_id = $2 AND id = $3`,
+			merchantID, settlementID, fromID).Scan(&after)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, "", fault.Invalidf("fromId", "is not a transaction of this settlement")
+		}
+		if err != nil {
+			return nil, "", dbErr(err, "settlement transactions")
+		}
+	}
+	bs, err := t.bodies("settlement transactions", `SELECT body FROM settlement_transactions
+		WHERE merchant_id = $1 AND settlement_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`, merchantID, settlementID, after, size+1)
+	if err != nil {
+		return nil, "", err
+	}
+	txs, err := decodeAll[settlement.Transaction]("settlement transaction", bs)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]settlement.Transaction, 0, len(txs))
+	for _, tr := range txs {
+		out = append(out, *tr)
+	}
+	if len(out) > size {
+		return out[:size], out[size-1].ID, nil
+	}
+	return out, "", nil
+}
