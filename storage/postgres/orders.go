@@ -11,7 +11,9 @@ import (
 	"github.com/kassahq/kassa/storage"
 )
 
-func orderNotFound(id string) error { return fault.NotFoundf("order_not_found", "order %s not found", id) }
+func orderNotFound(id string) error {
+	return fault.NotFoundf("order_not_found", "order %s not found", id)
+}
 
 // GetOrder reads an order; inside an Update it locks the row until commit,
 // so a concurrent change to the same order (on any replica) waits and then
