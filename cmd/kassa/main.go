@@ -34,6 +34,7 @@ import (
 	"github.com/kassahq/kassa/server"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/bolt"
+	"github.com/kassahq/kassa/storage/postgres"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=…".
@@ -89,6 +90,7 @@ type serveConfig struct {
 	logLevel                                                     string
 	settleAt                                                     string
 	webhookURL, webhookSecret, webhookEvents                     string
+	store, databaseURL                                           string
 }
 
 // envDefault reads KASSA_<NAME> as a flag's default.
@@ -112,6 +114,8 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.BoolVar(&c.sandbox, "sandbox", sb, "enable /sandbox/v1: test clock, buyer simulation, fixtures (KASSA_SANDBOX)")
 	fs.StringVar(&c.logLevel, "log-level", envDefault("log-level", "info"), "debug, info, warn or error (KASSA_LOG_LEVEL)")
 	fs.StringVar(&c.settleAt, "settle-at", envDefault("settle-at", "02:00"), "daily settlement run time, HH:MM UTC on the server's clock (KASSA_SETTLE_AT)")
+	fs.StringVar(&c.store, "store", envDefault("store", "bolt"), "bolt (one file in --data) or postgres (--database-url; several replicas may share it) (KASSA_STORE)")
+	fs.StringVar(&c.databaseURL, "database-url", envDefault("database-url", ""), "PostgreSQL URL for --store postgres, e.g. postgres://user:pw@host/db (KASSA_DATABASE_URL)")
 	fs.StringVar(&c.webhookURL, "webhook-url", envDefault("webhook-url", ""), "notification URL of the sandbox merchant (KASSA_WEBHOOK_URL)")
 	fs.StringVar(&c.webhookSecret, "webhook-secret", envDefault("webhook-secret", ""), "signing secret for --webhook-url, at least 24 characters; default: made once and printed (KASSA_WEBHOOK_SECRET)")
 	fs.StringVar(&c.webhookEvents, "webhook-events", envDefault("webhook-events", "order.*"), "comma-separated topics for --webhook-url (KASSA_WEBHOOK_EVENTS)")
@@ -182,7 +186,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	clock := server.NewClock(c.sandbox)
-	db, err := bolt.Open(filepath.Join(c.data, "kassa.db"), bolt.Options{Clock: clock.Now})
+	db, err := openStore(c.store, c.data, c.databaseURL, clock.Now)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store: %v\n", err)
 		return 1
@@ -394,6 +398,22 @@ func companies(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// openStore opens the store the flags name.
+func openStore(kind, data, databaseURL string, clock func() time.Time) (storage.Store, error) {
+	switch kind {
+	case "bolt":
+		return bolt.Open(filepath.Join(data, "kassa.db"), bolt.Options{Clock: clock})
+	case "postgres":
+		if databaseURL == "" {
+			return nil, errors.New("--store postgres needs --database-url (or KASSA_DATABASE_URL)")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return postgres.Open(ctx, databaseURL, postgres.Options{Clock: clock})
+	}
+	return nil, fmt.Errorf("unknown --store %q (bolt or postgres)", kind)
+}
+
 // configureWebhook points the sandbox merchant's notifications at
 // --webhook-url: the --client-id merchant, or else the oldest sandbox merchant.
 func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, stdout io.Writer) error {
@@ -527,10 +547,19 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("settle", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", envDefault("data", "./kassa-data"), "data directory (KASSA_DATA)")
+	kind := fs.String("store", envDefault("store", "bolt"), "bolt or postgres (KASSA_STORE)")
+	dbURL := fs.String("database-url", envDefault("database-url", ""), "PostgreSQL URL for --store postgres (KASSA_DATABASE_URL)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	db, err := bolt.Open(filepath.Join(*data, "kassa.db"), bolt.Options{Timeout: 2 * time.Second})
+	var db storage.Store
+	var err error
+	if *kind == "bolt" {
+		// A running server holds the file: fail fast instead of waiting for it.
+		db, err = bolt.Open(filepath.Join(*data, "kassa.db"), bolt.Options{Timeout: 2 * time.Second})
+	} else {
+		db, err = openStore(*kind, *data, *dbURL, nil)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store (is the server running? it settles daily by itself): %v\n", err)
 		return 1
