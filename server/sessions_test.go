@@ -15,7 +15,10 @@ import (
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/bolt"
+	"github.com/kassahq/kassa/storage/postgres"
+	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
 
 // sessionEnv is a real server on a bbolt store with a sandbox test clock.
@@ -33,11 +36,7 @@ func newSessionEnv(t *testing.T) *sessionEnv { return newEnv(t, true) }
 // OpenAPI document (benchmarks turn it off to measure the server alone).
 func newEnv(t testing.TB, validate bool) *sessionEnv {
 	clock := NewClock(true)
-	st, err := bolt.Open(filepath.Join(t.TempDir(), "k.db"), bolt.Options{Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t, clock.Now)
 	var srv *Server
 	ledger := kassa.New(st, kassa.Options{
 		DocumentURL: func(o *order.Order, l *order.Ledger) string { return srv.DocumentURL(o, l) },
@@ -56,6 +55,23 @@ func newEnv(t testing.TB, validate bool) *sessionEnv {
 	_ = creds
 	ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{ClientID: "m2", ClientSecret: "s2"})
 	return &sessionEnv{t: t, ts: ts, clock: clock, auth: basic("m1", "s1"), other: basic("m2", "s2")}
+}
+
+// openStore opens the store the HTTP tests run on: bbolt, or PostgreSQL
+// when KASSA_TEST_STORE=postgres (with KASSA_TEST_DATABASE_URL; .ci/run).
+func openStore(t testing.TB, clock func() time.Time) storage.Store {
+	var st storage.Store
+	var err error
+	if pgtest.Selected() {
+		st, err = postgres.Open(context.Background(), pgtest.FreshSchema(t), postgres.Options{Clock: clock, MaxConns: 8})
+	} else {
+		st, err = bolt.Open(filepath.Join(t.TempDir(), "k.db"), bolt.Options{Clock: clock})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 func basic(id, secret string) string {

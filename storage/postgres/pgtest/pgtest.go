@@ -1,0 +1,61 @@
+// Package pgtest gives tests an empty PostgreSQL schema of their own on the
+// database named by KASSA_TEST_DATABASE_URL, and skips them, saying why,
+// when there is none. .ci/run starts a database and sets the variable.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// URL returns the test database's URL or skips the test.
+func URL(t testing.TB) string {
+	u := os.Getenv("KASSA_TEST_DATABASE_URL")
+	if u == "" {
+		t.Skip("KASSA_TEST_DATABASE_URL not set: skipping PostgreSQL tests (.ci/run starts a database and sets it)")
+	}
+	return u
+}
+
+// Selected reports whether KASSA_TEST_STORE asks the store-agnostic tests
+// (HTTP, end to end) to run on PostgreSQL.
+func Selected() bool { return os.Getenv("KASSA_TEST_STORE") == "postgres" }
+
+// FreshSchema creates an empty schema, dropped when the test ends, and
+// returns a URL whose connections use it.
+func FreshSchema(t testing.TB) string {
+	t.Helper()
+	base := URL(t)
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "kassa_t_" + hex.EncodeToString(b)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(context.Background(), base); err == nil {
+			c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+			c.Close(context.Background())
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
