@@ -31,6 +31,13 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 		if err != nil {
 			return nil, err
 		}
+		// The merchant is read before the rule runs: a rule may take a
+		// document number, whose row lock is held until commit, so the
+		// work after it is kept short.
+		n, err := l.notifier(tx, call.MerchantID)
+		if err != nil {
+			return nil, err
+		}
 		env := l.env(tx, call.MerchantID)
 		before := o.Clone()
 		if err := apply(tx, o, env); err != nil {
@@ -38,10 +45,6 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 		}
 		// Captures, refunds and voids wait for the next settlement run.
 		if err := tx.QueueSettlementItems(settlement.NewItems(before, o)); err != nil {
-			return nil, err
-		}
-		n, err := l.notifier(tx, call.MerchantID)
-		if err != nil {
 			return nil, err
 		}
 		if err := n.orderChanged(before, o); err != nil {

@@ -29,7 +29,8 @@ func scale(args []string, stdout, stderr io.Writer) int {
 	counts := fs.String("replicas", "1,2,3", "replica counts to measure")
 	conc := fs.Int("concurrency", 16, "concurrent clients")
 	dur := fs.Duration("duration", 10*time.Second, "measuring time per step")
-	if err := fs.Parse(args); err != nil || *bin == "" || *dbURL == "" || *conc < 1 {
+	merchants := fs.Int("merchants", 1, "merchants the clients are spread over (document numbers are gapless per merchant, so one merchant's captures commit one at a time)")
+	if err := fs.Parse(args); err != nil || *bin == "" || *dbURL == "" || *conc < 1 || *merchants < 1 || *merchants > 100 {
 		fmt.Fprintln(stderr, "usage: kassa-load scale -bin PATH -database-url URL [-replicas 1,2,3] [-concurrency 16] [-duration 10s]")
 		return 2
 	}
@@ -42,7 +43,7 @@ func scale(args []string, stdout, stderr io.Writer) int {
 		}
 		ns = append(ns, n)
 	}
-	fmt.Fprintf(stdout, "scale: %d clients, %s per step, partial captures of one line each\n", *conc, *dur)
+	fmt.Fprintf(stdout, "scale: %d clients over %d merchant(s), %s per step, partial captures of one line each\n", *conc, *merchants, *dur)
 	fmt.Fprintf(stdout, "%-28s %10s %9s %9s %9s %6s\n", "", "per s", "p50", "p99", "max", "errors")
 	var size int
 	results := map[int]float64{}
@@ -52,7 +53,12 @@ func scale(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "kassa-load scale:", err)
 			return 1
 		}
-		rate, lat, errs, sz := measureCaptures(cl, n, *conc, *dur)
+		rate, lat, errs, sz, err := measureCaptures(cl, n, *merchants, *conc, *dur)
+		if err != nil {
+			cl.stop()
+			fmt.Fprintln(stderr, "kassa-load scale:", err)
+			return 1
+		}
 		cl.stop()
 		size = max(size, sz)
 		results[n] = rate
@@ -72,13 +78,26 @@ func scale(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// measureCaptures runs conc workers for d against the cluster's replicas and
-// returns captures per second, sorted latencies, errors and the size of an
-// order document.
-func measureCaptures(cl *cluster, n, conc int, d time.Duration) (float64, []time.Duration, int64, int) {
-	clients := make([]*client, n)
-	for i := range clients {
-		clients[i] = cl.client(i)
+// measureCaptures runs conc workers for d against the cluster's replicas,
+// worker w acting for merchant w % merchants, and returns captures per
+// second, sorted latencies, errors and the size of an order document.
+func measureCaptures(cl *cluster, n, merchants, conc int, d time.Duration) (float64, []time.Duration, int64, int, error) {
+	creds := [][2]string{{cl.id, cl.sec}}
+	for m := 1; m < merchants; m++ {
+		r, err := cl.client(0).do(context.Background(), "POST", "/sandbox/v1/merchants", map[string]any{"name": fmt.Sprint("scale ", m)}, "")
+		if err != nil || r.status != 201 {
+			return 0, nil, 0, 0, fmt.Errorf("create merchant: %v %d %s", err, r.status, r.body)
+		}
+		var c struct{ ClientID, ClientSecret string }
+		json.Unmarshal(r.body, &c)
+		creds = append(creds, [2]string{c.ClientID, c.ClientSecret})
+	}
+	// clients[m][i]: merchant m on replica i.
+	clients := make([][]*client, merchants)
+	for m := range clients {
+		for i := range n {
+			clients[m] = append(clients[m], newClient(cl.bases[i], creds[m][0], creds[m][1], 64))
+		}
 	}
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -90,7 +109,9 @@ func measureCaptures(cl *cluster, n, conc int, d time.Duration) (float64, []time
 	var count atomic.Int64
 	start := time.Now()
 	for w := range conc {
+		mine0 := clients[w%merchants]
 		wg.Go(func() {
+			clients := mine0
 			var mine []time.Duration
 			for k := 0; ctx.Err() == nil; k++ {
 				lines, id, sz := newBigOrder(clients[(w+k)%n], fmt.Sprintf("scale-%d-%d-%d", time.Now().UnixNano(), w, k))
@@ -123,7 +144,7 @@ func measureCaptures(cl *cluster, n, conc int, d time.Duration) (float64, []time
 	wg.Wait()
 	el := time.Since(start)
 	slices.Sort(lat)
-	return float64(count.Load()) / el.Seconds(), lat, errs.Load(), int(size.Load())
+	return float64(count.Load()) / el.Seconds(), lat, errs.Load(), int(size.Load()), nil
 }
 
 type bigLine struct {
