@@ -99,14 +99,12 @@ func measureCaptures(cl *cluster, n, merchants, conc int, d time.Duration) (floa
 			clients[m] = append(clients[m], newClient(cl.bases[i], creds[m][0], creds[m][1], 64))
 		}
 	}
-	var mu sync.Mutex
-	var lat []time.Duration
+	var col collector
 	var errs atomic.Int64
 	var size atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var wg sync.WaitGroup
-	var count atomic.Int64
 	start := time.Now()
 	for w := range conc {
 		mine0 := clients[w%merchants]
@@ -133,18 +131,34 @@ func measureCaptures(cl *cluster, n, merchants, conc int, d time.Duration) (floa
 						continue
 					}
 					mine = append(mine, time.Since(t0))
-					count.Add(1)
 				}
 			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
+			col.add(mine)
 		})
 	}
 	wg.Wait()
-	el := time.Since(start)
-	slices.Sort(lat)
-	return float64(count.Load()) / el.Seconds(), lat, errs.Load(), int(size.Load()), nil
+	rate, lat := col.result(time.Since(start))
+	return rate, lat, errs.Load(), int(size.Load()), nil
+}
+
+// collector gathers the latencies of workers that each keep their own.
+type collector struct {
+	mu  sync.Mutex
+	lat []time.Duration
+}
+
+func (c *collector) add(mine []time.Duration) {
+	c.mu.Lock()
+	c.lat = append(c.lat, mine...)
+	c.mu.Unlock()
+}
+
+// result is operations per second over elapsed and the sorted latencies.
+func (c *collector) result(elapsed time.Duration) (float64, []time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	slices.Sort(c.lat)
+	return float64(len(c.lat)) / elapsed.Seconds(), c.lat
 }
 
 type bigLine struct {
@@ -204,9 +218,7 @@ func rawInserts(url string, conc int, d time.Duration, size int) (float64, []tim
 	body, _ := json.Marshal(map[string]string{"pad": strings.Repeat("x", max(size-12, 1))})
 	tctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	var mu sync.Mutex
-	var lat []time.Duration
-	var count atomic.Int64
+	var col collector
 	var firstErr atomic.Value
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -228,17 +240,14 @@ func rawInserts(url string, conc int, d time.Duration, size int) (float64, []tim
 					return
 				}
 				mine = append(mine, time.Since(t0))
-				count.Add(1)
 			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
+			col.add(mine)
 		})
 	}
 	wg.Wait()
 	if e := firstErr.Load(); e != nil {
 		return 0, nil, e.(error)
 	}
-	slices.Sort(lat)
-	return float64(count.Load()) / time.Since(start).Seconds(), lat, nil
+	rate, lat := col.result(time.Since(start))
+	return rate, lat, nil
 }
