@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kassahq/kassa/notify"
@@ -34,11 +37,23 @@ type DeliveryOptions struct {
 	// WallClock stamps signatures, which receivers compare with their own
 	// clock; default time.Now. Scheduling follows the store's clock.
 	WallClock func() time.Time
+	// AllowPrivateNetworks lets the default client deliver to loopback,
+	// private and link-local addresses. Off, a merchant cannot point kassa
+	// at the operator's internal services; sandboxes and tests turn it on
+	// to receive on 127.0.0.1.
+	AllowPrivateNetworks bool
 }
 
 func (o DeliveryOptions) withDefaults() DeliveryOptions {
 	if o.Client == nil {
-		o.Client = &http.Client{Timeout: 10 * time.Second,
+		dialer := &net.Dialer{Timeout: 5 * time.Second}
+		if !o.AllowPrivateNetworks {
+			dialer.Control = refusePrivate
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialContext = dialer.DialContext
+		tr.Proxy = nil // a proxy would dial on our behalf, past the address check
+		o.Client = &http.Client{Timeout: 10 * time.Second, Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if o.Retry == (notify.Retry{}) {
@@ -60,6 +75,25 @@ func (o DeliveryOptions) withDefaults() DeliveryOptions {
 		o.WallClock = time.Now
 	}
 	return o
+}
+
+// refusePrivate is a dialer Control that refuses, after name resolution,
+// addresses that are not on the public internet.
+func refusePrivate(network, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return err
+	}
+	ip = ip.Unmap()
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
+		return fmt.Errorf("refusing to deliver to the non-public address %s", ip)
+	}
+	return nil
 }
 
 // DeliveryStats counts what one run did.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -244,7 +245,7 @@ func TestDeliveryRetriesWithBackoffUntilAccepted(t *testing.T) {
 	ctx := context.Background()
 	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
 	retry := notify.Retry{Base: 30 * time.Second, Cap: time.Hour, MaxAttempts: 10}
-	opts := kassa.DeliveryOptions{Retry: retry}
+	opts := kassa.DeliveryOptions{Retry: retry, AllowPrivateNetworks: true}
 
 	step := 5 * time.Second
 	var attemptsAt []time.Time
@@ -295,7 +296,7 @@ func TestDeliveryAfterCrashIsDeduplicatedByEventID(t *testing.T) {
 	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
 	ctx, crash := context.WithCancel(context.Background())
 	f.rc.onPost = crash
-	opts := kassa.DeliveryOptions{Lease: time.Minute}
+	opts := kassa.DeliveryOptions{Lease: time.Minute, AllowPrivateNetworks: true}
 	if _, err := f.ledger.DeliverNotifications(ctx, opts); err == nil {
 		t.Fatal("the crashed run reported success")
 	}
@@ -321,7 +322,7 @@ func TestDeliveryGivesUpAndCanBeRedelivered(t *testing.T) {
 	f := newNotifyFixture(t, 1000)
 	ctx := context.Background()
 	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
-	opts := kassa.DeliveryOptions{Retry: notify.Retry{Base: time.Second, Cap: time.Second, MaxAttempts: 3}}
+	opts := kassa.DeliveryOptions{Retry: notify.Retry{Base: time.Second, Cap: time.Second, MaxAttempts: 3}, AllowPrivateNetworks: true}
 	var total kassa.DeliveryStats
 	for range 10 {
 		s, err := f.ledger.DeliverNotifications(ctx, opts)
@@ -370,7 +371,7 @@ func TestConcurrentDeliverersSendEachMessageOnce(t *testing.T) {
 	for range 2 {
 		wg.Go(func() {
 			for range 5 {
-				if _, err := f.ledger.DeliverNotifications(context.Background(), kassa.DeliveryOptions{Batch: 7}); err != nil {
+				if _, err := f.ledger.DeliverNotifications(context.Background(), kassa.DeliveryOptions{Batch: 7, AllowPrivateNetworks: true}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -380,6 +381,24 @@ func TestConcurrentDeliverersSendEachMessageOnce(t *testing.T) {
 	posts, processed, _ := f.rc.counts()
 	if posts != want || len(processed) != want {
 		t.Fatalf("%d messages, %d posts, %d processed", want, posts, len(processed))
+	}
+}
+
+// TestDeliveryRefusesPrivateAddresses: by default a merchant's URL may not
+// reach loopback or private networks (the operator's internal services).
+func TestDeliveryRefusesPrivateAddresses(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	ctx := context.Background()
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	s, err := f.ledger.DeliverNotifications(ctx, kassa.DeliveryOptions{})
+	if err != nil || s.Retrying != 1 {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if posts, _, _ := f.rc.counts(); posts != 0 {
+		t.Fatalf("delivered to a loopback address %d times", posts)
+	}
+	if n := f.log(t)[0]; !strings.Contains(n.LastError, "non-public address 127.0.0.1") {
+		t.Fatalf("last error %q", n.LastError)
 	}
 }
 

@@ -44,7 +44,8 @@ func newEnv(t testing.TB, validate bool) *sessionEnv {
 	})
 	ts := httptest.NewUnstartedServer(nil)
 	srv = New(Config{Ledger: ledger, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Key: []byte("0123456789abcdef0123456789abcdef"), Sandbox: true, Clock: clock,
-		BaseURL: "http://" + ts.Listener.Addr().String()})
+		Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: true},
+		BaseURL:  "http://" + ts.Listener.Addr().String()})
 	ts.Config.Handler = srv.Handler()
 	if validate {
 		ts.Config.Handler = validating(t.(*testing.T), srv.Handler())

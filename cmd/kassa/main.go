@@ -221,7 +221,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	})
 	srv = server.New(server.Config{
 		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock,
-		Metrics: metrics, Version: Version, Companies: dir,
+		Metrics: metrics, Version: Version, Companies: dir, Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox},
 		Ready: func(ctx context.Context) error {
 			return db.View(ctx, func(storage.Tx) error { return nil })
 		},
@@ -248,7 +248,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	jobs, stopJobs := context.WithCancel(ctx)
 	defer stopJobs()
 	go runJobs(jobs, ledger, log, clock, settleAt)
-	go runDelivery(jobs, ledger, log)
+	go runDelivery(jobs, ledger, log, kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox})
 
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
@@ -455,12 +455,13 @@ func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, 
 	return nil
 }
 
-// runDelivery delivers notifications every second until ctx ends.
-func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger) {
+// runDelivery delivers notifications every second until ctx ends. A sandbox
+// may deliver to private addresses (a receiver on the developer's machine).
+func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, opts kassa.DeliveryOptions) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		if s, err := ledger.DeliverNotifications(ctx, kassa.DeliveryOptions{}); err != nil && ctx.Err() == nil {
+		if s, err := ledger.DeliverNotifications(ctx, opts); err != nil && ctx.Err() == nil {
 			log.Error("notification delivery", "err", err)
 		} else if s != (kassa.DeliveryStats{}) {
 			log.Info("notification delivery", "delivered", s.Delivered, "retrying", s.Retrying, "failed", s.Failed)
