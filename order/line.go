@@ -2,6 +2,7 @@ package order
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/kassahq/kassa/fault"
@@ -81,11 +82,19 @@ func SumLines(lines []Line, mode money.VATMode) Totals {
 	return t
 }
 
-func checkText(f *fault.Fields, path, s string, max int) {
-	if utf8.RuneCountInString(s) > max {
+// CheckText bounds a free-text field. NUL characters and invalid UTF-8 are
+// refused too: every store must be able to keep the text as it was sent
+// (PostgreSQL text holds neither), and no document format wants them.
+func CheckText(f *fault.Fields, path, s string, max int) {
+	switch {
+	case !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0:
+		f.Add(path, "must be valid UTF-8 without NUL characters")
+	case utf8.RuneCountInString(s) > max:
 		f.Add(path, "must be at most %d characters", max)
 	}
 }
+
+func checkText(f *fault.Fields, path, s string, max int) { CheckText(f, path, s, max) }
 
 func checkAmount(f *fault.Fields, path string, v *int64, lo, hi int64) bool {
 	if v != nil && (*v < lo || *v > hi) {

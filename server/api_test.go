@@ -196,6 +196,23 @@ func TestErrorsOnEveryPath(t *testing.T) {
 	if got := strings.Join(fields, ","); got != "reference,orderLines[1].description,orderLines[1].quantity,orderLines[1].unitPrice,orderLines[2].unitPrice" {
 		t.Fatalf("fields %s", got)
 	}
+	// Text no store can keep as sent: a NUL is refused on every store, and
+	// NUL or invalid UTF-8 in a path or filter matches nothing; never a 500.
+	code, _, b = e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order",
+		strings.Replace(orderBody, `"PO-1"`, `"PO\u00001"`, 1), e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	for _, path := range []string{"/v1/orders/a%00b", "/v1/orders/%FF%FE", "/v1/notifications/%00"} {
+		code, _, b = e.req("GET", path, "", e.auth, nil)
+		if code != 404 {
+			t.Errorf("GET %s: %d %v, want 404", path, code, b)
+		}
+	}
+	for _, q := range []string{"reference=%00", "q=%FF", "merchantReference=a%00"} {
+		code, _, b = e.req("GET", "/v1/orders?"+q, "", e.auth, nil)
+		if code >= 500 {
+			t.Errorf("GET /v1/orders?%s: %d %v", q, code, b)
+		}
+	}
 }
 
 func TestOrderLifecycleOverHTTP(t *testing.T) {

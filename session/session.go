@@ -151,11 +151,7 @@ type UpdateRequest struct {
 	order.TotalsInput
 }
 
-func checkText(f *fault.Fields, path, v string, max int) {
-	if utf8.RuneCountInString(v) > max {
-		f.Add(path, "must be at most %d characters", max)
-	}
-}
+func checkText(f *fault.Fields, path, v string, max int) { order.CheckText(f, path, v, max) }
 
 func checkURLs(f *fault.Fields, u *MerchantURLs) {
 	if u == nil {

@@ -18,9 +18,18 @@ func orderNotFound(id string) error {
 // GetOrder reads an order; inside an Update it locks the row until commit,
 // so a concurrent change to the same order (on any replica) waits and then
 // works on this one's result.
+//
+// A transaction that claimed due tasks does not wait: an API change locks
+// the order first and may then reschedule the very task it holds, which
+// would be a deadlock that PostgreSQL only breaks after deadlock_timeout.
+// NOWAIT fails at once instead (55P03), and the task transaction runs
+// again, after the API change.
 func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {
 	sql := `SELECT body FROM orders WHERE merchant_id = $1 AND id = $2`
-	if t.writable {
+	switch {
+	case t.claimed:
+		sql += ` FOR UPDATE NOWAIT`
+	case t.writable:
 		sql += ` FOR UPDATE`
 	}
 	return one[order.Order](t, "order", orderNotFound(orderID), sql, merchantID, orderID)

@@ -155,8 +155,8 @@ func (s *Store) Close() error {
 }
 
 // maxAttempts bounds the retries of a transaction that lost a serialization
-// race or a deadlock.
-const maxAttempts = 10
+// race, a deadlock or a NOWAIT lock (about a second of waiting in all).
+const maxAttempts = 40
 
 // Update runs fn in a read-write transaction and commits it.
 func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) error {
@@ -177,7 +177,7 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 		if err == nil || attempt == maxAttempts || !retryable(err) || ctx.Err() != nil {
 			return err
 		}
-		time.Sleep(time.Duration(rand.IntN(attempt*5)+1) * time.Millisecond)
+		time.Sleep(time.Duration(rand.IntN(min(attempt*5, 50))+1) * time.Millisecond)
 	}
 }
 
@@ -187,6 +187,9 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 		return fault.Internalf(err, "postgres: begin")
 	}
 	t := &tx{ctx: ctx, tx: ptx, now: s.clock().UTC(), writable: writable}
+	if writable {
+		t.merchants = make(map[string][]byte)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			ptx.Rollback(context.Background())
@@ -204,17 +207,31 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 }
 
 // retryable: the transaction lost to another one and may simply run again.
+// 55P03 is a NOWAIT lock that was held (see GetOrder): the holder may be
+// waiting for this transaction, so this one steps back instead.
 func retryable(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "55P03")
 }
 
+// errLostRace makes the whole transaction run again: what it read changed
+// before it wrote (see PutMerchant).
+var errLostRace = &pgconn.PgError{Code: "40001", Message: "a row read in this transaction changed; retrying"}
+
 // dbErr turns a database error into a fault: a unique violation is a
-// Conflict, anything else Internal, with the cause kept for errors.As.
+// Conflict; text PostgreSQL cannot hold (NUL, invalid UTF-8), which neither
+// matches a stored value nor may be stored, is Invalid; anything else is
+// Internal. The cause is kept for errors.As.
 func dbErr(err error, what string) error {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" {
-		return &fault.Error{Kind: fault.Conflict, Code: "conflict", Message: what + ": already exists", Err: err}
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "23505":
+			return &fault.Error{Kind: fault.Conflict, Code: "conflict", Message: what + ": already exists", Err: err}
+		case "22021", "22P05":
+			return &fault.Error{Kind: fault.Invalid, Code: "invalid_text",
+				Message: "text must be valid UTF-8 without NUL characters", Err: err}
+		}
 	}
 	return fault.Internalf(err, "postgres: %s", what)
 }
@@ -225,6 +242,13 @@ type tx struct {
 	tx       pgx.Tx
 	now      time.Time
 	writable bool
+	// claimed: this transaction holds background-work rows (DueTasks), so it
+	// must not wait for an order lock (see GetOrder).
+	claimed bool
+	// merchants holds, in a writable transaction, the bodies of the
+	// merchants it read (so that PutMerchant writes only over what it read)
+	// and, as "client:<id>", the client ids it found unused.
+	merchants map[string][]byte
 }
 
 var errReadOnly = fault.Internalf(nil, "write in a read-only transaction")
@@ -250,7 +274,12 @@ func (t *tx) body(what, sql string, args ...any) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, dbErr(err, what)
+		err = dbErr(err, what)
+		if fault.Is(err, fault.Invalid) {
+			// Text PostgreSQL cannot hold matches no stored row.
+			return nil, false, nil
+		}
+		return nil, false, err
 	}
 	return b, true, nil
 }
@@ -266,6 +295,17 @@ func (t *tx) bodies(what, sql string, args ...any) ([][]byte, error) {
 		return nil, dbErr(err, what)
 	}
 	return out, nil
+}
+
+// forUpdate is the clause that locks a row read in an Update until commit,
+// so that the transaction's later write is based on the latest value and a
+// concurrent one (on any replica) waits for it: a single-use token or a
+// session is then consumed once.
+func (t *tx) forUpdate() string {
+	if t.writable {
+		return " FOR UPDATE"
+	}
+	return ""
 }
 
 // lockFor is the clause that claims rows for background work: inside an

@@ -38,15 +38,46 @@ func one[T any](t *tx, what string, missing error, sql string, args ...any) (*T,
 }
 
 // Merchants.
+//
+// Merchant reads are not locked: every API change reads its merchant, and a
+// lock would serialize them all. A change to the merchant itself is checked
+// instead: PutMerchant writes only over the body this transaction read, and
+// when another transaction changed it in between, the whole transaction
+// runs again on the new value (so two replicas starting at once, or two
+// settings changes, never undo each other).
 
 func (t *tx) GetMerchant(id string) (*storage.Merchant, error) {
-	return one[storage.Merchant](t, "merchant", fault.NotFoundf("merchant_not_found", "merchant not found"),
-		`SELECT body FROM merchants WHERE id = $1`, id)
+	return t.merchant(`SELECT body FROM merchants WHERE id = $1`, id)
 }
 
 func (t *tx) GetMerchantByClientID(clientID string) (*storage.Merchant, error) {
-	return one[storage.Merchant](t, "merchant", fault.NotFoundf("merchant_not_found", "merchant not found"),
-		`SELECT body FROM merchants WHERE client_id = $1`, clientID)
+	m, err := t.merchant(`SELECT body FROM merchants WHERE client_id = $1`, clientID)
+	if fault.Is(err, fault.NotFound) && t.writable {
+		// Remembered so that PutMerchant can tell "created meanwhile" (run
+		// again, then find it) from "belongs to another merchant".
+		t.merchants["client:"+clientID] = nil
+	}
+	return m, err
+}
+
+func (t *tx) merchant(sql string, arg string) (*storage.Merchant, error) {
+	b, ok, err := t.body("merchant", sql, arg)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fault.NotFoundf("merchant_not_found", "merchant not found")
+	}
+	m, err := decode[storage.Merchant]("merchant", b)
+	if err != nil {
+		return nil, err
+	}
+	if t.writable {
+		if _, seen := t.merchants[m.ID]; !seen {
+			t.merchants[m.ID] = b
+		}
+	}
+	return m, nil
 }
 
 func (t *tx) PutMerchant(m *storage.Merchant) error {
@@ -56,15 +87,35 @@ func (t *tx) PutMerchant(m *storage.Merchant) error {
 	var owner string
 	err := t.tx.QueryRow(t.ctx, `SELECT id FROM merchants WHERE client_id = $1`, m.ClientID).Scan(&owner)
 	if err == nil && owner != m.ID {
+		if _, lookedUp := t.merchants["client:"+m.ClientID]; lookedUp {
+			return errLostRace
+		}
 		return fault.Conflictf("client_id_taken", "client id %s belongs to another merchant", m.ClientID)
 	}
 	b, err := encode("merchant", m)
 	if err != nil {
 		return err
 	}
-	_, err = t.exec("merchant", `INSERT INTO merchants (id, client_id, body) VALUES ($1, $2, $3)
-		ON CONFLICT (id) DO UPDATE SET client_id = EXCLUDED.client_id, body = EXCLUDED.body`, m.ID, m.ClientID, b)
-	return err
+	read, wasRead := t.merchants[m.ID]
+	var n int64
+	if wasRead {
+		n, err = t.exec("merchant", `UPDATE merchants SET client_id = $2, body = $3 WHERE id = $1 AND body = $4`, m.ID, m.ClientID, b, read)
+	} else {
+		n, err = t.exec("merchant", `INSERT INTO merchants (id, client_id, body) VALUES ($1, $2, $3)
+			ON CONFLICT (id) DO UPDATE SET client_id = EXCLUDED.client_id, body = EXCLUDED.body`, m.ID, m.ClientID, b)
+	}
+	if fault.Is(err, fault.Conflict) {
+		// Another transaction took the client id since the check above.
+		return errLostRace
+	}
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errLostRace
+	}
+	t.merchants[m.ID] = b
+	return nil
 }
 
 func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
@@ -88,7 +139,7 @@ func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
 func (t *tx) GetAuthorization(merchantID, tok string) (*token.Authorization, error) {
 	missing := fault.NotFoundf("authorization_token_not_found", "authorization token not found")
 	a, err := one[token.Authorization](t, "authorization token", missing,
-		`SELECT body FROM auth_tokens WHERE merchant_id = $1 AND token = $2`, merchantID, tok)
+		`SELECT body FROM auth_tokens WHERE merchant_id = $1 AND token = $2`+t.forUpdate(), merchantID, tok)
 	if err == nil && a.Deleted {
 		return nil, missing
 	}
@@ -107,7 +158,7 @@ func (t *tx) PutAuthorization(a *token.Authorization) error {
 
 func (t *tx) GetCustomerToken(merchantID, id string) (*token.Customer, error) {
 	return one[token.Customer](t, "customer token", fault.NotFoundf("customer_token_not_found", "customer token not found"),
-		`SELECT body FROM customer_tokens WHERE merchant_id = $1 AND id = $2`, merchantID, id)
+		`SELECT body FROM customer_tokens WHERE merchant_id = $1 AND id = $2`+t.forUpdate(), merchantID, id)
 }
 
 func (t *tx) PutCustomerToken(c *token.Customer) error {
@@ -240,7 +291,7 @@ func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
 
 func (t *tx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
 	return one[storage.OutboxMessage](t, "outbox message", fault.NotFoundf("notification_not_found", "notification %s not found", id),
-		`SELECT body FROM outbox WHERE id = $1 AND merchant_id = $2`, id, merchantID)
+		`SELECT body FROM outbox WHERE id = $1 AND merchant_id = $2`+t.forUpdate(), id, merchantID)
 }
 
 func (t *tx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxMessage, string, error) {
@@ -266,6 +317,7 @@ func (t *tx) DueTasks(at time.Time, limit int) ([]*storage.Task, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.claimed = t.claimed || (t.writable && len(bs) > 0)
 	return decodeAll[storage.Task]("task", bs)
 }
 

@@ -79,17 +79,17 @@ func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, missin
 
 func (t *tx) GetSession(merchantID, id string) (*session.Session, error) {
 	return one[session.Session](t, "session", fault.NotFoundf("session_not_found", "session %s not found", id),
-		`SELECT body FROM sessions WHERE merchant_id = $1 AND id = $2`, merchantID, id)
+		`SELECT body FROM sessions WHERE merchant_id = $1 AND id = $2`+t.forUpdate(), merchantID, id)
 }
 
 func (t *tx) GetSessionByExternalID(merchantID, externalID string) (*session.Session, error) {
 	return one[session.Session](t, "session", fault.NotFoundf("session_not_found", "session not found"),
-		`SELECT body FROM sessions WHERE merchant_id = $1 AND external_id = $2`, merchantID, externalID)
+		`SELECT body FROM sessions WHERE merchant_id = $1 AND external_id = $2`+t.forUpdate(), merchantID, externalID)
 }
 
 func (t *tx) GetSessionByOrderID(merchantID, orderID string) (*session.Session, error) {
 	return one[session.Session](t, "session", fault.NotFoundf("session_not_found", "session not found"),
-		`SELECT body FROM sessions WHERE merchant_id = $1 AND order_id = $2`, merchantID, orderID)
+		`SELECT body FROM sessions WHERE merchant_id = $1 AND order_id = $2`+t.forUpdate(), merchantID, orderID)
 }
 
 func (t *tx) PutSession(s *session.Session) error {

@@ -1,0 +1,219 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/session"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/token"
+)
+
+// twoReplicas opens two ledgers (two pools) on one fresh schema, with one merchant.
+func twoReplicas(t *testing.T) ([]*kassa.Ledger, kassa.Credentials) {
+	t.Helper()
+	u := freshSchema(t)
+	ledgers := []*kassa.Ledger{kassa.New(openNow(t, u), kassa.Options{}), kassa.New(openNow(t, u), kassa.Options{})}
+	creds, _, err := ledgers[0].EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "m", Sandbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ledgers, creds
+}
+
+func oneLineOrder() *order.CreateRequest {
+	return &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", OrderLines: []order.LineInput{{
+		Description: ptr("line"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(10000)), Vat: ptr(int64(2500))}}}
+}
+
+// TestAuthorizationTokenUsedOnceAcrossReplicas: a single-use authorization
+// token sent by many requests at once, through two replicas, makes exactly
+// one order; every other request is told the token is gone, none fails.
+func TestAuthorizationTokenUsedOnceAcrossReplicas(t *testing.T) {
+	ledgers, creds := twoReplicas(t)
+	ctx := context.Background()
+	now := time.Now()
+	if err := ledgers[0].PutAuthorization(ctx, &token.Authorization{Token: "single", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	var made atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Go(func() {
+			_, err := ledgers[i%2].CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID,
+				IdempotencyKey: fmt.Sprint("k", i)}, "single", oneLineOrder())
+			switch {
+			case err == nil:
+				made.Add(1)
+			case fault.Is(err, fault.NotFound), fault.Is(err, fault.NotAvailable):
+			default:
+				t.Errorf("request %d: %v (kind %v)", i, err, fault.KindOf(err))
+			}
+		})
+	}
+	wg.Wait()
+	page, _, err := ledgers[1].ListOrders(ctx, creds.MerchantID, storage.OrderQuery{Size: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made.Load() != 1 || len(page.Orders) != 1 {
+		t.Fatalf("one token made %d orders (%d stored), want 1", made.Load(), len(page.Orders))
+	}
+}
+
+// TestSessionApprovedOnceAcrossReplicas: the buyer's approval clicked many
+// times at once on two replicas authorizes the session once: one token.
+func TestSessionApprovedOnceAcrossReplicas(t *testing.T) {
+	ledgers, creds := twoReplicas(t)
+	ctx := context.Background()
+	res, err := ledgers[0].CreateSession(ctx, kassa.Call{MerchantID: creds.MerchantID}, session.SourceCheckout, &session.CreateRequest{
+		Country: "SE", Currency: "SEK", Locale: "sv-SE", OrderLines: oneLineOrder().OrderLines})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		SessionID string `json:"id"`
+	}
+	if err := json.Unmarshal(res.Body, &created); err != nil || created.SessionID == "" {
+		t.Fatalf("session id from %s: %v", res.Body, err)
+	}
+	approval := kassa.Approval{CompanyName: "Approved Byggvaror AB", PaymentMethod: order.PayInvoice, Customer: order.CustomerInput{
+		CompanyID: "5560000001", Country: "SE", Email: "a@example.com", FirstName: "A", LastName: "B",
+		BillingAddress: &order.Address{CompanyName: "Approved Byggvaror AB", StreetAddress: "Gatan 1", PostalCode: "11122", City: "Stockholm", Country: "SE"}}}
+	var approved atomic.Int64
+	tokens := make(chan string, 16)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			v, err := ledgers[i%2].ApproveSession(ctx, creds.MerchantID, created.SessionID, approval)
+			switch {
+			case err == nil:
+				approved.Add(1)
+				b, _ := json.Marshal(v)
+				var tok struct {
+					AuthorizationToken string `json:"authorizationToken"`
+				}
+				json.Unmarshal(b, &tok)
+				tokens <- tok.AuthorizationToken
+			case fault.Is(err, fault.NotAvailable):
+			default:
+				t.Errorf("approval %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(tokens)
+	if approved.Load() != 1 {
+		t.Fatalf("session approved %d times, want once", approved.Load())
+	}
+	rec, err := ledgers[1].GetSession(ctx, creds.MerchantID, created.SessionID, session.SourceCheckout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(rec)
+	var stored struct {
+		AuthorizationToken string `json:"authorizationToken"`
+	}
+	json.Unmarshal(b, &stored)
+	if got := <-tokens; got == "" || got != stored.AuthorizationToken {
+		t.Fatalf("the approval answered token %q, the session holds %q", got, stored.AuthorizationToken)
+	}
+}
+
+// TestMerchantSettingsNotLostAcrossReplicas: replicas starting together on
+// an empty database make one merchant, and notification settings written at
+// once through both replicas end with one secret that was shown exactly once.
+func TestMerchantSettingsNotLostAcrossReplicas(t *testing.T) {
+	u := freshSchema(t)
+	ctx := context.Background()
+	ledgers := []*kassa.Ledger{kassa.New(openNow(t, u), kassa.Options{}), kassa.New(openNow(t, u), kassa.Options{})}
+	ids := make([]string, 8)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Go(func() {
+			c, _, err := ledgers[i%2].EnsureMerchant(ctx, kassa.MerchantOptions{Name: "sandbox", ClientID: "kc_fixed", ClientSecret: "ks_fixed", Sandbox: true})
+			if err != nil {
+				t.Errorf("start %d: %v", i, err)
+			}
+			ids[i] = c.MerchantID
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("concurrent starts made different merchants: %v", ids)
+		}
+	}
+	if _, err := ledgers[0].Authenticate(ctx, "kc_fixed", "ks_fixed"); err != nil {
+		t.Fatal(err)
+	}
+	secrets := make(chan string, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			s, err := ledgers[i%2].SetWebhook(ctx, ids[0], kassa.SetWebhookRequest{URL: "https://example.com/hook", Events: []string{"order.*"}})
+			if err != nil {
+				t.Errorf("set webhook %d: %v", i, err)
+			}
+			if s.Secret != "" {
+				secrets <- s.Secret
+			}
+		})
+	}
+	wg.Wait()
+	close(secrets)
+	var shown []string
+	for s := range secrets {
+		shown = append(shown, s)
+	}
+	m, err := ledgers[1].Merchant(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shown) != 1 || shown[0] != m.WebhookSecret {
+		t.Fatalf("secrets shown %d times (%v); stored %q", len(shown), shown, m.WebhookSecret)
+	}
+}
+
+// TestTextPostgresCannotHold: NUL bytes and invalid UTF-8, which PostgreSQL
+// text cannot hold, are a client's mistake (Invalid) or simply match nothing
+// (NotFound), never an internal error.
+func TestTextPostgresCannotHold(t *testing.T) {
+	ledgers, creds := twoReplicas(t)
+	ctx := context.Background()
+	for _, bad := range []string{"a\x00b", "\xff\xfe"} {
+		if _, _, err := ledgers[0].GetOrder(ctx, creds.MerchantID, bad); fault.KindOf(err) == fault.Internal {
+			t.Errorf("GetOrder(%q): %v", bad, err)
+		}
+		if _, _, err := ledgers[0].ListOrders(ctx, creds.MerchantID, storage.OrderQuery{MerchantReferences: []string{bad}, Q: bad, Size: 10}); fault.KindOf(err) == fault.Internal {
+			t.Errorf("ListOrders(reference %q): %v", bad, err)
+		}
+		if _, err := ledgers[0].GetNotification(ctx, creds.MerchantID, bad); fault.KindOf(err) == fault.Internal {
+			t.Errorf("Notification(%q): %v", bad, err)
+		}
+	}
+	now := time.Now()
+	if err := ledgers[0].PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	req := oneLineOrder()
+	req.Reference = "ref\x00"
+	_, err := ledgers[0].CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", req)
+	if fault.KindOf(err) != fault.Invalid {
+		t.Fatalf("order with a NUL in its reference: %v (kind %v), want invalid", err, fault.KindOf(err))
+	}
+	// Nothing was half-written: the token is still there and makes the order.
+	req.Reference = "ref"
+	if _, err := ledgers[1].CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", req); err != nil {
+		t.Fatalf("the token after the rejected request: %v", err)
+	}
+}
