@@ -25,6 +25,7 @@ import (
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/ordercache"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/token"
 )
@@ -43,12 +44,16 @@ type Options struct {
 	DocumentURL order.DocumentURLFunc
 	// CheckoutURL links a session's hosted checkout page (set by the server).
 	CheckoutURL func(merchantID, sessionID string) string
+	// OrderCacheBytes bounds the rendered order responses kept for OrderJSON
+	// (package ordercache); 0 is ordercache.DefaultMaxBytes, negative none.
+	OrderCacheBytes int64
 }
 
 // Ledger runs kassa's use cases over a store. It is safe for concurrent use.
 type Ledger struct {
 	store storage.Store
 	opts  Options
+	cache *ordercache.Cache
 
 	mu       sync.Mutex
 	inFlight map[string]struct{} // merchant + idempotency key of requests being executed here
@@ -68,7 +73,7 @@ func New(store storage.Store, opts Options) *Ledger {
 	if opts.AuthorizationTTL == 0 {
 		opts.AuthorizationTTL = token.DefaultAuthorizationTTL
 	}
-	return &Ledger{store: store, opts: opts, inFlight: map[string]struct{}{}}
+	return &Ledger{store: store, opts: opts, cache: ordercache.New(opts.OrderCacheBytes), inFlight: map[string]struct{}{}}
 }
 
 // Store returns the underlying store.
@@ -94,6 +99,9 @@ type Result struct {
 	Location string
 	Replayed bool
 	Order    *order.Order
+	// renderedAt is set when Body is Order's response rendered at that time
+	// (orderResult), which may then be kept for OrderJSON once committed.
+	renderedAt time.Time
 }
 
 // MaxIdempotencyKeyLen bounds the Idempotency-Key header.
@@ -230,7 +238,7 @@ func (l *Ledger) orderResult(o *order.Order, now time.Time) (*Result, error) {
 	if err != nil {
 		return nil, fault.Internalf(err, "encode order")
 	}
-	return &Result{Status: http.StatusOK, Body: body, Order: o}, nil
+	return &Result{Status: http.StatusOK, Body: body, Order: o, renderedAt: now}, nil
 }
 
 func jsonResult(status int, v any) (*Result, error) {

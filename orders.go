@@ -2,6 +2,7 @@ package kassa
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -26,7 +27,7 @@ const (
 func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targets []string, req any,
 	apply func(tx storage.Tx, o *order.Order, env order.Env) error) (*Result, error) {
 	fp := fingerprint(op, append([]string{orderID}, targets...), req)
-	return l.run(ctx, call, fp, func(tx storage.Tx) (*Result, error) {
+	res, err := l.run(ctx, call, fp, func(tx storage.Tx) (*Result, error) {
 		o, err := tx.GetOrder(call.MerchantID, orderID)
 		if err != nil {
 			return nil, err
@@ -60,6 +61,42 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 		}
 		return l.orderResult(o, env.Now)
 	})
+	if err == nil && !res.Replayed && res.Order != nil && !res.renderedAt.IsZero() {
+		// Committed: the answer is also what a read of this version renders.
+		l.cache.Put(res.Order, res.renderedAt, res.Body)
+	}
+	return res, err
+}
+
+// OrderJSON is the order's response body (GET /v1/orders/{id}) as of now.
+// An unchanged order is served from the cache of rendered responses: the
+// stored version is read in the same transaction, so a change made anywhere
+// (another replica included) is never hidden.
+func (l *Ledger) OrderJSON(ctx context.Context, merchantID, orderID string) ([]byte, error) {
+	var body []byte
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		now := tx.Now()
+		if l.cache != nil {
+			v, err := tx.OrderVersion(merchantID, orderID)
+			if err != nil {
+				return err
+			}
+			if b, ok := l.cache.Get(merchantID, orderID, v, now); ok {
+				body = b
+				return nil
+			}
+		}
+		o, err := tx.GetOrder(merchantID, orderID)
+		if err != nil {
+			return err
+		}
+		if body, err = json.Marshal(l.Render(o, now)); err != nil {
+			return fault.Internalf(err, "encode order")
+		}
+		l.cache.Put(o, now, body)
+		return nil
+	})
+	return body, err
 }
 
 // GetOrder reads an order of the merchant. It also returns the time the read

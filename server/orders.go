@@ -14,12 +14,12 @@ import (
 )
 
 func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	o, now, err := s.ledger.GetOrder(r.Context(), merchantOf(r.Context()), p.ByName("orderId"))
+	body, err := s.ledger.OrderJSON(r.Context(), merchantOf(r.Context()), p.ByName("orderId"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.ledger.Render(o, now))
+	writeRaw(w, http.StatusOK, body)
 }
 
 // OrderList is the spec's GetOrdersResponse.

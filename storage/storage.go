@@ -49,6 +49,10 @@ type Tx interface {
 
 	// Orders. A merchant sees only its own orders.
 	GetOrder(merchantID, orderID string) (*order.Order, error)
+	// OrderVersion is the stored version of an order, read without decoding
+	// it (NotFound like GetOrder), so that a caller holding a rendering of
+	// that version can tell it is current.
+	OrderVersion(merchantID, orderID string) (int64, error)
 	// CreateOrder stores a new order with Version 1 (set on o).
 	CreateOrder(o *order.Order) error
 	// UpdateOrder replaces an order if o.Version is the stored version, and

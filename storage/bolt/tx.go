@@ -230,6 +230,21 @@ func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {
 	return decodeOrder(raw)
 }
 
+func (t *tx) OrderVersion(merchantID, orderID string) (int64, error) {
+	if err := t.check(false); err != nil {
+		return 0, err
+	}
+	raw := t.get(bOrders, orderKey(merchantID, orderID))
+	if raw == nil {
+		return 0, fault.NotFoundf("order_not_found", "order %s not found", orderID)
+	}
+	m, err := orderMeta(raw)
+	if err != nil {
+		return 0, fault.Internalf(err, "decode order meta")
+	}
+	return m.version, nil
+}
+
 func decodeOrder(raw []byte) (*order.Order, error) {
 	_, js, err := splitOrder(raw)
 	if err != nil {

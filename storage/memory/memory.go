@@ -189,6 +189,16 @@ func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {
 	return &o, nil
 }
 
+func (t *tx) OrderVersion(merchantID, orderID string) (int64, error) {
+	var v struct {
+		Version int64 `json:"version"`
+	}
+	if ok, err := t.get(orderKey(merchantID, orderID), &v); err != nil || !ok {
+		return 0, notFound(err, "order_not_found", "order "+orderID)
+	}
+	return v.Version, nil
+}
+
 func (t *tx) CreateOrder(o *order.Order) error {
 	if _, ok := t.s.data[orderKey(o.MerchantID, o.ID)]; ok {
 		return fault.Conflictf("order_exists", "order %s exists", o.ID)

@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
@@ -33,6 +36,22 @@ func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {
 		sql += ` FOR UPDATE`
 	}
 	return one[order.Order](t, "order", orderNotFound(orderID), sql, merchantID, orderID)
+}
+
+func (t *tx) OrderVersion(merchantID, orderID string) (int64, error) {
+	var v int64
+	err := t.tx.QueryRow(t.ctx, `SELECT version FROM orders WHERE merchant_id = $1 AND id = $2`, merchantID, orderID).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, orderNotFound(orderID)
+	}
+	if err != nil {
+		err = dbErr(err, "order version")
+		if fault.Is(err, fault.Invalid) {
+			return 0, orderNotFound(orderID)
+		}
+		return 0, err
+	}
+	return v, nil
 }
 
 // orderRow is the columns of an order beside its JSON.

@@ -217,3 +217,46 @@ func TestTextPostgresCannotHold(t *testing.T) {
 		t.Fatalf("the token after the rejected request: %v", err)
 	}
 }
+
+// TestOrderCacheSeesOtherReplicasChanges: a replica that rendered (and
+// cached) an order answers a read after another replica changed it with the
+// change, never with its cached body.
+func TestOrderCacheSeesOtherReplicasChanges(t *testing.T) {
+	ledgers, creds := twoReplicas(t)
+	ctx := context.Background()
+	now := time.Now()
+	if err := ledgers[0].PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ledgers[0].CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", oneLineOrder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	captured := func(l *kassa.Ledger) int64 {
+		b, err := l.OrderJSON(ctx, creds.MerchantID, res.Order.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			Captured struct {
+				MinorUnits int64 `json:"minorUnits"`
+			} `json:"capturedAmount"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v.Captured.MinorUnits
+	}
+	for range 2 { // the second read is served from the cache
+		if got := captured(ledgers[0]); got != 0 {
+			t.Fatalf("captured before the capture: %d", got)
+		}
+	}
+	if _, err := ledgers[1].Capture(ctx, kassa.Call{MerchantID: creds.MerchantID}, res.Order.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := captured(ledgers[0]); got != 10000 {
+		t.Fatalf("replica 1 reads captured %d after replica 2 captured 10000", got)
+	}
+}

@@ -157,6 +157,11 @@ func testOrders(t *testing.T, s storage.Store) {
 		wantKind(t, err, fault.NotFound) // another merchant's order does not exist for it
 		_, err = tx.GetOrder("m1", "order-9999")
 		wantKind(t, err, fault.NotFound)
+		_, err = tx.OrderVersion("m2", o.ID)
+		wantKind(t, err, fault.NotFound)
+		if v, err := tx.OrderVersion("m1", o.ID); err != nil || v != 1 {
+			t.Fatalf("OrderVersion after create: %d, %v", v, err)
+		}
 		return nil
 	})
 	// Another merchant updating the same id finds nothing to update.
@@ -178,6 +183,12 @@ func testOrders(t *testing.T, s storage.Store) {
 	if first.Version != 2 {
 		t.Fatalf("version after update %d", first.Version)
 	}
+	view(t, s, func(tx storage.Tx) error {
+		if v, err := tx.OrderVersion("m1", o.ID); err != nil || v != 2 {
+			t.Fatalf("OrderVersion after update: %d, %v", v, err)
+		}
+		return nil
+	})
 	err = s.Update(ctx, func(tx storage.Tx) error { return tx.UpdateOrder(second) })
 	wantKind(t, err, fault.Conflict)
 	if fault.CodeOf(err) != "version_conflict" {

@@ -1,0 +1,128 @@
+package ordercache_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/order/ordertest"
+	"github.com/kassahq/kassa/ordercache"
+)
+
+// randomOrder is an order after a random life: some lines captured, maybe
+// the rest cancelled, maybe the expiry extended, maybe marked expired.
+func randomOrder(t *rapid.T) *order.Order {
+	f := ordertest.New()
+	n := rapid.IntRange(1, 8).Draw(t, "lines")
+	var lines []order.LineInput
+	for i := range n {
+		lines = append(lines, ordertest.Line(fmt.Sprint("l", i), rapid.Int64Range(1, 3).Draw(t, "qty"), rapid.Int64Range(1, 50000).Draw(t, "price"), 2500))
+	}
+	o := f.Order(t, lines...)
+	if k := rapid.IntRange(0, n).Draw(t, "captured"); k > 0 {
+		var req capture.PartialRequest
+		var total int64
+		for _, l := range o.Uncaptured.Lines[:k] {
+			req.OrderLines = append(req.OrderLines, ordertest.ByID(l.ID))
+			total += l.TotalAmount
+		}
+		req.TotalCaptureAmount = &total
+		if _, err := capture.Partial(o, &req, f.Env()); err != nil {
+			t.Fatalf("capture: %v", err)
+		}
+	}
+	if rapid.Bool().Draw(t, "extend") {
+		_ = o.ExtendExpiry(f.Env()) // not offered on every order; either way is a valid life
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "end") {
+	case 1:
+		_ = o.Cancel(f.Env())
+	case 2:
+		o.ExpiredMarked = true
+	}
+	return o
+}
+
+func render(o *order.Order, at time.Time) []byte {
+	b, err := json.Marshal(o.Response(at, order.DefaultPolicy, nil))
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestResponseDependsOnTimeOnlyThroughExpiry is what makes the cache sound:
+// at any two times on the same side of an order's expiry, the response is
+// byte for byte the same.
+func TestResponseDependsOnTimeOnlyThroughExpiry(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		o := randomOrder(t)
+		at := func(name string) time.Time {
+			return o.ExpiresAt.Add(time.Duration(rapid.Int64Range(-72, 72).Draw(t, name)) * time.Hour)
+		}
+		t1, t2 := at("t1"), at("t2")
+		if o.Expired(t1) == o.Expired(t2) && !bytes.Equal(render(o, t1), render(o, t2)) {
+			t.Fatalf("same expiry state at %v and %v, different responses", t1, t2)
+		}
+	})
+}
+
+// TestCacheServesOnlyWhatARenderWouldProduce: random orders, versions and
+// read times; whatever Get returns equals a fresh render at the read time.
+func TestCacheServesOnlyWhatARenderWouldProduce(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := ordercache.New(1 << 20)
+		o := randomOrder(t)
+		o.MerchantID, o.Version = "m", rapid.Int64Range(1, 3).Draw(t, "version")
+		renderedAt := o.ExpiresAt.Add(time.Duration(rapid.Int64Range(-48, 48).Draw(t, "rendered")) * time.Hour)
+		c.Put(o, renderedAt, render(o, renderedAt))
+		for i := range 5 {
+			now := o.ExpiresAt.Add(time.Duration(rapid.Int64Range(-48, 48).Draw(t, fmt.Sprint("now", i))) * time.Hour)
+			version := rapid.Int64Range(1, 3).Draw(t, fmt.Sprint("stored", i))
+			b, ok := c.Get("m", o.ID, version, now)
+			if ok && (version != o.Version || !bytes.Equal(b, render(o, now))) {
+				t.Fatalf("served a stale body: version %d (cached %d) at %v", version, o.Version, now)
+			}
+			if !ok && version == o.Version && o.Expired(now) == o.Expired(renderedAt) {
+				t.Fatalf("missed a valid entry")
+			}
+		}
+	})
+}
+
+func TestCacheKeepsNewestVersionAndBudget(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t)
+	o.MerchantID = "m"
+	now := o.CreatedAt
+	c := ordercache.New(16 * 1024) // 1 KiB per shard
+	o.Version = 2
+	c.Put(o, now, []byte("v2"))
+	o.Version = 1
+	c.Put(o, now, []byte("v1"))
+	if b, ok := c.Get("m", o.ID, 2, now); !ok || string(b) != "v2" {
+		t.Fatalf("newer version replaced by an older one: %q %v", b, ok)
+	}
+	if _, ok := c.Get("other", o.ID, 2, now); ok {
+		t.Fatal("another merchant's read hit")
+	}
+	for i := range 200 {
+		p := *o
+		p.ID = fmt.Sprint("order-", i)
+		c.Put(&p, now, make([]byte, 100))
+	}
+	if n := c.Len(); n > 16*1024/100+16 || n == 0 {
+		t.Fatalf("%d entries of 100 bytes in a 16 KiB cache", n)
+	}
+	var nilCache *ordercache.Cache
+	nilCache.Put(o, now, []byte("x"))
+	if _, ok := nilCache.Get("m", o.ID, 1, now); ok || ordercache.New(-1) != nil {
+		t.Fatal("a disabled cache served something")
+	}
+}
