@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -91,6 +92,8 @@ type serveConfig struct {
 	settleAt                                                     string
 	webhookURL, webhookSecret, webhookEvents                     string
 	store, databaseURL                                           string
+	orderCacheMB                                                 int
+	cpuProfile                                                   string
 }
 
 // envDefault reads KASSA_<NAME> as a flag's default.
@@ -119,6 +122,12 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.webhookURL, "webhook-url", envDefault("webhook-url", ""), "notification URL of the sandbox merchant (KASSA_WEBHOOK_URL)")
 	fs.StringVar(&c.webhookSecret, "webhook-secret", envDefault("webhook-secret", ""), "signing secret for --webhook-url, at least 24 characters; default: made once and printed (KASSA_WEBHOOK_SECRET)")
 	fs.StringVar(&c.webhookEvents, "webhook-events", envDefault("webhook-events", "order.*"), "comma-separated topics for --webhook-url (KASSA_WEBHOOK_EVENTS)")
+	cache, err := strconv.Atoi(envDefault("order-cache-mb", "64"))
+	if err != nil {
+		cache = -1 // rejected below
+	}
+	fs.IntVar(&c.orderCacheMB, "order-cache-mb", cache, "memory for rendered order responses served to GET /v1/orders/{id}, in MiB; 0 turns the cache off (KASSA_ORDER_CACHE_MB)")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "diagnostics: write a CPU profile of the whole run to this file")
 	return fs
 }
 
@@ -172,6 +181,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kassa: --tls-cert and --tls-key go together")
 		return 2
 	}
+	if c.orderCacheMB < 0 || c.orderCacheMB > 1<<20 {
+		fmt.Fprintln(stderr, "kassa: --order-cache-mb must be 0 (off) to 1048576")
+		return 2
+	}
 	if (c.clientID == "") != (c.clientSecret == "") {
 		fmt.Fprintln(stderr, "kassa: --client-id and --client-secret go together")
 		return 2
@@ -213,11 +226,27 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	cacheBytes := int64(c.orderCacheMB) << 20
+	if cacheBytes == 0 {
+		cacheBytes = -1
+	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "kassa: --cpuprofile: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	metrics := server.NewMetrics()
 	var srv *server.Server
 	ledger := kassa.New(server.InstrumentStore(db, metrics), kassa.Options{
-		DocumentURL: func(o *order.Order, l *order.Ledger) string { return srv.DocumentURL(o, l) },
-		CheckoutURL: func(merchantID, sessionID string) string { return srv.CheckoutURL(merchantID, sessionID) },
+		OrderCacheBytes: cacheBytes,
+		DocumentURL:     func(o *order.Order, l *order.Ledger) string { return srv.DocumentURL(o, l) },
+		CheckoutURL:     func(merchantID, sessionID string) string { return srv.CheckoutURL(merchantID, sessionID) },
 	})
 	srv = server.New(server.Config{
 		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock,
