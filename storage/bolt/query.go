@@ -67,7 +67,8 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 		}
 		id := string(pos[timeLen:])
 		t.examined++
-		raw := t.get(bOrders, orderKey(merchantID, id))
+		k := orderKey(merchantID, id)
+		raw := t.get(bOrders, k)
 		if raw == nil {
 			return page, fault.Internalf(nil, "order index names a missing order %s", id)
 		}
@@ -83,7 +84,7 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 			page.NextCursor = encodeCursor(position(last.CreatedAt, last.ID))
 			break
 		}
-		o, err := decodeOrder(raw)
+		o, err := t.decodeOrder(k, raw)
 		if err != nil {
 			return page, err
 		}

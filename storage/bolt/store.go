@@ -65,6 +65,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/ordercache"
 	"github.com/kassahq/kassa/storage"
 )
 
@@ -83,13 +84,17 @@ type Options struct {
 	// 1000. Larger batches amortize the fsync further but make every caller
 	// of the batch wait for all of its functions.
 	MaxBatch int
+	// DecodedOrderBytes bounds the cache of decoded orders (package
+	// ordercache): 0 is its default, negative none.
+	DecodedOrderBytes int64
 }
 
 // Store is a storage.Store on one bbolt file. Safe for concurrent use.
 type Store struct {
-	db    *bbolt.DB
-	clock func() time.Time
-	opts  Options
+	db      *bbolt.DB
+	clock   func() time.Time
+	opts    Options
+	decoded *ordercache.Decoded
 
 	mu      sync.Mutex
 	cond    *sync.Cond // signalled when pending grows or the store closes
@@ -134,7 +139,7 @@ func Open(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fault.Internalf(err, "initialize %s", path)
 	}
-	s := &Store{db: db, clock: opts.Clock, opts: opts, done: make(chan struct{})}
+	s := &Store{db: db, clock: opts.Clock, opts: opts, done: make(chan struct{}), decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}
 	s.cond = sync.NewCond(&s.mu)
 	go s.commitLoop()
 	return s, nil
@@ -194,7 +199,7 @@ func (s *Store) View(ctx context.Context, fn func(storage.Tx) error) error {
 		return err
 	}
 	return s.db.View(func(btx *bbolt.Tx) error {
-		t := &tx{st: newState(btx, s.clock().UTC(), false)}
+		t := &tx{st: newState(btx, s.clock().UTC(), false, s.decoded)}
 		defer t.close()
 		err, _ := run(fn, t)
 		return err
@@ -251,7 +256,7 @@ func (s *Store) commit(batch []*call) {
 		results := make([]error, len(batch))
 		aborted := -1
 		err := s.db.Update(func(btx *bbolt.Tx) error {
-			st := newState(btx, s.clock().UTC(), true)
+			st := newState(btx, s.clock().UTC(), true, s.decoded)
 			wrote := false
 			for i, c := range batch {
 				if err := c.ctx.Err(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/ordercache"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/token"
 )
@@ -20,10 +21,11 @@ type state struct {
 	now      time.Time
 	writable bool
 	bk       map[string]*bbolt.Bucket
+	decoded  *ordercache.Decoded
 }
 
-func newState(b *bbolt.Tx, now time.Time, writable bool) *state {
-	return &state{b: b, now: now, writable: writable, bk: make(map[string]*bbolt.Bucket, len(buckets))}
+func newState(b *bbolt.Tx, now time.Time, writable bool, decoded *ordercache.Decoded) *state {
+	return &state{b: b, now: now, writable: writable, bk: make(map[string]*bbolt.Bucket, len(buckets)), decoded: decoded}
 }
 
 func (s *state) bucket(name []byte) *bbolt.Bucket {
@@ -223,11 +225,21 @@ func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {
 	if err := t.check(false); err != nil {
 		return nil, err
 	}
-	raw := t.get(bOrders, orderKey(merchantID, orderID))
+	k := orderKey(merchantID, orderID)
+	raw := t.get(bOrders, k)
 	if raw == nil {
 		return nil, fault.NotFoundf("order_not_found", "order %s not found", orderID)
 	}
-	return decodeOrder(raw)
+	return t.decodeOrder(k, raw)
+}
+
+// decodeOrder is decodeOrder through the store's cache of decoded orders.
+func (t *tx) decodeOrder(k, raw []byte) (*order.Order, error) {
+	_, js, err := splitOrder(raw)
+	if err != nil {
+		return nil, err
+	}
+	return t.st.decoded.Order(string(k), js)
 }
 
 func (t *tx) OrderVersion(merchantID, orderID string) (int64, error) {
@@ -309,6 +321,7 @@ func (t *tx) writeOrder(k []byte, o *order.Order, old *meta) error {
 	if err := t.put(bOrders, k, encodeOrder(&m, js)); err != nil {
 		return err
 	}
+	t.st.decoded.Written(string(k), js, o)
 	newKeys := m.indexKeys(o.MerchantID, o.ID)
 	var oldKeys map[string]bool
 	if old != nil {
@@ -390,7 +403,7 @@ func (t *tx) OrdersExpiringBefore(at time.Time, limit int) ([]*order.Order, erro
 		if raw == nil {
 			return nil, fault.Internalf(nil, "expiry index names a missing order")
 		}
-		o, err := decodeOrder(raw)
+		o, err := t.decodeOrder(k[timeLen:], raw)
 		if err != nil {
 			return nil, err
 		}

@@ -35,7 +35,14 @@ func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {
 	case t.writable:
 		sql += ` FOR UPDATE`
 	}
-	return one[order.Order](t, "order", orderNotFound(orderID), sql, merchantID, orderID)
+	b, ok, err := t.body("order", sql, merchantID, orderID)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, orderNotFound(orderID)
+	}
+	return t.decoded.Order(merchantID+"/"+orderID, b)
 }
 
 func (t *tx) OrderVersion(merchantID, orderID string) (int64, error) {
@@ -81,6 +88,7 @@ func (t *tx) CreateOrder(o *order.Order) error {
 	if n == 0 {
 		return fault.Conflictf("order_exists", "order %s exists", o.ID)
 	}
+	t.decoded.Written(o.MerchantID+"/"+o.ID, b, o)
 	return nil
 }
 
@@ -107,8 +115,10 @@ func (t *tx) UpdateOrder(o *order.Order) error {
 	}
 	if err != nil {
 		o.Version = prev
+		return err
 	}
-	return err
+	t.decoded.Written(o.MerchantID+"/"+o.ID, b, o)
+	return nil
 }
 
 // Cursors are the (createdAt key, id) of the last order of a page,

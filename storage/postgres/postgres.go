@@ -41,6 +41,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/ordercache"
 	"github.com/kassahq/kassa/storage"
 )
 
@@ -53,12 +54,16 @@ type Options struct {
 	Clock func() time.Time
 	// MaxConns caps the connection pool; default 32.
 	MaxConns int32
+	// DecodedOrderBytes bounds the cache of decoded orders (package
+	// ordercache): 0 is its default, negative none.
+	DecodedOrderBytes int64
 }
 
 // Store is a PostgreSQL-backed storage.Store.
 type Store struct {
-	pool  *pgxpool.Pool
-	clock func() time.Time
+	pool    *pgxpool.Pool
+	clock   func() time.Time
+	decoded *ordercache.Decoded
 }
 
 // Advisory lock ids (the first argument space of pg_advisory_lock is shared
@@ -89,7 +94,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	return &Store{pool: pool, clock: opts.Clock}, nil
+	return &Store{pool: pool, clock: opts.Clock, decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}, nil
 }
 
 // migrate applies, in order, every embedded migration not yet recorded in
@@ -186,7 +191,7 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 	if err != nil {
 		return fault.Internalf(err, "postgres: begin")
 	}
-	t := &tx{ctx: ctx, tx: ptx, now: s.clock().UTC(), writable: writable}
+	t := &tx{ctx: ctx, tx: ptx, now: s.clock().UTC(), writable: writable, decoded: s.decoded}
 	if writable {
 		t.merchants = make(map[string][]byte)
 	}
@@ -242,6 +247,7 @@ type tx struct {
 	tx       pgx.Tx
 	now      time.Time
 	writable bool
+	decoded  *ordercache.Decoded
 	// claimed: this transaction holds background-work rows (DueTasks), so it
 	// must not wait for an order lock (see GetOrder).
 	claimed bool

@@ -1,0 +1,72 @@
+package ordercache_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/ordercache"
+)
+
+// TestDecodedIsAPrivateCopyOfTheSameBytes: an order served from the cache
+// encodes to exactly the bytes it came from, changing it does not change
+// what the next reader gets, and other bytes under the same key are decoded
+// afresh.
+func TestDecodedIsAPrivateCopyOfTheSameBytes(t *testing.T) {
+	d := ordercache.NewDecoded(1 << 20)
+	rapid.Check(t, func(t *rapid.T) {
+		o := randomOrder(t)
+		js, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := "m/" + o.ID
+		for i := range 3 {
+			got, err := d.Order(key, js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, _ := json.Marshal(got)
+			if !bytes.Equal(again, js) {
+				t.Fatalf("read %d: re-encoded order differs from its bytes", i)
+			}
+			// A caller scribbling over its copy must not reach the cache.
+			got.Metadata = map[string]string{"x": "y"}
+			got.Events = append(got.Events[:0], order.Event{Type: "scribbled"})
+			if len(got.Uncaptured.Lines) > 0 {
+				got.Uncaptured.Lines[0].Description = "scribbled"
+			}
+			if len(got.Captured) > 0 {
+				got.Captured[0].Lines[0].Quantity = 999
+			}
+			got.Customer.Email = "scribbled"
+		}
+		other := *o
+		other.MerchantReference = "changed"
+		js2, _ := json.Marshal(&other)
+		got, err := d.Order(key, js2)
+		if err != nil || got.MerchantReference != "changed" {
+			t.Fatalf("other bytes under the same key served the old order: %q %v", got.MerchantReference, err)
+		}
+	})
+	// Written keeps a copy: the writer changing its order afterwards (as a
+	// rolled-back or continuing transaction may) does not change the entry.
+	o := &order.Order{ID: "w", MerchantReference: "written"}
+	js, _ := json.Marshal(o)
+	d.Written("m/w", js, o)
+	o.MerchantReference = "changed after the write"
+	if got, err := d.Order("m/w", js); err != nil || got.MerchantReference != "written" {
+		t.Fatalf("written entry: %q %v", got.MerchantReference, err)
+	}
+	var off *ordercache.Decoded
+	off.Written("k", js, o)
+	if _, err := off.Order("k", []byte(`{"id":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Order("k", []byte(`{"id":`)); err == nil {
+		t.Fatal("malformed JSON decoded")
+	}
+}
