@@ -126,7 +126,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	if err != nil {
 		cache = -1 // rejected below
 	}
-	fs.IntVar(&c.orderCacheMB, "order-cache-mb", cache, "memory for rendered order responses served to GET /v1/orders/{id}, in MiB; 0 turns the cache off (KASSA_ORDER_CACHE_MB)")
+	fs.IntVar(&c.orderCacheMB, "order-cache-mb", cache, "memory for the order caches (decoded orders, and responses served to GET /v1/orders/{id}; half each), in MiB; 0 turns them off (KASSA_ORDER_CACHE_MB)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "diagnostics: write a CPU profile of the whole run to this file")
 	return fs
 }
@@ -199,7 +199,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	clock := server.NewClock(c.sandbox)
-	db, err := openStore(c.store, c.data, c.databaseURL, clock.Now)
+	cacheBytes := int64(c.orderCacheMB) << 19
+	if cacheBytes == 0 {
+		cacheBytes = -1
+	}
+	db, err := openStore(c.store, c.data, c.databaseURL, clock.Now, cacheBytes)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store: %v\n", err)
 		return 1
@@ -226,10 +230,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	cacheBytes := int64(c.orderCacheMB) << 20
-	if cacheBytes == 0 {
-		cacheBytes = -1
-	}
 	if c.cpuProfile != "" {
 		f, err := os.Create(c.cpuProfile)
 		if err == nil {
@@ -428,17 +428,19 @@ func companies(args []string, stdout, stderr io.Writer) int {
 }
 
 // openStore opens the store the flags name.
-func openStore(kind, data, databaseURL string, clock func() time.Time) (storage.Store, error) {
+// openStore opens the store; cacheBytes bounds its cache of decoded orders
+// (0: the default, negative: none).
+func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64) (storage.Store, error) {
 	switch kind {
 	case "bolt":
-		return bolt.Open(filepath.Join(data, "kassa.db"), bolt.Options{Clock: clock})
+		return bolt.Open(filepath.Join(data, "kassa.db"), bolt.Options{Clock: clock, DecodedOrderBytes: cacheBytes})
 	case "postgres":
 		if databaseURL == "" {
 			return nil, errors.New("--store postgres needs --database-url (or KASSA_DATABASE_URL)")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		return postgres.Open(ctx, databaseURL, postgres.Options{Clock: clock})
+		return postgres.Open(ctx, databaseURL, postgres.Options{Clock: clock, DecodedOrderBytes: cacheBytes})
 	}
 	return nil, fmt.Errorf("unknown --store %q (bolt or postgres)", kind)
 }
@@ -588,7 +590,7 @@ func settle(args []string, stdout, stderr io.Writer) int {
 		// A running server holds the file: fail fast instead of waiting for it.
 		db, err = bolt.Open(filepath.Join(*data, "kassa.db"), bolt.Options{Timeout: 2 * time.Second})
 	} else {
-		db, err = openStore(*kind, *data, *dbURL, nil)
+		db, err = openStore(*kind, *data, *dbURL, nil, 0)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store (is the server running? it settles daily by itself): %v\n", err)

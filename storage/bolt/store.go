@@ -95,6 +95,8 @@ type Store struct {
 	clock   func() time.Time
 	opts    Options
 	decoded *ordercache.Decoded
+	// merchants caches decoded merchants (see merchantCache).
+	merchants merchantCache
 
 	mu      sync.Mutex
 	cond    *sync.Cond // signalled when pending grows or the store closes
@@ -199,7 +201,7 @@ func (s *Store) View(ctx context.Context, fn func(storage.Tx) error) error {
 		return err
 	}
 	return s.db.View(func(btx *bbolt.Tx) error {
-		t := &tx{st: newState(btx, s.clock().UTC(), false, s.decoded)}
+		t := &tx{st: newState(btx, s.clock().UTC(), false, s)}
 		defer t.close()
 		err, _ := run(fn, t)
 		return err
@@ -256,7 +258,7 @@ func (s *Store) commit(batch []*call) {
 		results := make([]error, len(batch))
 		aborted := -1
 		err := s.db.Update(func(btx *bbolt.Tx) error {
-			st := newState(btx, s.clock().UTC(), true, s.decoded)
+			st := newState(btx, s.clock().UTC(), true, s)
 			wrote := false
 			for i, c := range batch {
 				if err := c.ctx.Err(); err != nil {
