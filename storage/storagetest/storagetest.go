@@ -88,7 +88,9 @@ func testMerchants(t *testing.T, s storage.Store) {
 			t.Fatalf("by client: %+v %v", byClient, err)
 		}
 		// What a caller does to its copy stays with it (a store may cache).
-		got.SecretHash[0], got.Salt[0], got.WebhookEvents[0] = 9, 9, "scribbled"
+		for _, mine := range []*storage.Merchant{got, byClient} {
+			mine.SecretHash[0], mine.Salt[0], mine.WebhookEvents[0] = 9, 9, "scribbled"
+		}
 		again, err := tx.GetMerchant("m1")
 		if err != nil || string(again.SecretHash) != "\x01\x02" || string(again.Salt) != "\x03" || again.WebhookEvents[0] != "order.partialCapture" {
 			t.Fatalf("a caller's change to its merchant reached the store: %+v %v", again, err)
