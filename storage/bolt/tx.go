@@ -29,7 +29,7 @@ type state struct {
 }
 
 func newState(b *bbolt.Tx, now time.Time, writable bool, s *Store) *state {
-	return &state{b: b, now: now, writable: writable, bk: make(map[string]*bbolt.Bucket, len(buckets)),
+	return &state{b: b, now: now, writable: writable, bk: make(map[string]*bbolt.Bucket),
 		decoded: s.decoded, merchants: &s.merchants}
 }
 
