@@ -41,6 +41,9 @@ type Options struct {
 	// AuthorizationTTL is how long a minted authorization token lives; default 60 min.
 	AuthorizationTTL time.Duration
 	// DocumentURL links a sub-order's document (set by the server, which serves them).
+	// A link may depend on the wall clock but must stay the same within a
+	// wall-clock hour: rendered responses holding links are cached until the
+	// hour ends (package ordercache).
 	DocumentURL order.DocumentURLFunc
 	// CheckoutURL links a session's hosted checkout page (set by the server).
 	CheckoutURL func(merchantID, sessionID string) string
@@ -100,8 +103,9 @@ type Result struct {
 	Replayed bool
 	Order    *order.Order
 	// renderedAt is set when Body is Order's response rendered at that time
-	// (orderResult), which may then be kept for OrderJSON once committed.
-	renderedAt time.Time
+	// (orderResult), which may then be kept for OrderJSON once committed
+	// until linksUntil (see Ledger.linksUntil).
+	renderedAt, linksUntil time.Time
 }
 
 // MaxIdempotencyKeyLen bounds the Idempotency-Key header.
@@ -234,12 +238,30 @@ func (l *Ledger) Render(o *order.Order, now time.Time) order.Response {
 }
 
 func (l *Ledger) orderResult(o *order.Order, now time.Time) (*Result, error) {
+	until := l.linksUntil(o)
 	body, err := json.Marshal(l.Render(o, now))
 	if err != nil {
 		return nil, fault.Internalf(err, "encode order")
 	}
-	return &Result{Status: http.StatusOK, Body: body, Order: o, renderedAt: now}, nil
+	return &Result{Status: http.StatusOK, Body: body, Order: o, renderedAt: now, linksUntil: until}, nil
 }
+
+// linksUntil is, for a response of o about to be rendered, the wall-clock
+// time from which a render would produce other document links: the end of
+// the current hour, since Options.DocumentURL changes its links at most
+// hourly. Zero when the response has no document link. Read before the
+// render, so that a render that crosses the hour is kept too short, never
+// too long.
+func (l *Ledger) linksUntil(o *order.Order) time.Time {
+	if l.opts.DocumentURL == nil || !o.HasDocument() {
+		return time.Time{}
+	}
+	return wallClock().Truncate(time.Hour).Add(time.Hour)
+}
+
+// wallClock is the real time, which document links are signed for (the
+// store's clock may be a sandbox's); a variable so tests can move it.
+var wallClock = time.Now
 
 func jsonResult(status int, v any) (*Result, error) {
 	body, err := json.Marshal(v)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -333,5 +334,49 @@ func TestAutoCaptureOnTheClock(t *testing.T) {
 	made, err := l.RunSettlements(ctx)
 	if err != nil || len(made) != 1 || made[0].Gross != 5000 {
 		t.Fatalf("settlement %+v %v", made, err)
+	}
+}
+
+// A cached order response holds signed document links, which change every
+// wall-clock hour; reading the order in the next hour must render links of
+// that hour, not serve the cached ones (which could be past their expiry).
+func TestCachedOrderResponseNeverOutlivesItsDocumentLinks(t *testing.T) {
+	wall := time.Date(2026, 11, 23, 10, 30, 0, 0, time.UTC)
+	kassa.SetWallClock(t, func() time.Time { return wall })
+	links := 0
+	st := memory.New(nil)
+	l := kassa.New(st, kassa.Options{DocumentURL: func(o *order.Order, sub *order.Ledger) string {
+		links++
+		return "https://kassa.test/documents/" + sub.ID + "?hour=" + wall.Format("15")
+	}})
+	creds, _, err := l.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{ledger: l, store: st, merchant: creds.MerchantID, ctx: context.Background()}
+	o := f.order(t, "t-links", 10000)
+	if _, err := l.PartialCapture(f.ctx, kassa.Call{MerchantID: f.merchant}, o.ID, partial(4000)); err != nil {
+		t.Fatal(err)
+	}
+	read := func() string {
+		t.Helper()
+		b, err := l.OrderJSON(f.ctx, f.merchant, o.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	first := read()
+	if !strings.Contains(first, "?hour=10") {
+		t.Fatalf("no document link of 10:00 in %s", first)
+	}
+	rendered := links
+	wall = time.Date(2026, 11, 23, 10, 59, 59, 0, time.UTC)
+	if again := read(); again != first || links != rendered {
+		t.Fatalf("same hour, same version: expected the cached body (links rendered %d→%d)", rendered, links)
+	}
+	wall = time.Date(2026, 11, 23, 11, 0, 0, 0, time.UTC)
+	if next := read(); !strings.Contains(next, "?hour=11") || strings.Contains(next, "?hour=10") {
+		t.Fatalf("the next hour served links of the previous one: %s", next)
 	}
 }

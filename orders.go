@@ -63,7 +63,7 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 	})
 	if err == nil && !res.Replayed && res.Order != nil && !res.renderedAt.IsZero() {
 		// Committed: the answer is also what a read of this version renders.
-		l.cache.Put(res.Order, res.renderedAt, res.Body)
+		l.cache.Put(res.Order, res.renderedAt, res.linksUntil, res.Body)
 	}
 	return res, err
 }
@@ -81,7 +81,7 @@ func (l *Ledger) OrderJSON(ctx context.Context, merchantID, orderID string) ([]b
 			if err != nil {
 				return err
 			}
-			if b, ok := l.cache.Get(merchantID, orderID, v, now); ok {
+			if b, ok := l.cache.Get(merchantID, orderID, v, now, wallClock()); ok {
 				body = b
 				return nil
 			}
@@ -90,10 +90,11 @@ func (l *Ledger) OrderJSON(ctx context.Context, merchantID, orderID string) ([]b
 		if err != nil {
 			return err
 		}
+		until := l.linksUntil(o)
 		if body, err = json.Marshal(l.Render(o, now)); err != nil {
 			return fault.Internalf(err, "encode order")
 		}
-		l.cache.Put(o, now, body)
+		l.cache.Put(o, now, until, body)
 		return nil
 	})
 	return body, err

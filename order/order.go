@@ -229,6 +229,22 @@ func (o *Order) Ledger(id string) *Ledger {
 	return nil
 }
 
+// HasDocument reports whether a sub-order of o has a document (invoice or
+// credit note), which its response links to.
+func (o *Order) HasDocument() bool {
+	if o.Uncaptured.DocumentReference != "" {
+		return true
+	}
+	for _, subs := range [][]Ledger{o.Captured, o.Refunded} {
+		for i := range subs {
+			if subs[i].DocumentReference != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Expired reports whether the expiry date has passed while something is
 // still uncaptured (a closed order cannot expire).
 func (o *Order) Expired(now time.Time) bool {

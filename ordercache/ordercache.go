@@ -8,6 +8,8 @@
 // of the read is on the same side of the order's expiry as the time it was
 // rendered at: expiry is the one thing a response depends on besides the
 // order itself (statuses and available actions; see TestResponseDependsOnTimeOnlyThroughExpiry).
+// A response that embeds time-limited links (signed document links) is also
+// served only until the wall-clock time its caller says they change at.
 package ordercache
 
 import (
@@ -45,6 +47,9 @@ type entry struct {
 	// expiry of the cached version is decided by the same code as a render.
 	probe   order.Order
 	expired bool // Expired at render time
+	// until is the wall-clock time from which body is no longer served
+	// (zero: no limit).
+	until time.Time
 }
 
 // New returns a cache holding at most about maxBytes of bodies (0: the
@@ -73,9 +78,9 @@ func (c *Cache) shardOf(k key) *shard {
 }
 
 // Get returns the body rendered for the order's stored version, if it is
-// held and still what a render at now would produce. The caller must not
-// modify it.
-func (c *Cache) Get(merchantID, orderID string, version int64, now time.Time) ([]byte, bool) {
+// held and still what a render at now (the order's clock) and wall (the
+// wall clock, see Put) would produce. The caller must not modify it.
+func (c *Cache) Get(merchantID, orderID string, version int64, now, wall time.Time) ([]byte, bool) {
 	if c == nil {
 		return nil, false
 	}
@@ -87,17 +92,23 @@ func (c *Cache) Get(merchantID, orderID string, version int64, now time.Time) ([
 	if e == nil || e.version != version || e.probe.Expired(now) != e.expired {
 		return nil, false
 	}
+	if !e.until.IsZero() && !wall.Before(e.until) {
+		return nil, false
+	}
 	return e.body, true
 }
 
-// Put keeps body, the response of o rendered at renderedAt. An entry for a
-// newer version is not replaced by an older one (two changes may finish in
-// either order).
-func (c *Cache) Put(o *order.Order, renderedAt time.Time, body []byte) {
+// Put keeps body, the response of o rendered at renderedAt (the order's
+// clock, which decides expiry). until, when not zero, is the wall-clock time
+// from which body must no longer be served, because something in it (a
+// signed link) would then be rendered differently. An entry for a newer
+// version is not replaced by an older one (two changes may finish in either
+// order).
+func (c *Cache) Put(o *order.Order, renderedAt time.Time, until time.Time, body []byte) {
 	if c == nil || int64(len(body)) > c.budget {
 		return
 	}
-	e := &entry{version: o.Version, body: body, expired: o.Expired(renderedAt)}
+	e := &entry{version: o.Version, body: body, expired: o.Expired(renderedAt), until: until}
 	e.probe.ExpiresAt, e.probe.Cancelled, e.probe.ExpiredMarked = o.ExpiresAt, o.Cancelled, o.ExpiredMarked
 	if len(o.Uncaptured.Lines) > 0 {
 		e.probe.Uncaptured.Lines = make([]order.Line, 1)

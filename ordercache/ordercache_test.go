@@ -81,11 +81,11 @@ func TestCacheServesOnlyWhatARenderWouldProduce(t *testing.T) {
 		o := randomOrder(t)
 		o.MerchantID, o.Version = "m", rapid.Int64Range(1, 3).Draw(t, "version")
 		renderedAt := o.ExpiresAt.Add(time.Duration(rapid.Int64Range(-48, 48).Draw(t, "rendered")) * time.Hour)
-		c.Put(o, renderedAt, render(o, renderedAt))
+		c.Put(o, renderedAt, time.Time{}, render(o, renderedAt))
 		for i := range 5 {
 			now := o.ExpiresAt.Add(time.Duration(rapid.Int64Range(-48, 48).Draw(t, fmt.Sprint("now", i))) * time.Hour)
 			version := rapid.Int64Range(1, 3).Draw(t, fmt.Sprint("stored", i))
-			b, ok := c.Get("m", o.ID, version, now)
+			b, ok := c.Get("m", o.ID, version, now, now)
 			if ok && (version != o.Version || !bytes.Equal(b, render(o, now))) {
 				t.Fatalf("served a stale body: version %d (cached %d) at %v", version, o.Version, now)
 			}
@@ -103,26 +103,49 @@ func TestCacheKeepsNewestVersionAndBudget(t *testing.T) {
 	now := o.CreatedAt
 	c := ordercache.New(16 * 1024) // 1 KiB per shard
 	o.Version = 2
-	c.Put(o, now, []byte("v2"))
+	c.Put(o, now, time.Time{}, []byte("v2"))
 	o.Version = 1
-	c.Put(o, now, []byte("v1"))
-	if b, ok := c.Get("m", o.ID, 2, now); !ok || string(b) != "v2" {
+	c.Put(o, now, time.Time{}, []byte("v1"))
+	if b, ok := c.Get("m", o.ID, 2, now, now); !ok || string(b) != "v2" {
 		t.Fatalf("newer version replaced by an older one: %q %v", b, ok)
 	}
-	if _, ok := c.Get("other", o.ID, 2, now); ok {
+	if _, ok := c.Get("other", o.ID, 2, now, now); ok {
 		t.Fatal("another merchant's read hit")
 	}
 	for i := range 200 {
 		p := *o
 		p.ID = fmt.Sprint("order-", i)
-		c.Put(&p, now, make([]byte, 100))
+		c.Put(&p, now, time.Time{}, make([]byte, 100))
 	}
 	if n := c.Len(); n > 16*1024/100+16 || n == 0 {
 		t.Fatalf("%d entries of 100 bytes in a 16 KiB cache", n)
 	}
 	var nilCache *ordercache.Cache
-	nilCache.Put(o, now, []byte("x"))
-	if _, ok := nilCache.Get("m", o.ID, 1, now); ok || ordercache.New(-1) != nil {
+	nilCache.Put(o, now, time.Time{}, []byte("x"))
+	if _, ok := nilCache.Get("m", o.ID, 1, now, now); ok || ordercache.New(-1) != nil {
 		t.Fatal("a disabled cache served something")
+	}
+}
+
+// A body holding signed links is served up to, not from, the wall-clock time
+// its links change at, whatever the order's own clock says.
+func TestCacheServesLinkedBodyOnlyUntilItsLinksChange(t *testing.T) {
+	o := ordertest.New().Order(t)
+	o.MerchantID, o.Version = "m", 3
+	now := o.CreatedAt
+	until := time.Date(2026, 11, 23, 11, 0, 0, 0, time.UTC)
+	c := ordercache.New(0)
+	c.Put(o, now, until, []byte("links of 10:00"))
+	if b, ok := c.Get("m", o.ID, 3, now, until.Add(-time.Nanosecond)); !ok || string(b) != "links of 10:00" {
+		t.Fatalf("before the links change: %q %v", b, ok)
+	}
+	for _, wall := range []time.Time{until, until.Add(time.Hour)} {
+		if b, ok := c.Get("m", o.ID, 3, now, wall); ok {
+			t.Fatalf("served %q at %v, after its links changed at %v", b, wall, until)
+		}
+	}
+	c.Put(o, now, time.Time{}, []byte("no links"))
+	if b, ok := c.Get("m", o.ID, 3, now, until.Add(24*time.Hour)); !ok || string(b) != "no links" {
+		t.Fatalf("a body without links is not limited by the wall clock: %q %v", b, ok)
 	}
 }
