@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
@@ -18,6 +19,7 @@ import (
 type Decoded struct {
 	budget int64 // per shard
 	shard  [shards]decodedShard
+	misses atomic.Int64
 }
 
 type decodedShard struct {
@@ -73,12 +75,21 @@ func (d *Decoded) Order(key string, js []byte) (*order.Order, error) {
 	if e != nil && bytes.Equal(e.raw, js) {
 		return e.o.Clone(), nil
 	}
+	d.misses.Add(1)
 	o, err := decode(js)
 	if err != nil {
 		return nil, err
 	}
-	d.keep(key, bytes.Clone(js), o.Clone())
+	d.keep(key, bytes.Clone(js), o.Clone(), false)
 	return o, nil
+}
+
+// Misses counts the reads that ran the decoder, for tests and metrics.
+func (d *Decoded) Misses() int64 {
+	if d == nil {
+		return 0
+	}
+	return d.misses.Load()
 }
 
 // Written records that js, which the caller must not modify afterwards, is
@@ -87,11 +98,15 @@ func (d *Decoded) Order(key string, js []byte) (*order.Order, error) {
 // is only used for identical bytes.
 func (d *Decoded) Written(key string, js []byte, o *order.Order) {
 	if d != nil {
-		d.keep(key, js, o.Clone())
+		d.keep(key, js, o.Clone(), true)
 	}
 }
 
-func (d *Decoded) keep(key string, js []byte, o *order.Order) {
+// keep stores an entry. A read does not replace an entry of a newer version:
+// readers that started before a write commits still see the older bytes,
+// and under load they would otherwise keep evicting what the writer (whose
+// next change reads the new bytes) has just put.
+func (d *Decoded) keep(key string, js []byte, o *order.Order, written bool) {
 	cost := decodedCost(js)
 	if cost > d.budget {
 		return
@@ -101,6 +116,9 @@ func (d *Decoded) keep(key string, js []byte, o *order.Order) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old := s.m[key]; old != nil {
+		if !written && old.o.Version > o.Version {
+			return
+		}
 		s.bytes -= decodedCost(old.raw)
 	}
 	s.m[key] = e

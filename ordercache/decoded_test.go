@@ -70,3 +70,37 @@ func TestDecodedIsAPrivateCopyOfTheSameBytes(t *testing.T) {
 		t.Fatal("malformed JSON decoded")
 	}
 }
+
+// A reader that started before a write committed reads the older bytes; it
+// must not evict the written version, which the writer's next change reads.
+func TestDecodedReadOfOlderVersionKeepsTheWrittenOne(t *testing.T) {
+	d := ordercache.NewDecoded(1 << 20)
+	o := &order.Order{ID: "o1", MerchantID: "m", Version: 1, Metadata: map[string]string{"v": "1"}}
+	v1, _ := json.Marshal(o)
+	if _, err := d.Order("m/o1", v1); err != nil || d.Misses() != 1 {
+		t.Fatalf("first read: %v, %d misses", err, d.Misses())
+	}
+	o2 := o.Clone()
+	o2.Version, o2.Metadata["v"] = 2, "2"
+	v2, _ := json.Marshal(o2)
+	d.Written("m/o1", v2, o2)
+	if got, err := d.Order("m/o1", v1); err != nil || got.Version != 1 || d.Misses() != 2 {
+		t.Fatalf("stale reader: %v %v, %d misses", got, err, d.Misses())
+	}
+	got, err := d.Order("m/o1", v2)
+	if err != nil || got.Version != 2 || got.Metadata["v"] != "2" {
+		t.Fatalf("writer's next read: %+v %v", got, err)
+	}
+	if d.Misses() != 2 {
+		t.Fatalf("the stale read evicted the written version: %d misses, want 2", d.Misses())
+	}
+	// A newer version read (written elsewhere, another replica) replaces it.
+	o3 := o2.Clone()
+	o3.Version = 3
+	v3, _ := json.Marshal(o3)
+	d.Order("m/o1", v3)
+	d.Order("m/o1", v3)
+	if d.Misses() != 3 {
+		t.Fatalf("newer version read was not kept: %d misses, want 3", d.Misses())
+	}
+}
