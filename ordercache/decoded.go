@@ -105,7 +105,10 @@ func (d *Decoded) Written(key string, js []byte, o *order.Order) {
 // keep stores an entry. A read does not replace an entry of a newer version:
 // readers that started before a write commits still see the older bytes,
 // and under load they would otherwise keep evicting what the writer (whose
-// next change reads the new bytes) has just put.
+// next change reads the new bytes) has just put. The cost: a write that
+// rolled back leaves a newer version no read can replace, so reads of that
+// order decode until its next committed change (or eviction). Never a wrong
+// answer, since an entry serves only identical bytes.
 func (d *Decoded) keep(key string, js []byte, o *order.Order, written bool) {
 	cost := decodedCost(js)
 	if cost > d.budget {

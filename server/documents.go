@@ -16,10 +16,12 @@ import (
 
 // DocumentURL returns the signed, time-limited link of a sub-order's
 // document (invoice for a capture, credit note for a refund). The link
-// expires DocumentLinkTTL after the moment it is made, rounded up to the
-// hour so that the same order read twice within an hour yields the same link.
+// expires DocumentLinkTTL after the end of the wall-clock hour it is made in,
+// so it changes only on the hour, whatever the TTL: the same order read twice
+// within an hour yields the same link, and a cached response holding it is
+// served until the hour ends (kassa.Options.DocumentURL).
 func (s *Server) DocumentURL(o *order.Order, l *order.Ledger) string {
-	exp := time.Now().Add(s.cfg.DocumentLinkTTL).Truncate(time.Hour).Add(time.Hour).Unix()
+	exp := time.Now().Truncate(time.Hour).Add(time.Hour + s.cfg.DocumentLinkTTL).Unix()
 	path := "/documents/" + url.PathEscape(o.MerchantID) + "/" + url.PathEscape(o.ID) + "/" + url.PathEscape(l.ID)
 	e := strconv.FormatInt(exp, 10)
 	return s.cfg.BaseURL + path + "?expires=" + e + "&signature=" + s.sign("document", path+"?"+e)

@@ -213,15 +213,25 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 	if err != nil {
 		return storage.OrderPage{}, err
 	}
-	sql := `SELECT body FROM orders WHERE ` + strings.Join(w.conds, " AND ") +
+	sql := `SELECT id, body FROM orders WHERE ` + strings.Join(w.conds, " AND ") +
 		` ORDER BY created_key DESC, id DESC LIMIT ` + w.arg(size+1)
-	bs, err := t.bodies("orders", sql, w.args...)
+	rows, err := t.tx.Query(t.ctx, sql, w.args...)
 	if err != nil {
-		return storage.OrderPage{}, err
+		return storage.OrderPage{}, dbErr(err, "orders")
+	}
+	type idBody struct {
+		ID   string
+		Body []byte
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[idBody])
+	if err != nil {
+		return storage.OrderPage{}, dbErr(err, "orders")
 	}
 	var page storage.OrderPage
-	for _, b := range bs {
-		o, err := decode[order.Order]("order", b)
+	for _, r := range found {
+		// Through the decoded cache: a page mostly shows orders read or
+		// written a moment ago.
+		o, err := t.decoded.Order(merchantID+"/"+r.ID, r.Body)
 		if err != nil {
 			return storage.OrderPage{}, err
 		}

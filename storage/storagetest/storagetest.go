@@ -216,6 +216,31 @@ func testOrders(t *testing.T, s storage.Store) {
 	missing := b.make(t, "m1", 2, Start)
 	err = s.Update(ctx, func(tx storage.Tx) error { return tx.UpdateOrder(missing) })
 	wantKind(t, err, fault.NotFound)
+
+	// Orders a list page hands out are the caller's: changing one (stores
+	// may serve them from a cache of decoded orders) changes no later read.
+	for range 2 {
+		view(t, s, func(tx storage.Tx) error {
+			page, err := tx.ListOrders("m1", storage.OrderQuery{MerchantReferences: []string{"first"}})
+			if err != nil || len(page.Orders) != 1 {
+				t.Fatalf("list: %d %v", len(page.Orders), err)
+			}
+			got := page.Orders[0]
+			if got.MerchantReference != "first" || len(got.Captured) != 1 || got.Captured[0].DocumentReference != o.Captured[0].DocumentReference {
+				t.Fatalf("a caller's change to a listed order reached a later read: %+v", got)
+			}
+			got.MerchantReference = "scribbled"
+			got.Captured[0].DocumentReference = "scribbled"
+			return nil
+		})
+	}
+	view(t, s, func(tx storage.Tx) error {
+		got, err := tx.GetOrder("m1", o.ID)
+		if err != nil || got.MerchantReference != "first" || got.Captured[0].DocumentReference != o.Captured[0].DocumentReference {
+			t.Fatalf("a caller's change to a listed order reached GetOrder: %+v %v", got, err)
+		}
+		return nil
+	})
 }
 
 func testTokens(t *testing.T, s storage.Store) {
