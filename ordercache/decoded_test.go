@@ -3,6 +3,7 @@ package ordercache_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -102,5 +103,46 @@ func TestDecodedReadOfOlderVersionKeepsTheWrittenOne(t *testing.T) {
 	d.Order("m/o1", v3)
 	if d.Misses() != 3 {
 		t.Fatalf("newer version read was not kept: %d misses, want 3", d.Misses())
+	}
+}
+
+// Readers and writers of the same keys at once: every read returns the order
+// its bytes encode, never another version's (run under -race by .ci/run).
+func TestDecodedConcurrentReadersAndWriters(t *testing.T) {
+	d := ordercache.NewDecoded(64 << 10) // small: eviction runs too
+	versions := make([][]byte, 6)
+	orders := make([]*order.Order, len(versions))
+	for v := range versions {
+		orders[v] = &order.Order{ID: "o", MerchantID: "m", Version: int64(v + 1), Metadata: map[string]string{"v": string(rune('a' + v))}}
+		versions[v], _ = json.Marshal(orders[v])
+	}
+	done := make(chan error, 8)
+	for w := range 8 {
+		go func() {
+			for i := range 2000 {
+				v := (i*7 + w) % len(versions)
+				key := []string{"m/o", "m/p", "m/q"}[i%3]
+				if w%2 == 0 {
+					d.Written(key, versions[v], orders[v])
+					continue
+				}
+				got, err := d.Order(key, versions[v])
+				if err != nil {
+					done <- err
+					return
+				}
+				if got.Version != int64(v+1) || got.Metadata["v"] != string(rune('a'+v)) {
+					done <- fmt.Errorf("read version %d bytes, got version %d %q", v+1, got.Version, got.Metadata["v"])
+					return
+				}
+				got.Metadata["v"] = "scribbled"
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -149,3 +149,37 @@ func TestCacheServesLinkedBodyOnlyUntilItsLinksChange(t *testing.T) {
 		t.Fatalf("a body without links is not limited by the wall clock: %q %v", b, ok)
 	}
 }
+
+// Puts and gets of the same orders at once: a get answers only the body put
+// for the version asked (run under -race by .ci/run).
+func TestCacheConcurrentPutsAndGets(t *testing.T) {
+	c := ordercache.New(32 << 10) // small: eviction runs too
+	base := ordertest.New().Order(t)
+	base.MerchantID = "m"
+	now := base.CreatedAt
+	done := make(chan error, 8)
+	for w := range 8 {
+		go func() {
+			for i := range 2000 {
+				o := *base
+				o.ID = fmt.Sprint("o", i%5)
+				o.Version = int64(1 + (i*3+w)%4)
+				body := []byte(fmt.Sprintf("%s v%d", o.ID, o.Version))
+				if w%2 == 0 {
+					c.Put(&o, now, time.Time{}, body)
+					continue
+				}
+				if b, ok := c.Get("m", o.ID, o.Version, now, now); ok && !bytes.Equal(b, body) {
+					done <- fmt.Errorf("asked %s, got %q", body, b)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
