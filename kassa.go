@@ -246,6 +246,11 @@ func (l *Ledger) orderResult(o *order.Order, now time.Time) (*Result, error) {
 	return &Result{Status: http.StatusOK, Body: body, Order: o, renderedAt: now, linksUntil: until}, nil
 }
 
+// remember keeps res, a rendered order, in the cache of responses.
+func (l *Ledger) remember(res *Result) {
+	l.cache.Put(res.Order, res.renderedAt, res.linksUntil, res.Body)
+}
+
 // linksUntil is, for a response of o about to be rendered, the wall-clock
 // time from which a render would produce other document links: the end of
 // the current hour, since Options.DocumentURL changes its links at most

@@ -2,7 +2,6 @@ package kassa
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -63,7 +62,7 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 	})
 	if err == nil && !res.Replayed && res.Order != nil && !res.renderedAt.IsZero() {
 		// Committed: the answer is also what a read of this version renders.
-		l.cache.Put(res.Order, res.renderedAt, res.linksUntil, res.Body)
+		l.remember(res)
 	}
 	return res, err
 }
@@ -90,11 +89,12 @@ func (l *Ledger) OrderJSON(ctx context.Context, merchantID, orderID string) ([]b
 		if err != nil {
 			return err
 		}
-		until := l.linksUntil(o)
-		if body, err = json.Marshal(l.Render(o, now)); err != nil {
-			return fault.Internalf(err, "encode order")
+		res, err := l.orderResult(o, now)
+		if err != nil {
+			return err
 		}
-		l.cache.Put(o, now, until, body)
+		l.remember(res)
+		body = res.Body
 		return nil
 	})
 	return body, err

@@ -157,6 +157,13 @@ type Merchant struct {
 	CreatedAt          time.Time `json:"createdAt"`
 }
 
+// Clone returns a copy of m that shares no memory with it.
+func (m *Merchant) Clone() *Merchant {
+	c := *m
+	c.SecretHash, c.Salt, c.WebhookEvents = slices.Clone(m.SecretHash), slices.Clone(m.Salt), slices.Clone(m.WebhookEvents)
+	return &c
+}
+
 // OrderQuery selects orders of one merchant. Every filter is optional and all
 // given filters must hold (AND). Within a list filter any value may match,
 // except StatusAnd (all must hold) and StatusNot (none may hold).

@@ -427,8 +427,7 @@ func companies(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// openStore opens the store the flags name.
-// openStore opens the store; cacheBytes bounds its cache of decoded orders
+// openStore opens the store the flags name; cacheBytes bounds its cache of decoded orders
 // (0: the default, negative: none).
 func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64) (storage.Store, error) {
 	switch kind {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,7 +43,7 @@ type merchantCache struct {
 
 type merchantEntry struct {
 	raw []byte
-	m   storage.Merchant
+	m   *storage.Merchant
 }
 
 // maxCachedMerchants bounds the cache; merchants past it are decoded each time.
@@ -53,22 +52,19 @@ const maxCachedMerchants = 10000
 func (c *merchantCache) decode(id string, raw []byte) (*storage.Merchant, error) {
 	if v, ok := c.m.Load(id); ok {
 		if e := v.(*merchantEntry); bytes.Equal(e.raw, raw) {
-			m := e.m
-			m.SecretHash, m.Salt, m.WebhookEvents = slices.Clone(m.SecretHash), slices.Clone(m.Salt), slices.Clone(m.WebhookEvents)
-			return &m, nil
+			return e.m.Clone(), nil
 		}
 	}
-	var m storage.Merchant
-	if err := json.Unmarshal(raw, &m); err != nil {
+	m := new(storage.Merchant)
+	if err := json.Unmarshal(raw, m); err != nil {
 		return nil, fault.Internalf(err, "decode merchant %s", id)
 	}
-	e := &merchantEntry{raw: bytes.Clone(raw), m: m}
-	e.m.SecretHash, e.m.Salt, e.m.WebhookEvents = slices.Clone(m.SecretHash), slices.Clone(m.Salt), slices.Clone(m.WebhookEvents)
+	e := &merchantEntry{raw: bytes.Clone(raw), m: m.Clone()}
 	if _, loaded := c.m.Swap(id, e); !loaded && c.n.Add(1) > maxCachedMerchants {
 		c.m.Delete(id)
 		c.n.Add(-1)
 	}
-	return &m, nil
+	return m, nil
 }
 
 func (s *state) bucket(name []byte) *bbolt.Bucket {
