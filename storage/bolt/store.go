@@ -95,8 +95,8 @@ type Store struct {
 	clock   func() time.Time
 	opts    Options
 	decoded *ordercache.Decoded
-	// merchants caches decoded merchants (see merchantCache).
-	merchants merchantCache
+	// merchants caches decoded merchants (see storage.MerchantCache).
+	merchants storage.MerchantCache
 
 	mu      sync.Mutex
 	cond    *sync.Cond // signalled when pending grows or the store closes

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -24,47 +22,12 @@ type state struct {
 	writable  bool
 	bk        map[string]*bbolt.Bucket
 	decoded   *ordercache.Decoded
-	merchants *merchantCache
+	merchants *storage.MerchantCache
 }
 
 func newState(b *bbolt.Tx, now time.Time, writable bool, s *Store) *state {
 	return &state{b: b, now: now, writable: writable, bk: make(map[string]*bbolt.Bucket),
 		decoded: s.decoded, merchants: &s.merchants}
-}
-
-// merchantCache keeps decoded merchants by their exact stored bytes: every
-// request authenticates by reading its merchant, and the JSON decoder was
-// a quarter of a cached GET. An entry is used only for identical bytes, so
-// a change is never hidden.
-type merchantCache struct {
-	m sync.Map // id → *merchantEntry
-	n atomic.Int64
-}
-
-type merchantEntry struct {
-	raw []byte
-	m   *storage.Merchant
-}
-
-// maxCachedMerchants bounds the cache; merchants past it are decoded each time.
-const maxCachedMerchants = 10000
-
-func (c *merchantCache) decode(id string, raw []byte) (*storage.Merchant, error) {
-	if v, ok := c.m.Load(id); ok {
-		if e := v.(*merchantEntry); bytes.Equal(e.raw, raw) {
-			return e.m.Clone(), nil
-		}
-	}
-	m := new(storage.Merchant)
-	if err := json.Unmarshal(raw, m); err != nil {
-		return nil, fault.Internalf(err, "decode merchant %s", id)
-	}
-	e := &merchantEntry{raw: bytes.Clone(raw), m: m.Clone()}
-	if _, loaded := c.m.Swap(id, e); !loaded && c.n.Add(1) > maxCachedMerchants {
-		c.m.Delete(id)
-		c.n.Add(-1)
-	}
-	return m, nil
 }
 
 func (s *state) bucket(name []byte) *bbolt.Bucket {
@@ -203,7 +166,7 @@ func (t *tx) GetMerchant(id string) (*storage.Merchant, error) {
 	if raw == nil {
 		return nil, fault.NotFoundf("merchant_not_found", "merchant %s not found", id)
 	}
-	return t.st.merchants.decode(id, raw)
+	return t.st.merchants.Decode(id, raw)
 }
 
 func (t *tx) GetMerchantByClientID(clientID string) (*storage.Merchant, error) {

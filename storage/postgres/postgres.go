@@ -61,9 +61,10 @@ type Options struct {
 
 // Store is a PostgreSQL-backed storage.Store.
 type Store struct {
-	pool    *pgxpool.Pool
-	clock   func() time.Time
-	decoded *ordercache.Decoded
+	pool      *pgxpool.Pool
+	clock     func() time.Time
+	decoded   *ordercache.Decoded
+	merchants storage.MerchantCache
 }
 
 // Advisory lock ids (the first argument space of pg_advisory_lock is shared
@@ -191,7 +192,7 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 	if err != nil {
 		return fault.Internalf(err, "postgres: begin")
 	}
-	t := &tx{ctx: ctx, tx: ptx, now: s.clock().UTC(), writable: writable, decoded: s.decoded}
+	t := &tx{ctx: ctx, tx: ptx, now: s.clock().UTC(), writable: writable, decoded: s.decoded, decodedMerchants: &s.merchants}
 	if writable {
 		t.merchants = make(map[string][]byte)
 	}
@@ -248,6 +249,8 @@ type tx struct {
 	now      time.Time
 	writable bool
 	decoded  *ordercache.Decoded
+	// decodedMerchants is the store's cache of decoded merchants.
+	decodedMerchants *storage.MerchantCache
 	// claimed: this transaction holds background-work rows (DueTasks), so it
 	// must not wait for an order lock (see GetOrder).
 	claimed bool

@@ -47,11 +47,11 @@ func one[T any](t *tx, what string, missing error, sql string, args ...any) (*T,
 // settings changes, never undo each other).
 
 func (t *tx) GetMerchant(id string) (*storage.Merchant, error) {
-	return t.merchant(`SELECT body FROM merchants WHERE id = $1`, id)
+	return t.merchant("id:", `SELECT body FROM merchants WHERE id = $1`, id)
 }
 
 func (t *tx) GetMerchantByClientID(clientID string) (*storage.Merchant, error) {
-	m, err := t.merchant(`SELECT body FROM merchants WHERE client_id = $1`, clientID)
+	m, err := t.merchant("client:", `SELECT body FROM merchants WHERE client_id = $1`, clientID)
 	if fault.Is(err, fault.NotFound) && t.writable {
 		// Remembered so that PutMerchant can tell "created meanwhile" (run
 		// again, then find it) from "belongs to another merchant".
@@ -60,7 +60,9 @@ func (t *tx) GetMerchantByClientID(clientID string) (*storage.Merchant, error) {
 	return m, err
 }
 
-func (t *tx) merchant(sql string, arg string) (*storage.Merchant, error) {
+// merchant reads the merchant sql selects by arg; keyPrefix+arg names the
+// row in the cache of decoded merchants.
+func (t *tx) merchant(keyPrefix, sql, arg string) (*storage.Merchant, error) {
 	b, ok, err := t.body("merchant", sql, arg)
 	if err != nil {
 		return nil, err
@@ -68,7 +70,7 @@ func (t *tx) merchant(sql string, arg string) (*storage.Merchant, error) {
 	if !ok {
 		return nil, fault.NotFoundf("merchant_not_found", "merchant not found")
 	}
-	m, err := decode[storage.Merchant]("merchant", b)
+	m, err := t.decodedMerchants.Decode(keyPrefix+arg, b)
 	if err != nil {
 		return nil, err
 	}
