@@ -2,35 +2,111 @@ package storage
 
 import (
 	"encoding/json"
+	"fmt"
+	"reflect"
+	"sync"
 	"testing"
+	"time"
 )
+
+func encodeMerchant(t testing.TB, m Merchant) []byte {
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 func TestMerchantCacheServesOnlyIdenticalBytes(t *testing.T) {
 	var c MerchantCache
-	enc := func(m Merchant) []byte {
-		b, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	v1 := enc(Merchant{ID: "m1", Name: "One", SecretHash: []byte{1}, WebhookEvents: []string{"a"}})
-	v2 := enc(Merchant{ID: "m1", Name: "Renamed", SecretHash: []byte{2}, WebhookEvents: []string{"b"}})
+	v1 := encodeMerchant(t, Merchant{ID: "m1", Name: "One", SecretHash: []byte{1}, Salt: []byte{3}, WebhookEvents: []string{"a"}})
+	v2 := encodeMerchant(t, Merchant{ID: "m1", Name: "Renamed", SecretHash: []byte{2}, Salt: []byte{4}, WebhookEvents: []string{"b"}})
 
+	scribble := func(m *Merchant) { m.SecretHash[0], m.Salt[0], m.WebhookEvents[0] = 9, 9, "scribbled" }
 	first, err := c.Decode("m1", v1)
 	if err != nil || first.Name != "One" {
 		t.Fatalf("first decode: %+v %v", first, err)
 	}
-	first.SecretHash[0], first.WebhookEvents[0] = 9, "scribbled"
-	cached, err := c.Decode("m1", v1)
-	if err != nil || cached.Name != "One" || cached.SecretHash[0] != 1 || cached.WebhookEvents[0] != "a" {
-		t.Fatalf("cached decode is not a clean copy: %+v %v", cached, err)
+	scribble(first)
+	for i := range 2 { // the second read is a hit after a hit's copy was scribbled on
+		cached, err := c.Decode("m1", v1)
+		if err != nil || cached.Name != "One" || cached.SecretHash[0] != 1 || cached.Salt[0] != 3 || cached.WebhookEvents[0] != "a" {
+			t.Fatalf("read %d: cached decode is not a clean copy: %+v %v", i, cached, err)
+		}
+		scribble(cached)
 	}
 	changed, err := c.Decode("m1", v2)
-	if err != nil || changed.Name != "Renamed" || changed.SecretHash[0] != 2 || changed.WebhookEvents[0] != "b" {
+	if err != nil || changed.Name != "Renamed" || changed.SecretHash[0] != 2 || changed.Salt[0] != 4 || changed.WebhookEvents[0] != "b" {
 		t.Fatalf("changed bytes served the old merchant: %+v %v", changed, err)
 	}
 	if _, err := c.Decode("m1", []byte("{not json")); err == nil {
 		t.Fatal("undecodable bytes accepted")
+	}
+}
+
+// Readers of two versions of one merchant, at once: each always gets the
+// version its bytes hold (run under -race by .ci/run).
+func TestMerchantCacheConcurrentVersions(t *testing.T) {
+	var c MerchantCache
+	versions := [][]byte{
+		encodeMerchant(t, Merchant{ID: "m1", Name: "v0", SecretHash: []byte{0}}),
+		encodeMerchant(t, Merchant{ID: "m1", Name: "v1", SecretHash: []byte{1}}),
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				v := (g + i) % 2
+				m, err := c.Decode("m1", versions[v])
+				if err != nil || m.Name != fmt.Sprintf("v%d", v) || m.SecretHash[0] != byte(v) {
+					errs <- fmt.Errorf("read of v%d got %+v %v", v, m, err)
+					return
+				}
+				m.SecretHash[0] = 7
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// Clone must copy every field and share no memory: a field added later
+// that Clone misses fails here.
+func TestMerchantCloneIsDeep(t *testing.T) {
+	var m Merchant
+	v := reflect.ValueOf(&m).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("s")
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int64:
+			f.SetInt(7)
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+		case reflect.Struct:
+			if f.Type() != reflect.TypeOf(time.Time{}) {
+				t.Fatalf("field %s: teach this test its kind", v.Type().Field(i).Name)
+			}
+			f.Set(reflect.ValueOf(time.Unix(1, 0)))
+		default:
+			t.Fatalf("field %s of kind %s: Clone and this test must learn to copy it", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	c := m.Clone()
+	if !reflect.DeepEqual(*c, m) {
+		t.Fatalf("clone differs: %+v vs %+v", *c, m)
+	}
+	cv := reflect.ValueOf(c).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Slice && f.Pointer() == cv.Field(i).Pointer() {
+			t.Fatalf("field %s shares memory with the original", v.Type().Field(i).Name)
+		}
 	}
 }

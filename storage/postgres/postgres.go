@@ -278,19 +278,25 @@ func (t *tx) exec(what, sql string, args ...any) (int64, error) {
 // body reads one bytea column; ok is false when no row matched.
 func (t *tx) body(what, sql string, args ...any) ([]byte, bool, error) {
 	var b []byte
-	err := t.tx.QueryRow(t.ctx, sql, args...).Scan(&b)
+	ok, err := t.scanRow(what, sql, args, &b)
+	return b, ok, err
+}
+
+// scanRow reads the one row sql selects into dest; false when there is none.
+func (t *tx) scanRow(what, sql string, args []any, dest ...any) (bool, error) {
+	err := t.tx.QueryRow(t.ctx, sql, args...).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, nil
+		return false, nil
 	}
 	if err != nil {
 		err = dbErr(err, what)
 		if fault.Is(err, fault.Invalid) {
 			// Text PostgreSQL cannot hold matches no stored row.
-			return nil, false, nil
+			return false, nil
 		}
-		return nil, false, err
+		return false, err
 	}
-	return b, true, nil
+	return true, nil
 }
 
 // bodies reads the bytea column of every row.

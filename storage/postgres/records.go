@@ -47,11 +47,11 @@ func one[T any](t *tx, what string, missing error, sql string, args ...any) (*T,
 // settings changes, never undo each other).
 
 func (t *tx) GetMerchant(id string) (*storage.Merchant, error) {
-	return t.merchant("id:", `SELECT body FROM merchants WHERE id = $1`, id)
+	return t.merchant(`SELECT id, body FROM merchants WHERE id = $1`, id)
 }
 
 func (t *tx) GetMerchantByClientID(clientID string) (*storage.Merchant, error) {
-	m, err := t.merchant("client:", `SELECT body FROM merchants WHERE client_id = $1`, clientID)
+	m, err := t.merchant(`SELECT id, body FROM merchants WHERE client_id = $1`, clientID)
 	if fault.Is(err, fault.NotFound) && t.writable {
 		// Remembered so that PutMerchant can tell "created meanwhile" (run
 		// again, then find it) from "belongs to another merchant".
@@ -60,17 +60,18 @@ func (t *tx) GetMerchantByClientID(clientID string) (*storage.Merchant, error) {
 	return m, err
 }
 
-// merchant reads the merchant sql selects by arg; keyPrefix+arg names the
-// row in the cache of decoded merchants.
-func (t *tx) merchant(keyPrefix, sql, arg string) (*storage.Merchant, error) {
-	b, ok, err := t.body("merchant", sql, arg)
+// merchant reads the merchant (id, body) sql selects by arg.
+func (t *tx) merchant(sql, arg string) (*storage.Merchant, error) {
+	var id string
+	var b []byte
+	ok, err := t.scanRow("merchant", sql, []any{arg}, &id, &b)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, fault.NotFoundf("merchant_not_found", "merchant not found")
 	}
-	m, err := t.decodedMerchants.Decode(keyPrefix+arg, b)
+	m, err := t.decodedMerchants.Decode(id, b)
 	if err != nil {
 		return nil, err
 	}
