@@ -508,3 +508,61 @@ func TestOperationsEndpoints(t *testing.T) {
 	_ = url.Values{}
 	_ = time.Second
 }
+
+// What the merchant sent is stored as sent or refused: text that
+// encoding/json would quietly replace with U+FFFD, numbers no integer
+// field takes, and bodies in another charset or encoding.
+func TestInputIsTakenAsSentOrRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice")
+	id := o["id"].(string)
+	fieldsOf := func(b map[string]any) string {
+		var fields []string
+		for _, f := range b["errors"].([]any) {
+			fields = append(fields, f.(map[string]any)["field"].(string))
+		}
+		return strings.Join(fields, ",")
+	}
+	code, _, b := e.req("POST", "/v1/orders/"+id+"/reference", "{\"reference\":\"\xc3\x28\"}", e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	if got := fieldsOf(b); got != "reference" {
+		t.Fatalf("invalid UTF-8: fields %s", got)
+	}
+	code, _, b = e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order",
+		strings.Replace(orderBody, `"Grout"`, `"\ud800"`, 1), e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	if got := fieldsOf(b); got != "orderLines[1].description" {
+		t.Fatalf("unpaired surrogate: fields %s", got)
+	}
+	if got := e.get(id)["merchantReference"]; got != "PO-1" {
+		t.Fatalf("a refused reference changed the order: %v", got)
+	}
+	// A surrogate pair is text like any other.
+	code, _, b = e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order",
+		strings.Replace(orderBody, `"Grout"`, `"Grout \ud83d\ude00"`, 1), e.auth, nil)
+	if code != 200 {
+		t.Fatalf("surrogate pair: %d %v", code, b)
+	}
+	if stored, _ := json.Marshal(e.get(b["orderId"].(string))); !strings.Contains(string(stored), `"Grout 😀"`) {
+		t.Fatalf("the pair was not stored as sent: %s", stored)
+	}
+	// 1.0 and 1e0 are not integers to an integer field; the path has its index.
+	code, _, b = e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order",
+		strings.Replace(strings.Replace(orderBody, `"quantity":1`, `"quantity":1.0`, 1), `"unitPrice":12500`, `"unitPrice":1.25e4`, 1), e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	if got := fieldsOf(b); got != "orderLines[0].unitPrice,orderLines[1].quantity" && got != "orderLines[1].quantity,orderLines[0].unitPrice" {
+		t.Fatalf("non-integer numbers: fields %s", got)
+	}
+	// JSON is UTF-8 without a content coding.
+	for _, hdr := range []map[string]string{
+		{"Content-Type": "application/json; charset=utf-16"},
+		{"Content-Encoding": "gzip"},
+	} {
+		code, _, b = e.req("POST", "/v1/orders/"+id+"/reference", `{"reference":"R-2"}`, e.auth, hdr)
+		wantProblem(t, code, b, 415, "unsupported_media_type")
+	}
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/reference", `{"reference":"R-3"}`, e.auth, map[string]string{"Content-Type": "application/json; charset=UTF-8"})
+	if code != 200 {
+		t.Fatalf("charset=UTF-8: %d %v", code, b)
+	}
+}

@@ -36,9 +36,20 @@ func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 		return fault.New(fault.Invalid, "body_required", "a JSON request body is required")
 	}
 	ct := r.Header.Get("Content-Type")
-	mt, _, perr := mime.ParseMediaType(ct)
+	mt, params, perr := mime.ParseMediaType(ct)
 	if ct == "" || perr != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 		return fault.New(fault.Unsupported, "unsupported_media_type", "send the body as application/json")
+	}
+	// JSON is UTF-8 (RFC 8259); a body said to be in another charset or
+	// encoding would be misread, not converted.
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return fault.New(fault.Unsupported, "unsupported_media_type", "send the body as UTF-8 (charset=%s is not supported)", cs)
+	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return fault.New(fault.Unsupported, "unsupported_media_type", "send the body without Content-Encoding (%s is not supported)", ce)
+	}
+	if err := checkText(body); err != nil {
+		return err
 	}
 	return decodeJSON(body, dst)
 }
@@ -56,7 +67,9 @@ func decodeJSON(body []byte, dst any) error {
 		return fault.New(fault.Invalid, "malformed_json", "the body is not valid JSON (at byte %d)", offsetOf(syn))
 	}
 	var generic any
-	if json.Unmarshal(body, &generic) != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // so that 1.0 or 1e3, which no integer field takes, are told apart from 1
+	if dec.Decode(&generic) != nil {
 		return fault.New(fault.Invalid, "malformed_json", "the body is not valid JSON")
 	}
 	var f fault.Fields
@@ -135,10 +148,19 @@ func checkShape(f *fault.Fields, path string, v any, t reflect.Type) {
 		if _, ok := v.(bool); !ok {
 			f.Add(pathOr(path), "must be a boolean")
 		}
-	case reflect.Int, reflect.Int64, reflect.Int32:
-		n, ok := v.(float64)
-		if !ok || n != math.Trunc(n) || n > 9e18 || n < -9e18 {
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Int16, reflect.Int8:
+		n, ok := v.(json.Number)
+		if !ok {
 			f.Add(pathOr(path), "must be an integer")
+		} else if _, err := strconv.ParseInt(string(n), 10, t.Bits()); err != nil {
+			f.Add(pathOr(path), "must be an integer from %d to %d, written without a fraction or exponent", int64(-1)<<(t.Bits()-1), uint64(1)<<(t.Bits()-1)-1)
+		}
+	case reflect.Uint, reflect.Uint64, reflect.Uint32, reflect.Uint16, reflect.Uint8:
+		n, ok := v.(json.Number)
+		if !ok {
+			f.Add(pathOr(path), "must be an integer")
+		} else if _, err := strconv.ParseUint(string(n), 10, t.Bits()); err != nil {
+			f.Add(pathOr(path), "must be an integer from 0 to %d, written without a fraction or exponent", uint64(math.MaxUint64)>>(64-t.Bits()))
 		}
 	case reflect.Interface:
 	}

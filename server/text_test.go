@@ -1,0 +1,55 @@
+package server
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/kassahq/kassa/fault"
+)
+
+func TestValidText(t *testing.T) {
+	for _, c := range []struct {
+		raw  string
+		want bool
+	}{
+		{`"plain"`, true},
+		{`"åäö \u00e5"`, true},
+		{`"\ud83d\ude00"`, true}, // a pair: 😀
+		{`"\uD83D\uDE00"`, true},
+		{`"\\ud800"`, true}, // an escaped backslash, then text
+		{`"\ufffd"`, true},  // the replacement character itself, sent on purpose
+		{`"\ud800"`, false},
+		{`"\ude00"`, false},
+		{`"\ud83d x"`, false},
+		{`"\ud83d\u0041"`, false},
+		{"\"\xc3\x28\"", false},
+		{"\"\xff\xfe\"", false},
+	} {
+		if got := validText([]byte(c.raw)); got != c.want {
+			t.Errorf("validText(%s) = %v, want %v", c.raw, got, c.want)
+		}
+	}
+}
+
+func TestCheckTextNamesEveryField(t *testing.T) {
+	body := "{\"reference\":\"\xc3\x28\",\"orderLines\":[{\"description\":\"ok\"},{\"description\":\"\\ud800\"}],\"metadata\":{\"k\\udc00\":\"v\"},\"fine\":\"\\ud83d\\ude00\"}"
+	err := checkText([]byte(body))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Code != "validation_failed" {
+		t.Fatalf("got %v", err)
+	}
+	var fields []string
+	for _, f := range fe.Fields {
+		fields = append(fields, f.Field)
+	}
+	if got := strings.Join(fields, ","); got != "reference,orderLines[1].description,metadata" {
+		t.Fatalf("fields %s", got)
+	}
+	if err := checkText([]byte(`{"a":"\u00e5","b":["\ud83d\ude00"]}`)); err != nil {
+		t.Fatalf("valid text refused: %v", err)
+	}
+}
