@@ -566,3 +566,76 @@ func TestInputIsTakenAsSentOrRefused(t *testing.T) {
 		t.Fatalf("charset=UTF-8: %d %v", code, b)
 	}
 }
+
+// Paths and cursors mean one thing only: an encoded slash or an empty
+// segment routes nowhere, and a damaged cursor is refused instead of being
+// read as another position or as the end of the list.
+func TestPathsAndCursorsAreUnambiguous(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	e.order("5560000001", "invoice")
+	e.order("5560000001", "invoice")
+	for _, path := range []string{"/v1/orders/" + id + "%2Fcapture", "/v1/orders/" + id + "%2fcapture", "/v1/orders//" + id} {
+		method := "POST"
+		if strings.Contains(path, "//") {
+			method = "GET"
+		}
+		code, _, b := e.req(method, path, "", e.auth, nil)
+		wantProblem(t, code, b, 404, "route_not_found")
+	}
+	if got := minor(e.get(id)["capturedAmount"]); got != 0 {
+		t.Fatalf("an encoded-slash path captured %v", got)
+	}
+	// HEAD is GET without a body.
+	r, _ := http.NewRequest("HEAD", e.ts.URL+"/v1/orders/"+id, nil)
+	r.Header.Set("Authorization", e.auth)
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(body) != 0 {
+		t.Fatalf("HEAD: %d with %d body bytes", resp.StatusCode, len(body))
+	}
+
+	code, _, b := e.req("GET", "/v1/orders?size=1", "", e.auth, nil)
+	cursor, _ := b["nextCursor"].(string)
+	if code != 200 || cursor == "" {
+		t.Fatalf("first page: %d %v", code, b)
+	}
+	seen := map[string]bool{}
+	for _, o := range b["orders"].([]any) {
+		seen[o.(map[string]any)["id"].(string)] = true
+	}
+	for _, damaged := range []string{cursor[:len(cursor)-2], strings.ToUpper(cursor), cursor[1:], "x" + cursor, strings.SplitN(cursor, ".", 2)[0]} {
+		code, _, b := e.req("GET", "/v1/orders?size=1&cursor="+url.QueryEscape(damaged), "", e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if f := b["errors"].([]any)[0].(map[string]any)["field"]; f != "cursor" {
+			t.Fatalf("damaged cursor %q named %v", damaged, f)
+		}
+	}
+	code, _, b = e.req("GET", "/v1/orders?size=1&fromId=nope", "", e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	if f := b["errors"].([]any)[0].(map[string]any)["field"]; f != "fromId" {
+		t.Fatalf("bad fromId named %v", f)
+	}
+	// The undamaged cursor walks the rest, each order once.
+	for cursor != "" {
+		code, _, b = e.req("GET", "/v1/orders?size=1&cursor="+url.QueryEscape(cursor), "", e.auth, nil)
+		if code != 200 {
+			t.Fatalf("page: %d %v", code, b)
+		}
+		for _, o := range b["orders"].([]any) {
+			oid := o.(map[string]any)["id"].(string)
+			if seen[oid] {
+				t.Fatalf("order %s listed twice", oid)
+			}
+			seen[oid] = true
+		}
+		cursor, _ = b["nextCursor"].(string)
+	}
+	if len(seen) < 3 {
+		t.Fatalf("walk saw %d orders, want at least 3", len(seen))
+	}
+}

@@ -75,8 +75,12 @@ func parseOrderQuery(r *http.Request) (storage.OrderQuery, error) {
 		ExpiresFrom:        parseTime(&f, "expiresFrom", v.Get("expiresFrom")),
 		ExpiresTo:          parseTime(&f, "expiresTo", v.Get("expiresTo")),
 	}
+	cursorParam := "cursor"
 	if q.Cursor == "" {
-		q.Cursor = v.Get("fromId")
+		q.Cursor, cursorParam = v.Get("fromId"), "fromId"
+	}
+	if q.Cursor != "" && !kassa.ValidCursor(q.Cursor) {
+		f.Add(cursorParam, "is not a cursor from this server (damaged, or from before an upgrade)")
 	}
 	for _, c := range queryList(v["paymentMethodCategory"]) {
 		ok := false

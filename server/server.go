@@ -10,8 +10,10 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -149,6 +151,14 @@ func validRequestID(id string) bool {
 	return true
 }
 
+// ambiguousPath reports a path the router would read differently from the
+// client: an encoded slash (%2F is decoded before routing, so
+// "/v1/orders/x%2Fcapture" would reach the capture route) or an empty
+// segment.
+func ambiguousPath(u *url.URL) bool {
+	return strings.Contains(u.Path, "//") || (u.RawPath != "" && strings.Contains(strings.ToLower(u.RawPath), "%2f"))
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.Header.Get("X-Request-Id")
@@ -175,6 +185,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			slog.String("route", route), slog.Int("status", rec.status), slog.Int("bytes", rec.bytes),
 			slog.Float64("durationMs", float64(d.Microseconds())/1000), slog.String("merchantId", merchantOf(r.Context())))
 	}()
+	if ambiguousPath(r.URL) {
+		s.writeError(rec, r, fault.NotFoundf("route_not_found", "no route %s %s", r.Method, r.URL.EscapedPath()))
+		return
+	}
+	if r.Method == http.MethodHead {
+		// HEAD is GET without the body; r is this handler's copy, so
+		// net/http still knows to send none.
+		if h, _, _ := s.router.Lookup(http.MethodGet, r.URL.Path); h != nil {
+			r.Method = http.MethodGet
+		}
+	}
 	s.router.ServeHTTP(rec, r)
 }
 

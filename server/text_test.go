@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -51,5 +52,25 @@ func TestCheckTextNamesEveryField(t *testing.T) {
 	}
 	if err := checkText([]byte(`{"a":"\u00e5","b":["\ud83d\ude00"]}`)); err != nil {
 		t.Fatalf("valid text refused: %v", err)
+	}
+}
+
+func TestAmbiguousPath(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"/v1/orders/abc/capture":    false,
+		"/v1/orders/abc%2Fcapture":  true,
+		"/v1/orders/abc%2fcapture":  true,
+		"/v1/orders//abc":           true,
+		"/v1/orders/a%20b":          false,
+		"/v1/orders?cursor=a%2Fb":   false,
+		"/documents/m/o/l?sig=a%2F": false,
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ambiguousPath(u); got != want {
+			t.Errorf("ambiguousPath(%s) = %v, want %v", raw, got, want)
+		}
 	}
 }
