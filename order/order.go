@@ -336,14 +336,16 @@ func (o *Order) Actions(l *Ledger, now time.Time, p Policy) []Action {
 		if l.Void() {
 			return nil
 		}
-		if SumLines(l.Lines, o.VATMode).Gross-o.RefundedOf(l.ID) > 0 {
+		refundable := SumLines(l.Lines, o.VATMode).Gross - o.RefundedOf(l.ID)
+		if refundable > 0 {
 			acts = append(acts, ActionRefund, ActionPartialRefund)
 		}
 		acts = append(acts, ActionResendOrderInvoice)
 		if o.PaymentMethod.IsInvoice() && o.RefundedOf(l.ID) == 0 && l.Paid == 0 && l.Recourse == "" {
 			acts = append(acts, ActionVoid)
 		}
-		if o.PaymentMethod.IsInvoice() && !l.HasStatus(SubFullyPaid) && l.Recourse == "" {
+		// Recourse hands an unpaid claim back to the merchant: there must be one.
+		if o.PaymentMethod.IsInvoice() && !l.HasStatus(SubFullyPaid) && l.Recourse == "" && refundable-l.Paid > 0 {
 			acts = append(acts, ActionRecourseOrderInvoice)
 		}
 	case LedgerRefund:

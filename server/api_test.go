@@ -298,6 +298,9 @@ func TestOrderLifecycleOverHTTP(t *testing.T) {
 	}
 	code, _, b = e.req("POST", "/v1/orders/"+id+"/recourse/"+capID, `{}`, e.auth, nil)
 	wantProblem(t, code, b, 400, "validation_failed")
+	// The invoice is refunded in full: no claim is left to hand back.
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/recourse/"+capID, `{"reason":"unpaid"}`, e.auth, nil)
+	wantProblem(t, code, b, 409, "action_not_available")
 	code, h, ps := e.req("GET", "/v1/orders/"+id+"/paymentstatus", "", e.auth, nil)
 	if code != 200 || h.Get("Deprecation") != "true" || ps["status"] != "partiallyRefunded" {
 		t.Fatalf("deprecated payment status: %d %v %v", code, h.Get("Deprecation"), ps)
