@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -640,5 +641,35 @@ func TestPathsAndCursorsAreUnambiguous(t *testing.T) {
 	}
 	if len(seen) < 3 {
 		t.Fatalf("walk saw %d orders, want at least 3", len(seen))
+	}
+}
+
+// A wrong JSON type does not hide the body's other offending fields, and a
+// zero value standing in for the wrong-typed one is not reported again.
+func TestTypeErrorsAndRuleErrorsTogether(t *testing.T) {
+	e := newSessionEnv(t)
+	body := `{"country":"SE","currency":"SEK","locale":"sv-SE","reference":"` + strings.Repeat("r", 51) + `",
+		"autoCapture":{"delayMinutes":10081},"metadata":{"a":1},
+		"orderLines":[{"description":"x","quantity":"1","unitPrice":100,"vat":2500},{"description":"` + strings.Repeat("d", 300) + `","quantity":1,"unitPrice":100,"vat":2500}]}`
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", body, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	var fields []string
+	for _, f := range b["errors"].([]any) {
+		fields = append(fields, f.(map[string]any)["field"].(string))
+	}
+	slices.Sort(fields)
+	if got := strings.Join(fields, ","); got != "autoCapture.delayMinutes,metadata.a,orderLines[0].quantity,orderLines[1].description,reference" {
+		t.Fatalf("fields %s", got)
+	}
+	// The customer-token route checks by its own rules (customer is refused there).
+	code, _, b = e.req("POST", "/v1/customer-tokens/ct_nope/order", `{"country":"SE","currency":"SEK","customer":{},"orderLines":[{"description":"x","quantity":true,"unitPrice":100,"vat":2500}]}`, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	fields = nil
+	for _, f := range b["errors"].([]any) {
+		fields = append(fields, f.(map[string]any)["field"].(string))
+	}
+	slices.Sort(fields)
+	if got := strings.Join(fields, ","); got != "customer,orderLines[0].quantity" {
+		t.Fatalf("customer-token fields %s", got)
 	}
 }

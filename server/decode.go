@@ -82,8 +82,52 @@ func decodeJSON(body []byte, dst any) error {
 		} else {
 			f.Add("", "%s", err.Error())
 		}
+		return f.Err()
 	}
-	return f.Err()
+	return withOwnChecks(f.List(), dst)
+}
+
+// selfChecking is a request body that can check its fields on its own,
+// without the order or token it is for.
+type selfChecking interface{ Validate() error }
+
+// withOwnChecks returns the wrong-typed fields of dst together with what
+// dst's own checks find in the rest of it, so that every offending field is
+// named at once. The decoder has filled every field of a fitting type (it
+// skips only the others), so those checks see what was sent; a finding on
+// or under a wrong-typed field is left out, since it only describes the
+// zero value standing in for it.
+func withOwnChecks(typeErrs []fault.FieldError, dst any) error {
+	all := &fault.Error{Kind: fault.Invalid, Code: "validation_failed", Message: "the request has invalid fields", Fields: typeErrs}
+	sc, ok := dst.(selfChecking)
+	if !ok {
+		return all
+	}
+	for _, te := range typeErrs {
+		if te.Field == "body" {
+			return all // nothing was decoded
+		}
+	}
+	var own *fault.Error
+	if !errors.As(sc.Validate(), &own) {
+		return all
+	}
+	for _, fe := range own.Fields {
+		if !coveredBy(fe.Field, typeErrs) {
+			all.Fields = append(all.Fields, fe)
+		}
+	}
+	return all
+}
+
+// coveredBy reports whether path is one of the wrong-typed fields or lies under one.
+func coveredBy(path string, typeErrs []fault.FieldError) bool {
+	for _, te := range typeErrs {
+		if path == te.Field || strings.HasPrefix(path, te.Field+".") || strings.HasPrefix(path, te.Field+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 func offsetOf(e *json.SyntaxError) int64 {

@@ -94,15 +94,15 @@ func (s *Server) routes() {
 	s.handle(http.MethodPost, "/v1/authorization-tokens/:token/customer-token", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *token.CreateCustomerRequest) (*kassa.Result, error) {
 		return s.ledger.CreateCustomerToken(ctx, c, p.ByName("token"), b)
 	})))
-	s.handle(http.MethodPost, "/v1/authorization-tokens/:token/order", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.CreateRequest) (*kassa.Result, error) {
-		return s.ledger.CreateOrderFromAuthorization(ctx, c, p.ByName("token"), b)
+	s.handle(http.MethodPost, "/v1/authorization-tokens/:token/order", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *authorizationOrderBody) (*kassa.Result, error) {
+		return s.ledger.CreateOrderFromAuthorization(ctx, c, p.ByName("token"), &b.CreateRequest)
 	})))
 	s.handle(http.MethodGet, "/v1/customer-tokens/:token", s.authed(s.getCustomerToken))
 	s.handle(http.MethodDelete, "/v1/customer-tokens/:token", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
 		return s.ledger.RevokeCustomerToken(ctx, c, p.ByName("token"))
 	})))
-	s.handle(http.MethodPost, "/v1/customer-tokens/:token/order", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.CreateRequest) (*kassa.Result, error) {
-		return s.ledger.CreateOrderFromCustomerToken(ctx, c, p.ByName("token"), b)
+	s.handle(http.MethodPost, "/v1/customer-tokens/:token/order", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *customerTokenOrderBody) (*kassa.Result, error) {
+		return s.ledger.CreateOrderFromCustomerToken(ctx, c, p.ByName("token"), &b.CreateRequest)
 	})))
 
 	s.sessionRoutes()
@@ -127,3 +127,25 @@ func (s *Server) routes() {
 		s.handle(http.MethodPost, "/sandbox/v1/jobs/notifications", s.authed(s.sandboxDeliver))
 	}
 }
+
+// The two create-order bodies, each checking itself as its route does (see
+// withOwnChecks).
+type (
+	authorizationOrderBody struct{ order.CreateRequest }
+	customerTokenOrderBody struct{ order.CreateRequest }
+)
+
+func (b *authorizationOrderBody) Validate() error {
+	_, _, err := order.ValidateCreate(&b.CreateRequest, false, noIDs{})
+	return err
+}
+
+func (b *customerTokenOrderBody) Validate() error {
+	_, _, err := order.ValidateCreate(&b.CreateRequest, true, noIDs{})
+	return err
+}
+
+// noIDs stands in for the ledger's ids when a body is only checked.
+type noIDs struct{}
+
+func (noIDs) NewID(string) string { return "" }
