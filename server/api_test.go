@@ -162,8 +162,11 @@ func TestErrorsOnEveryPath(t *testing.T) {
 	id := o["id"].(string)
 	code, _, b := e.req("GET", "/v1/nothing", "", e.auth, nil)
 	wantProblem(t, code, b, 404, "route_not_found")
-	code, _, b = e.req("PUT", "/v1/orders/"+id, "{}", e.auth, nil)
+	code, h, b := e.req("PUT", "/v1/orders/"+id, "{}", e.auth, nil)
 	wantProblem(t, code, b, 405, "method_not_allowed")
+	if allow := h.Get("Allow"); !strings.Contains(allow, "GET") || !strings.Contains(allow, "HEAD") || !strings.Contains(allow, "POST") {
+		t.Fatalf("Allow: %q", allow)
+	}
 	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialcapture", `{"orderLines":[`, e.auth, nil)
 	wantProblem(t, code, b, 400, "malformed_json")
 	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialcapture", `{"x":1}`, e.auth, map[string]string{"Content-Type": "text/plain"})

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -23,6 +24,9 @@ func (s *Server) routes() {
 		s.writeError(w, req, fault.NotFoundf("route_not_found", "no route %s %s", req.Method, req.URL.Path))
 	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if allow := w.Header().Get("Allow"); strings.Contains(allow, http.MethodGet) {
+			w.Header().Set("Allow", allow+", "+http.MethodHead) // see Server.serve
+		}
 		s.writeError(w, req, &fault.Error{Kind: fault.MethodNotAllowed, Code: "method_not_allowed",
 			Message: req.Method + " is not allowed on " + req.URL.Path})
 	})
