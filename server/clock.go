@@ -1,10 +1,16 @@
 package server
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/internal/durable"
 )
 
 // Clock is the server's time. In the sandbox it is a test clock that can be
@@ -14,7 +20,14 @@ type Clock struct {
 	mu       sync.Mutex
 	offset   time.Duration
 	settable bool
+	// persist, when set, durably records a new offset before it is used: a
+	// clock move answered 200 survives a restart like any other change.
+	persist func(time.Duration) error
 }
+
+// MaxClockOffset bounds how far the sandbox clock may run ahead of real
+// time (a time.Duration holds only about 292 years).
+const MaxClockOffset = 100 * 365 * 24 * time.Hour
 
 // NewClock returns a clock at real time; settable enables Advance and Set.
 func NewClock(settable bool) *Clock { return &Clock{settable: settable} }
@@ -43,8 +56,22 @@ func (c *Clock) Advance(d time.Duration) error {
 		return fault.Invalidf("advance", "must be a positive duration such as \"36h\"")
 	}
 	c.mu.Lock()
-	c.offset += d
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if d > MaxClockOffset-c.offset {
+		return fault.Invalidf("advance", "must keep the clock within %d years of real time", MaxClockOffset/(365*24*time.Hour))
+	}
+	return c.move(c.offset + d)
+}
+
+// move makes off the offset, recording it first when the clock persists.
+// The caller holds mu.
+func (c *Clock) move(off time.Duration) error {
+	if c.persist != nil {
+		if err := c.persist(off); err != nil {
+			return fault.Internalf(err, "record the sandbox clock")
+		}
+	}
+	c.offset = off
 	return nil
 }
 
@@ -59,6 +86,40 @@ func (c *Clock) Set(t time.Time) error {
 	if t.Before(now.Add(c.offset)) {
 		return fault.Invalidf("set", "must not be earlier than the clock's current time %s", now.Add(c.offset).UTC().Format(time.RFC3339))
 	}
-	c.offset = t.Sub(now)
+	if t.Sub(now) > MaxClockOffset {
+		return fault.Invalidf("set", "must be within %d years of real time", MaxClockOffset/(365*24*time.Hour))
+	}
+	return c.move(t.Sub(now))
+}
+
+// PersistTo keeps the clock's offset in the file at path: it starts from the
+// offset recorded there (if any) and records every move before answering.
+// Real time has moved on meanwhile, so a restarted clock never reads earlier
+// than before.
+func (c *Clock) PersistTo(path string) error {
+	var rec struct {
+		Offset time.Duration `json:"offsetNanos"`
+	}
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		if err := json.Unmarshal(b, &rec); err != nil || rec.Offset < 0 || rec.Offset > MaxClockOffset {
+			return fmt.Errorf("sandbox clock file %s is damaged (%v); remove it to restart the clock at real time", path, err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset = rec.Offset
+	c.persist = func(off time.Duration) error {
+		rec.Offset = off
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return durable.WriteFile(path, b, 0o600)
+	}
 	return nil
 }

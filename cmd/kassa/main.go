@@ -9,6 +9,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/company"
+	"github.com/kassahq/kassa/internal/durable"
 	"github.com/kassahq/kassa/money"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/server"
@@ -153,7 +155,8 @@ func loadKey(dir string) ([]byte, error) {
 	if _, err := rand.Read(k); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(path, []byte(hex.EncodeToString(k)+"\n"), 0o600); err != nil {
+	// Durably: links and tokens signed with a key lost in a crash would be refused.
+	if err := durable.WriteFile(path, []byte(hex.EncodeToString(k)+"\n"), 0o600); err != nil {
 		return nil, err
 	}
 	return k, nil
@@ -199,6 +202,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	clock := server.NewClock(c.sandbox)
+	if c.sandbox {
+		if err := clock.PersistTo(filepath.Join(c.data, "sandbox-clock.json")); err != nil {
+			fmt.Fprintf(stderr, "kassa: %v\n", err)
+			return 1
+		}
+	}
 	cacheBytes := int64(c.orderCacheMB) << 19
 	if cacheBytes == 0 {
 		cacheBytes = -1
@@ -406,20 +415,12 @@ func companies(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 1
 	}
-	tmp, err := os.CreateTemp(companiesDir(*data), ".import-*")
-	if err != nil {
-		fmt.Fprintf(stderr, "kassa: %v\n", err)
-		return 1
-	}
-	err = company.WriteCSV(tmp, cs)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
+	var buf bytes.Buffer
+	err = company.WriteCSV(&buf, cs)
 	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(companiesDir(*data), *country+".csv"))
+		err = durable.WriteFile(filepath.Join(companiesDir(*data), *country+".csv"), buf.Bytes(), 0o600)
 	}
 	if err != nil {
-		os.Remove(tmp.Name())
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 1
 	}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+)
+
+func TestSandboxClockSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sandbox-clock.json")
+	c := NewClock(true)
+	if err := c.PersistTo(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Advance(48 * time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Now()
+
+	restarted := NewClock(true)
+	if err := restarted.PersistTo(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := restarted.Offset(); got != 48*time.Hour {
+		t.Fatalf("offset after restart %v, want 48h", got)
+	}
+	if now := restarted.Now(); now.Before(before) {
+		t.Fatalf("restarted clock reads %v, earlier than %v", now, before)
+	}
+	if err := restarted.Set(before.Add(240 * time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	again := NewClock(true)
+	if err := again.PersistTo(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := again.Offset(); got < 287*time.Hour || got > 289*time.Hour {
+		t.Fatalf("offset after set and restart %v, want about 288h", got)
+	}
+
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewClock(true).PersistTo(path); err == nil {
+		t.Fatal("a damaged clock file was read as an offset")
+	}
+}
+
+func TestSandboxClockStaysInRange(t *testing.T) {
+	c := NewClock(true)
+	if err := c.Advance(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for name, move := range map[string]func() error{
+		"advance": func() error { return c.Advance(1000000 * time.Hour) },
+		"set":     func() error { return c.Set(time.Date(9999, 12, 30, 0, 0, 0, 0, time.UTC)) },
+	} {
+		err := move()
+		var fe *fault.Error
+		if !errors.As(err, &fe) || fe.Kind != fault.Invalid || len(fe.Fields) != 1 || fe.Fields[0].Field != name {
+			t.Fatalf("%s out of range: %v", name, err)
+		}
+	}
+	if got := c.Offset(); got != time.Hour {
+		t.Fatalf("a refused move changed the offset to %v", got)
+	}
+	// Up to the bound, and not one step past it.
+	if err := c.Advance(MaxClockOffset - time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Advance(time.Nanosecond); err == nil {
+		t.Fatal("moved past the bound")
+	}
+}
