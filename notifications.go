@@ -218,8 +218,8 @@ type NotificationPage struct {
 
 // Notification page sizes.
 const (
-	DefaultNotificationPage = 20
-	MaxNotificationPage     = 200
+	DefaultNotificationPage = 100
+	MaxNotificationPage     = 1000
 )
 
 // ListNotifications pages the merchant's delivery log, newest first.
@@ -242,7 +242,17 @@ func (l *Ledger) ListNotifications(ctx context.Context, merchantID, fromID strin
 		page.NextFromID = next
 		return nil
 	})
-	return page, err
+	return page, listFrom(err, fromID)
+}
+
+// listFrom makes a list's unknown fromId the caller's mistake (400 naming
+// it), not a missing resource: a page cannot start after an item the list
+// does not hold.
+func listFrom(err error, fromID string) error {
+	if err != nil && fromID != "" && fault.Is(err, fault.NotFound) {
+		return fault.Invalidf("fromId", "is not the id of an item on this list")
+	}
+	return err
 }
 
 // GetNotification reads one message of the merchant's delivery log.

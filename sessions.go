@@ -157,7 +157,7 @@ func (l *Ledger) ListSessions(ctx context.Context, merchantID string, q session.
 		out.NextFromID = next
 		return err
 	})
-	return out, err
+	return out, listFrom(err, q.FromID)
 }
 
 // BuyerSession reads a session for its hosted checkout page.

@@ -70,7 +70,7 @@ func (l *Ledger) ListSettlements(ctx context.Context, merchantID string, q settl
 		out.NextFromID = next
 		return err
 	})
-	return out, err
+	return out, listFrom(err, q.FromID)
 }
 
 // GetSettlement reads one settlement of the merchant.

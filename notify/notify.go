@@ -71,6 +71,9 @@ func ValidateSubscriptions(topics []string) error {
 	}
 	known := Subscribable()
 	for i, t := range topics {
+		if t == TopicAcknowledgementRequired {
+			continue // always sent; naming it is allowed and changes nothing
+		}
 		if !slices.Contains(known, t) {
 			return fault.Invalidf(fmt.Sprintf("events[%d]", i), "unknown topic %q; known: %s", t, strings.Join(known, ", "))
 		}

@@ -676,3 +676,24 @@ func TestTypeErrorsAndRuleErrorsTogether(t *testing.T) {
 		t.Fatalf("customer-token fields %s", got)
 	}
 }
+
+// A list asked to start after an id it does not hold is the caller's
+// mistake (400 naming fromId), on every list that pages by id.
+func TestUnknownFromIDIsABadRequest(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, path := range []string{"/v1/settlements", "/v1/sessions", "/v1/notifications"} {
+		code, _, b := e.req("GET", path+"?fromId=bogus", "", e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if f := b["errors"].([]any)[0].(map[string]any)["field"]; f != "fromId" {
+			t.Fatalf("%s: field %v", path, f)
+		}
+		if code, _, _ := e.req("GET", path, "", e.auth, nil); code != 200 {
+			t.Fatalf("%s without fromId: %d", path, code)
+		}
+	}
+	// The always-sent topic may be named in a subscription; it changes nothing.
+	code, _, b := e.req("PUT", "/v1/notification-settings", `{"url":"https://example.com/hook","events":["order.acknowledgementRequired","order.create"]}`, e.auth, nil)
+	if code != 200 {
+		t.Fatalf("subscribe with the always-sent topic: %d %v", code, b)
+	}
+}

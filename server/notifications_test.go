@@ -79,8 +79,11 @@ func TestNotificationsOverHTTP(t *testing.T) {
 	}
 	code, _, b = e.req("GET", "/v1/notifications/"+id, "", e.other, nil)
 	wantProblem(t, code, b, 404, "notification_not_found")
-	code, _, b = e.req("GET", "/v1/notifications?size=201", "", e.auth, nil)
+	code, _, b = e.req("GET", "/v1/notifications?size=1001", "", e.auth, nil) // design: lists take 1 to 1000
 	wantProblem(t, code, b, 400, "validation_failed")
+	if code, _, _ := e.req("GET", "/v1/notifications?size=1000", "", e.auth, nil); code != 200 {
+		t.Fatalf("size=1000: %d", code)
+	}
 
 	if code, _, re := e.req("POST", "/v1/notifications/"+id+"/redeliver", "", e.auth, nil); code != 200 || re["status"] != "pending" {
 		t.Fatalf("redeliver %d %v", code, re)
