@@ -192,3 +192,28 @@ func TestSettlementProperty(t *testing.T) {
 		}
 	})
 }
+
+func TestCSVKeepsMerchantTextFromBeingAFormula(t *testing.T) {
+	s := &Settlement{Reference: "S-1", Currency: "SEK"}
+	txs := []Transaction{
+		{Seq: 1, Type: "capture", MerchantReference: "=HYPERLINK(\"http://x\")", Amount: 20000, Currency: "SEK"},
+		{Seq: 2, Type: "refund", MerchantReference: "-1+2", Amount: -5000, Currency: "SEK"},
+		{Seq: 3, Type: "capture", MerchantReference: "PO-7", Amount: 100, Currency: "SEK"},
+		{Seq: 4, Type: "capture", MerchantReference: "@SUM(A1)", Amount: 100, Currency: "SEK"},
+	}
+	var buf bytes.Buffer
+	if err := WriteCSV(&buf, s, txs); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&buf).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ ref, amount string }{
+		{`'=HYPERLINK("http://x")`, "200.00"}, {"'-1+2", "-50.00"}, {"PO-7", "1.00"}, {"'@SUM(A1)", "1.00"},
+	} {
+		if got := rows[i+1]; got[7] != want.ref || got[8] != want.amount {
+			t.Errorf("row %d: reference %q amount %q, want %q %q", i+1, got[7], got[8], want.ref, want.amount)
+		}
+	}
+}

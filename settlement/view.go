@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kassahq/kassa/fault"
@@ -93,6 +94,16 @@ func (q *Query) Match(s *Settlement) bool {
 		(q.CreatedFrom.IsZero() || !s.CreatedAt.Before(q.CreatedFrom)) && (q.CreatedTo.IsZero() || s.CreatedAt.Before(q.CreatedTo))
 }
 
+// textCell keeps a spreadsheet from reading merchant-supplied text as a
+// formula ("CSV injection"): a cell that starts with = + - @ tab or CR gets
+// a leading apostrophe. Amounts are ours and never pass through here.
+func textCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
 // WriteCSV writes a settlement's transactions for accounting: a header, one
 // row per transaction (amounts as decimals with two digits), and a final
 // row with the totals, whose amount is the net payout.
@@ -104,7 +115,7 @@ func WriteCSV(w io.Writer, s *Settlement, txs []Transaction) error {
 	for _, t := range txs {
 		sum += t.Amount
 		cw.Write([]string{s.Reference, strconv.Itoa(t.Seq), string(t.Type), t.OccurredAt.UTC().Format(time.RFC3339), t.OrderID,
-			t.LedgerID, t.DocumentReference, t.MerchantReference, money.New(t.Amount, t.Currency).Amount(), string(t.Currency)})
+			t.LedgerID, t.DocumentReference, textCell(t.MerchantReference), money.New(t.Amount, t.Currency).Amount(), string(t.Currency)})
 	}
 	cw.Write([]string{s.Reference, "", "net", s.CreatedAt.UTC().Format(time.RFC3339), "", "", "", "",
 		money.New(sum, s.Currency).Amount(), string(s.Currency)})
