@@ -153,6 +153,11 @@ func TestSessionEndpoints(t *testing.T) {
 	if code != 400 || p["code"] != "external_session_id_taken" {
 		t.Fatalf("duplicate external id: %d %v", code, p)
 	}
+	// It is looked up by path, so it cannot hold a slash.
+	code, _, p = e.do("POST", "/v1/sessions", fill(sessionBody, "s", "r", "a/b"), e.auth)
+	if code != 400 || p["code"] != "validation_failed" || p["errors"].([]any)[0].(map[string]any)["field"] != "externalSessionId" {
+		t.Fatalf("external id with a slash: %d %v", code, p)
+	}
 	code, _, p = e.do("POST", "/v1/sessions", `{"country":"Sweden","orderLines":[]}`, e.auth)
 	if code != 400 || len(p["errors"].([]any)) != 4 {
 		t.Fatalf("bad create: %d %v", code, p)

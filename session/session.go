@@ -225,6 +225,10 @@ func New(merchantID string, src Source, r *CreateRequest, ids order.IDSource, no
 	if strings.HasPrefix(r.ExternalSessionID, externalPrefix) {
 		f.Add("externalSessionId", "must not start with %q", externalPrefix)
 	}
+	if strings.Contains(r.ExternalSessionID, "/") {
+		// It is looked up by path (…/external:{id}), where a slash cannot be.
+		f.Add("externalSessionId", "must not contain \"/\"")
+	}
 	r.Customer.Validate(&f, "customer")
 	checkURLs(&f, r.MerchantURLs)
 	checkMetadata(&f, r.Metadata)
