@@ -312,6 +312,8 @@ func TestOrderLifecycleOverHTTP(t *testing.T) {
 	if code, _, ps = e.req("GET", "/v1/paymentstatus?orderId="+id, "", e.auth, nil); code != 200 || ps["status"] != "partiallyRefunded" {
 		t.Fatalf("payment status: %d %v", code, ps)
 	}
+	code, _, b = e.req("GET", "/v1/paymentstatus?orderId="+id+"&sessionId=s1", "", e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
 	// Cancel the remainder; then nothing can be captured.
 	if code, _, o = e.req("DELETE", "/v1/orders/"+id, "", e.auth, nil); code != 200 || minor(o["uncapturedAmount"]) != 0 {
 		t.Fatalf("cancel: %d", code)

@@ -154,6 +154,8 @@ func (s *Server) paymentStatus(w http.ResponseWriter, r *http.Request, _ httprou
 	switch {
 	case orderID == "" && sessionID == "":
 		s.writeError(w, r, fault.Invalidf("orderId", "orderId or sessionId is required"))
+	case orderID != "" && sessionID != "":
+		s.writeError(w, r, fault.Invalidf("sessionId", "give orderId or sessionId, not both"))
 	case orderID == "":
 		ps, err := s.ledger.SessionPaymentStatus(r.Context(), merchantOf(r.Context()), sessionID)
 		if err != nil {
