@@ -134,6 +134,32 @@ func TestAuthentication(t *testing.T) {
 	if code, tok := form("grant_type=client_credentials", "m1", "wrong"); code != 401 || tok["error"] != "invalid_client" {
 		t.Fatalf("bad secret: %d %v", code, tok)
 	}
+	for body, want := range map[string]string{
+		"grant_type=client_credentials&grant_type=client_credentials": "invalid_request", // RFC 6749 §3.2
+		"grant_type=client_credentials&client_id=m2":                  "invalid_request", // two ways to authenticate
+		"grant_type=client_credentials&scope=admin":                   "invalid_scope",
+	} {
+		if code, tok := form(body, "m1", "s1"); code != 400 || tok["error"] != want {
+			t.Fatalf("%s: %d %v, want 400 %s", body, code, tok, want)
+		}
+	}
+	if code, tok := form("grant_type=client_credentials&scope=orders+settlements", "m1", "s1"); code != 200 || tok["access_token"] == "" {
+		t.Fatalf("known scopes: %d %v", code, tok)
+	}
+	// A JSON body is not a token request, whatever it holds.
+	jr, _ := http.NewRequest("POST", e.ts.URL+"/oauth/token", strings.NewReader(`{"grant_type":"client_credentials"}`))
+	jr.Header.Set("Content-Type", "application/json")
+	jr.SetBasicAuth("m1", "s1")
+	if resp, err := http.DefaultClient.Do(jr); err != nil {
+		t.Fatal(err)
+	} else {
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || out["error"] != "invalid_request" {
+			t.Fatalf("JSON body: %d %v", resp.StatusCode, out)
+		}
+	}
 	o := e.order("5560000001", "invoice")
 	id := o["id"].(string)
 	for _, auth := range []string{bearer, e.auth} {

@@ -6,7 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,15 +132,42 @@ type oauthError struct {
 // client id and secret by HTTP Basic or as form fields.
 func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	if err := r.ParseForm(); err != nil {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
 		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "send an application/x-www-form-urlencoded body"})
 		return
+	}
+	if err := r.ParseForm(); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, oauthError{"invalid_request", fmt.Sprintf("the body exceeds %d bytes", mbe.Limit)})
+			return
+		}
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "the form body could not be read"})
+		return
+	}
+	// RFC 6749 §3.2: no parameter more than once.
+	for name, vs := range r.PostForm {
+		if len(vs) > 1 {
+			writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", name + " is given more than once"})
+			return
+		}
 	}
 	if gt := r.PostForm.Get("grant_type"); gt != "client_credentials" {
 		writeJSON(w, http.StatusBadRequest, oauthError{"unsupported_grant_type", "grant_type must be client_credentials"})
 		return
 	}
+	for _, sc := range strings.Fields(r.PostForm.Get("scope")) {
+		if !slices.Contains(grantedScopes, sc) {
+			writeJSON(w, http.StatusBadRequest, oauthError{"invalid_scope", "scopes are " + strings.Join(grantedScopes, " ")})
+			return
+		}
+	}
 	id, secret, ok := r.BasicAuth()
+	if ok && (r.PostForm.Has("client_id") || r.PostForm.Has("client_secret")) {
+		// RFC 6749 §2.3: one way of authenticating per request.
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "authenticate with Basic or with client_id and client_secret, not both"})
+		return
+	}
 	if !ok {
 		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
 	}
@@ -156,5 +187,8 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok, exp := s.issueToken(m.ID, time.Now())
-	writeJSON(w, http.StatusOK, tokenResponse{AccessToken: tok, TokenType: "Bearer", ExpiresIn: exp, Scope: "orders payments settlements"})
+	writeJSON(w, http.StatusOK, tokenResponse{AccessToken: tok, TokenType: "Bearer", ExpiresIn: exp, Scope: strings.Join(grantedScopes, " ")})
 }
+
+// grantedScopes is what every token grants; a request may name any of them.
+var grantedScopes = []string{"orders", "payments", "settlements"}

@@ -95,7 +95,7 @@ func operations() []op {
 			body: body, bodyOptional: optional, status: 200, resp: orderR, errs: std})
 	}
 	add(op{method: "POST", path: "/oauth/token", id: "token", summary: "OAuth 2.0 client credentials grant (client id and secret by HTTP Basic or as form fields)",
-		tag: "Authentication", status: 200, resp: tokenResponse{}, errs: []int{400, 401}})
+		tag: "Authentication", status: 200, resp: tokenResponse{}, errs: []int{400, 401, 413}})
 	add(op{method: "GET", path: "/healthz", id: "health", summary: "Liveness", tag: "Operations", status: 200, resp: map[string]string{}})
 	add(op{method: "GET", path: "/readyz", id: "ready", summary: "Readiness (the store answers)", tag: "Operations", status: 200, resp: map[string]string{}, errs: []int{503}})
 	add(op{method: "GET", path: "/metrics", id: "metrics", summary: "Prometheus text exposition", tag: "Operations", status: 200, contentType: "text/plain"})
@@ -527,7 +527,7 @@ func buildOpenAPI() map[string]any {
 			opm["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/x-www-form-urlencoded": map[string]any{"schema": map[string]any{
 				"type": "object", "required": []string{"grant_type"}, "properties": map[string]any{
 					"grant_type": map[string]any{"type": "string", "enum": []string{"client_credentials"}}, "client_id": map[string]any{"type": "string"},
-					"client_secret": map[string]any{"type": "string"}}}}}}
+					"client_secret": map[string]any{"type": "string"}, "scope": map[string]any{"type": "string", "description": "any of: orders payments settlements (every token has all three)"}}}}}}
 		case o.id == "checkoutSubmit":
 			opm["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/x-www-form-urlencoded": map[string]any{"schema": map[string]any{
 				"type": "object", "properties": map[string]any{}}}}}
