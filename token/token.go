@@ -77,6 +77,10 @@ func (a *Authorization) Delete(now time.Time) error {
 	if a.Deleted {
 		return fault.NotFoundf("authorization_token_not_found", "authorization token not found")
 	}
+	if a.UsedAt != nil {
+		// A 204 would read as "withdrawn", but what it made stays.
+		return fault.New(fault.NotAvailable, "authorization_token_used", "the authorization token was already used (%s); deleting it would not undo that", a.UsedFor)
+	}
 	a.Deleted = true
 	return nil
 }

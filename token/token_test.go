@@ -98,6 +98,17 @@ func TestAuthorizationDelete(t *testing.T) {
 	wantFault(t, a.Delete(t0), fault.NotFound, "authorization_token_not_found")
 }
 
+func TestUsedAuthorizationCannotBeDeleted(t *testing.T) {
+	a := auth()
+	if err := a.Consume(t0, "order:o1"); err != nil {
+		t.Fatal(err)
+	}
+	wantFault(t, a.Delete(t0), fault.NotAvailable, "authorization_token_used")
+	if a.Deleted {
+		t.Fatal("a used token was marked deleted")
+	}
+}
+
 func TestApprovalCarriesTheCeiling(t *testing.T) {
 	ap := auth().Approval(true)
 	if ap.ApprovedAmount != 50000 || ap.TokenID != "auth-1" || !ap.RequireAck || ap.Buyer.CompanyID != "5560000001" {
