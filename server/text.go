@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/kassahq/kassa/fault"
@@ -20,13 +21,16 @@ func checkText(body []byte) error {
 	if utf8.Valid(body) && !hasSurrogateEscape(body) {
 		return nil // the common case
 	}
+	if !json.Valid(body) {
+		return nil // not JSON (or nested past the decoder's limit): the decoder reports that
+	}
 	var f fault.Fields
-	if err := walkStrings(body, func(path string, raw []byte) {
+	if err := walkStrings(body, func(path func() string, raw []byte) {
 		if !validText(raw) {
-			f.Add(pathOr(path), "must be valid UTF-8 text (no invalid bytes or unpaired surrogates)")
+			f.Add(pathOr(path()), "must be valid UTF-8 text (no invalid bytes or unpaired surrogates)")
 		}
 	}); err != nil {
-		return nil // not JSON: the decoder reports that
+		return nil
 	}
 	return f.Err()
 }
@@ -90,40 +94,43 @@ func hex4(b []byte, at int) (rune, bool) {
 	return rune(n), err == nil
 }
 
-// walkStrings calls fn with the JSON path and raw token of every string in
-// body, object keys included (a key's path is its object's).
-func walkStrings(body []byte, fn func(path string, raw []byte)) error {
+// walkStrings calls fn with the raw token of every string in body, object
+// keys included, and a function that builds its JSON path (a key's path is
+// its object's); the path is built only when asked for. body must be valid
+// JSON, which also bounds its depth.
+func walkStrings(body []byte, fn func(path func() string, raw []byte)) error {
 	type frame struct {
 		object bool
 		key    string
 		index  int
-		path   string
 		isKey  bool // in an object: the next token is a key
+	}
+	var stack []frame
+	pathOf := func(n int) string { // the current position within the first n frames
+		var b strings.Builder
+		for _, f := range stack[:n] {
+			if f.object {
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(f.key)
+			} else {
+				fmt.Fprintf(&b, "[%d]", f.index)
+			}
+		}
+		return b.String()
+	}
+	done := func() { // a value of the innermost container was read
+		if n := len(stack); n > 0 {
+			if stack[n-1].object {
+				stack[n-1].isKey = true
+			} else {
+				stack[n-1].index++
+			}
+		}
 	}
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber()
-	var stack []*frame
-	here := func() string { // path of the value about to be read
-		if len(stack) == 0 {
-			return ""
-		}
-		top := stack[len(stack)-1]
-		if top.object {
-			return join(top.path, top.key)
-		}
-		return fmt.Sprintf("%s[%d]", top.path, top.index)
-	}
-	done := func() { // a value of the innermost container was read
-		if len(stack) == 0 {
-			return
-		}
-		top := stack[len(stack)-1]
-		if top.object {
-			top.isKey = true
-		} else {
-			top.index++
-		}
-	}
 	for {
 		start := d.InputOffset()
 		tok, err := d.Token()
@@ -137,7 +144,7 @@ func walkStrings(body []byte, fn func(path string, raw []byte)) error {
 		case json.Delim:
 			switch t {
 			case '{', '[':
-				stack = append(stack, &frame{object: t == '{', isKey: t == '{', path: here()})
+				stack = append(stack, frame{object: t == '{', isKey: t == '{'})
 			default:
 				stack = stack[:len(stack)-1]
 				done()
@@ -145,12 +152,13 @@ func walkStrings(body []byte, fn func(path string, raw []byte)) error {
 		case string:
 			raw := body[start:d.InputOffset()]
 			raw = raw[bytes.IndexByte(raw, '"'):]
-			if top := len(stack) - 1; top >= 0 && stack[top].object && stack[top].isKey {
-				fn(stack[top].path, raw)
-				stack[top].key, stack[top].isKey = t, false
+			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].isKey {
+				fn(func() string { return pathOf(n - 1) }, raw)
+				stack[n-1].key, stack[n-1].isKey = t, false
 				continue
 			}
-			fn(here(), raw)
+			n := len(stack)
+			fn(func() string { return pathOf(n) }, raw)
 			done()
 		default:
 			done()

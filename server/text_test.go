@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -71,6 +72,29 @@ func TestAmbiguousPath(t *testing.T) {
 		}
 		if got := ambiguousPath(u); got != want {
 			t.Errorf("ambiguousPath(%s) = %v, want %v", raw, got, want)
+		}
+	}
+}
+
+// The exact walk runs only for suspicious bodies, and its memory must not
+// grow with the square of the nesting depth (a small body could otherwise
+// exhaust the server).
+func TestCheckTextDeepNestingStaysSmall(t *testing.T) {
+	for _, depth := range []int{9000, 20000} { // the second is past the decoder's limit
+		body := `{"a":"\ud800","b":` + strings.Repeat("[", depth) + `"\ud800"` + strings.Repeat("]", depth) + `}`
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		err := checkText([]byte(body))
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+			t.Errorf("depth %d: the text check allocated %d MB", depth, alloc>>20)
+		}
+		if depth == 9000 {
+			var fe *fault.Error
+			if !errors.As(err, &fe) || len(fe.Fields) != 2 || fe.Fields[0].Field != "a" || !strings.HasPrefix(fe.Fields[1].Field, "b[0][0]") {
+				t.Fatalf("depth %d: %v", depth, err)
+			}
 		}
 	}
 }
