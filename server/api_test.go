@@ -725,3 +725,23 @@ func TestUnknownFromIDIsABadRequest(t *testing.T) {
 		t.Fatalf("subscribe with the always-sent topic: %d %v", code, b)
 	}
 }
+
+// Checks that compare amounts are not run against the zero standing in for
+// a wrong-typed amount: the client's own total was right (found by review).
+func TestTypeErrorDoesNotFakeASumMismatch(t *testing.T) {
+	e := newSessionEnv(t)
+	body := `{"country":"SE","currency":"SEK","locale":"sv-SE","reference":"` + strings.Repeat("r", 51) + `",
+		"orderLines":[{"description":"x","quantity":1,"unitPrice":1000,"unitDiscountAmount":"100","vat":2500,"totalAmount":900},
+		              {"description":"` + strings.Repeat("d", 300) + `","quantity":1,"unitPrice":100,"vat":2500}],
+		"totalOrderAmount":1000}`
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", body, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	var fields []string
+	for _, f := range b["errors"].([]any) {
+		fields = append(fields, f.(map[string]any)["field"].(string))
+	}
+	slices.Sort(fields)
+	if got := strings.Join(fields, ","); got != "orderLines[0].unitDiscountAmount,orderLines[1].description,reference" {
+		t.Fatalf("fields %s", got)
+	}
+}

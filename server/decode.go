@@ -120,14 +120,42 @@ func withOwnChecks(typeErrs []fault.FieldError, dst any) error {
 	return all
 }
 
-// coveredBy reports whether path is one of the wrong-typed fields or lies under one.
+// coveredBy reports whether a finding on path may only describe the zero
+// value standing in for a wrong-typed field, and so is left out:
+//   - path is a wrong-typed field or lies under one;
+//   - path lies in the same array element as one (a line's amounts are
+//     checked against each other);
+//   - path is a top-level total (totalOrderAmount, …), checked against sums
+//     of lines that may hold a stand-in;
+//   - a wrong-typed vatMode stands in for how every line's VAT is computed.
 func coveredBy(path string, typeErrs []fault.FieldError) bool {
 	for _, te := range typeErrs {
-		if path == te.Field || strings.HasPrefix(path, te.Field+".") || strings.HasPrefix(path, te.Field+"[") {
+		if under(path, te.Field) || under(path, arrayElementOf(te.Field)) {
+			return true
+		}
+		if !strings.ContainsAny(path, ".[") && strings.HasPrefix(path, "total") {
+			return true
+		}
+		if te.Field == "vatMode" && under(path, "orderLines") {
 			return true
 		}
 	}
 	return false
+}
+
+// under reports whether path is prefix or lies under it.
+func under(path, prefix string) bool {
+	return prefix != "" && (path == prefix || strings.HasPrefix(path, prefix+".") || strings.HasPrefix(path, prefix+"["))
+}
+
+// arrayElementOf returns the innermost array element a path lies in
+// ("orderLines[2]" for "orderLines[2].quantity"), or "".
+func arrayElementOf(path string) string {
+	i := strings.LastIndexByte(path, ']')
+	if i < 0 {
+		return ""
+	}
+	return path[:i+1]
 }
 
 func offsetOf(e *json.SyntaxError) int64 {
