@@ -133,39 +133,39 @@ type oauthError struct {
 func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
-		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "send an application/x-www-form-urlencoded body"})
+		oauthFail(w, http.StatusBadRequest, "invalid_request", "send an application/x-www-form-urlencoded body")
 		return
 	}
 	if err := r.ParseForm(); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, oauthError{"invalid_request", fmt.Sprintf("the body exceeds %d bytes", mbe.Limit)})
+			oauthFail(w, http.StatusRequestEntityTooLarge, "invalid_request", fmt.Sprintf("the body exceeds %d bytes", mbe.Limit))
 			return
 		}
-		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "the form body could not be read"})
+		oauthFail(w, http.StatusBadRequest, "invalid_request", "the form body could not be read")
 		return
 	}
 	// RFC 6749 §3.2: no parameter more than once.
 	for name, vs := range r.PostForm {
 		if len(vs) > 1 {
-			writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", name + " is given more than once"})
+			oauthFail(w, http.StatusBadRequest, "invalid_request", name+" is given more than once")
 			return
 		}
 	}
 	if gt := r.PostForm.Get("grant_type"); gt != "client_credentials" {
-		writeJSON(w, http.StatusBadRequest, oauthError{"unsupported_grant_type", "grant_type must be client_credentials"})
+		oauthFail(w, http.StatusBadRequest, "unsupported_grant_type", "grant_type must be client_credentials")
 		return
 	}
 	for _, sc := range strings.Fields(r.PostForm.Get("scope")) {
 		if !slices.Contains(grantedScopes, sc) {
-			writeJSON(w, http.StatusBadRequest, oauthError{"invalid_scope", "scopes are " + strings.Join(grantedScopes, " ")})
+			oauthFail(w, http.StatusBadRequest, "invalid_scope", "scopes are "+strings.Join(grantedScopes, " "))
 			return
 		}
 	}
 	id, secret, ok := r.BasicAuth()
 	if ok && (r.PostForm.Has("client_id") || r.PostForm.Has("client_secret")) {
 		// RFC 6749 §2.3: one way of authenticating per request.
-		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "authenticate with Basic or with client_id and client_secret, not both"})
+		oauthFail(w, http.StatusBadRequest, "invalid_request", "authenticate with Basic or with client_id and client_secret, not both")
 		return
 	}
 	if !ok {
@@ -173,14 +173,14 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	}
 	if id == "" || secret == "" {
 		w.Header().Set("WWW-Authenticate", `Basic realm="kassa"`)
-		writeJSON(w, http.StatusUnauthorized, oauthError{"invalid_client", "client id and secret are required"})
+		oauthFail(w, http.StatusUnauthorized, "invalid_client", "client id and secret are required")
 		return
 	}
 	m, err := s.ledger.Authenticate(r.Context(), id, secret)
 	if err != nil {
 		if fault.Is(err, fault.Unauthorized) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="kassa"`)
-			writeJSON(w, http.StatusUnauthorized, oauthError{"invalid_client", "unknown client or wrong secret"})
+			oauthFail(w, http.StatusUnauthorized, "invalid_client", "unknown client or wrong secret")
 			return
 		}
 		s.writeError(w, r, err)
@@ -188,6 +188,11 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	}
 	tok, exp := s.issueToken(m.ID, time.Now())
 	writeJSON(w, http.StatusOK, tokenResponse{AccessToken: tok, TokenType: "Bearer", ExpiresIn: exp, Scope: strings.Join(grantedScopes, " ")})
+}
+
+// oauthFail answers a token request with an RFC 6749 §5.2 error.
+func oauthFail(w http.ResponseWriter, status int, code, description string) {
+	writeJSON(w, status, oauthError{code, description})
 }
 
 // grantedScopes is what every token grants; a request may name any of them.

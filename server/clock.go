@@ -17,9 +17,12 @@ import (
 // moved forward so that expiry and other time rules can be exercised in
 // seconds; it never moves backwards, so event logs stay ordered.
 type Clock struct {
-	mu       sync.Mutex
+	mu       sync.Mutex // guards offset; held only to read or swap it
 	offset   time.Duration
 	settable bool
+	// moving serializes moves, which may wait for a disk write; Now does
+	// not wait for it.
+	moving sync.Mutex
 	// persist, when set, durably records a new offset before it is used: a
 	// clock move answered 200 survives a restart like any other change.
 	persist func(time.Duration) error
@@ -55,23 +58,26 @@ func (c *Clock) Advance(d time.Duration) error {
 	if d <= 0 {
 		return fault.Invalidf("advance", "must be a positive duration such as \"36h\"")
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if d > MaxClockOffset-c.offset {
+	c.moving.Lock()
+	defer c.moving.Unlock()
+	off := c.Offset()
+	if d > MaxClockOffset-off {
 		return fault.Invalidf("advance", "must keep the clock within %d years of real time", MaxClockOffset/(365*24*time.Hour))
 	}
-	return c.move(c.offset + d)
+	return c.move(off + d)
 }
 
 // move makes off the offset, recording it first when the clock persists.
-// The caller holds mu.
+// The caller holds moving.
 func (c *Clock) move(off time.Duration) error {
 	if c.persist != nil {
 		if err := c.persist(off); err != nil {
 			return fault.Internalf(err, "record the sandbox clock")
 		}
 	}
+	c.mu.Lock()
 	c.offset = off
+	c.mu.Unlock()
 	return nil
 }
 
@@ -80,11 +86,12 @@ func (c *Clock) Set(t time.Time) error {
 	if !c.settable {
 		return fault.New(fault.Forbidden, "clock_fixed", "the clock can be moved only in the sandbox")
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.moving.Lock()
+	defer c.moving.Unlock()
 	now := time.Now()
-	if t.Before(now.Add(c.offset)) {
-		return fault.Invalidf("set", "must not be earlier than the clock's current time %s", now.Add(c.offset).UTC().Format(time.RFC3339))
+	off := c.Offset()
+	if t.Before(now.Add(off)) {
+		return fault.Invalidf("set", "must not be earlier than the clock's current time %s", now.Add(off).UTC().Format(time.RFC3339))
 	}
 	if t.Sub(now) > MaxClockOffset {
 		return fault.Invalidf("set", "must be within %d years of real time", MaxClockOffset/(365*24*time.Hour))
@@ -110,10 +117,7 @@ func (c *Clock) PersistTo(path string) error {
 			return fmt.Errorf("sandbox clock file %s is damaged (%v); remove it to restart the clock at real time", path, err)
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.offset = rec.Offset
-	c.persist = func(off time.Duration) error {
+	persist := func(off time.Duration) error {
 		rec.Offset = off
 		b, err := json.Marshal(rec)
 		if err != nil {
@@ -121,5 +125,17 @@ func (c *Clock) PersistTo(path string) error {
 		}
 		return durable.WriteFile(path, b, 0o600)
 	}
+	if errors.Is(err, fs.ErrNotExist) {
+		// Written now, so that a directory the clock cannot be kept in
+		// fails at start rather than on the first move.
+		if err := persist(0); err != nil {
+			return fmt.Errorf("sandbox clock: %w", err)
+		}
+	}
+	c.moving.Lock()
+	defer c.moving.Unlock()
+	c.mu.Lock()
+	c.offset, c.persist = rec.Offset, persist
+	c.mu.Unlock()
 	return nil
 }

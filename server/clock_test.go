@@ -50,6 +50,20 @@ func TestSandboxClockSurvivesRestart(t *testing.T) {
 	}
 }
 
+func TestSandboxClockFileThatCannotBeWrittenFailsAtStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing-dir", "sandbox-clock.json")
+	if err := NewClock(true).PersistTo(path); err == nil {
+		t.Fatal("a clock that cannot be recorded started anyway")
+	}
+	ok := filepath.Join(t.TempDir(), "sandbox-clock.json")
+	if err := NewClock(true).PersistTo(ok); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ok); err != nil {
+		t.Fatalf("the clock file is not written at start: %v", err)
+	}
+}
+
 func TestSandboxClockStaysInRange(t *testing.T) {
 	c := NewClock(true)
 	if err := c.Advance(time.Hour); err != nil {

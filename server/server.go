@@ -170,6 +170,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	rec := &statusRecorder{ResponseWriter: w, route: "unmatched"}
+	method := r.Method // as sent: HEAD is routed as GET below
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.ErrorContext(ctx, "panic", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
@@ -179,9 +180,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		d := time.Since(start)
 		route := rec.route
-		s.metrics.ObserveRequest(r.Method, route, rec.status, d)
+		s.metrics.ObserveRequest(method, route, rec.status, d)
 		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
-			slog.String("requestId", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("requestId", id), slog.String("method", method), slog.String("path", r.URL.Path),
 			slog.String("route", route), slog.Int("status", rec.status), slog.Int("bytes", rec.bytes),
 			slog.Float64("durationMs", float64(d.Microseconds())/1000), slog.String("merchantId", merchantOf(r.Context())))
 	}()
