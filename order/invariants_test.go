@@ -365,13 +365,28 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 			refundable := cg - m.refundedOf(id)
 			var in order.LineInput
 			var total int64
+			kind := fault.NotAvailable
 			if ok {
 				in, total, _ = m.newLine(t, 1, refundable)
+				// No more VAT back than the capture has left to credit.
+				_, _, capVAT := m.gross(l.Lines)
+				for i := range m.o.Refunded {
+					if m.o.Refunded[i].RefundOf == id {
+						_, _, rv := m.gross(m.o.Refunded[i].Lines)
+						capVAT -= rv
+					}
+				}
+				if in.Vat != nil && *in.Vat != 0 {
+					_, _, askVAT := m.gross([]order.Line{{TotalAmount: total, TotalVatAmount: money.LineVAT(total, *in.Vat, m.o.VATMode), Vat: *in.Vat}})
+					if askVAT < min(0, capVAT) || askVAT > max(0, capVAT) {
+						ok, kind = false, fault.Invalid
+					}
+				}
 			} else {
 				in, total = ordertest.Line("x", 1, 1, 0), 1
 			}
 			note := "note"
-			m.expect(t, "partialRefund", ok, fault.NotAvailable, func() error {
+			m.expect(t, "partialRefund", ok, kind, func() error {
 				_, err := refund.Partial(m.o, id, &refund.PartialRequest{OrderLines: []order.LineInput{in}, TotalRefundAmount: ordertest.Ptr(total), Note: &note}, m.env())
 				return err
 			})

@@ -197,3 +197,23 @@ func TestFullRefundAfterMixedRates(t *testing.T) {
 }
 
 var snapshot = ordertest.Snapshot
+
+// A credit note may not give back VAT the capture never invoiced; goodwill
+// at 0 % on a capture at 25 % stays allowed (TestFullRefundAfterMixedRates).
+func TestRefundGivesBackNoVATThatWasNotInvoiced(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t, ordertest.Line("zero-rated", 1, 10000, 0))
+	c, err := capture.Full(o, nil, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ordertest.Snapshot(t, o)
+	_, err = refund.Partial(o, c.ID, partial(6000, ordertest.Line("r", 1, 6000, 2500)), f.Env())
+	wantFault(t, err, fault.Invalid, "refund_exceeds_captured", "orderLines")
+	if ordertest.Snapshot(t, o) != before {
+		t.Fatal("a refused refund changed the order")
+	}
+	if _, err := refund.Partial(o, c.ID, partial(6000, ordertest.Line("r", 1, 6000, 0)), f.Env()); err != nil {
+		t.Fatalf("a refund at the invoiced rate: %v", err)
+	}
+}
