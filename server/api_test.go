@@ -97,6 +97,17 @@ func events(o map[string]any) []map[string]any {
 	return out
 }
 
+// problemFields lists, sorted and comma-joined, the fields a problem
+// document names.
+func problemFields(b map[string]any) string {
+	var fields []string
+	for _, f := range b["errors"].([]any) {
+		fields = append(fields, f.(map[string]any)["field"].(string))
+	}
+	slices.Sort(fields)
+	return strings.Join(fields, ",")
+}
+
 func wantProblem(t *testing.T, code int, b map[string]any, status int, problem string) {
 	t.Helper()
 	if code != status || b["code"] != problem || b["status"] != float64(status) || b["requestId"] == "" {
@@ -552,22 +563,15 @@ func TestInputIsTakenAsSentOrRefused(t *testing.T) {
 	e := newSessionEnv(t)
 	o := e.order("5560000001", "invoice")
 	id := o["id"].(string)
-	fieldsOf := func(b map[string]any) string {
-		var fields []string
-		for _, f := range b["errors"].([]any) {
-			fields = append(fields, f.(map[string]any)["field"].(string))
-		}
-		return strings.Join(fields, ",")
-	}
 	code, _, b := e.req("POST", "/v1/orders/"+id+"/reference", "{\"reference\":\"\xc3\x28\"}", e.auth, nil)
 	wantProblem(t, code, b, 400, "validation_failed")
-	if got := fieldsOf(b); got != "reference" {
+	if got := problemFields(b); got != "reference" {
 		t.Fatalf("invalid UTF-8: fields %s", got)
 	}
 	code, _, b = e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order",
 		strings.Replace(orderBody, `"Grout"`, `"\ud800"`, 1), e.auth, nil)
 	wantProblem(t, code, b, 400, "validation_failed")
-	if got := fieldsOf(b); got != "orderLines[1].description" {
+	if got := problemFields(b); got != "orderLines[1].description" {
 		t.Fatalf("unpaired surrogate: fields %s", got)
 	}
 	if got := e.get(id)["merchantReference"]; got != "PO-1" {
@@ -586,7 +590,7 @@ func TestInputIsTakenAsSentOrRefused(t *testing.T) {
 	code, _, b = e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order",
 		strings.Replace(strings.Replace(orderBody, `"quantity":1`, `"quantity":1.0`, 1), `"unitPrice":12500`, `"unitPrice":1.25e4`, 1), e.auth, nil)
 	wantProblem(t, code, b, 400, "validation_failed")
-	if got := fieldsOf(b); got != "orderLines[0].unitPrice,orderLines[1].quantity" && got != "orderLines[1].quantity,orderLines[0].unitPrice" {
+	if got := problemFields(b); got != "orderLines[0].unitPrice,orderLines[1].quantity" && got != "orderLines[1].quantity,orderLines[0].unitPrice" {
 		t.Fatalf("non-integer numbers: fields %s", got)
 	}
 	// JSON is UTF-8 without a content coding.
@@ -686,23 +690,13 @@ func TestTypeErrorsAndRuleErrorsTogether(t *testing.T) {
 		"orderLines":[{"description":"x","quantity":"1","unitPrice":100,"vat":2500},{"description":"` + strings.Repeat("d", 300) + `","quantity":1,"unitPrice":100,"vat":2500}]}`
 	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", body, e.auth, nil)
 	wantProblem(t, code, b, 400, "validation_failed")
-	var fields []string
-	for _, f := range b["errors"].([]any) {
-		fields = append(fields, f.(map[string]any)["field"].(string))
-	}
-	slices.Sort(fields)
-	if got := strings.Join(fields, ","); got != "autoCapture.delayMinutes,metadata.a,orderLines[0].quantity,orderLines[1].description,reference" {
+	if got := problemFields(b); got != "autoCapture.delayMinutes,metadata.a,orderLines[0].quantity,orderLines[1].description,reference" {
 		t.Fatalf("fields %s", got)
 	}
 	// The customer-token route checks by its own rules (customer is refused there).
 	code, _, b = e.req("POST", "/v1/customer-tokens/ct_nope/order", `{"country":"SE","currency":"SEK","customer":{},"orderLines":[{"description":"x","quantity":true,"unitPrice":100,"vat":2500}]}`, e.auth, nil)
 	wantProblem(t, code, b, 400, "validation_failed")
-	fields = nil
-	for _, f := range b["errors"].([]any) {
-		fields = append(fields, f.(map[string]any)["field"].(string))
-	}
-	slices.Sort(fields)
-	if got := strings.Join(fields, ","); got != "customer,orderLines[0].quantity" {
+	if got := problemFields(b); got != "customer,orderLines[0].quantity" {
 		t.Fatalf("customer-token fields %s", got)
 	}
 }
@@ -738,12 +732,7 @@ func TestTypeErrorDoesNotFakeASumMismatch(t *testing.T) {
 		"totalOrderAmount":1000}`
 	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", body, e.auth, nil)
 	wantProblem(t, code, b, 400, "validation_failed")
-	var fields []string
-	for _, f := range b["errors"].([]any) {
-		fields = append(fields, f.(map[string]any)["field"].(string))
-	}
-	slices.Sort(fields)
-	if got := strings.Join(fields, ","); got != "orderLines[0].unitDiscountAmount,orderLines[1].description,reference" {
+	if got := problemFields(b); got != "orderLines[0].unitDiscountAmount,orderLines[1].description,reference" {
 		t.Fatalf("fields %s", got)
 	}
 }
