@@ -277,7 +277,7 @@ func (o *Order) liveCapture(ledgerID string) (*Ledger, error) {
 
 // Outstanding is what the buyer still owes on a capture.
 func (o *Order) Outstanding(l *Ledger) int64 {
-	return SumLines(l.Lines, o.VATMode).Gross - o.RefundedOf(l.ID) - l.Paid
+	return o.Refundable(l).Gross - l.Paid
 }
 
 // RegisterPayment records the buyer paying amount on a capture (buyer side,

@@ -211,6 +211,19 @@ func (o *Order) RefundedOf(id string) int64 {
 	return sum
 }
 
+// Refundable is what capture l still holds after its refunds: the gross a
+// refund may give back, and the VAT it may credit.
+func (o *Order) Refundable(l *Ledger) Totals {
+	t := SumLines(l.Lines, o.VATMode)
+	for i := range o.Refunded {
+		if o.Refunded[i].RefundOf == l.ID {
+			r := SumLines(o.Refunded[i].Lines, o.VATMode)
+			t.Gross, t.Net, t.VAT, t.Sum = t.Gross-r.Gross, t.Net-r.Net, t.VAT-r.VAT, t.Sum-r.Sum
+		}
+	}
+	return t
+}
+
 // Ledger finds a sub-order by id.
 func (o *Order) Ledger(id string) *Ledger {
 	if o.Uncaptured.ID == id {
@@ -336,8 +349,7 @@ func (o *Order) Actions(l *Ledger, now time.Time, p Policy) []Action {
 		if l.Void() {
 			return nil
 		}
-		refundable := SumLines(l.Lines, o.VATMode).Gross - o.RefundedOf(l.ID)
-		if refundable > 0 {
+		if o.Refundable(l).Gross > 0 {
 			acts = append(acts, ActionRefund, ActionPartialRefund)
 		}
 		acts = append(acts, ActionResendOrderInvoice)
@@ -345,7 +357,7 @@ func (o *Order) Actions(l *Ledger, now time.Time, p Policy) []Action {
 			acts = append(acts, ActionVoid)
 		}
 		// Recourse hands an unpaid claim back to the merchant: there must be one.
-		if o.PaymentMethod.IsInvoice() && !l.HasStatus(SubFullyPaid) && l.Recourse == "" && refundable-l.Paid > 0 {
+		if o.PaymentMethod.IsInvoice() && !l.HasStatus(SubFullyPaid) && l.Recourse == "" && o.Outstanding(l) > 0 {
 			acts = append(acts, ActionRecourseOrderInvoice)
 		}
 	case LedgerRefund:
