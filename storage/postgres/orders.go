@@ -215,17 +215,13 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 	}
 	sql := `SELECT id, body FROM orders WHERE ` + strings.Join(w.conds, " AND ") +
 		` ORDER BY created_key DESC, id DESC LIMIT ` + w.arg(size+1)
-	rows, err := t.tx.Query(t.ctx, sql, w.args...)
-	if err != nil {
-		return storage.OrderPage{}, dbErr(err, "orders")
-	}
 	type idBody struct {
 		ID   string
 		Body []byte
 	}
-	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[idBody])
+	found, err := collect(t, "orders", pgx.RowToStructByPos[idBody], sql, w.args...)
 	if err != nil {
-		return storage.OrderPage{}, dbErr(err, "orders")
+		return storage.OrderPage{}, err
 	}
 	var page storage.OrderPage
 	for _, r := range found {

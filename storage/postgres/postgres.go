@@ -301,11 +301,16 @@ func (t *tx) scanRow(what, sql string, args []any, dest ...any) (bool, error) {
 
 // bodies reads the bytea column of every row.
 func (t *tx) bodies(what, sql string, args ...any) ([][]byte, error) {
+	return collect(t, what, pgx.RowTo[[]byte], sql, args...)
+}
+
+// collect reads every row sql selects, each through scan.
+func collect[T any](t *tx, what string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
 	rows, err := t.tx.Query(t.ctx, sql, args...)
 	if err != nil {
 		return nil, dbErr(err, what)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	out, err := pgx.CollectRows(rows, scan)
 	if err != nil {
 		return nil, dbErr(err, what)
 	}
