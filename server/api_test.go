@@ -735,4 +735,23 @@ func TestTypeErrorDoesNotFakeASumMismatch(t *testing.T) {
 	if got := problemFields(b); got != "orderLines[0].unitDiscountAmount,orderLines[1].description,reference" {
 		t.Fatalf("fields %s", got)
 	}
+	// With no other line finding the order totals are checked too, against
+	// lines holding the stand-in: the client's 900 is right, so only the type
+	// error is reported.
+	body = `{"country":"SE","currency":"SEK","locale":"sv-SE",
+		"orderLines":[{"description":"x","quantity":1,"unitPrice":1000,"unitDiscountAmount":"100","vat":2500}],
+		"totalOrderAmount":900}`
+	code, _, b = e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", body, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	if got := problemFields(b); got != "orderLines[0].unitDiscountAmount" {
+		t.Fatalf("fields %s", got)
+	}
+	// A wrong-typed vatMode stands in for how every line's VAT is computed.
+	body = `{"country":"SE","currency":"SEK","locale":"sv-SE","vatMode":1,
+		"orderLines":[{"description":"x","quantity":1,"unitPrice":1000,"vat":2500,"totalAmount":1000,"totalVatAmount":250}]}`
+	code, _, b = e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", body, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	if got := problemFields(b); got != "vatMode" {
+		t.Fatalf("fields %s", got)
+	}
 }

@@ -91,6 +91,13 @@ func decodeJSON(body []byte, dst any) error {
 // without the order or token it is for.
 type selfChecking interface{ Validate() error }
 
+// crossChecking is a self-checking body whose checks also compare fields
+// with one another (sums, modes): DependsOn reports whether a finding on
+// finding may stem from the zero standing in for the wrong-typed field.
+type crossChecking interface {
+	DependsOn(finding, wrongTyped string) bool
+}
+
 // withOwnChecks returns the wrong-typed fields of dst together with what
 // dst's own checks find in the rest of it, so that every offending field is
 // named at once. The decoder has filled every field of a fitting type (it
@@ -112,8 +119,9 @@ func withOwnChecks(typeErrs []fault.FieldError, dst any) error {
 	if !errors.As(sc.Validate(), &own) {
 		return all
 	}
+	cc, _ := dst.(crossChecking)
 	for _, fe := range own.Fields {
-		if !coveredBy(fe.Field, typeErrs) {
+		if !coveredBy(fe.Field, typeErrs, cc) {
 			all.Fields = append(all.Fields, fe)
 		}
 	}
@@ -121,22 +129,13 @@ func withOwnChecks(typeErrs []fault.FieldError, dst any) error {
 }
 
 // coveredBy reports whether a finding on path may only describe the zero
-// value standing in for a wrong-typed field, and so is left out:
-//   - path is a wrong-typed field or lies under one;
-//   - path lies in the same array element as one (a line's amounts are
-//     checked against each other);
-//   - path is a top-level total (totalOrderAmount, …), checked against sums
-//     of lines that may hold a stand-in;
-//   - a wrong-typed vatMode stands in for how every line's VAT is computed.
-func coveredBy(path string, typeErrs []fault.FieldError) bool {
+// value standing in for a wrong-typed field, and so is left out: path is a
+// wrong-typed field or lies under one, or in the same array element as one
+// (an element's fields are checked against each other), or the body says
+// it depends on one (cc, may be nil).
+func coveredBy(path string, typeErrs []fault.FieldError, cc crossChecking) bool {
 	for _, te := range typeErrs {
-		if under(path, te.Field) || under(path, arrayElementOf(te.Field)) {
-			return true
-		}
-		if !strings.ContainsAny(path, ".[") && strings.HasPrefix(path, "total") {
-			return true
-		}
-		if te.Field == "vatMode" && under(path, "orderLines") {
+		if under(path, te.Field) || under(path, arrayElementOf(te.Field)) || (cc != nil && cc.DependsOn(path, te.Field)) {
 			return true
 		}
 	}
