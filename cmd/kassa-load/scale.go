@@ -19,8 +19,9 @@ import (
 // scale measures captures per second through HTTP on PostgreSQL with 1, 2
 // and 3 replicas, and in the same run the baseline: raw pgx single-row
 // INSERT transactions of the same size at the same concurrency. Each worker
-// captures the lines of its own 50-line orders one partial capture at a
-// time, spreading its requests over the replicas.
+// captures the lines of its own orders (50 lines unless -lines says
+// otherwise) one partial capture at a time, spreading its requests over the
+// replicas.
 func scale(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("kassa-load scale", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -29,9 +30,10 @@ func scale(args []string, stdout, stderr io.Writer) int {
 	counts := fs.String("replicas", "1,2,3", "replica counts to measure")
 	conc := fs.Int("concurrency", 16, "concurrent clients")
 	dur := fs.Duration("duration", 10*time.Second, "measuring time per step")
+	lines := fs.Int("lines", 50, "order lines per order, each captured on its own")
 	merchants := fs.Int("merchants", 1, "merchants the clients are spread over (document numbers are gapless per merchant, so one merchant's captures commit one at a time)")
-	if err := fs.Parse(args); err != nil || *bin == "" || *dbURL == "" || *conc < 1 || *merchants < 1 || *merchants > 100 {
-		fmt.Fprintln(stderr, "usage: kassa-load scale -bin PATH -database-url URL [-replicas 1,2,3] [-concurrency 16] [-duration 10s]")
+	if err := fs.Parse(args); err != nil || *bin == "" || *dbURL == "" || *conc < 1 || *merchants < 1 || *merchants > 100 || *lines < 1 || *lines > 1000 {
+		fmt.Fprintln(stderr, "usage: kassa-load scale -bin PATH -database-url URL [-replicas 1,2,3] [-concurrency 16] [-duration 10s] [-merchants 1] [-lines 50]")
 		return 2
 	}
 	var ns []int
@@ -43,7 +45,7 @@ func scale(args []string, stdout, stderr io.Writer) int {
 		}
 		ns = append(ns, n)
 	}
-	fmt.Fprintf(stdout, "scale: %d clients over %d merchant(s), %s per step, partial captures of one line each\n", *conc, *merchants, *dur)
+	fmt.Fprintf(stdout, "scale: %d clients over %d merchant(s), %s per step, %d-line orders, partial captures of one line each\n", *conc, *merchants, *dur, *lines)
 	fmt.Fprintf(stdout, "%-28s %10s %9s %9s %9s %6s\n", "", "per s", "p50", "p99", "max", "errors")
 	var size int
 	results := map[int]float64{}
@@ -53,7 +55,7 @@ func scale(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "kassa-load scale:", err)
 			return 1
 		}
-		rate, lat, errs, sz, err := measureCaptures(cl, n, *merchants, *conc, *dur)
+		rate, lat, errs, sz, err := measureCaptures(cl, n, *merchants, *lines, *conc, *dur)
 		if err != nil {
 			cl.stop()
 			fmt.Fprintln(stderr, "kassa-load scale:", err)
@@ -81,7 +83,7 @@ func scale(args []string, stdout, stderr io.Writer) int {
 // measureCaptures runs conc workers for d against the cluster's replicas,
 // worker w acting for merchant w % merchants, and returns captures per
 // second, sorted latencies, errors and the size of an order document.
-func measureCaptures(cl *cluster, n, merchants, conc int, d time.Duration) (float64, []time.Duration, int64, int, error) {
+func measureCaptures(cl *cluster, n, merchants, orderLines, conc int, d time.Duration) (float64, []time.Duration, int64, int, error) {
 	creds := [][2]string{{cl.id, cl.sec}}
 	for m := 1; m < merchants; m++ {
 		r, err := cl.client(0).do(context.Background(), "POST", "/sandbox/v1/merchants", map[string]any{"name": fmt.Sprint("scale ", m)}, "")
@@ -112,7 +114,7 @@ func measureCaptures(cl *cluster, n, merchants, conc int, d time.Duration) (floa
 			clients := mine0
 			var mine []time.Duration
 			for k := 0; ctx.Err() == nil; k++ {
-				lines, id, sz := newBigOrder(clients[(w+k)%n], fmt.Sprintf("scale-%d-%d-%d", time.Now().UnixNano(), w, k))
+				lines, id, sz := newBigOrder(clients[(w+k)%n], orderLines, fmt.Sprintf("scale-%d-%d-%d", time.Now().UnixNano(), w, k))
 				if id == "" {
 					errs.Add(1)
 					continue
@@ -166,8 +168,8 @@ type bigLine struct {
 	TotalAmount int64  `json:"totalAmount"`
 }
 
-// newBigOrder creates a 50-line order and returns its lines (not timed as captures).
-func newBigOrder(c *client, key string) ([]bigLine, string, int) {
+// newBigOrder creates an order of size lines and returns its lines (not timed as captures).
+func newBigOrder(c *client, size int, key string) ([]bigLine, string, int) {
 	r, err := c.do(context.Background(), "POST", "/sandbox/v1/authorization-tokens", map[string]any{"country": "SE", "currency": "SEK",
 		"locale": "sv-SE", "customer": map[string]any{"companyId": "5560000001"}}, "")
 	if err != nil || r.status != 201 {
@@ -175,7 +177,7 @@ func newBigOrder(c *client, key string) ([]bigLine, string, int) {
 	}
 	var tok struct{ AuthorizationToken string }
 	json.Unmarshal(r.body, &tok)
-	lines := make([]any, 50)
+	lines := make([]any, size)
 	for i := range lines {
 		lines[i] = map[string]any{"description": fmt.Sprint("Item ", i), "quantity": 1, "unitPrice": 1000 + i, "vat": 2500}
 	}

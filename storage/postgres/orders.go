@@ -42,7 +42,12 @@ func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {
 	if !ok {
 		return nil, orderNotFound(orderID)
 	}
-	return t.decoded.Order(merchantID+"/"+orderID, b)
+	key := merchantID + "/" + orderID
+	o, err := t.decoded.Order(key, b)
+	if err == nil && t.writable {
+		t.locked[key] = o.Version
+	}
+	return o, err
 }
 
 func (t *tx) OrderVersion(merchantID, orderID string) (int64, error) {
@@ -88,9 +93,16 @@ func (t *tx) CreateOrder(o *order.Order) error {
 	if n == 0 {
 		return fault.Conflictf("order_exists", "order %s exists", o.ID)
 	}
-	t.decoded.Written(o.MerchantID+"/"+o.ID, b, o)
+	key := o.MerchantID + "/" + o.ID
+	t.locked[key] = o.Version
+	t.decoded.Written(key, b, o)
 	return nil
 }
+
+// orderUpdateSQL writes an order's columns and body over version $13.
+const orderUpdateSQL = `UPDATE orders SET version = $3, store_id = $4, order_ref = $5, merchant_ref = $6, category = $7,
+	statuses = $8, created_key = $9, expires_key = $10, expirable = $11, body = $12
+	WHERE merchant_id = $1 AND id = $2 AND version = $13`
 
 func (t *tx) UpdateOrder(o *order.Order) error {
 	if !t.writable {
@@ -103,9 +115,18 @@ func (t *tx) UpdateOrder(o *order.Order) error {
 		o.Version = prev
 		return err
 	}
-	n, err := t.exec("order", `UPDATE orders SET version = $3, store_id = $4, order_ref = $5, merchant_ref = $6, category = $7,
-		statuses = $8, created_key = $9, expires_key = $10, expirable = $11, body = $12
-		WHERE merchant_id = $1 AND id = $2 AND version = $13`, append(orderRow(o), b, prev)...)
+	key := o.MerchantID + "/" + o.ID
+	args := append(orderRow(o), b, prev)
+	if v, ok := t.locked[key]; ok && v == prev {
+		// This transaction holds the row at prev, so the update cannot miss
+		// it; it goes with the next round trip, checked there all the same
+		// (kassa_expect_one fails the transaction if it changed no row).
+		t.locked[key] = o.Version
+		t.decoded.Written(key, b, o)
+		return t.later("order", nil, `WITH u AS (`+orderUpdateSQL+` RETURNING 1)
+			SELECT kassa_expect_one(count(*), 'order update') FROM u`, args...)
+	}
+	n, err := t.exec("order", orderUpdateSQL, args...)
 	if err == nil && n == 0 {
 		if _, gerr := t.GetOrder(o.MerchantID, o.ID); gerr != nil {
 			err = gerr
@@ -117,7 +138,8 @@ func (t *tx) UpdateOrder(o *order.Order) error {
 		o.Version = prev
 		return err
 	}
-	t.decoded.Written(o.MerchantID+"/"+o.ID, b, o)
+	t.locked[key] = o.Version
+	t.decoded.Written(key, b, o)
 	return nil
 }
 

@@ -16,6 +16,9 @@
 //     same row; settlement runs hold a transaction advisory lock, so runs on
 //     several replicas happen one after the other and settle nothing twice.
 //   - Serialization failures and deadlocks retry the whole transaction.
+//   - Round trips are saved without changing outcomes (wire.go): BEGIN goes
+//     with the first statement, and writes that can only succeed or fail go
+//     with the next statement or with COMMIT.
 //
 // Records are stored as the same JSON as in storage/bolt; the columns beside
 // them serve lookups, lists and jobs. The schema is created by versioned
@@ -188,28 +191,46 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 }
 
 func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn func(storage.Tx) error) (err error) {
-	ptx, err := s.pool.BeginTx(ctx, opts)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fault.Internalf(err, "postgres: begin")
 	}
-	t := &tx{ctx: ctx, tx: ptx, now: s.clock().UTC(), writable: writable, decoded: s.decoded, decodedMerchants: &s.merchants}
+	defer conn.Release()
+	w := &wire{ctx: ctx, conn: conn, begin: beginSQL(opts)}
+	t := &tx{ctx: ctx, tx: w, now: s.clock().UTC(), writable: writable, decoded: s.decoded, decodedMerchants: &s.merchants}
 	if writable {
 		t.merchants = make(map[string][]byte)
+		t.locked = make(map[string]int64)
+		t.unusedKeys = make(map[string]bool)
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			ptx.Rollback(context.Background())
+			w.rollback()
 			err = fault.Internalf(fmt.Errorf("%v", p), "panic in transaction")
 		}
 	}()
 	if err := fn(t); err != nil {
-		ptx.Rollback(context.Background())
+		w.rollback()
+		var h *heldErr
+		if errors.As(err, &h) {
+			return h.err
+		}
 		return err
 	}
-	if err := ptx.Commit(ctx); err != nil {
+	if err := w.commit(); err != nil {
+		w.rollback()
 		return dbErr(err, "commit")
 	}
 	return nil
+}
+
+// beginSQL is the BEGIN statement of opts (only the options run uses).
+func beginSQL(opts pgx.TxOptions) string {
+	sql := "begin isolation level " + string(opts.IsoLevel)
+	if opts.AccessMode != "" {
+		sql += " " + string(opts.AccessMode)
+	}
+	return sql
 }
 
 // retryable: the transaction lost to another one and may simply run again.
@@ -229,6 +250,10 @@ var errLostRace = &pgconn.PgError{Code: "40001", Message: "a row read in this tr
 // matches a stored value nor may be stored, is Invalid; anything else is
 // Internal. The cause is kept for errors.As.
 func dbErr(err error, what string) error {
+	var h *heldErr
+	if errors.As(err, &h) {
+		return h.err
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
@@ -245,7 +270,7 @@ func dbErr(err error, what string) error {
 // tx is one transaction. Its methods use the context of the Update or View.
 type tx struct {
 	ctx      context.Context
-	tx       pgx.Tx
+	tx       *wire
 	now      time.Time
 	writable bool
 	decoded  *ordercache.Decoded
@@ -258,11 +283,34 @@ type tx struct {
 	// merchants it read (so that PutMerchant writes only over what it read)
 	// and, as "client:<id>", the client ids it found unused.
 	merchants map[string][]byte
+	// locked maps "merchant/order" to the version at which this transaction
+	// holds the order's row lock (it read the row FOR UPDATE, or created or
+	// updated it): an update of that version cannot miss its row, so it is
+	// held back to the next round trip (see UpdateOrder).
+	locked map[string]int64
+	// unusedKeys holds the "merchant/key" idempotency keys this transaction
+	// found unused while holding their advisory lock: no one else can store
+	// them before it ends, so their record is held back too.
+	unusedKeys map[string]bool
 }
 
 var errReadOnly = fault.Internalf(nil, "write in a read-only transaction")
 
 func (t *tx) Now() time.Time { return t.now }
+
+// later holds back a write whose only outcomes are success or an error,
+// to be sent with the transaction's next statement or its commit; fail maps
+// its error (nil: dbErr with what). Its error is then returned there.
+func (t *tx) later(what string, fail func(error) error, sql string, args ...any) error {
+	if !t.writable {
+		return errReadOnly
+	}
+	if fail == nil {
+		fail = func(err error) error { return dbErr(err, what) }
+	}
+	t.tx.held = append(t.tx.held, heldWrite{sql: sql, args: args, fail: fail})
+	return nil
+}
 
 func (t *tx) exec(what, sql string, args ...any) (int64, error) {
 	if !t.writable {
@@ -287,6 +335,11 @@ func (t *tx) scanRow(what, sql string, args []any, dest ...any) (bool, error) {
 	err := t.tx.QueryRow(t.ctx, sql, args...).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
+	}
+	var h *heldErr
+	if errors.As(err, &h) {
+		// An earlier write failed: not this read's doing.
+		return false, h.err
 	}
 	if err != nil {
 		err = dbErr(err, what)

@@ -260,3 +260,37 @@ func TestOrderCacheSeesOtherReplicasChanges(t *testing.T) {
 		t.Fatalf("replica 1 reads captured %d after replica 2 captured 10000", got)
 	}
 }
+
+// TestHeldOrderWriteWithBadTextWritesNothing: an order change is sent with
+// the commit; text PostgreSQL cannot hold still makes it a client error, and
+// nothing of the request is kept, its idempotency key included.
+func TestHeldOrderWriteWithBadTextWritesNothing(t *testing.T) {
+	ledgers, creds := twoReplicas(t)
+	ctx := context.Background()
+	now := time.Now()
+	if err := ledgers[0].PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ledgers[0].CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", oneLineOrder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := kassa.Call{MerchantID: creds.MerchantID, IdempotencyKey: "ref-1"}
+	_, err = ledgers[0].SetReference(ctx, call, res.Order.ID, &order.ReferenceRequest{Reference: ptr("bad\x00ref")})
+	if fault.KindOf(err) != fault.Invalid {
+		t.Fatalf("reference with a NUL: %v (kind %v), want invalid", err, fault.KindOf(err))
+	}
+	o, _, err := ledgers[1].GetOrder(ctx, creds.MerchantID, res.Order.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Version != res.Order.Version || o.MerchantReference != res.Order.MerchantReference {
+		t.Fatalf("after the refused change: version %d reference %q, want %d %q", o.Version, o.MerchantReference, res.Order.Version, res.Order.MerchantReference)
+	}
+	// The key was not kept: the same key with a good reference executes.
+	r, err := ledgers[1].SetReference(ctx, call, res.Order.ID, &order.ReferenceRequest{Reference: ptr("good")})
+	if err != nil || r.Replayed || r.Order.MerchantReference != "good" {
+		t.Fatalf("same key, good reference: %+v, %v", r, err)
+	}
+}

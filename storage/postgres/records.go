@@ -154,7 +154,7 @@ func (t *tx) PutAuthorization(a *token.Authorization) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec("authorization token", `INSERT INTO auth_tokens (merchant_id, token, body) VALUES ($1, $2, $3)
+	err = t.later("authorization token", nil, `INSERT INTO auth_tokens (merchant_id, token, body) VALUES ($1, $2, $3)
 		ON CONFLICT (merchant_id, token) DO UPDATE SET body = EXCLUDED.body`, a.MerchantID, a.Token, b)
 	return err
 }
@@ -169,7 +169,7 @@ func (t *tx) PutCustomerToken(c *token.Customer) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec("customer token", `INSERT INTO customer_tokens (merchant_id, id, body) VALUES ($1, $2, $3)
+	err = t.later("customer token", nil, `INSERT INTO customer_tokens (merchant_id, id, body) VALUES ($1, $2, $3)
 		ON CONFLICT (merchant_id, id) DO UPDATE SET body = EXCLUDED.body`, c.MerchantID, c.TokenID, b)
 	return err
 }
@@ -202,6 +202,9 @@ func (t *tx) GetIdempotency(merchantID, key string) (*storage.IdempotencyRecord,
 	r, err := one[storage.IdempotencyRecord](t, "idempotency record", errNone,
 		`SELECT body FROM idempotency WHERE merchant_id = $1 AND key = $2`, merchantID, key)
 	if err == errNone {
+		if t.writable {
+			t.unusedKeys[merchantID+"/"+key] = true
+		}
 		return nil, nil
 	}
 	return r, err
@@ -214,13 +217,27 @@ func (t *tx) PutIdempotency(r *storage.IdempotencyRecord) error {
 	if err != nil {
 		return err
 	}
+	exists := fault.Conflictf("idempotency_key_exists", "idempotency key exists")
+	if k := r.MerchantID + "/" + r.Key; t.unusedKeys[k] {
+		// Found unused under the key's advisory lock (GetIdempotency): the
+		// insert goes with the next round trip; a duplicate would still be
+		// refused by the primary key there.
+		delete(t.unusedKeys, k)
+		return t.later("idempotency record", func(err error) error {
+			if err = dbErr(err, "idempotency record"); fault.Is(err, fault.Conflict) {
+				return exists
+			}
+			return err
+		}, `INSERT INTO idempotency (merchant_id, key, expires_key, body) VALUES ($1, $2, $3, $4)`,
+			r.MerchantID, r.Key, timeKey(r.ExpiresAt), b)
+	}
 	n, err := t.exec("idempotency record", `INSERT INTO idempotency (merchant_id, key, expires_key, body) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (merchant_id, key) DO NOTHING`, r.MerchantID, r.Key, timeKey(r.ExpiresAt), b)
 	if err != nil {
 		return err
 	}
 	if n == 0 {
-		return fault.Conflictf("idempotency_key_exists", "idempotency key exists")
+		return exists
 	}
 	return nil
 }
@@ -310,7 +327,7 @@ func (t *tx) ScheduleTask(task *storage.Task) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec("task", `INSERT INTO tasks (id, due_key, body) VALUES ($1, $2, $3)
+	err = t.later("task", nil, `INSERT INTO tasks (id, due_key, body) VALUES ($1, $2, $3)
 		ON CONFLICT (id) DO UPDATE SET due_key = EXCLUDED.due_key, body = EXCLUDED.body`, task.ID, timeKey(task.DueAt), b)
 	return err
 }

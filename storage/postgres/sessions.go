@@ -131,7 +131,7 @@ func (t *tx) QueueSettlementItems(items []settlement.Item) error {
 		if err != nil {
 			return err
 		}
-		if _, err := t.exec("settlement item", `INSERT INTO settlement_queue (key, body) VALUES ($1, $2)
+		if err := t.later("settlement item", nil, `INSERT INTO settlement_queue (key, body) VALUES ($1, $2)
 			ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body`, items[i].Key, b); err != nil {
 			return err
 		}

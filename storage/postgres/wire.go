@@ -1,0 +1,208 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// wire is a transaction on one pooled connection that saves round trips,
+// which on a busy machine cost more than the statements themselves:
+//
+//   - BEGIN is not sent on its own but in front of the first statement.
+//   - A write whose only outcomes are success or an error (see tx.later) is
+//     held back and sent in front of the next statement, or with COMMIT.
+//
+// The second matters most to document numbers: a capture holds its
+// merchant's number row locked from taking a number to its commit, and the
+// writes after the number (the order, the settlement item, the idempotency
+// record) now reach the server together with the COMMIT, in one round trip,
+// instead of one each.
+//
+// Statements run in order on the server, so a held write is always visible
+// to the statements after it. A held write that fails fails the transaction:
+// the error is returned by the statement it was sent with (or by commit),
+// and the server skips everything after it in that round trip, COMMIT
+// included.
+type wire struct {
+	ctx  context.Context
+	conn *pgxpool.Conn
+	// begin is the BEGIN statement while it is still to be sent.
+	begin string
+	// open: BEGIN was sent, so the transaction must be ended.
+	open bool
+	held []heldWrite
+}
+
+// heldWrite is a write waiting for the next round trip; fail maps its error.
+type heldWrite struct {
+	sql  string
+	args []any
+	fail func(error) error
+}
+
+// heldErr is the error of a held write, already mapped by its fail: the
+// statement it was sent with passes it on as it is.
+type heldErr struct{ err error }
+
+func (e *heldErr) Error() string { return e.err.Error() }
+func (e *heldErr) Unwrap() error { return e.err }
+
+// owed reports whether a round trip must carry more than its own statement.
+func (w *wire) owed() bool { return w.begin != "" || len(w.held) > 0 }
+
+// queueOwed puts what is owed in front of b's statements and marks BEGIN
+// as sent: from here on the transaction is open on the server, whether or
+// not the round trip succeeds.
+func (w *wire) queueOwed(b *pgx.Batch) {
+	if w.begin != "" {
+		b.Queue(w.begin)
+		w.begin, w.open = "", true
+	}
+	for _, h := range w.held {
+		b.Queue(h.sql, h.args...)
+	}
+}
+
+// readOwed reads the results of what queueOwed queued (begin tells whether
+// BEGIN was among them) and forgets the held writes.
+func (w *wire) readOwed(br pgx.BatchResults, begin bool) error {
+	held := w.held
+	w.held = nil
+	if begin {
+		if _, err := br.Exec(); err != nil {
+			return &heldErr{dbErr(err, "begin")}
+		}
+	}
+	for _, h := range held {
+		if _, err := br.Exec(); err != nil {
+			return &heldErr{h.fail(err)}
+		}
+	}
+	return nil
+}
+
+// send runs one statement with whatever is owed in front of it; read takes
+// the statement's result.
+func (w *wire) send(sql string, args []any, read func(pgx.BatchResults) error) error {
+	b := &pgx.Batch{}
+	begin := w.begin != ""
+	w.queueOwed(b)
+	b.Queue(sql, args...)
+	br := w.conn.SendBatch(w.ctx, b)
+	err := w.readOwed(br, begin)
+	if err == nil {
+		err = read(br)
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
+}
+
+// flush sends what is owed, on its own.
+func (w *wire) flush() error {
+	if !w.owed() {
+		return nil
+	}
+	b := &pgx.Batch{}
+	begin := w.begin != ""
+	w.queueOwed(b)
+	br := w.conn.SendBatch(w.ctx, b)
+	err := w.readOwed(br, begin)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
+}
+
+func (w *wire) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if !w.owed() {
+		return w.conn.Exec(w.ctx, sql, args...)
+	}
+	var tag pgconn.CommandTag
+	err := w.send(sql, args, func(br pgx.BatchResults) error {
+		var err error
+		tag, err = br.Exec()
+		return err
+	})
+	return tag, err
+}
+
+func (w *wire) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	if !w.owed() {
+		return w.conn.QueryRow(w.ctx, sql, args...)
+	}
+	return rowFunc(func(dest ...any) error {
+		return w.send(sql, args, func(br pgx.BatchResults) error { return br.QueryRow().Scan(dest...) })
+	})
+}
+
+// rowFunc is a pgx.Row whose Scan runs the query.
+type rowFunc func(dest ...any) error
+
+func (f rowFunc) Scan(dest ...any) error { return f(dest...) }
+
+// Query sends what is owed first: the rows are read after their own round
+// trip (lists and job claims, not the hot path).
+func (w *wire) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := w.flush(); err != nil {
+		return nil, err
+	}
+	return w.conn.Query(w.ctx, sql, args...)
+}
+
+func (w *wire) CopyFrom(_ context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if err := w.flush(); err != nil {
+		return 0, err
+	}
+	return w.conn.CopyFrom(w.ctx, table, cols, src)
+}
+
+// commit sends what is owed and COMMIT in one round trip. A transaction
+// that never sent anything has nothing to commit.
+func (w *wire) commit() error {
+	if w.begin != "" && len(w.held) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	begin := w.begin != ""
+	w.queueOwed(b)
+	b.Queue("commit")
+	br := w.conn.SendBatch(w.ctx, b)
+	err := w.readOwed(br, begin)
+	if err == nil {
+		var tag pgconn.CommandTag
+		tag, err = br.Exec()
+		if err == nil && tag.String() != "COMMIT" {
+			// A transaction that failed earlier answers COMMIT with ROLLBACK.
+			err = fmt.Errorf("commit answered %q: %w", tag.String(), pgx.ErrTxCommitRollback)
+		}
+		if err == nil {
+			w.open = false
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	var h *heldErr
+	if errors.As(err, &h) {
+		return h.err
+	}
+	return err
+}
+
+// rollback ends the transaction if it is open. When that fails, the pool
+// drops the connection on release rather than reuse it mid-transaction.
+func (w *wire) rollback() {
+	w.held = nil
+	if w.open {
+		if _, err := w.conn.Exec(context.Background(), "rollback"); err == nil {
+			w.open = false
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/postgres/pgtest"
+)
+
+// TestHeldWriteThatMissesFailsTheTransaction: an order update held back for
+// the commit's round trip is still checked to change one row. Here the
+// transaction is made to believe it holds the order at a version it does
+// not have, so the held update changes nothing: the commit must then fail
+// and take the rest of the transaction (an idempotency record, also held)
+// with it, and a read sent after the held write must report its error.
+func TestHeldWriteThatMissesFailsTheTransaction(t *testing.T) {
+	s, err := Open(context.Background(), pgtest.FreshSchema(t), Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	o := &order.Order{ID: "o1", MerchantID: "m1", CreatedAt: time.Now().UTC(), ExpiresAt: time.Now().Add(time.Hour).UTC()}
+	if err := s.Update(ctx, func(st storage.Tx) error { return st.CreateOrder(o) }); err != nil {
+		t.Fatal(err)
+	}
+	rec := &storage.IdempotencyRecord{MerchantID: "m1", Key: "k1", Fingerprint: "fp", Status: 200, Body: []byte(`{}`),
+		CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
+	lie := func(st storage.Tx) (*order.Order, error) {
+		t := st.(*tx)
+		got, err := t.GetOrder("m1", "o1")
+		if err != nil {
+			return nil, err
+		}
+		got.Version = 7
+		t.locked["m1/o1"] = 7
+		return got, nil
+	}
+
+	err = s.Update(ctx, func(st storage.Tx) error {
+		if _, err := st.GetIdempotency("m1", "k1"); err != nil {
+			return err
+		}
+		got, err := lie(st)
+		if err != nil {
+			return err
+		}
+		if err := st.UpdateOrder(got); err != nil {
+			t.Fatalf("a held update reported %v before it was sent", err)
+		}
+		return st.PutIdempotency(rec)
+	})
+	var pe *pgconn.PgError
+	if fault.KindOf(err) != fault.Internal || !errors.As(err, &pe) || pe.Code != "KS001" {
+		t.Fatalf("commit of a held update that changed no row: %v, want internal KS001", err)
+	}
+
+	err = s.Update(ctx, func(st storage.Tx) error {
+		got, err := lie(st)
+		if err != nil {
+			return err
+		}
+		if err := st.UpdateOrder(got); err != nil {
+			return err
+		}
+		_, err = st.GetIdempotency("m1", "k1")
+		return err
+	})
+	if !errors.As(err, &pe) || pe.Code != "KS001" {
+		t.Fatalf("read sent after a failing held update: %v, want its KS001", err)
+	}
+
+	err = s.View(ctx, func(st storage.Tx) error {
+		got, err := st.GetOrder("m1", "o1")
+		if err != nil {
+			return err
+		}
+		if got.Version != 1 {
+			t.Errorf("order version %d after two failed updates, want 1", got.Version)
+		}
+		r, err := st.GetIdempotency("m1", "k1")
+		if r != nil {
+			t.Errorf("idempotency record of a rolled-back transaction was stored: %+v", r)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The connections went back to the pool usable: a normal update works.
+	if err := s.Update(ctx, func(st storage.Tx) error {
+		got, err := st.GetOrder("m1", "o1")
+		if err != nil {
+			return err
+		}
+		if err := st.UpdateOrder(got); err != nil {
+			return err
+		}
+		return st.PutIdempotency(rec)
+	}); err != nil {
+		t.Fatalf("update after the failed ones: %v", err)
+	}
+	if err := s.View(ctx, func(st storage.Tx) error {
+		got, err := st.GetOrder("m1", "o1")
+		if err == nil && got.Version != 2 {
+			t.Errorf("version %d after one update, want 2", got.Version)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
