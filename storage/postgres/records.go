@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/storage"
@@ -89,6 +92,9 @@ func (t *tx) PutMerchant(m *storage.Merchant) error {
 	}
 	var owner string
 	err := t.tx.QueryRow(t.ctx, `SELECT id FROM merchants WHERE client_id = $1`, m.ClientID).Scan(&owner)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return dbErr(err, "merchant")
+	}
 	if err == nil && owner != m.ID {
 		if _, lookedUp := t.merchants["client:"+m.ClientID]; lookedUp {
 			return errLostRace

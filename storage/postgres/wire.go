@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -164,7 +163,8 @@ func (w *wire) CopyFrom(_ context.Context, table pgx.Identifier, cols []string, 
 }
 
 // commit sends what is owed and COMMIT in one round trip. A transaction
-// that never sent anything has nothing to commit.
+// that never sent anything has nothing to commit. A held write's error comes
+// back as a *heldErr, which dbErr passes on as it is.
 func (w *wire) commit() error {
 	if w.begin != "" && len(w.held) == 0 {
 		return nil
@@ -188,10 +188,6 @@ func (w *wire) commit() error {
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
-	}
-	var h *heldErr
-	if errors.As(err, &h) {
-		return h.err
 	}
 	return err
 }

@@ -117,3 +117,49 @@ func TestHeldWriteThatMissesFailsTheTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestHeldIdempotencyInsertConflict: a record held back for the commit
+// whose key was stored meanwhile by a writer that skipped the advisory lock
+// is refused at commit with the same Conflict PutIdempotency gives at once,
+// and nothing of the transaction stays.
+func TestHeldIdempotencyInsertConflict(t *testing.T) {
+	s, err := Open(context.Background(), pgtest.FreshSchema(t), Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	rec := func(fp string) *storage.IdempotencyRecord {
+		return &storage.IdempotencyRecord{MerchantID: "m1", Key: "k1", Fingerprint: fp, Status: 200, Body: []byte(`{}`),
+			CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
+	}
+	err = s.Update(ctx, func(st storage.Tx) error {
+		if r, err := st.GetIdempotency("m1", "k1"); r != nil || err != nil {
+			t.Fatalf("fresh key: %v %v", r, err)
+		}
+		// Another writer, without the key's advisory lock, stores it first.
+		if err := s.Update(ctx, func(other storage.Tx) error { return other.PutIdempotency(rec("other")) }); err != nil {
+			t.Fatalf("other writer: %v", err)
+		}
+		if err := st.ScheduleTask(&storage.Task{ID: "t1", Kind: "k", DueAt: time.Now()}); err != nil {
+			return err
+		}
+		return st.PutIdempotency(rec("mine"))
+	})
+	if fault.KindOf(err) != fault.Conflict || fault.CodeOf(err) != "idempotency_key_exists" {
+		t.Fatalf("held insert of a key stored meanwhile: %v (%s), want Conflict idempotency_key_exists", err, fault.CodeOf(err))
+	}
+	if err := s.View(ctx, func(st storage.Tx) error {
+		r, err := st.GetIdempotency("m1", "k1")
+		if err != nil || r == nil || r.Fingerprint != "other" {
+			t.Errorf("stored record %+v, %v: want the other writer's", r, err)
+		}
+		tasks, err := st.DueTasks(time.Now().Add(time.Minute), 10)
+		if len(tasks) != 0 {
+			t.Errorf("the refused transaction's task was kept: %+v", tasks)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
