@@ -29,6 +29,16 @@ func twoReplicas(t *testing.T) ([]*kassa.Ledger, kassa.Credentials) {
 	return ledgers, creds
 }
 
+// authorize gives the merchant a fresh invoice authorization token tok.
+func authorize(t *testing.T, l *kassa.Ledger, merchantID, tok string) {
+	t.Helper()
+	now := time.Now()
+	if err := l.PutAuthorization(context.Background(), &token.Authorization{Token: tok, MerchantID: merchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func oneLineOrder() *order.CreateRequest {
 	return &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", OrderLines: []order.LineInput{{
 		Description: ptr("line"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(10000)), Vat: ptr(int64(2500))}}}
@@ -40,11 +50,7 @@ func oneLineOrder() *order.CreateRequest {
 func TestAuthorizationTokenUsedOnceAcrossReplicas(t *testing.T) {
 	ledgers, creds := twoReplicas(t)
 	ctx := context.Background()
-	now := time.Now()
-	if err := ledgers[0].PutAuthorization(ctx, &token.Authorization{Token: "single", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, ledgers[0], creds.MerchantID, "single")
 	var made atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 24 {
@@ -200,11 +206,7 @@ func TestTextPostgresCannotHold(t *testing.T) {
 			t.Errorf("Notification(%q): %v", bad, err)
 		}
 	}
-	now := time.Now()
-	if err := ledgers[0].PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, ledgers[0], creds.MerchantID, "t")
 	req := oneLineOrder()
 	req.Reference = "ref\x00"
 	_, err := ledgers[0].CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", req)
@@ -224,11 +226,7 @@ func TestTextPostgresCannotHold(t *testing.T) {
 func TestOrderCacheSeesOtherReplicasChanges(t *testing.T) {
 	ledgers, creds := twoReplicas(t)
 	ctx := context.Background()
-	now := time.Now()
-	if err := ledgers[0].PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, ledgers[0], creds.MerchantID, "t")
 	res, err := ledgers[0].CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", oneLineOrder())
 	if err != nil {
 		t.Fatal(err)
@@ -267,11 +265,7 @@ func TestOrderCacheSeesOtherReplicasChanges(t *testing.T) {
 func TestHeldOrderWriteWithBadTextWritesNothing(t *testing.T) {
 	ledgers, creds := twoReplicas(t)
 	ctx := context.Background()
-	now := time.Now()
-	if err := ledgers[0].PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, ledgers[0], creds.MerchantID, "t")
 	res, err := ledgers[0].CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", oneLineOrder())
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,6 @@ import (
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/postgres"
-	"github.com/kassahq/kassa/token"
 )
 
 func openNow(t *testing.T, dbURL string) *postgres.Store {
@@ -44,11 +43,7 @@ func TestTwoReplicasCaptureOneOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	if err := ledgers[1].PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	authorize(t, ledgers[1], creds.MerchantID, "t")
 	const lines = 16
 	req := &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE"}
 	for i := range lines {
