@@ -167,7 +167,7 @@ func (l *Ledger) run(ctx context.Context, call Call, fp string, fn func(tx stora
 	l.mu.Lock()
 	if _, busy := l.inFlight[slot]; busy {
 		l.mu.Unlock()
-		return nil, fault.Conflictf("idempotency_request_in_progress", "a request with this Idempotency-Key is still being processed")
+		return nil, inProgress()
 	}
 	l.inFlight[slot] = struct{}{}
 	l.mu.Unlock()
@@ -207,17 +207,26 @@ func (l *Ledger) run(ctx context.Context, call Call, fp string, fn func(tx stora
 		}); err != nil {
 			if fault.Is(err, fault.Conflict) {
 				// Another replica stored the key first: its request is the one that counts.
-				return fault.Conflictf("idempotency_request_in_progress", "a request with this Idempotency-Key is being processed")
+				return inProgress()
 			}
 			return err
 		}
 		res = r
 		return nil
 	})
+	if fault.CodeOf(err) == "idempotency_key_exists" {
+		// The same, reported by the commit (a store may send the record
+		// with it, see storage/postgres).
+		return nil, inProgress()
+	}
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+func inProgress() error {
+	return fault.Conflictf("idempotency_request_in_progress", "a request with this Idempotency-Key is still being processed")
 }
 
 // sequencer binds a merchant's document series to a transaction.

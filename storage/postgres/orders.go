@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -52,16 +51,12 @@ func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {
 
 func (t *tx) OrderVersion(merchantID, orderID string) (int64, error) {
 	var v int64
-	err := t.tx.QueryRow(t.ctx, `SELECT version FROM orders WHERE merchant_id = $1 AND id = $2`, merchantID, orderID).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, orderNotFound(orderID)
-	}
+	ok, err := t.scanRow("order version", `SELECT version FROM orders WHERE merchant_id = $1 AND id = $2`, []any{merchantID, orderID}, &v)
 	if err != nil {
-		err = dbErr(err, "order version")
-		if fault.Is(err, fault.Invalid) {
-			return 0, orderNotFound(orderID)
-		}
 		return 0, err
+	}
+	if !ok {
+		return 0, orderNotFound(orderID)
 	}
 	return v, nil
 }
@@ -122,7 +117,9 @@ func (t *tx) UpdateOrder(o *order.Order) error {
 		// it; it goes with the next round trip, checked there all the same
 		// (kassa_expect_one fails the transaction if it changed no row).
 		t.locked[key] = o.Version
-		t.decoded.Written(key, b, o)
+		// Into the shared cache once committed: a version that never
+		// commits would only make later reads of the order decode again.
+		t.afterCommit = append(t.afterCommit, func() { t.decoded.Written(key, b, o) })
 		return t.later("order", nil, `WITH u AS (`+orderUpdateSQL+` RETURNING 1)
 			SELECT kassa_expect_one(count(*), 'order update') FROM u`, args...)
 	}

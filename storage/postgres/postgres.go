@@ -221,6 +221,9 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 		w.rollback()
 		return dbErr(err, "commit")
 	}
+	for _, f := range t.afterCommit {
+		f()
+	}
 	return nil
 }
 
@@ -292,6 +295,8 @@ type tx struct {
 	// found unused while holding their advisory lock: no one else can store
 	// them before it ends, so their record is held back too.
 	unusedKeys map[string]bool
+	// afterCommit runs once the transaction committed.
+	afterCommit []func()
 }
 
 var errReadOnly = fault.Internalf(nil, "write in a read-only transaction")

@@ -2,11 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kassahq/kassa/fault"
 )
 
 // wire is a transaction on one pooled connection that saves round trips,
@@ -32,9 +35,15 @@ type wire struct {
 	conn *pgxpool.Conn
 	// begin is the BEGIN statement while it is still to be sent.
 	begin string
-	// open: BEGIN was sent, so the transaction must be ended.
+	// open: BEGIN was queued, so the transaction must be ended (a ROLLBACK
+	// when none is open only draws a warning).
 	open bool
 	held []heldWrite
+	// err is the first failure of a round trip that carried BEGIN or held
+	// writes. It sticks: whether BEGIN ran and which held writes were
+	// applied is then unknown, so every later statement, and commit, returns
+	// it instead of running.
+	err error
 }
 
 // heldWrite is a write waiting for the next round trip; fail maps its error.
@@ -44,8 +53,9 @@ type heldWrite struct {
 	fail func(error) error
 }
 
-// heldErr is the error of a held write, already mapped by its fail: the
-// statement it was sent with passes it on as it is.
+// heldErr is the error of a round trip's owed part (BEGIN or a held
+// write), already mapped: the statement it was sent with passes it on as it
+// is, instead of treating it as its own.
 type heldErr struct{ err error }
 
 func (e *heldErr) Error() string { return e.err.Error() }
@@ -54,9 +64,9 @@ func (e *heldErr) Unwrap() error { return e.err }
 // owed reports whether a round trip must carry more than its own statement.
 func (w *wire) owed() bool { return w.begin != "" || len(w.held) > 0 }
 
-// queueOwed puts what is owed in front of b's statements and marks BEGIN
-// as sent: from here on the transaction is open on the server, whether or
-// not the round trip succeeds.
+// queueOwed puts what is owed in front of b's statements. From here on the
+// transaction counts as open and the held writes as sent: if the round trip
+// fails, w.err records it.
 func (w *wire) queueOwed(b *pgx.Batch) {
 	if w.begin != "" {
 		b.Queue(w.begin)
@@ -68,33 +78,52 @@ func (w *wire) queueOwed(b *pgx.Batch) {
 }
 
 // readOwed reads the results of what queueOwed queued (begin tells whether
-// BEGIN was among them) and forgets the held writes.
+// BEGIN was among them) and forgets the held writes. A server error is
+// mapped as the part it belongs to; anything else (a statement pgx could
+// not prepare or encode, a broken connection, a cancelled context) fails
+// the whole round trip and is nobody's own.
 func (w *wire) readOwed(br pgx.BatchResults, begin bool) error {
 	held := w.held
 	w.held = nil
+	fails := make([]func(error) error, 0, len(held)+1)
 	if begin {
-		if _, err := br.Exec(); err != nil {
-			return &heldErr{dbErr(err, "begin")}
-		}
+		fails = append(fails, func(err error) error { return dbErr(err, "begin") })
 	}
 	for _, h := range held {
+		fails = append(fails, h.fail)
+	}
+	for _, fail := range fails {
 		if _, err := br.Exec(); err != nil {
-			return &heldErr{h.fail(err)}
+			var pe *pgconn.PgError
+			var pre pgx.ErrPreprocessingBatch
+			if !errors.As(err, &pe) || errors.As(err, &pre) {
+				return &heldErr{fault.Internalf(err, "postgres: round trip")}
+			}
+			return &heldErr{fail(err)}
 		}
 	}
 	return nil
 }
 
-// send runs one statement with whatever is owed in front of it; read takes
-// the statement's result.
-func (w *wire) send(sql string, args []any, read func(pgx.BatchResults) error) error {
+// roundTrip sends what is owed, then stmt (if any), in one batch; read
+// takes stmt's result. A failure of the owed part sticks (w.err).
+func (w *wire) roundTrip(stmt string, args []any, read func(pgx.BatchResults) error) error {
+	if w.err != nil {
+		return w.err
+	}
 	b := &pgx.Batch{}
 	begin := w.begin != ""
 	w.queueOwed(b)
-	b.Queue(sql, args...)
+	if stmt != "" {
+		b.Queue(stmt, args...)
+	}
 	br := w.conn.SendBatch(w.ctx, b)
 	err := w.readOwed(br, begin)
-	if err == nil {
+	if err != nil {
+		w.err = err
+	} else if read != nil {
+		// The statement's own error is its caller's to judge (no rows, a
+		// constraint); the server has aborted the transaction if it must.
 		err = read(br)
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
@@ -103,24 +132,21 @@ func (w *wire) send(sql string, args []any, read func(pgx.BatchResults) error) e
 	return err
 }
 
+// send runs one statement with whatever is owed in front of it.
+func (w *wire) send(sql string, args []any, read func(pgx.BatchResults) error) error {
+	return w.roundTrip(sql, args, read)
+}
+
 // flush sends what is owed, on its own.
 func (w *wire) flush() error {
-	if !w.owed() {
-		return nil
+	if w.err != nil || !w.owed() {
+		return w.err
 	}
-	b := &pgx.Batch{}
-	begin := w.begin != ""
-	w.queueOwed(b)
-	br := w.conn.SendBatch(w.ctx, b)
-	err := w.readOwed(br, begin)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	return err
+	return w.roundTrip("", nil, nil)
 }
 
 func (w *wire) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if !w.owed() {
+	if w.err == nil && !w.owed() {
 		return w.conn.Exec(w.ctx, sql, args...)
 	}
 	var tag pgconn.CommandTag
@@ -133,7 +159,7 @@ func (w *wire) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandT
 }
 
 func (w *wire) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
-	if !w.owed() {
+	if w.err == nil && !w.owed() {
 		return w.conn.QueryRow(w.ctx, sql, args...)
 	}
 	return rowFunc(func(dest ...any) error {
@@ -163,31 +189,29 @@ func (w *wire) CopyFrom(_ context.Context, table pgx.Identifier, cols []string, 
 }
 
 // commit sends what is owed and COMMIT in one round trip. A transaction
-// that never sent anything has nothing to commit. A held write's error comes
-// back as a *heldErr, which dbErr passes on as it is.
+// that never sent anything has nothing to commit; one whose round trip
+// failed (w.err) is not committed. A held write's error comes back as a
+// *heldErr, which dbErr passes on as it is.
 func (w *wire) commit() error {
+	if w.err != nil {
+		return w.err
+	}
 	if w.begin != "" && len(w.held) == 0 {
 		return nil
 	}
-	b := &pgx.Batch{}
-	begin := w.begin != ""
-	w.queueOwed(b)
-	b.Queue("commit")
-	br := w.conn.SendBatch(w.ctx, b)
-	err := w.readOwed(br, begin)
-	if err == nil {
-		var tag pgconn.CommandTag
-		tag, err = br.Exec()
-		if err == nil && tag.String() != "COMMIT" {
+	err := w.roundTrip("commit", nil, func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		if tag.String() != "COMMIT" {
 			// A transaction that failed earlier answers COMMIT with ROLLBACK.
-			err = fmt.Errorf("commit answered %q: %w", tag.String(), pgx.ErrTxCommitRollback)
+			return fmt.Errorf("commit answered %q: %w", tag.String(), pgx.ErrTxCommitRollback)
 		}
-		if err == nil {
-			w.open = false
-		}
-	}
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = cerr
+		return nil
+	})
+	if err == nil {
+		w.open = false
 	}
 	return err
 }

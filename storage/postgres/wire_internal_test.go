@@ -163,3 +163,38 @@ func TestHeldIdempotencyInsertConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFailedRoundTripSticks: when the round trip that carries BEGIN fails
+// before anything runs (here pgx cannot prepare the statement), the
+// transaction may never have begun. A caller that carries on regardless
+// must not get later statements autocommitted, nor a commit.
+func TestFailedRoundTripSticks(t *testing.T) {
+	s, err := Open(context.Background(), pgtest.FreshSchema(t), Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var first, second error
+	err = s.Update(ctx, func(st storage.Tx) error {
+		tx := st.(*tx)
+		_, first = tx.scanRow("nothing", `SELECT body FROM no_such_table WHERE id = $1`, []any{"a"}, new([]byte))
+		second = tx.ScheduleTask(&storage.Task{ID: "t1", Kind: "k", DueAt: time.Now()})
+		if second == nil {
+			_, second = tx.exec("task", `INSERT INTO tasks (id, due_key, body) VALUES ('t2', '\x00'::bytea, '{}'::bytea)`)
+		}
+		return nil // a careless caller
+	})
+	if first == nil || second == nil || err == nil {
+		t.Fatalf("after a failed first round trip: read %v, later write %v, commit %v; want three errors", first, second, err)
+	}
+	if err := s.View(ctx, func(st storage.Tx) error {
+		tasks, err := st.DueTasks(time.Now().Add(time.Minute), 10)
+		if len(tasks) != 0 {
+			t.Errorf("writes after the failed round trip were kept: %d tasks", len(tasks))
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
