@@ -14,6 +14,17 @@ import (
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
 
+// openFresh opens a store on a schema of its own, closed when the test ends.
+func openFresh(t *testing.T, conns int32) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), pgtest.FreshSchema(t), Options{MaxConns: conns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestHeldWriteThatMissesFailsTheTransaction: an order update held back for
 // the commit's round trip is still checked to change one row. Here the
 // transaction is made to believe it holds the order at a version it does
@@ -21,11 +32,7 @@ import (
 // and take the rest of the transaction (an idempotency record, also held)
 // with it, and a read sent after the held write must report its error.
 func TestHeldWriteThatMissesFailsTheTransaction(t *testing.T) {
-	s, err := Open(context.Background(), pgtest.FreshSchema(t), Options{MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFresh(t, 4)
 	ctx := context.Background()
 	o := &order.Order{ID: "o1", MerchantID: "m1", CreatedAt: time.Now().UTC(), ExpiresAt: time.Now().Add(time.Hour).UTC()}
 	if err := s.Update(ctx, func(st storage.Tx) error { return st.CreateOrder(o) }); err != nil {
@@ -44,7 +51,7 @@ func TestHeldWriteThatMissesFailsTheTransaction(t *testing.T) {
 		return got, nil
 	}
 
-	err = s.Update(ctx, func(st storage.Tx) error {
+	err := s.Update(ctx, func(st storage.Tx) error {
 		if _, err := st.GetIdempotency("m1", "k1"); err != nil {
 			return err
 		}
@@ -123,17 +130,13 @@ func TestHeldWriteThatMissesFailsTheTransaction(t *testing.T) {
 // is refused at commit with the same Conflict PutIdempotency gives at once,
 // and nothing of the transaction stays.
 func TestHeldIdempotencyInsertConflict(t *testing.T) {
-	s, err := Open(context.Background(), pgtest.FreshSchema(t), Options{MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFresh(t, 4)
 	ctx := context.Background()
 	rec := func(fp string) *storage.IdempotencyRecord {
 		return &storage.IdempotencyRecord{MerchantID: "m1", Key: "k1", Fingerprint: fp, Status: 200, Body: []byte(`{}`),
 			CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
 	}
-	err = s.Update(ctx, func(st storage.Tx) error {
+	err := s.Update(ctx, func(st storage.Tx) error {
 		if r, err := st.GetIdempotency("m1", "k1"); r != nil || err != nil {
 			t.Fatalf("fresh key: %v %v", r, err)
 		}
@@ -169,14 +172,10 @@ func TestHeldIdempotencyInsertConflict(t *testing.T) {
 // transaction may never have begun. A caller that carries on regardless
 // must not get later statements autocommitted, nor a commit.
 func TestFailedRoundTripSticks(t *testing.T) {
-	s, err := Open(context.Background(), pgtest.FreshSchema(t), Options{MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openFresh(t, 1)
 	ctx := context.Background()
 	var first, second error
-	err = s.Update(ctx, func(st storage.Tx) error {
+	err := s.Update(ctx, func(st storage.Tx) error {
 		tx := st.(*tx)
 		_, first = tx.scanRow("nothing", `SELECT body FROM no_such_table WHERE id = $1`, []any{"a"}, new([]byte))
 		second = tx.ScheduleTask(&storage.Task{ID: "t1", Kind: "k", DueAt: time.Now()})
