@@ -303,9 +303,10 @@ var errReadOnly = fault.Internalf(nil, "write in a read-only transaction")
 
 func (t *tx) Now() time.Time { return t.now }
 
-// later holds back a write whose only outcomes are success or an error,
-// to be sent with the transaction's next statement or its commit; fail maps
-// its error (nil: dbErr with what). Its error is then returned there.
+// later holds back a statement whose only outcomes are success or an error
+// (a write, or a lock to take before the next read), to be sent with the
+// transaction's next statement or its commit; fail maps its error (nil:
+// dbErr with what). Its error is then returned there.
 func (t *tx) later(what string, fail func(error) error, sql string, args ...any) error {
 	if !t.writable {
 		return errReadOnly

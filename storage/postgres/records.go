@@ -200,8 +200,10 @@ func (t *tx) NextSequence(merchantID, series string) (int64, error) {
 func (t *tx) GetIdempotency(merchantID, key string) (*storage.IdempotencyRecord, error) {
 	if t.writable {
 		// Serialize requests with this key across replicas: a concurrent one
-		// waits here until this transaction ends, then sees its record.
-		if err := t.advisoryLock(advisoryKey("idempotency", merchantID, key)); err != nil {
+		// waits here until this transaction ends, then sees its record. The
+		// lock travels in the same round trip as the read below, and runs
+		// first: the read's snapshot is taken after the lock is granted.
+		if err := t.later("advisory lock", nil, `SELECT pg_advisory_xact_lock($1)`, advisoryKey("idempotency", merchantID, key)); err != nil {
 			return nil, err
 		}
 	}

@@ -16,8 +16,9 @@ import (
 // which on a busy machine cost more than the statements themselves:
 //
 //   - BEGIN is not sent on its own but in front of the first statement.
-//   - A write whose only outcomes are success or an error (see tx.later) is
-//     held back and sent in front of the next statement, or with COMMIT.
+//   - A statement whose only outcomes are success or an error (a write, or
+//     a lock to take before a read; see tx.later) is held back and sent in
+//     front of the next statement, or with COMMIT.
 //
 // The second matters most to document numbers: a capture holds its
 // merchant's number row locked from taking a number to its commit, and the
