@@ -78,12 +78,37 @@ func selectLines(f *fault.Fields, o *order.Order, ins []order.LineInput, env ord
 		if in.TotalVatAmount != nil && *in.TotalVatAmount != stored.TotalVatAmount {
 			f.Add(path+".totalVatAmount", "must be the uncaptured line's totalVatAmount %d", stored.TotalVatAmount)
 		}
+		// The rest of the line is invoiced as stored too: a field sent with
+		// another value would be silently ignored, so it is refused.
+		if in.Vat != nil && *in.Vat != stored.Vat {
+			f.Add(path+".vat", "must be the uncaptured line's vat %d; to invoice at another rate, edit the order first", stored.Vat)
+		}
+		if in.UnitDiscountAmount != nil && *in.UnitDiscountAmount != stored.UnitDiscountAmount {
+			f.Add(path+".unitDiscountAmount", "must be the uncaptured line's unitDiscountAmount %d", stored.UnitDiscountAmount)
+		}
+		if in.Description != nil && *in.Description != stored.Description {
+			f.Add(path+".description", "must be the uncaptured line's description %q", stored.Description)
+		}
+		sameText(f, path+".reference", in.Reference, stored.Reference)
+		sameText(f, path+".type", in.Type, string(stored.Type))
 		if f.Len() == before {
 			sel.moved[id] = true
 			sel.lines = append(sel.lines, stored)
 		}
 	}
 	return sel
+}
+
+// sameText refuses an optional text field sent with another value than
+// the stored line's.
+func sameText(f *fault.Fields, path, sent, stored string) {
+	switch {
+	case sent == "" || sent == stored:
+	case stored == "":
+		f.Add(path, "must be left out: the uncaptured line has none")
+	default:
+		f.Add(path, "must be the uncaptured line's %q", stored)
+	}
 }
 
 func checkSum(lines []order.Line, total *int64) error {

@@ -554,8 +554,17 @@ func (m *machine) check(t *rapid.T) {
 			captured += g
 			live++
 		}
-		if rf := m.refundedOf(o.Captured[i].ID); rf > g || rf < 0 {
+		rf := m.refundedOf(o.Captured[i].ID)
+		if rf > g || rf < 0 {
 			t.Fatalf("capture %s: refunded %d of %d", o.Captured[i].ID, rf, g)
+		}
+		// The paid status follows what is paid and what is still owed,
+		// whichever of payments and refunds came first.
+		if c := &o.Captured[i]; !c.Void() {
+			paidUp := c.Paid > 0 && c.Paid >= g-rf
+			if c.HasStatus(order.SubFullyPaid) != paidUp || c.HasStatus(order.SubPartiallyPaid) != (c.Paid > 0 && !paidUp) {
+				t.Fatalf("capture %s: paid %d of %d (refunded %d), statuses %v", c.ID, c.Paid, g, rf, c.Status)
+			}
 		}
 	}
 	for i := range o.Refunded {

@@ -292,7 +292,20 @@ func (o *Order) RegisterPayment(ledgerID string, amount int64, env Env) error {
 		return fault.Invalidf("amount", "must be between 1 and the outstanding %d", due)
 	}
 	l.Paid += amount
-	full := amount == due
+	o.RefreshPaid(l)
+	o.AppendEvent(EventPaid, l.ID, amount, env)
+	return nil
+}
+
+// RefreshPaid sets a capture's paid status from what was paid and what is
+// still owed, after a payment or after a refund lowered the claim: an
+// invoice paid in part whose remainder was then refunded is fully paid, the
+// same as when the refund came first.
+func (o *Order) RefreshPaid(l *Ledger) {
+	if l.Paid <= 0 {
+		return
+	}
+	full := o.Outstanding(l) <= 0
 	l.setStatus(SubFullyPaid, full)
 	l.setStatus(SubPartiallyPaid, !full)
 	if full {
@@ -300,8 +313,6 @@ func (o *Order) RegisterPayment(ledgerID string, amount int64, env Env) error {
 		l.setStatus(SubReminder2, false)
 		l.setStatus(SubDebtCollection, false)
 	}
-	o.AppendEvent(EventPaid, l.ID, amount, env)
-	return nil
 }
 
 // MarkLedger sets a buyer-side status on a capture: reminder1, reminder2,

@@ -167,6 +167,7 @@ func apply(o *order.Order, ledgerID string, lines []order.Line, note string, ev 
 	l.DocumentSeq = n
 	l.DocumentReference = fmt.Sprintf("CN-%08d", n)
 	o.Refunded = append(o.Refunded, l)
+	o.RefreshPaid(o.Ledger(ledgerID))
 	o.AppendEvent(ev, l.ID, gross, env)
 	return &o.Refunded[len(o.Refunded)-1], nil
 }

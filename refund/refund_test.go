@@ -217,3 +217,35 @@ func TestRefundGivesBackNoVATThatWasNotInvoiced(t *testing.T) {
 		t.Fatalf("a refund at the invoiced rate: %v", err)
 	}
 }
+
+// TestPaidStatusDoesNotDependOnOrder: an invoice paid in part whose
+// remainder is then refunded is fully paid, as it is when the refund comes
+// before the payment.
+func TestPaidStatusDoesNotDependOnOrder(t *testing.T) {
+	statuses := func(payFirst bool) []order.SubStatus {
+		f, o, id := captured(t) // 20000 at 25 %
+		pay := func() {
+			if err := o.RegisterPayment(id, 15000, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if payFirst {
+			pay()
+		}
+		if _, err := refund.Partial(o, id, partial(5000, ordertest.Line("Widget", 1, 5000, 2500)), f.Env()); err != nil {
+			t.Fatal(err)
+		}
+		if !payFirst {
+			pay()
+		}
+		if got := o.Outstanding(o.Ledger(id)); got != 0 {
+			t.Fatalf("outstanding %d after paying 15000 of 20000 and refunding 5000", got)
+		}
+		return o.Ledger(id).Status
+	}
+	for _, payFirst := range []bool{true, false} {
+		if got := statuses(payFirst); !slices.Equal(got, []order.SubStatus{order.SubFullyPaid}) {
+			t.Errorf("pay first %v: statuses %v, want [fullyPaid]", payFirst, got)
+		}
+	}
+}
