@@ -37,8 +37,11 @@ func (l *Ledger) CreateSession(ctx context.Context, call Call, src session.Sourc
 			return nil, err
 		}
 		if s.ExternalSessionID != "" {
-			if _, err := tx.GetSessionByExternalID(call.MerchantID, s.ExternalSessionID); err == nil {
+			switch _, err := tx.GetSessionByExternalID(call.MerchantID, s.ExternalSessionID); {
+			case err == nil:
 				return nil, fault.InvalidCode("external_session_id_taken", "externalSessionId", "another session has this externalSessionId")
+			case !fault.Is(err, fault.NotFound):
+				return nil, err
 			}
 		}
 		if err := tx.PutSession(s); err != nil {
@@ -123,7 +126,14 @@ func (l *Ledger) DeleteSession(ctx context.Context, call Call, ref string, src s
 		}
 		if s.AuthorizationToken != "" {
 			// The approval dies with the session: its token can no longer create an order.
-			if a, err := tx.GetAuthorization(call.MerchantID, s.AuthorizationToken); err == nil && a.UsedAt == nil {
+			// A store error (a deadlock with the order being made from that
+			// token, say) must reach the store's retry, not be taken for "gone".
+			a, err := tx.GetAuthorization(call.MerchantID, s.AuthorizationToken)
+			switch {
+			case fault.Is(err, fault.NotFound):
+			case err != nil:
+				return nil, err
+			case a.UsedAt == nil:
 				a.Deleted = true
 				if err := tx.PutAuthorization(a); err != nil {
 					return nil, err

@@ -2,6 +2,7 @@ package order
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/kassahq/kassa/fault"
@@ -87,15 +88,7 @@ func ValidateCreate(r *CreateRequest, fromCustomerToken bool, ids IDSource) ([]L
 	}
 	r.Customer.Validate(&f, "customer")
 	ValidateAddress(&f, "shippingAddress", r.ShippingAddress)
-	if len(r.Metadata) > MaxMetadataKeys {
-		f.Add("metadata", "must have at most %d keys", MaxMetadataKeys)
-	}
-	for k, v := range r.Metadata {
-		if k == "" || utf8.RuneCountInString(k) > MaxMetadataKeyLen {
-			f.Add("metadata", "keys must be 1 to %d characters", MaxMetadataKeyLen)
-		}
-		checkText(&f, "metadata."+k, v, MaxMetadataValueLen)
-	}
+	CheckMetadata(&f, r.Metadata)
 	checkText(&f, "reference", r.Reference, MaxReferenceLen)
 	checkText(&f, "settlementReference", r.SettlementReference, MaxReferenceLen)
 	checkText(&f, "storeId", r.StoreID, MaxStoreIDLen)
@@ -246,3 +239,21 @@ func (o *Order) maybeReady(env Env) {
 
 // String is a short description for logs.
 func (o *Order) String() string { return fmt.Sprintf("order %s (%s)", o.ID, o.MerchantID) }
+
+// CheckMetadata bounds a metadata map (orders and sessions). Keys are text
+// the stores keep too, so NUL and invalid UTF-8 are refused in them as in
+// values.
+func CheckMetadata(f *fault.Fields, m map[string]string) {
+	if len(m) > MaxMetadataKeys {
+		f.Add("metadata", "must have at most %d keys", MaxMetadataKeys)
+	}
+	for k, v := range m {
+		switch {
+		case !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0:
+			f.Add("metadata", "keys must be valid UTF-8 without NUL characters")
+		case k == "" || utf8.RuneCountInString(k) > MaxMetadataKeyLen:
+			f.Add("metadata", "keys must be 1 to %d characters", MaxMetadataKeyLen)
+		}
+		checkText(f, "metadata."+k, v, MaxMetadataValueLen)
+	}
+}

@@ -158,6 +158,23 @@ func TestValidateCreateNamesEveryField(t *testing.T) {
 	)
 }
 
+// TestMetadataKeysAreCheckedText: a metadata key is kept like any text, so
+// NUL and invalid UTF-8 are refused in keys as in values.
+func TestMetadataKeysAreCheckedText(t *testing.T) {
+	for _, key := range []string{"k\x00", "\xff", ""} {
+		var f fault.Fields
+		order.CheckMetadata(&f, map[string]string{key: "v"})
+		wantFault(t, f.Err(), fault.Invalid, "validation_failed", "metadata")
+	}
+	var f fault.Fields
+	order.CheckMetadata(&f, map[string]string{"k": "v\x00"})
+	wantFault(t, f.Err(), fault.Invalid, "validation_failed", "metadata.k")
+	f = fault.Fields{}
+	if order.CheckMetadata(&f, map[string]string{"ordre-nummer": "Ærø 7"}); f.Err() != nil {
+		t.Fatalf("plain metadata refused: %v", f.Err())
+	}
+}
+
 func TestValidateCreateCustomerTokenShape(t *testing.T) {
 	r := &order.CreateRequest{Country: "SE", Currency: "SEK", Customer: &order.CustomerInput{},
 		OrderLines: ordertest.DefaultLines()}

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -753,5 +755,35 @@ func TestTypeErrorDoesNotFakeASumMismatch(t *testing.T) {
 	wantProblem(t, code, b, 400, "validation_failed")
 	if got := problemFields(b); got != "vatMode" {
 		t.Fatalf("fields %s", got)
+	}
+}
+
+// TestClientHangUpIsNoServerError: a request whose client went away while
+// it was handled is recorded as 499 (client closed), not as a 500 in the
+// metrics and the error log.
+func TestClientHangUpIsNoServerError(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequest("POST", "/v1/orders/"+id+"/capture", strings.NewReader(`{}`)).WithContext(ctx)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", e.auth)
+	rec := httptest.NewRecorder()
+	e.ts.Config.Handler.ServeHTTP(rec, r)
+	if rec.Code != statusClientClosed {
+		t.Fatalf("capture with the client gone: %d %s, want 499", rec.Code, rec.Body)
+	}
+	resp, err := http.Get(e.ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(m), `route="/v1/orders/:orderId/capture",status="499"} 1`) || strings.Contains(string(m), `status="500"`) {
+		t.Fatalf("metrics after a hang-up:\n%s", m)
+	}
+	if o := e.get(id); minor(o["capturedAmount"]) != 0 {
+		t.Fatalf("the abandoned capture was applied: %v", o["capturedAmount"])
 	}
 }

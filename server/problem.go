@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -56,7 +57,21 @@ type Problem struct {
 // problemBase prefixes problem type URIs; each code has a section in docs/errors.md.
 const problemBase = "https://kassa.dev/problems/"
 
+// statusClientClosed is recorded (in the access log and the metrics) for a
+// request whose client hung up before the answer: not a server error, and
+// no one reads the answer (nginx's convention).
+const statusClientClosed = 499
+
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		s.log.DebugContext(r.Context(), "client closed the request", slog.String("requestId", requestID(r.Context())), slog.Any("err", err))
+		body, _ := json.Marshal(Problem{Type: problemBase + "client_closed_request", Title: "Client closed request", Status: statusClientClosed,
+			Detail: "the client went away before the answer", Code: "client_closed_request", RequestID: requestID(r.Context())})
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(statusClientClosed)
+		w.Write(body)
+		return
+	}
 	var fe *fault.Error
 	if !errors.As(err, &fe) {
 		fe = fault.Internalf(err, "unexpected failure")

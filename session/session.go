@@ -52,16 +52,14 @@ var Sources = []Source{SourceCheckout, SourcePayment}
 
 // Defaults and limits.
 const (
-	DefaultTTL        = 24 * time.Hour
-	MaxTTLMinutes     = 7 * 24 * 60
-	MaxExternalIDLen  = 100
-	MaxURLLen         = 2000
-	MaxDeclineReason  = 200
-	externalPrefix    = "external:"
-	defaultPageSize   = 100
-	maxPageSize       = 1000
-	maxMetadataKeys   = 50
-	maxMetadataValLen = 500
+	DefaultTTL       = 24 * time.Hour
+	MaxTTLMinutes    = 7 * 24 * 60
+	MaxExternalIDLen = 100
+	MaxURLLen        = 2000
+	MaxDeclineReason = 200
+	externalPrefix   = "external:"
+	defaultPageSize  = 100
+	maxPageSize      = 1000
 )
 
 // MerchantURLs are where the buyer is sent after the checkout.
@@ -167,18 +165,6 @@ func checkURLs(f *fault.Fields, u *MerchantURLs) {
 	}
 }
 
-func checkMetadata(f *fault.Fields, m map[string]string) {
-	if len(m) > maxMetadataKeys {
-		f.Add("metadata", "must have at most %d keys", maxMetadataKeys)
-	}
-	for k, v := range m {
-		if k == "" || utf8.RuneCountInString(k) > 40 {
-			f.Add("metadata", "keys must be 1 to 40 characters")
-		}
-		checkText(f, "metadata."+k, v, maxMetadataValLen)
-	}
-}
-
 func methods(f *fault.Fields, country string, in []string) []order.PaymentType {
 	offered := OfferedMethods(country)
 	if len(in) == 0 {
@@ -231,7 +217,7 @@ func New(merchantID string, src Source, r *CreateRequest, ids order.IDSource, no
 	}
 	r.Customer.Validate(&f, "customer")
 	checkURLs(&f, r.MerchantURLs)
-	checkMetadata(&f, r.Metadata)
+	order.CheckMetadata(&f, r.Metadata)
 	ttl := DefaultTTL
 	if r.ExpiresInMinutes != nil {
 		if *r.ExpiresInMinutes < 1 || *r.ExpiresInMinutes > MaxTTLMinutes {
@@ -296,7 +282,7 @@ func (s *Session) Update(r *UpdateRequest, ids order.IDSource, now time.Time) er
 	}
 	r.Customer.Validate(&f, "customer")
 	checkURLs(&f, r.MerchantURLs)
-	checkMetadata(&f, r.Metadata)
+	order.CheckMetadata(&f, r.Metadata)
 	var pms []order.PaymentType
 	if r.PaymentMethods != nil {
 		pms = methods(&f, s.Country, r.PaymentMethods)

@@ -172,9 +172,7 @@ func (r *CreateCustomerRequest) Validate() error {
 		}
 		r.Customer.Validate(&f, "customer")
 	}
-	if len([]rune(r.StoreID)) > order.MaxStoreIDLen {
-		f.Add("storeId", "must be at most %d characters", order.MaxStoreIDLen)
-	}
+	order.CheckText(&f, "storeId", r.StoreID, order.MaxStoreIDLen)
 	return f.Err()
 }
 

@@ -3,6 +3,7 @@ package token_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,4 +202,17 @@ func TestCustomerTokenValidation(t *testing.T) {
 	expired := auth()
 	_, err = token.NewCustomer(expired, customerRequest(), "ctok-1", t0.Add(2*time.Hour))
 	wantFault(t, err, fault.NotAvailable, "authorization_token_expired")
+}
+
+// TestCustomerTokenStoreIDIsCheckedText: storeId is refused with a NUL or
+// invalid UTF-8, as on every other request that takes it.
+func TestCustomerTokenStoreIDIsCheckedText(t *testing.T) {
+	for _, id := range []string{"x\x00", "\xff", strings.Repeat("s", order.MaxStoreIDLen+1)} {
+		r := &token.CreateCustomerRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", StoreID: id}
+		err := r.Validate()
+		var fe *fault.Error
+		if !errors.As(err, &fe) || !slices.ContainsFunc(fe.Fields, func(f fault.FieldError) bool { return f.Field == "storeId" }) {
+			t.Errorf("storeId %q: %v, want a finding on storeId", id, err)
+		}
+	}
 }

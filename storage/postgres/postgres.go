@@ -38,6 +38,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -337,7 +338,14 @@ func (t *tx) body(what, sql string, args ...any) ([]byte, bool, error) {
 }
 
 // scanRow reads the one row sql selects into dest; false when there is none.
+// An argument with text PostgreSQL cannot hold matches no row and is not
+// sent: the server would refuse it and abort the whole transaction, so a
+// caller that goes on to look elsewhere (a session by id, then by order id)
+// would fail.
 func (t *tx) scanRow(what, sql string, args []any, dest ...any) (bool, error) {
+	if slices.ContainsFunc(args, cannotHold) {
+		return false, nil
+	}
 	err := t.tx.QueryRow(t.ctx, sql, args...).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
@@ -356,6 +364,19 @@ func (t *tx) scanRow(what, sql string, args []any, dest ...any) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// cannotHold reports whether v is text PostgreSQL cannot store or compare:
+// a NUL character or invalid UTF-8.
+func cannotHold(v any) bool {
+	bad := func(s string) bool { return strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) }
+	switch v := v.(type) {
+	case string:
+		return bad(v)
+	case []string:
+		return slices.ContainsFunc(v, bad)
+	}
+	return false
 }
 
 // bodies reads the bytea column of every row.

@@ -205,6 +205,14 @@ func TestTextPostgresCannotHold(t *testing.T) {
 		if _, err := ledgers[0].GetNotification(ctx, creds.MerchantID, bad); fault.KindOf(err) == fault.Internal {
 			t.Errorf("Notification(%q): %v", bad, err)
 		}
+		// Looked up by id, then by order id, in one transaction: the first
+		// lookup must not abort it for the second.
+		if _, err := ledgers[0].GetSession(ctx, creds.MerchantID, bad, session.SourceCheckout); fault.KindOf(err) != fault.NotFound {
+			t.Errorf("GetSession(%q): %v, want not found", bad, err)
+		}
+		if _, err := ledgers[0].DeleteSession(ctx, kassa.Call{MerchantID: creds.MerchantID, IdempotencyKey: "del"}, bad, session.SourceCheckout); fault.KindOf(err) != fault.NotFound {
+			t.Errorf("DeleteSession(%q): %v, want not found", bad, err)
+		}
 	}
 	authorize(t, ledgers[0], creds.MerchantID, "t")
 	req := oneLineOrder()
