@@ -180,9 +180,14 @@ func (s *Server) sandboxSettle(w http.ResponseWriter, r *http.Request, _ httprou
 		s.writeError(w, r, err)
 		return
 	}
+	// The run settles every merchant's items, but each caller sees only its
+	// own settlements, like everywhere else.
+	me := merchantOf(r.Context())
 	out := settlementRunResponse{Settlements: []settlement.Record{}}
 	for i := range made {
-		out.Settlements = append(out.Settlements, made[i].View())
+		if made[i].MerchantID == me {
+			out.Settlements = append(out.Settlements, made[i].View())
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -86,3 +86,18 @@ func TestSettlementsOverHTTP(t *testing.T) {
 		t.Fatalf("csv %v %v", rows, err)
 	}
 }
+
+// TestSettlementRunShowsOnlyTheCallersSettlements: a run settles every
+// merchant, but its answer names only the caller's settlements.
+func TestSettlementRunShowsOnlyTheCallersSettlements(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice")
+	e.req("POST", "/v1/orders/"+o["id"].(string)+"/capture", "", e.auth, nil)
+	code, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.other, nil)
+	if code != 200 || len(run["settlements"].([]any)) != 0 {
+		t.Fatalf("another merchant's run answered %d %v", code, run)
+	}
+	if code, _, l := e.req("GET", "/v1/settlements", "", e.auth, nil); code != 200 || len(l["settlements"].([]any)) != 1 {
+		t.Fatalf("the owner's settlements after the other's run: %d %v", code, l)
+	}
+}
