@@ -191,6 +191,10 @@ type Approval struct {
 	Customer      order.CustomerInput
 	CompanyName   string
 	PaymentMethod order.PaymentType
+	// Terms are the session's terms (session.Session.Terms) as the buyer saw
+	// them; when the session no longer has them the approval is refused
+	// (409 session_changed) and the buyer must look again.
+	Terms string
 }
 
 // ApproveSession is the buyer approving on the hosted checkout: the buyer's
@@ -207,6 +211,9 @@ func (l *Ledger) ApproveSession(ctx context.Context, merchantID, id string, a Ap
 		now := tx.Now()
 		if st := s.StateAt(now); st != session.StateCreated {
 			return fault.New(fault.NotAvailable, "session_"+string(st), "this checkout is %s", st)
+		}
+		if a.Terms != s.Terms() {
+			return fault.Conflictf("session_changed", "the order changed since the buyer saw it")
 		}
 		amount := s.Totals.Gross
 		req := &sandbox.TokenRequest{Country: s.Country, Currency: string(s.Currency), Locale: s.Locale,

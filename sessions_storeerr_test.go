@@ -68,7 +68,11 @@ func TestSessionsPassStoreErrorsOn(t *testing.T) {
 	if err := json.Unmarshal(res.Body, &created); err != nil || created.ID == "" {
 		t.Fatalf("session id from %s: %v", res.Body, err)
 	}
-	if _, err := l.ApproveSession(ctx, creds.MerchantID, created.ID, kassa.Approval{CompanyName: "Approved Byggvaror AB",
+	seen, err := l.GetSession(ctx, creds.MerchantID, created.ID, session.SourceCheckout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ApproveSession(ctx, creds.MerchantID, created.ID, kassa.Approval{Terms: seen.Terms(), CompanyName: "Approved Byggvaror AB",
 		PaymentMethod: order.PayInvoice, Customer: order.CustomerInput{CompanyID: "5560000001", Country: "SE", Email: "a@example.com",
 			FirstName: "A", LastName: "B", BillingAddress: &order.Address{CompanyName: "Approved Byggvaror AB", StreetAddress: "Gatan 1",
 				PostalCode: "11122", City: "Stockholm", Country: "SE"}}}); err != nil {

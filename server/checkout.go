@@ -42,6 +42,7 @@ type fieldError struct{ ID, Message string }
 type checkoutView struct {
 	S         session.Record
 	Sig       string
+	Terms     string // what the page shows, sent back on approval (session.Session.Terms)
 	Action    string
 	Form      checkoutForm
 	Results   []company.Match
@@ -105,7 +106,7 @@ button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
 </fieldset></form>
 
 <form method="post" action="{{.Action}}" novalidate>
-<input type="hidden" name="sig" value="{{.Sig}}"><input type="hidden" name="q" value="{{.Form.Q}}">
+<input type="hidden" name="sig" value="{{.Sig}}"><input type="hidden" name="q" value="{{.Form.Q}}"><input type="hidden" name="terms" value="{{.Terms}}">
 <fieldset id="companyId" aria-describedby="companyId-error"><legend>Your company</legend>
 <div id="results" aria-live="polite">
 {{range $i, $c := .Results}}<div class="choice"><input type="radio" name="companyId" id="company-{{$i}}" value="{{$c.CompanyID}}"{{if checked $.Form.CompanyID $c.CompanyID}} checked{{end}}>
@@ -165,7 +166,7 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 		s.checkoutFailure(w, r, err)
 		return
 	}
-	v := checkoutView{S: sess, Sig: s.sign("checkout", p.ByName("merchantId")+"/"+p.ByName("sessionId")),
+	v := checkoutView{S: sess, Sig: s.sign("checkout", p.ByName("merchantId")+"/"+p.ByName("sessionId")), Terms: sess.Terms(),
 		Action: r.URL.Path, Form: form, Errors: errs, Notice: notice, MethodTxt: methodNames,
 		Amount: func(m int64) string { return money.New(m, sess.Currency).Formatted() }}
 	if form.Q != "" {
@@ -287,9 +288,12 @@ func (s *Server) checkoutSubmit(w http.ResponseWriter, r *http.Request, p httpro
 		return
 	}
 	_, err = s.ledger.ApproveSession(r.Context(), p.ByName("merchantId"), p.ByName("sessionId"),
-		kassa.Approval{Customer: in, CompanyName: c.Name, PaymentMethod: order.PaymentType(f.PaymentMethod)})
+		kassa.Approval{Customer: in, CompanyName: c.Name, PaymentMethod: order.PaymentType(f.PaymentMethod), Terms: get("terms")})
 	var fe *fault.Error
 	switch {
+	case fault.CodeOf(err) == "session_changed":
+		s.renderCheckout(w, r, p, http.StatusConflict, f, nil,
+			"The order changed while you were filling in this page. Check it above and confirm again.")
 	case err == nil || fault.Is(err, fault.NotAvailable):
 		redirect() // approved, or the session moved on meanwhile: the page shows its state
 	case errors.As(err, &fe) && fe.Kind == fault.Declined:

@@ -108,8 +108,8 @@ func operations() []op {
 		summary: "The buyer's hosted checkout page of a session (the session's checkoutUrl)", status: 200, contentType: "text/html", errs: []int{404},
 		query: []param{{name: "sig", typ: "string", required: true}, {name: "q", typ: "string", desc: "company search"}}})
 	add(op{method: "POST", path: "/checkout/{merchantId}/{sessionId}", id: "checkoutSubmit", tag: "Hosted checkout",
-		summary: "The buyer approves or declines (HTML form); answers 303 to the page, or 422 with the form and its errors",
-		status:  303, contentType: "text/html", errs: []int{404, 422}})
+		summary: "The buyer approves or declines (HTML form); answers 303 to the page, 422 with the form and its errors, or 409 with the form when the order changed since the page was shown",
+		status:  303, contentType: "text/html", errs: []int{404, 409, 422}})
 
 	add(op{method: "GET", path: "/v1/orders", id: "listOrders", summary: "List orders, newest first", tag: "Order Management", auth: true,
 		status: 200, resp: OrderList{}, errs: reads, query: orderQuery})

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -181,13 +182,8 @@ func TestSessionExpiryAndCompletion(t *testing.T) {
 	// A fresh session is approved through its checkout page, then becomes an order.
 	_, _, s = e.do("POST", "/v1/sessions", fill(sessionBody, "a", "b", "d"), e.auth)
 	id = s["id"].(string)
-	u, _ := url.Parse(s["checkoutUrl"].(string))
-	form := url.Values{"sig": {u.Query().Get("sig")}, "companyId": {"5560000001"}, "firstName": {"A"}, "lastName": {"B"},
-		"email": {"a@b.se"}, "street": {"Gatan 1"}, "postalCode": {"11122"}, "city": {"Stockholm"}, "paymentMethod": {"invoice"}, "action": {"approve"}}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.PostForm(e.ts.URL+u.Path, form)
-	if err != nil || resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("approve: %v %d", err, resp.StatusCode)
+	if code := e.approve(s["checkoutUrl"].(string), e.checkoutTerms(s["checkoutUrl"].(string))); code != http.StatusSeeOther {
+		t.Fatalf("approve: %d", code)
 	}
 	_, _, got := e.do("GET", "/v1/sessions/"+id, "", e.auth)
 	tok, _ := got["authorizationToken"].(string)
@@ -211,7 +207,8 @@ func TestSessionExpiryAndCompletion(t *testing.T) {
 		t.Fatalf("delete completed: %d %v", code, p)
 	}
 	// A tampered checkout link shows a plain page, not the session.
-	resp, _ = http.Get(e.ts.URL + u.Path + "?sig=forged")
+	u, _ := url.Parse(s["checkoutUrl"].(string))
+	resp, _ := http.Get(e.ts.URL + u.Path + "?sig=forged")
 	if resp.StatusCode != 404 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("forged link: %d", resp.StatusCode)
 	}
@@ -271,5 +268,70 @@ func TestSessionListFilters(t *testing.T) {
 	code, _, p := e.do("GET", "/v1/sessions?state=bogus&source=x&size=0&createdFrom=yesterday", "", e.auth)
 	if code != 400 || len(p["errors"].([]any)) != 4 {
 		t.Fatalf("bad query: %d %v", code, p)
+	}
+}
+
+var termsField = regexp.MustCompile(`name="terms" value="([0-9a-f]+)"`)
+
+// checkoutTerms loads the buyer's checkout page and returns the terms it
+// carries in its form.
+func (e *sessionEnv) checkoutTerms(checkoutURL string) string {
+	e.t.Helper()
+	resp, err := http.Get(checkoutURL)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(resp.Body)
+	m := termsField.FindSubmatch(page)
+	if resp.StatusCode != 200 || m == nil {
+		e.t.Fatalf("checkout page %d without terms:\n%s", resp.StatusCode, page)
+	}
+	return string(m[1])
+}
+
+// approve submits the checkout form as a buyer who saw terms, and returns
+// the status (303 when approved).
+func (e *sessionEnv) approve(checkoutURL, terms string) int {
+	e.t.Helper()
+	u, _ := url.Parse(checkoutURL)
+	form := url.Values{"sig": {u.Query().Get("sig")}, "companyId": {"5560000001"}, "firstName": {"A"}, "lastName": {"B"},
+		"email": {"a@b.se"}, "street": {"Gatan 1"}, "postalCode": {"11122"}, "city": {"Stockholm"}, "paymentMethod": {"invoice"},
+		"action": {"approve"}, "terms": {terms}}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.PostForm(e.ts.URL+u.Path, form)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestBuyerApprovesOnlyWhatTheySaw: the merchant changes the session's lines
+// after the buyer loaded the page; the buyer's submit of the old page is
+// refused with the page showing the new order, and nothing is authorized
+// until the buyer confirms the new terms.
+func TestBuyerApprovesOnlyWhatTheySaw(t *testing.T) {
+	e := newSessionEnv(t)
+	_, _, s := e.do("POST", "/v1/sessions", fill(sessionBody, "a", "b", "d"), e.auth)
+	id, link := s["id"].(string), s["checkoutUrl"].(string)
+	seen := e.checkoutTerms(link)
+	if code, _, p := e.do("POST", "/v1/sessions/"+id, `{"orderLines":[{"description":"Excavator","quantity":1,"unitPrice":5000000,"vat":2500}]}`, e.auth); code != 200 {
+		t.Fatalf("merchant update: %d %v", code, p)
+	}
+	if code := e.approve(link, seen); code != http.StatusConflict {
+		t.Fatalf("approval of the page before the update: %d, want 409", code)
+	}
+	if _, _, got := e.do("GET", "/v1/sessions/"+id, "", e.auth); got["state"] != "created" || got["authorizationToken"] != nil {
+		t.Fatalf("after the refused approval %v", got)
+	}
+	if code := e.approve(link, ""); code != http.StatusConflict {
+		t.Fatalf("approval without terms: %d, want 409", code)
+	}
+	if code := e.approve(link, e.checkoutTerms(link)); code != http.StatusSeeOther {
+		t.Fatalf("approval of the new terms: %d", code)
+	}
+	if _, _, got := e.do("GET", "/v1/sessions/"+id, "", e.auth); got["state"] != "authorized" || minor(got["totalOrderAmount"]) != 5000000 {
+		t.Fatalf("after approving the new terms %v", got)
 	}
 }

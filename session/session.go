@@ -14,6 +14,9 @@
 package session
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -358,6 +361,22 @@ func (s *Session) Complete(orderID string, now time.Time) error {
 	t := now
 	s.State, s.OrderID, s.CompletedAt, s.UpdatedAt = StateCompleted, orderID, &t, now
 	return nil
+}
+
+// Terms is a digest of what the buyer is asked to approve: country,
+// currency, VAT mode, lines and totals. The hosted checkout sends back the
+// terms of the page the buyer saw, so that an approval of a page showing
+// other terms (the merchant updated the session meanwhile) is refused.
+func (s *Session) Terms() string {
+	b, _ := json.Marshal(struct {
+		Country  string
+		Currency money.Currency
+		VATMode  money.VATMode
+		Lines    []order.Line
+		Totals   order.Totals
+	}{s.Country, s.Currency, s.VATMode, s.OrderLines, s.Totals})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
 }
 
 // Record is a session as the API returns it: the stored session, its state

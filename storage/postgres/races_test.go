@@ -92,7 +92,11 @@ func TestSessionApprovedOnceAcrossReplicas(t *testing.T) {
 	if err := json.Unmarshal(res.Body, &created); err != nil || created.SessionID == "" {
 		t.Fatalf("session id from %s: %v", res.Body, err)
 	}
-	approval := kassa.Approval{CompanyName: "Approved Byggvaror AB", PaymentMethod: order.PayInvoice, Customer: order.CustomerInput{
+	rec, err := ledgers[0].GetSession(ctx, creds.MerchantID, created.SessionID, session.SourceCheckout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approval := kassa.Approval{Terms: rec.Terms(), CompanyName: "Approved Byggvaror AB", PaymentMethod: order.PayInvoice, Customer: order.CustomerInput{
 		CompanyID: "5560000001", Country: "SE", Email: "a@example.com", FirstName: "A", LastName: "B",
 		BillingAddress: &order.Address{CompanyName: "Approved Byggvaror AB", StreetAddress: "Gatan 1", PostalCode: "11122", City: "Stockholm", Country: "SE"}}}
 	var approved atomic.Int64
@@ -121,7 +125,7 @@ func TestSessionApprovedOnceAcrossReplicas(t *testing.T) {
 	if approved.Load() != 1 {
 		t.Fatalf("session approved %d times, want once", approved.Load())
 	}
-	rec, err := ledgers[1].GetSession(ctx, creds.MerchantID, created.SessionID, session.SourceCheckout)
+	rec, err = ledgers[1].GetSession(ctx, creds.MerchantID, created.SessionID, session.SourceCheckout)
 	if err != nil {
 		t.Fatal(err)
 	}
