@@ -232,7 +232,7 @@ func (l *Ledger) ApproveSession(ctx context.Context, merchantID, id string, a Ap
 			tok.Buyer.CompanyName = a.CompanyName
 		}
 		tok.SessionID = s.ID
-		if err := s.Authorize(tok.Buyer, tok.PaymentMethod, tok.Token, now); err != nil {
+		if err := s.Authorize(tok.Buyer, tok.PaymentMethod, tok.Token, tok.ExpiresAt, now); err != nil {
 			return err
 		}
 		if err := tx.PutAuthorization(tok); err != nil {

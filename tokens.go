@@ -143,6 +143,20 @@ func (l *Ledger) CreateCustomerToken(ctx context.Context, call Call, tok string,
 		if err != nil {
 			return nil, err
 		}
+		if a.SessionID != "" {
+			// The session's approval is used up, as by an order: it is
+			// completed, and can no longer be cancelled.
+			s, err := tx.GetSession(call.MerchantID, a.SessionID)
+			if err != nil {
+				return nil, err
+			}
+			if err := s.CompleteWithCustomerToken(c.TokenID, tx.Now()); err != nil {
+				return nil, err
+			}
+			if err := tx.PutSession(s); err != nil {
+				return nil, err
+			}
+		}
 		if err := tx.PutAuthorization(a); err != nil {
 			return nil, err
 		}

@@ -335,3 +335,40 @@ func TestBuyerApprovesOnlyWhatTheySaw(t *testing.T) {
 		t.Fatalf("after approving the new terms %v", got)
 	}
 }
+
+// TestSessionApprovalUsedByACustomerToken: a customer token made from a
+// session's approval completes the session, as an order would; and an
+// approval whose token expired unused leaves the session expired.
+func TestSessionApprovalUsedByACustomerToken(t *testing.T) {
+	e := newSessionEnv(t)
+	_, _, s := e.do("POST", "/v1/payment-sessions", fill(sessionBody, "a", "b", "ct"), e.auth)
+	id, link := s["id"].(string), s["checkoutUrl"].(string)
+	if code := e.approve(link, e.checkoutTerms(link)); code != http.StatusSeeOther {
+		t.Fatalf("approve: %d", code)
+	}
+	_, _, got := e.do("GET", "/v1/payment-sessions/"+id, "", e.auth)
+	tok := got["authorizationToken"].(string)
+	code, _, ct := e.do("POST", "/v1/authorization-tokens/"+tok+"/customer-token", `{"country":"SE","currency":"SEK","locale":"sv-SE","customer":{"email":"ap@b.se"}}`, e.auth)
+	if code != 200 {
+		t.Fatalf("customer token: %d %v", code, ct)
+	}
+	if _, _, got = e.do("GET", "/v1/payment-sessions/"+id, "", e.auth); got["state"] != "completed" || got["customerToken"] != ct["customerToken"] {
+		t.Fatalf("session after its customer token: %v", got)
+	}
+	if code, _, p := e.do("DELETE", "/v1/payment-sessions/"+id, "", e.auth); code != 409 || p["code"] != "session_completed" {
+		t.Fatalf("delete after the customer token: %d %v", code, p)
+	}
+
+	_, _, s = e.do("POST", "/v1/payment-sessions", fill(sessionBody, "a", "b", "late"), e.auth)
+	id, link = s["id"].(string), s["checkoutUrl"].(string)
+	if code := e.approve(link, e.checkoutTerms(link)); code != http.StatusSeeOther {
+		t.Fatalf("approve: %d", code)
+	}
+	e.clock.Advance(61 * time.Minute)
+	if _, _, got = e.do("GET", "/v1/payment-sessions/"+id, "", e.auth); got["state"] != "expired" {
+		t.Fatalf("approved session after its token expired: %v", got["state"])
+	}
+	if _, _, ps := e.do("GET", "/v1/paymentstatus?sessionId="+id, "", e.auth); ps["status"] == "authorized" {
+		t.Fatalf("payment status after the token expired: %v", ps)
+	}
+}

@@ -94,19 +94,29 @@ type Session struct {
 	Buyer              *order.Customer      `json:"buyer,omitempty"`         // who approved
 	PaymentMethod      *order.PaymentMethod `json:"paymentMethod,omitempty"` // what they chose
 	AuthorizationToken string               `json:"authorizationToken,omitempty"`
-	OrderID            string               `json:"orderId,omitempty"`
-	DeclineReason      string               `json:"declineReason,omitempty"`
-	CreatedAt          time.Time            `json:"createdAt"`
-	UpdatedAt          time.Time            `json:"updatedAt"`
-	ExpiresAt          time.Time            `json:"expiresAt"`
-	AuthorizedAt       *time.Time           `json:"authorizedAt,omitempty"`
-	CompletedAt        *time.Time           `json:"completedAt,omitempty"`
-	CancelledAt        *time.Time           `json:"cancelledAt,omitempty"`
+	// AuthorizationExpiresAt is when the approval's token expires: an
+	// authorized session whose token expired unused is expired.
+	AuthorizationExpiresAt *time.Time `json:"authorizationExpiresAt,omitempty"`
+	// CustomerToken is the reusable token made from the approval, when the
+	// merchant made one instead of an order (the session is then completed).
+	CustomerToken string     `json:"customerToken,omitempty"`
+	OrderID       string     `json:"orderId,omitempty"`
+	DeclineReason string     `json:"declineReason,omitempty"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	UpdatedAt     time.Time  `json:"updatedAt"`
+	ExpiresAt     time.Time  `json:"expiresAt"`
+	AuthorizedAt  *time.Time `json:"authorizedAt,omitempty"`
+	CompletedAt   *time.Time `json:"completedAt,omitempty"`
+	CancelledAt   *time.Time `json:"cancelledAt,omitempty"`
 }
 
 // StateAt is the state at now: a created session past its expiry is expired.
 func (s *Session) StateAt(now time.Time) State {
-	if s.State == StateCreated && !now.Before(s.ExpiresAt) {
+	switch {
+	case s.State == StateCreated && !now.Before(s.ExpiresAt):
+		return StateExpired
+	case s.State == StateAuthorized && s.AuthorizationExpiresAt != nil && !now.Before(*s.AuthorizationExpiresAt):
+		// Its token can no longer make an order.
 		return StateExpired
 	}
 	return s.State
@@ -340,7 +350,7 @@ func (s *Session) Cancel(reason string, now time.Time) error {
 
 // Authorize records the buyer's approval: who they are, the payment method
 // they chose (one of those offered) and the authorization token minted for it.
-func (s *Session) Authorize(buyer order.Customer, pm order.PaymentMethod, tok string, now time.Time) error {
+func (s *Session) Authorize(buyer order.Customer, pm order.PaymentMethod, tok string, tokenExpires, now time.Time) error {
 	if err := s.requireState(now, "authorize", StateCreated); err != nil {
 		return err
 	}
@@ -350,6 +360,10 @@ func (s *Session) Authorize(buyer order.Customer, pm order.PaymentMethod, tok st
 	t := now
 	b := buyer
 	s.State, s.Buyer, s.PaymentMethod, s.AuthorizationToken, s.AuthorizedAt, s.UpdatedAt = StateAuthorized, &b, &pm, tok, &t, now
+	if !tokenExpires.IsZero() {
+		e := tokenExpires
+		s.AuthorizationExpiresAt = &e
+	}
 	return nil
 }
 
@@ -360,6 +374,17 @@ func (s *Session) Complete(orderID string, now time.Time) error {
 	}
 	t := now
 	s.State, s.OrderID, s.CompletedAt, s.UpdatedAt = StateCompleted, orderID, &t, now
+	return nil
+}
+
+// CompleteWithCustomerToken records a customer token made from the
+// session's authorization token: the approval is used, as by an order.
+func (s *Session) CompleteWithCustomerToken(tokenID string, now time.Time) error {
+	if err := s.requireState(now, "complete", StateAuthorized); err != nil {
+		return err
+	}
+	t := now
+	s.State, s.CustomerToken, s.CompletedAt, s.UpdatedAt = StateCompleted, tokenID, &t, now
 	return nil
 }
 

@@ -72,21 +72,21 @@ func TestLifecycleRefusals(t *testing.T) {
 		code  string
 	}{
 		{"update completed", func(s *Session) time.Time {
-			s.Authorize(buyer, pm, "at1", t0)
+			s.Authorize(buyer, pm, "at1", time.Time{}, t0)
 			s.Complete("o1", t0)
 			return t0
 		}, func(s *Session, now time.Time) error {
 			return s.Update(&UpdateRequest{MerchantReference: ordertest.Ptr("x")}, &ordertest.IDs{}, now)
 		}, "session_completed"},
 		{"authorize expired", func(s *Session) time.Time { return s.ExpiresAt }, func(s *Session, now time.Time) error {
-			return s.Authorize(buyer, pm, "at1", now)
+			return s.Authorize(buyer, pm, "at1", time.Time{}, now)
 		}, "session_expired"},
-		{"authorize twice", func(s *Session) time.Time { s.Authorize(buyer, pm, "at1", t0); return t0 }, func(s *Session, now time.Time) error {
-			return s.Authorize(buyer, pm, "at2", now)
+		{"authorize twice", func(s *Session) time.Time { s.Authorize(buyer, pm, "at1", time.Time{}, t0); return t0 }, func(s *Session, now time.Time) error {
+			return s.Authorize(buyer, pm, "at2", time.Time{}, now)
 		}, "session_authorized"},
 		{"complete created", func(*Session) time.Time { return t0 }, func(s *Session, now time.Time) error { return s.Complete("o1", now) }, "session_created"},
 		{"cancel completed", func(s *Session) time.Time {
-			s.Authorize(buyer, pm, "at1", t0)
+			s.Authorize(buyer, pm, "at1", time.Time{}, t0)
 			s.Complete("o1", t0)
 			return t0
 		}, func(s *Session, now time.Time) error { return s.Cancel("", now) }, "session_completed"},
@@ -108,8 +108,47 @@ func TestLifecycleRefusals(t *testing.T) {
 		}
 	}
 	s := open(t, newReq())
-	if err := s.Authorize(buyer, order.PaymentMethod{Type: order.PayPaypal}, "at", t0); !fault.Is(err, fault.Invalid) {
+	if err := s.Authorize(buyer, order.PaymentMethod{Type: order.PayPaypal}, "at", time.Time{}, t0); !fault.Is(err, fault.Invalid) {
 		t.Errorf("unoffered method: %v", err)
+	}
+}
+
+// TestApprovalEndsWithItsToken: an authorized session whose token expired
+// unused is expired (no order can come of it any more), and one whose token
+// became a customer token is completed.
+func TestApprovalEndsWithItsToken(t *testing.T) {
+	pm := order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}
+	buyer := order.Customer{CompanyID: "5560000001"}
+	s := open(t, newReq())
+	if err := s.Authorize(buyer, pm, "at1", t0.Add(time.Hour), t0); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.StateAt(t0.Add(59 * time.Minute)); st != StateAuthorized {
+		t.Fatalf("before the token expires: %s", st)
+	}
+	later := t0.Add(time.Hour)
+	if st := s.StateAt(later); st != StateExpired {
+		t.Fatalf("when the token expires: %s, want expired", st)
+	}
+	if err := s.Cancel("x", later); fault.CodeOf(err) != "session_expired" {
+		t.Fatalf("cancel after the token expired: %v", err)
+	}
+	if err := s.Complete("o1", later); fault.CodeOf(err) != "session_expired" {
+		t.Fatalf("complete after the token expired: %v", err)
+	}
+
+	c := open(t, newReq())
+	if err := c.Authorize(buyer, pm, "at2", t0.Add(time.Hour), t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CompleteWithCustomerToken("ct1", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.StateAt(t0.Add(2 * time.Hour)); st != StateCompleted || c.CustomerToken != "ct1" {
+		t.Fatalf("after the customer token: %s %q", st, c.CustomerToken)
+	}
+	if err := c.Cancel("x", t0.Add(2*time.Minute)); fault.CodeOf(err) != "session_completed" {
+		t.Fatalf("cancel after the customer token: %v", err)
 	}
 }
 
@@ -199,7 +238,7 @@ func TestLifecycleProperty(t *testing.T) {
 				err = s.Update(&UpdateRequest{OrderLines: []order.LineInput{ordertest.Line("x", q, 1000, 2500)}}, ids, now)
 			case 2:
 				pm := rapid.SampledFrom([]order.PaymentType{order.PayInvoice, order.PayCard, order.PayPaypal}).Draw(rt, "pm")
-				err = s.Authorize(order.Customer{CompanyID: "1"}, order.PaymentMethod{Provider: order.ProviderService, Type: pm}, "at", now)
+				err = s.Authorize(order.Customer{CompanyID: "1"}, order.PaymentMethod{Provider: order.ProviderService, Type: pm}, "at", time.Time{}, now)
 			case 3:
 				err = s.Complete("o1", now)
 			case 4:

@@ -43,7 +43,7 @@ func testSessions(t *testing.T, s storage.Store) {
 	})
 	// Lookups by id, external id and (after completion) order id; isolation.
 	done := all[3]
-	if err := done.Authorize(order.Customer{CompanyID: "5560000001"}, order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, "at-1", Now()); err != nil {
+	if err := done.Authorize(order.Customer{CompanyID: "5560000001"}, order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, "at-1", time.Time{}, Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := done.Complete("order-77", Now()); err != nil {
