@@ -70,15 +70,16 @@ func ValidateSubscriptions(topics []string) error {
 		return fault.Invalidf("events", "at most %d topics", MaxSubscriptions)
 	}
 	known := Subscribable()
+	var f fault.Fields
 	for i, t := range topics {
 		if t == TopicAcknowledgementRequired {
 			continue // always sent; naming it is allowed and changes nothing
 		}
 		if !slices.Contains(known, t) {
-			return fault.Invalidf(fmt.Sprintf("events[%d]", i), "unknown topic %q; known: %s", t, strings.Join(known, ", "))
+			f.Add(fmt.Sprintf("events[%d]", i), "unknown topic %q; known: %s", t, strings.Join(known, ", "))
 		}
 	}
-	return nil
+	return f.Err()
 }
 
 // MaxURLLength bounds a webhook URL.

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,11 @@ func TestSubscriptions(t *testing.T) {
 	}
 	if err := ValidateSubscriptions([]string{"order.*", "order.partialCapture", TopicExpiryReminder}); err != nil {
 		t.Errorf("valid subscriptions refused: %v", err)
+	}
+	var fe *fault.Error
+	if err := ValidateSubscriptions([]string{"order.bogus", "order.*", "nope"}); !errors.As(err, &fe) || len(fe.Fields) != 2 ||
+		fe.Fields[0].Field != "events[0]" || fe.Fields[1].Field != "events[2]" {
+		t.Fatalf("two unknown topics: %v, want both named", err)
 	}
 	if err := ValidateSubscriptions([]string{"order.bogus"}); !fault.Is(err, fault.Invalid) {
 		t.Errorf("unknown topic: %v", err)
