@@ -118,3 +118,24 @@ func TestCSVRoundTripAndErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchFindsListedNumbersWithoutCheckDigits: a number in the directory
+// is found by number even when it fails its country's check digit (the
+// sandbox's fixture buyers in NO, FI and DK), with or without separators; a
+// number that is valid but unknown finds nothing.
+func TestSearchFindsListedNumbersWithoutCheckDigits(t *testing.T) {
+	d := NewDirectory()
+	d.Set("NO", []Company{{ID: "910000001", Name: "Godkjent Bygg AS", Country: "NO"}, {ID: "910000002", Name: "Avslått AS", Country: "NO"}})
+	d.Set("FI", []Company{{ID: "10000011", Name: "Hyväksytty Oy", Country: "FI"}})
+	for _, c := range []struct{ country, q, want string }{
+		{"NO", "910000001", "Godkjent Bygg AS"}, {"NO", "910 000 002", "Avslått AS"}, {"FI", "1000001-1", "Hyväksytty Oy"},
+	} {
+		got := d.Search(c.country, c.q, 10)
+		if len(got) != 1 || got[0].CompanyName != c.want || !got[0].ExactMatch {
+			t.Errorf("search %s %q: %+v, want %s", c.country, c.q, got, c.want)
+		}
+	}
+	if got := d.Search("NO", "974760673", 10); len(got) != 0 {
+		t.Errorf("a valid number that is not listed found %+v", got)
+	}
+}
