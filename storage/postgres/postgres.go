@@ -197,7 +197,7 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 		return fault.Internalf(err, "postgres: begin")
 	}
 	defer conn.Release()
-	w := &wire{ctx: ctx, conn: conn, begin: beginSQL(opts)}
+	w := newWire(ctx, conn, opts)
 	t := &tx{ctx: ctx, tx: w, now: s.clock().UTC(), writable: writable, decoded: s.decoded, decodedMerchants: &s.merchants}
 	if writable {
 		t.merchants = make(map[string][]byte)
@@ -226,15 +226,6 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 		f()
 	}
 	return nil
-}
-
-// beginSQL is the BEGIN statement of opts (only the options run uses).
-func beginSQL(opts pgx.TxOptions) string {
-	sql := "begin isolation level " + string(opts.IsoLevel)
-	if opts.AccessMode != "" {
-		sql += " " + string(opts.AccessMode)
-	}
-	return sql
 }
 
 // retryable: the transaction lost to another one and may simply run again.

@@ -34,27 +34,36 @@ import (
 type wire struct {
 	ctx  context.Context
 	conn *pgxpool.Conn
-	// begin is the BEGIN statement while it is still to be sent.
-	begin string
+	// held are the statements for the next round trip; until the first
+	// one, they start with BEGIN.
+	held []heldWrite
 	// open: BEGIN was queued, so the transaction must be ended (a ROLLBACK
 	// when none is open only draws a warning).
 	open bool
-	held []heldWrite
-	// err is the first failure of a round trip that carried BEGIN or held
-	// writes. It sticks: whether BEGIN ran and which held writes were
-	// applied is then unknown, so every later statement, and commit, returns
-	// it instead of running.
+	// err is the first failure of a round trip's held part. It sticks:
+	// whether BEGIN ran and which held writes were applied is then unknown,
+	// so every later statement, and commit, returns it instead of running.
 	err error
 }
 
-// heldWrite is a write waiting for the next round trip; fail maps its error.
+// newWire starts a transaction of opts on conn; BEGIN waits for the first
+// round trip like any held statement.
+func newWire(ctx context.Context, conn *pgxpool.Conn, opts pgx.TxOptions) *wire {
+	begin := "begin isolation level " + string(opts.IsoLevel)
+	if opts.AccessMode != "" {
+		begin += " " + string(opts.AccessMode)
+	}
+	return &wire{ctx: ctx, conn: conn, held: []heldWrite{{sql: begin, fail: func(err error) error { return dbErr(err, "begin") }}}}
+}
+
+// heldWrite is a statement waiting for the next round trip; fail maps its error.
 type heldWrite struct {
 	sql  string
 	args []any
 	fail func(error) error
 }
 
-// heldErr is the error of a round trip's owed part (BEGIN or a held
+// heldErr is the error of a round trip's held part (BEGIN or a held
 // write), already mapped: the statement it was sent with passes it on as it
 // is, instead of treating it as its own.
 type heldErr struct{ err error }
@@ -62,67 +71,40 @@ type heldErr struct{ err error }
 func (e *heldErr) Error() string { return e.err.Error() }
 func (e *heldErr) Unwrap() error { return e.err }
 
-// owed reports whether a round trip must carry more than its own statement.
-func (w *wire) owed() bool { return w.begin != "" || len(w.held) > 0 }
-
-// queueOwed puts what is owed in front of b's statements. From here on the
-// transaction counts as open and the held writes as sent: if the round trip
-// fails, w.err records it.
-func (w *wire) queueOwed(b *pgx.Batch) {
-	if w.begin != "" {
-		b.Queue(w.begin)
-		w.begin, w.open = "", true
-	}
-	for _, h := range w.held {
-		b.Queue(h.sql, h.args...)
-	}
-}
-
-// readOwed reads the results of what queueOwed queued (begin tells whether
-// BEGIN was among them) and forgets the held writes. A server error is
-// mapped as the part it belongs to; anything else (a statement pgx could
-// not prepare or encode, a broken connection, a cancelled context) fails
-// the whole round trip and is nobody's own.
-func (w *wire) readOwed(br pgx.BatchResults, begin bool) error {
-	held := w.held
-	w.held = nil
-	fails := make([]func(error) error, 0, len(held)+1)
-	if begin {
-		fails = append(fails, func(err error) error { return dbErr(err, "begin") })
-	}
-	for _, h := range held {
-		fails = append(fails, h.fail)
-	}
-	for _, fail := range fails {
-		if _, err := br.Exec(); err != nil {
-			var pe *pgconn.PgError
-			var pre pgx.ErrPreprocessingBatch
-			if !errors.As(err, &pe) || errors.As(err, &pre) {
-				return &heldErr{fault.Internalf(err, "postgres: round trip")}
-			}
-			return &heldErr{fail(err)}
-		}
-	}
-	return nil
-}
-
-// roundTrip sends what is owed, then stmt (if any), in one batch; read
-// takes stmt's result. A failure of the owed part sticks (w.err).
+// roundTrip sends the held statements, then stmt (if any), in one batch;
+// read takes stmt's result. A failure of the held part sticks (w.err). A
+// server error is mapped by the statement it belongs to; anything else (a
+// statement pgx could not prepare or encode, a broken connection, a
+// cancelled context) fails the whole round trip and is nobody's own.
 func (w *wire) roundTrip(stmt string, args []any, read func(pgx.BatchResults) error) error {
 	if w.err != nil {
 		return w.err
 	}
 	b := &pgx.Batch{}
-	begin := w.begin != ""
-	w.queueOwed(b)
+	for _, h := range w.held {
+		b.Queue(h.sql, h.args...)
+	}
 	if stmt != "" {
 		b.Queue(stmt, args...)
 	}
+	held := w.held
+	w.held, w.open = nil, true
 	br := w.conn.SendBatch(w.ctx, b)
-	err := w.readOwed(br, begin)
-	if err != nil {
-		w.err = err
-	} else if read != nil {
+	var err error
+	for _, h := range held {
+		if _, err = br.Exec(); err != nil {
+			var pe *pgconn.PgError
+			var pre pgx.ErrPreprocessingBatch
+			if !errors.As(err, &pe) || errors.As(err, &pre) {
+				err = &heldErr{fault.Internalf(err, "postgres: round trip")}
+			} else {
+				err = &heldErr{h.fail(err)}
+			}
+			w.err = err
+			break
+		}
+	}
+	if err == nil && read != nil {
 		// The statement's own error is its caller's to judge (no rows, a
 		// constraint); the server has aborted the transaction if it must.
 		err = read(br)
@@ -133,25 +115,23 @@ func (w *wire) roundTrip(stmt string, args []any, read func(pgx.BatchResults) er
 	return err
 }
 
-// send runs one statement with whatever is owed in front of it.
-func (w *wire) send(sql string, args []any, read func(pgx.BatchResults) error) error {
-	return w.roundTrip(sql, args, read)
-}
-
-// flush sends what is owed, on its own.
+// flush sends the held statements on their own.
 func (w *wire) flush() error {
-	if w.err != nil || !w.owed() {
+	if w.err != nil || len(w.held) == 0 {
 		return w.err
 	}
 	return w.roundTrip("", nil, nil)
 }
 
+// direct: nothing is held, so a statement can go as it is.
+func (w *wire) direct() bool { return w.err == nil && len(w.held) == 0 }
+
 func (w *wire) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if w.err == nil && !w.owed() {
+	if w.direct() {
 		return w.conn.Exec(w.ctx, sql, args...)
 	}
 	var tag pgconn.CommandTag
-	err := w.send(sql, args, func(br pgx.BatchResults) error {
+	err := w.roundTrip(sql, args, func(br pgx.BatchResults) error {
 		var err error
 		tag, err = br.Exec()
 		return err
@@ -160,11 +140,11 @@ func (w *wire) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandT
 }
 
 func (w *wire) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
-	if w.err == nil && !w.owed() {
+	if w.direct() {
 		return w.conn.QueryRow(w.ctx, sql, args...)
 	}
 	return rowFunc(func(dest ...any) error {
-		return w.send(sql, args, func(br pgx.BatchResults) error { return br.QueryRow().Scan(dest...) })
+		return w.roundTrip(sql, args, func(br pgx.BatchResults) error { return br.QueryRow().Scan(dest...) })
 	})
 }
 
@@ -173,7 +153,7 @@ type rowFunc func(dest ...any) error
 
 func (f rowFunc) Scan(dest ...any) error { return f(dest...) }
 
-// Query sends what is owed first: the rows are read after their own round
+// Query sends the held statements first: the rows are read after their own round
 // trip (lists and job claims, not the hot path).
 func (w *wire) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if err := w.flush(); err != nil {
@@ -189,7 +169,7 @@ func (w *wire) CopyFrom(_ context.Context, table pgx.Identifier, cols []string, 
 	return w.conn.CopyFrom(w.ctx, table, cols, src)
 }
 
-// commit sends what is owed and COMMIT in one round trip. A transaction
+// commit sends the held statements and COMMIT in one round trip. A transaction
 // that never sent anything has nothing to commit; one whose round trip
 // failed (w.err) is not committed. A held write's error comes back as a
 // *heldErr, which dbErr passes on as it is.
@@ -197,8 +177,8 @@ func (w *wire) commit() error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.begin != "" && len(w.held) == 0 {
-		return nil
+	if !w.open && len(w.held) == 1 {
+		return nil // only BEGIN is held: nothing was ever sent
 	}
 	err := w.roundTrip("commit", nil, func(br pgx.BatchResults) error {
 		tag, err := br.Exec()
