@@ -2,7 +2,6 @@ package order
 
 import (
 	"fmt"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/kassahq/kassa/fault"
@@ -249,7 +248,7 @@ func CheckMetadata(f *fault.Fields, m map[string]string) {
 	}
 	for k, v := range m {
 		switch {
-		case !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0:
+		case !Storable(k):
 			f.Add("metadata", "keys must be valid UTF-8 without NUL characters")
 		case k == "" || utf8.RuneCountInString(k) > MaxMetadataKeyLen:
 			f.Add("metadata", "keys must be 1 to %d characters", MaxMetadataKeyLen)

@@ -87,7 +87,7 @@ func SumLines(lines []Line, mode money.VATMode) Totals {
 // (PostgreSQL text holds neither), and no document format wants them.
 func CheckText(f *fault.Fields, path, s string, max int) {
 	switch {
-	case !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0:
+	case !Storable(s):
 		f.Add(path, "must be valid UTF-8 without NUL characters")
 	case utf8.RuneCountInString(s) > max:
 		f.Add(path, "must be at most %d characters", max)
@@ -95,6 +95,10 @@ func CheckText(f *fault.Fields, path, s string, max int) {
 }
 
 func checkText(f *fault.Fields, path, s string, max int) { CheckText(f, path, s, max) }
+
+// Storable reports whether every store can keep s as it is: valid UTF-8
+// without NUL characters.
+func Storable(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
 
 func checkAmount(f *fault.Fields, path string, v *int64, lo, hi int64) bool {
 	if v != nil && (*v < lo || *v > hi) {

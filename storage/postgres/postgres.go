@@ -38,13 +38,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/ordercache"
 	"github.com/kassahq/kassa/storage"
 )
@@ -341,31 +341,21 @@ func (t *tx) scanRow(what, sql string, args []any, dest ...any) (bool, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
-	var h *heldErr
-	if errors.As(err, &h) {
-		// An earlier write failed: not this read's doing.
-		return false, h.err
-	}
 	if err != nil {
-		err = dbErr(err, what)
-		if fault.Is(err, fault.Invalid) {
-			// Text PostgreSQL cannot hold matches no stored row.
-			return false, nil
-		}
-		return false, err
+		return false, dbErr(err, what) // an earlier held write's error passes as it is
 	}
 	return true, nil
 }
 
-// cannotHold reports whether v is text PostgreSQL cannot store or compare:
-// a NUL character or invalid UTF-8.
+// cannotHold reports whether v is text PostgreSQL cannot store or compare.
 func cannotHold(v any) bool {
-	bad := func(s string) bool { return strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) }
 	switch v := v.(type) {
 	case string:
-		return bad(v)
+		return !order.Storable(v)
+	case *string:
+		return v != nil && !order.Storable(*v)
 	case []string:
-		return slices.ContainsFunc(v, bad)
+		return slices.ContainsFunc(v, func(s string) bool { return !order.Storable(s) })
 	}
 	return false
 }
