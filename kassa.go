@@ -205,18 +205,15 @@ func (l *Ledger) run(ctx context.Context, call Call, fp string, fn func(tx stora
 			Status: r.Status, Header: hdr, Body: r.Body,
 			CreatedAt: now, ExpiresAt: now.Add(l.opts.IdempotencyTTL),
 		}); err != nil {
-			if fault.Is(err, fault.Conflict) {
-				// Another replica stored the key first: its request is the one that counts.
-				return inProgress()
-			}
 			return err
 		}
 		res = r
 		return nil
 	})
 	if fault.CodeOf(err) == "idempotency_key_exists" {
-		// The same, reported by the commit (a store may send the record
-		// with it, see storage/postgres).
+		// Another replica stored the key first: its request is the one that
+		// counts. Stores report this from PutIdempotency or, when they send
+		// the record with the commit (storage/postgres), from the commit.
 		return nil, inProgress()
 	}
 	if err != nil {

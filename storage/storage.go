@@ -113,7 +113,9 @@ type Tx interface {
 	// GetIdempotency returns (nil, nil) when there is none.
 	GetIdempotency(merchantID, key string) (*IdempotencyRecord, error)
 	// PutIdempotency stores a record; a record with the same merchant and key
-	// already present is a fault.Conflict.
+	// already present is a fault.Conflict with code idempotency_key_exists,
+	// returned by PutIdempotency or, by a store that sends the record with
+	// the commit, by the Update.
 	PutIdempotency(r *IdempotencyRecord) error
 	// DeleteExpiredIdempotency removes up to limit records that expired before t
 	// and reports how many it removed.

@@ -90,8 +90,15 @@ func (t *tx) CreateOrder(o *order.Order) error {
 	}
 	key := o.MerchantID + "/" + o.ID
 	t.locked[key] = o.Version
-	t.decoded.Written(key, b, o)
+	t.remember(key, b, o)
 	return nil
+}
+
+// remember puts a written order into the shared decoded cache once the
+// transaction has committed: a version that never commits would only make
+// later reads of the order decode again.
+func (t *tx) remember(key string, b []byte, o *order.Order) {
+	t.afterCommit = append(t.afterCommit, func() { t.decoded.Written(key, b, o) })
 }
 
 // orderUpdateSQL writes an order's columns and body over version $13.
@@ -117,9 +124,7 @@ func (t *tx) UpdateOrder(o *order.Order) error {
 		// it; it goes with the next round trip, checked there all the same
 		// (kassa_expect_one fails the transaction if it changed no row).
 		t.locked[key] = o.Version
-		// Into the shared cache once committed: a version that never
-		// commits would only make later reads of the order decode again.
-		t.afterCommit = append(t.afterCommit, func() { t.decoded.Written(key, b, o) })
+		t.remember(key, b, o)
 		return t.later("order", nil, `WITH u AS (`+orderUpdateSQL+` RETURNING 1)
 			SELECT kassa_expect_one(count(*), 'order update') FROM u`, args...)
 	}
@@ -136,7 +141,7 @@ func (t *tx) UpdateOrder(o *order.Order) error {
 		return err
 	}
 	t.locked[key] = o.Version
-	t.decoded.Written(key, b, o)
+	t.remember(key, b, o)
 	return nil
 }
 

@@ -225,7 +225,7 @@ func (t *tx) PutIdempotency(r *storage.IdempotencyRecord) error {
 	if err != nil {
 		return err
 	}
-	exists := fault.Conflictf("idempotency_key_exists", "idempotency key exists")
+	exists := func() error { return fault.Conflictf("idempotency_key_exists", "idempotency key exists") }
 	if k := r.MerchantID + "/" + r.Key; t.unusedKeys[k] {
 		// Found unused under the key's advisory lock (GetIdempotency): the
 		// insert goes with the next round trip; a duplicate would still be
@@ -233,7 +233,7 @@ func (t *tx) PutIdempotency(r *storage.IdempotencyRecord) error {
 		delete(t.unusedKeys, k)
 		return t.later("idempotency record", func(err error) error {
 			if err = dbErr(err, "idempotency record"); fault.Is(err, fault.Conflict) {
-				return exists
+				return exists()
 			}
 			return err
 		}, `INSERT INTO idempotency (merchant_id, key, expires_key, body) VALUES ($1, $2, $3, $4)`,
@@ -245,7 +245,7 @@ func (t *tx) PutIdempotency(r *storage.IdempotencyRecord) error {
 		return err
 	}
 	if n == 0 {
-		return exists
+		return exists()
 	}
 	return nil
 }

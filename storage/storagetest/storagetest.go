@@ -411,6 +411,9 @@ func testIdempotency(t *testing.T, s storage.Store) {
 	other.Fingerprint = "other"
 	err := s.Update(ctx, func(tx storage.Tx) error { return tx.PutIdempotency(&other) })
 	wantKind(t, err, fault.Conflict)
+	if fault.CodeOf(err) != "idempotency_key_exists" {
+		t.Fatalf("duplicate idempotency record: code %q, want idempotency_key_exists", fault.CodeOf(err))
+	}
 	old := *r
 	old.Key, old.ExpiresAt = "k0", Now().Add(-time.Minute)
 	m2 := *r
