@@ -69,23 +69,15 @@ func selectLines(f *fault.Fields, o *order.Order, ins []order.LineInput, env ord
 		if in.Quantity != nil && *in.Quantity != stored.Quantity {
 			f.Add(path+".quantity", "must be the uncaptured quantity %d; to capture part of a line, send it without id and then edit the order", stored.Quantity)
 		}
-		if in.TotalAmount != nil && *in.TotalAmount != stored.TotalAmount {
-			f.Add(path+".totalAmount", "must be the uncaptured line's totalAmount %d", stored.TotalAmount)
-		}
-		if in.UnitPrice != nil && *in.UnitPrice != stored.UnitPrice {
-			f.Add(path+".unitPrice", "must be the uncaptured line's unitPrice %d", stored.UnitPrice)
-		}
-		if in.TotalVatAmount != nil && *in.TotalVatAmount != stored.TotalVatAmount {
-			f.Add(path+".totalVatAmount", "must be the uncaptured line's totalVatAmount %d", stored.TotalVatAmount)
-		}
+		sameNumber(f, path, "totalAmount", in.TotalAmount, stored.TotalAmount)
+		sameNumber(f, path, "unitPrice", in.UnitPrice, stored.UnitPrice)
+		sameNumber(f, path, "totalVatAmount", in.TotalVatAmount, stored.TotalVatAmount)
 		// The rest of the line is invoiced as stored too: a field sent with
 		// another value would be silently ignored, so it is refused.
 		if in.Vat != nil && *in.Vat != stored.Vat {
 			f.Add(path+".vat", "must be the uncaptured line's vat %d; to invoice at another rate, edit the order first", stored.Vat)
 		}
-		if in.UnitDiscountAmount != nil && *in.UnitDiscountAmount != stored.UnitDiscountAmount {
-			f.Add(path+".unitDiscountAmount", "must be the uncaptured line's unitDiscountAmount %d", stored.UnitDiscountAmount)
-		}
+		sameNumber(f, path, "unitDiscountAmount", in.UnitDiscountAmount, stored.UnitDiscountAmount)
 		if in.Description != nil && *in.Description != stored.Description {
 			f.Add(path+".description", "must be the uncaptured line's description %q", stored.Description)
 		}
@@ -97,6 +89,14 @@ func selectLines(f *fault.Fields, o *order.Order, ins []order.LineInput, env ord
 		}
 	}
 	return sel
+}
+
+// sameNumber refuses a number field of a line named by id that was sent
+// with another value than the stored line's.
+func sameNumber(f *fault.Fields, path, name string, sent *int64, stored int64) {
+	if sent != nil && *sent != stored {
+		f.Add(path+"."+name, "must be the uncaptured line's %s %d", name, stored)
+	}
 }
 
 // sameText refuses an optional text field sent with another value than

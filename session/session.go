@@ -368,23 +368,22 @@ func (s *Session) Authorize(buyer order.Customer, pm order.PaymentMethod, tok st
 }
 
 // Complete records the order created from the session's authorization token.
-func (s *Session) Complete(orderID string, now time.Time) error {
-	if err := s.requireState(now, "complete", StateAuthorized); err != nil {
-		return err
-	}
-	t := now
-	s.State, s.OrderID, s.CompletedAt, s.UpdatedAt = StateCompleted, orderID, &t, now
-	return nil
-}
+func (s *Session) Complete(orderID string, now time.Time) error { return s.complete(now, orderID, "") }
 
 // CompleteWithCustomerToken records a customer token made from the
 // session's authorization token: the approval is used, as by an order.
 func (s *Session) CompleteWithCustomerToken(tokenID string, now time.Time) error {
+	return s.complete(now, "", tokenID)
+}
+
+// complete records what the session's approval became: an order or a
+// customer token.
+func (s *Session) complete(now time.Time, orderID, customerToken string) error {
 	if err := s.requireState(now, "complete", StateAuthorized); err != nil {
 		return err
 	}
 	t := now
-	s.State, s.CustomerToken, s.CompletedAt, s.UpdatedAt = StateCompleted, tokenID, &t, now
+	s.State, s.OrderID, s.CustomerToken, s.CompletedAt, s.UpdatedAt = StateCompleted, orderID, customerToken, &t, now
 	return nil
 }
 
