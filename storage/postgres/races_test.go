@@ -39,6 +39,18 @@ func authorize(t *testing.T, l *kassa.Ledger, merchantID, tok string) {
 	}
 }
 
+// orderOnTwoReplicas is twoReplicas with a one-line order made on the first.
+func orderOnTwoReplicas(t *testing.T) ([]*kassa.Ledger, kassa.Credentials, *kassa.Result) {
+	t.Helper()
+	ledgers, creds := twoReplicas(t)
+	authorize(t, ledgers[0], creds.MerchantID, "t")
+	res, err := ledgers[0].CreateOrderFromAuthorization(context.Background(), kassa.Call{MerchantID: creds.MerchantID}, "t", oneLineOrder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ledgers, creds, res
+}
+
 func oneLineOrder() *order.CreateRequest {
 	return &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", OrderLines: []order.LineInput{{
 		Description: ptr("line"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(10000)), Vat: ptr(int64(2500))}}}
@@ -236,13 +248,8 @@ func TestTextPostgresCannotHold(t *testing.T) {
 // cached) an order answers a read after another replica changed it with the
 // change, never with its cached body.
 func TestOrderCacheSeesOtherReplicasChanges(t *testing.T) {
-	ledgers, creds := twoReplicas(t)
+	ledgers, creds, res := orderOnTwoReplicas(t)
 	ctx := context.Background()
-	authorize(t, ledgers[0], creds.MerchantID, "t")
-	res, err := ledgers[0].CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", oneLineOrder())
-	if err != nil {
-		t.Fatal(err)
-	}
 	captured := func(l *kassa.Ledger) int64 {
 		b, err := l.OrderJSON(ctx, creds.MerchantID, res.Order.ID)
 		if err != nil {
@@ -275,15 +282,10 @@ func TestOrderCacheSeesOtherReplicasChanges(t *testing.T) {
 // the commit; text PostgreSQL cannot hold still makes it a client error, and
 // nothing of the request is kept, its idempotency key included.
 func TestHeldOrderWriteWithBadTextWritesNothing(t *testing.T) {
-	ledgers, creds := twoReplicas(t)
+	ledgers, creds, res := orderOnTwoReplicas(t)
 	ctx := context.Background()
-	authorize(t, ledgers[0], creds.MerchantID, "t")
-	res, err := ledgers[0].CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", oneLineOrder())
-	if err != nil {
-		t.Fatal(err)
-	}
 	call := kassa.Call{MerchantID: creds.MerchantID, IdempotencyKey: "ref-1"}
-	_, err = ledgers[0].SetReference(ctx, call, res.Order.ID, &order.ReferenceRequest{Reference: ptr("bad\x00ref")})
+	_, err := ledgers[0].SetReference(ctx, call, res.Order.ID, &order.ReferenceRequest{Reference: ptr("bad\x00ref")})
 	if fault.KindOf(err) != fault.Invalid {
 		t.Fatalf("reference with a NUL: %v (kind %v), want invalid", err, fault.KindOf(err))
 	}
