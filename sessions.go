@@ -275,13 +275,15 @@ func (l *Ledger) DeclineSession(ctx context.Context, merchantID, id string) (ses
 	return v, err
 }
 
-// completeSession links the order created from a session's token back to the session.
-func completeSession(tx storage.Tx, merchantID, sessionID, orderID string) error {
+// completeSession links what a session's token became (an order, or a
+// customer token) back to the session: complete is the session's method
+// that records it.
+func completeSession(tx storage.Tx, merchantID, sessionID string, complete func(*session.Session, time.Time) error) error {
 	s, err := tx.GetSession(merchantID, sessionID)
 	if err != nil {
 		return err
 	}
-	if err := s.Complete(orderID, tx.Now()); err != nil {
+	if err := complete(s, tx.Now()); err != nil {
 		return err
 	}
 	return tx.PutSession(s)

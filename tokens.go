@@ -3,10 +3,12 @@ package kassa
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/money"
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/token"
 )
@@ -91,7 +93,9 @@ func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, to
 			return nil, err
 		}
 		if a.SessionID != "" {
-			if err := completeSession(tx, call.MerchantID, a.SessionID, res.Order.ID); err != nil {
+			if err := completeSession(tx, call.MerchantID, a.SessionID, func(s *session.Session, now time.Time) error {
+				return s.Complete(res.Order.ID, now)
+			}); err != nil {
 				return nil, err
 			}
 		}
@@ -146,14 +150,9 @@ func (l *Ledger) CreateCustomerToken(ctx context.Context, call Call, tok string,
 		if a.SessionID != "" {
 			// The session's approval is used up, as by an order: it is
 			// completed, and can no longer be cancelled.
-			s, err := tx.GetSession(call.MerchantID, a.SessionID)
-			if err != nil {
-				return nil, err
-			}
-			if err := s.CompleteWithCustomerToken(c.TokenID, tx.Now()); err != nil {
-				return nil, err
-			}
-			if err := tx.PutSession(s); err != nil {
+			if err := completeSession(tx, call.MerchantID, a.SessionID, func(s *session.Session, now time.Time) error {
+				return s.CompleteWithCustomerToken(c.TokenID, now)
+			}); err != nil {
 				return nil, err
 			}
 		}
