@@ -63,15 +63,6 @@ const problemBase = "https://kassa.dev/problems/"
 const statusClientClosed = 499
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		s.log.DebugContext(r.Context(), "client closed the request", slog.String("requestId", requestID(r.Context())), slog.Any("err", err))
-		body, _ := json.Marshal(Problem{Type: problemBase + "client_closed_request", Title: "Client closed request", Status: statusClientClosed,
-			Detail: "the client went away before the answer", Code: "client_closed_request", RequestID: requestID(r.Context())})
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(statusClientClosed)
-		w.Write(body)
-		return
-	}
 	var fe *fault.Error
 	if !errors.As(err, &fe) {
 		fe = fault.Internalf(err, "unexpected failure")
@@ -82,7 +73,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	p := Problem{Type: problemBase + fe.Code, Title: titleOf[fe.Kind], Status: status, Detail: fe.Message,
 		Code: fe.Code, Errors: fe.Fields, RequestID: requestID(r.Context())}
-	if fe.Kind == fault.Internal {
+	switch {
+	case r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		// The client hung up: whatever failed because of it is not the server's error.
+		s.log.DebugContext(r.Context(), "client closed the request", slog.String("requestId", p.RequestID), slog.Any("err", err))
+		status = statusClientClosed
+		p = Problem{Type: problemBase + "client_closed_request", Title: "Client closed request", Status: status,
+			Detail: "the client went away before the answer", Code: "client_closed_request", RequestID: p.RequestID}
+	case fe.Kind == fault.Internal:
 		// Only internal errors are logged with their cause; the client sees no internals.
 		s.log.ErrorContext(r.Context(), "internal error", slog.String("requestId", p.RequestID), slog.Any("err", err))
 		p.Detail = "an internal error occurred; quote the requestId when reporting it"
