@@ -232,7 +232,7 @@ func TestLineArithmetic(t *testing.T) {
 			r := ordertest.CreateRequest(tt.line)
 			r.VatMode = tt.mode
 			if tt.want.gross < 0 { // a negative line alone would make the order negative
-				r.OrderLines = append(r.OrderLines, ordertest.Line("b", 1, 20000, 0))
+				r.OrderLines = append(r.OrderLines, ordertest.Line("b", 1, 20000, 2500))
 			}
 			lines, mode, err := order.ValidateCreate(r, false, &ordertest.IDs{})
 			if tt.fields != nil {
@@ -285,7 +285,19 @@ func TestOrderTotals(t *testing.T) {
 	// Lines summing below zero with totals omitted name totalOrderAmount.
 	r := ordertest.CreateRequest(ordertest.Line("refund", 1, -100, 0))
 	_, _, err := order.ValidateCreate(r, false, &ordertest.IDs{})
-	wantFault(t, err, fault.Invalid, "validation_failed", "totalOrderAmount")
+	wantFault(t, err, fault.Invalid, "validation_failed", "totalOrderAmount", "totalOrderAmountExclVat")
+
+	// Lines whose VAT sums below zero (a discount at 25 % on goods at 0 %) are
+	// refused with totals omitted, as edit refuses them: the spec bounds every
+	// order total at 0 or more, and the response would show a negative one.
+	r = ordertest.CreateRequest(ordertest.Line("books", 1, 1000, 0), ordertest.Line("discount", 1, -125, 2500))
+	_, _, err = order.ValidateCreate(r, false, &ordertest.IDs{})
+	wantFault(t, err, fault.Invalid, "validation_failed", "totalOrderVatAmount")
+	er := &order.EditRequest{OrderLines: r.OrderLines}
+	er.TotalOrderAmount, er.TotalOrderAmountExclVat, er.TotalOrderVatAmount = ptr(875), ptr(900), ptr(0)
+	fx := ordertest.New()
+	o := fx.Order(t, ordertest.DefaultLines()...)
+	wantFault(t, o.Edit(er, fx.Env()), fault.Invalid, "validation_failed", "totalOrderVatAmount")
 
 	// exclVat totals: gross includes VAT.
 	r = ordertest.CreateRequest(ordertest.Line("a", 2, 10000, 2500))

@@ -48,6 +48,12 @@ func newMachine(t *rapid.T) *machine {
 	r := ordertest.CreateRequest(ins...)
 	r.VatMode = mode
 	lines, m, err := order.ValidateCreate(r, false, f.IDs)
+	if err != nil && len(ins) > n {
+		// The discount's VAT outweighed the lines' (order totals are 0 or
+		// more): the same discount at 0 % keeps the lines' VAT whole.
+		ins[n].Vat = ordertest.Ptr(int64(0))
+		lines, m, err = order.ValidateCreate(r, false, f.IDs)
+	}
 	if err != nil {
 		t.Fatalf("generated create refused: %v", err)
 	}

@@ -258,29 +258,28 @@ type TotalsInput struct {
 }
 
 // CheckTotals verifies sent totals against line sums and bounds. Each mismatch
-// names its field. The computed gross must itself lie within 0..MaxTotal.
+// names its field. The computed totals must themselves lie within 0..MaxTotal,
+// sent or not: the spec bounds every order total, and a response must not show
+// one outside them (lines at 0 % with a discount at 25 % can sum to a negative
+// VAT).
 func CheckTotals(f *fault.Fields, in TotalsInput, t Totals, required bool) {
 	check := func(name string, v *int64, want int64) {
-		if v == nil {
+		switch {
+		case want < 0 || want > MaxTotal:
+			f.Add(name, "the order lines sum to %d, outside 0..%d", want, MaxTotal)
+		case v == nil:
 			if required {
 				f.Add(name, "is required")
 			}
-			return
-		}
-		if *v < 0 || *v > MaxTotal {
+		case *v < 0 || *v > MaxTotal:
 			f.Add(name, "must be between 0 and %d", MaxTotal)
-			return
-		}
-		if *v != want {
+		case *v != want:
 			f.Add(name, "must equal the sum of the order lines, %d, got %d", want, *v)
 		}
 	}
 	check("totalOrderAmount", in.TotalOrderAmount, t.Gross)
 	check("totalOrderAmountExclVat", in.TotalOrderAmountExclVat, t.Net)
 	check("totalOrderVatAmount", in.TotalOrderVatAmount, t.VAT)
-	if in.TotalOrderAmount == nil && (t.Gross < 0 || t.Gross > MaxTotal) {
-		f.Add("totalOrderAmount", "the order lines sum to %d, outside 0..%d", t.Gross, MaxTotal)
-	}
 }
 
 // checkTotalsBounds names each required total that is missing or out of bounds,
