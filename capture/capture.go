@@ -199,7 +199,7 @@ func apply(o *order.Order, sel selection, ev order.EventType, final bool, env or
 	}
 	if remaining := o.RemainingAuthorization(); gross > remaining {
 		return nil, fault.InvalidCode("capture_exceeds_authorization", "totalCaptureAmount",
-			"capturing %d would pass the authorized amount; %d remains", gross, remaining)
+			"capturing %d would pass the authorized amount; %d remains%s", gross, remaining, order.RoundingHint(sel.lines, o.VATMode, gross-remaining))
 	}
 	if env.Docs == nil {
 		return nil, fault.Internalf(nil, "capture needs a document sequence")

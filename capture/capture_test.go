@@ -3,6 +3,7 @@ package capture_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -386,3 +387,48 @@ var (
 	snapshot  = ordertest.Snapshot
 	wantFault = ordertest.WantFault
 )
+
+// In exclVat a line's VAT is rounded per line, so splitting 2 × 1002 at 25 %
+// (VAT 501, 2 505 authorized) into single units rounds each to 1 253: the
+// second unit passes the authorization by 1. The merchant can absorb that with
+// the ±1 VAT tolerance, and the refusal must say so rather than leave a
+// one-öre puzzle.
+func TestSplitLineRoundingRefusalNamesTheTolerance(t *testing.T) {
+	f := ordertest.New()
+	r := ordertest.CreateRequest(ordertest.Line("a", 2, 1002, 2500))
+	r.VatMode = "exclVat"
+	o := f.Create(t, r, ordertest.Authorization(2505))
+	if _, err := capture.Partial(o, partial(1002, ordertest.Line("a", 1, 1002, 2500)), f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	const hint = "totalVatAmount may be sent 1 lower"
+
+	second := partial(1002, ordertest.Line("a", 1, 1002, 2500))
+	_, err := capture.Partial(o.Clone(), second, f.Env())
+	wantFault(t, err, fault.Invalid, "capture_exceeds_authorization", "totalCaptureAmount")
+	if !strings.Contains(err.Error(), hint) {
+		t.Fatalf("capture refusal %q does not name the tolerance", err)
+	}
+	er := &order.EditRequest{OrderLines: []order.LineInput{ordertest.Line("a", 1, 1002, 2500)}}
+	er.TotalOrderAmount, er.TotalOrderAmountExclVat, er.TotalOrderVatAmount = p(1253), p(1002), p(251)
+	err = o.Clone().Edit(er, f.Env())
+	wantFault(t, err, fault.Invalid, "authorization_exceeded", "totalOrderAmount")
+	if !strings.Contains(err.Error(), hint) {
+		t.Fatalf("edit refusal %q does not name the tolerance", err)
+	}
+
+	// Following the hint captures the rest exactly.
+	second.OrderLines[0].TotalVatAmount = p(250)
+	if _, err := capture.Partial(o, second, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if a := o.Amounts(); a.Captured != 2505 || o.RemainingAuthorization() != 0 {
+		t.Fatalf("amounts %+v, %d authorization left, want 2505 captured and none left", a, o.RemainingAuthorization())
+	}
+
+	// A refusal by more than rounding says nothing about it.
+	_, err = capture.Partial(o.Clone(), partial(5, ordertest.Line("b", 1, 5, 0)), f.Env())
+	if err == nil || strings.Contains(err.Error(), hint) {
+		t.Fatalf("refusal %v", err)
+	}
+}

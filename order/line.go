@@ -282,6 +282,26 @@ func CheckTotals(f *fault.Fields, in TotalsInput, t Totals, required bool) {
 	check("totalOrderVatAmount", in.TotalOrderVatAmount, t.VAT)
 }
 
+// RoundingHint explains a refusal by excess minor units when per-line VAT
+// rounding can account for it: in exclVat a line's VAT is rounded on its own,
+// so the units of a split line can sum to more than the line did, one minor
+// unit per line at most, and the ±1 VAT tolerance is the way back.
+func RoundingHint(lines []Line, mode money.VATMode, excess int64) string {
+	if mode != money.ExclVAT || excess < 1 {
+		return ""
+	}
+	var taxed int64
+	for _, l := range lines {
+		if l.Vat != 0 {
+			taxed++
+		}
+	}
+	if excess > taxed {
+		return ""
+	}
+	return fmt.Sprintf(" (if the %d is VAT rounding of a split line, each line's VAT being rounded on its own, a line's totalVatAmount may be sent 1 lower than computed)", excess)
+}
+
 // checkTotalsBounds names each required total that is missing or out of bounds,
 // for when the lines are invalid and cannot be summed.
 func checkTotalsBounds(f *fault.Fields, in TotalsInput) {

@@ -44,8 +44,8 @@ func (o *Order) Edit(r *EditRequest, env Env) error {
 	newAuth := o.Amounts().Consumed + gross
 	if newAuth > o.ApprovedAmount {
 		return fault.InvalidCode("authorization_exceeded", "totalOrderAmount",
-			"captured %d plus the edited remainder %d exceeds the %d the buyer's authorization approved",
-			o.Amounts().Consumed, gross, o.ApprovedAmount)
+			"captured %d plus the edited remainder %d exceeds the %d the buyer's authorization approved%s",
+			o.Amounts().Consumed, gross, o.ApprovedAmount, RoundingHint(lines, o.VATMode, newAuth-o.ApprovedAmount))
 	}
 	raised := newAuth > o.AuthorizedAmount
 	o.AuthorizedAmount = newAuth
