@@ -42,6 +42,10 @@ type documentView struct {
 	Net, VAT, Gross                                                          string
 	Currency                                                                 string
 	Amount                                                                   func(int64) string
+	// Discounted adds the unit discount column only where a line has one, so
+	// that every line reads quantity × (unit price − unit discount) = total
+	// without widening the many documents that have no discount.
+	Discounted bool
 }
 
 var documentTemplate = template.Must(template.New("doc").Parse(`<!doctype html>
@@ -52,8 +56,8 @@ th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-
 <p>Order {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, merchant reference {{.MerchantReference}}{{end}}. Date {{.Date}}.</p>
 <p>Buyer: {{.Buyer.CompanyName}} {{.Buyer.CompanyID}}</p>
 {{if .Note}}<p>Note: {{.Note}}</p>{{end}}
-<table><caption>Lines</caption><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price</th><th class="n">VAT %</th><th class="n">VAT</th><th class="n">Total</th></tr></thead><tbody>
-{{range .Lines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .UnitPrice}}</td><td class="n">{{call $.Amount .Vat}}</td><td class="n">{{call $.Amount .TotalVatAmount}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>
+<table><caption>Lines</caption><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price</th>{{if .Discounted}}<th class="n">Unit discount</th>{{end}}<th class="n">VAT %</th><th class="n">VAT</th><th class="n">Total</th></tr></thead><tbody>
+{{range .Lines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .UnitPrice}}</td>{{if $.Discounted}}<td class="n">{{call $.Amount .UnitDiscountAmount}}</td>{{end}}<td class="n">{{call $.Amount .Vat}}</td><td class="n">{{call $.Amount .TotalVatAmount}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>
 {{end}}</tbody></table>
 <table><caption>VAT breakdown ({{.Currency}})</caption><thead><tr><th>Rate %</th><th class="n">Excl. VAT</th><th class="n">VAT</th><th class="n">Incl. VAT</th></tr></thead><tbody>
 {{range .VATRows}}<tr><td>{{.Rate}}</td><td class="n">{{.Net}}</td><td class="n">{{.VAT}}</td><td class="n">{{.Gross}}</td></tr>
@@ -88,6 +92,7 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 	byRate := map[int64]*[3]int64{}
 	var rates []int64
 	for _, ln := range l.Lines {
+		v.Discounted = v.Discounted || ln.UnitDiscountAmount != 0
 		t := byRate[ln.Vat]
 		if t == nil {
 			t = &[3]int64{}

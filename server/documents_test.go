@@ -1,8 +1,14 @@
 package server
 
 import (
+	"cmp"
+	"fmt"
+	"io"
+	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +46,110 @@ func TestDocumentLinkChangesOnlyOnTheHour(t *testing.T) {
 				t.Fatalf("TTL %v: link valid for less than its TTL", ttl)
 			}
 			break
+		}
+	}
+}
+
+// documentLines fetches a document page and returns its title and its lines
+// table, each row keyed by column heading, so a test reads the numbers a
+// buyer reads.
+func documentLines(t *testing.T, link string) (string, []map[string]string) {
+	t.Helper()
+	resp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("document %s: %d %s", link, resp.StatusCode, b)
+	}
+	page := string(b)
+	title := regexp.MustCompile(`<h1>([^<]*)</h1>`).FindStringSubmatch(page)
+	_, table, ok := strings.Cut(page, "<caption>Lines</caption>")
+	table, _, _ = strings.Cut(table, "</table>")
+	head, body, ok2 := strings.Cut(table, "</thead>")
+	if title == nil || !ok || !ok2 {
+		t.Fatalf("no lines table in %s", page)
+	}
+	cell := regexp.MustCompile(`<t[hd][^>]*>([^<]*)</t[hd]>`)
+	var cols []string
+	for _, m := range cell.FindAllStringSubmatch(head, -1) {
+		cols = append(cols, m[1])
+	}
+	var rows []map[string]string
+	for _, tr := range regexp.MustCompile(`<tr>(.*?)</tr>`).FindAllStringSubmatch(body, -1) {
+		cells := cell.FindAllStringSubmatch(tr[1], -1)
+		if len(cells) != len(cols) {
+			t.Fatalf("row %s has %d cells under %d headings %v", tr[1], len(cells), len(cols), cols)
+		}
+		row := map[string]string{}
+		for i, c := range cells {
+			row[cols[i]] = c[1]
+		}
+		rows = append(rows, row)
+	}
+	return title[1], rows
+}
+
+// pageMinor reads an amount as the page formats it ("1,234.50") back into
+// minor units.
+func pageMinor(t *testing.T, s string) int64 {
+	t.Helper()
+	v, err := strconv.ParseInt(strings.NewReplacer(",", "", ".", "").Replace(s), 10, 64)
+	if err != nil {
+		t.Fatalf("amount %q: %v", s, err)
+	}
+	return v
+}
+
+// A discounted line must add up on paper: quantity × (unit price − unit
+// discount) = total, on the invoice and on the credit note that repeats it. A document
+// without a discount keeps the columns it always had.
+func TestDocumentShowsUnitDiscount(t *testing.T) {
+	e := newSessionEnv(t)
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE","reference":"PO-9","storeId":"s1",
+		"orderLines":[{"description":"Widgets","quantity":2,"unitPrice":1000,"unitDiscountAmount":100,"vat":2500},{"description":"Grout","quantity":1,"unitPrice":5000,"vat":2500}]}`, e.auth, nil)
+	if code != 200 {
+		t.Fatalf("create order: %d %v", code, b)
+	}
+	id := b["orderId"].(string)
+	widgets := lines(e.get(id)["uncaptured"])[0].(map[string]any)["id"].(string)
+	code, _, o := e.req("POST", "/v1/orders/"+id+"/partialcapture", fmt.Sprintf(`{"orderLines":[{"id":%q}],"totalCaptureAmount":1800}`, widgets), e.auth, nil)
+	if code != 200 {
+		t.Fatalf("partial capture: %d %v", code, o)
+	}
+	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	if code, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil); code != 200 {
+		t.Fatalf("capture: %d %v", code, o)
+	}
+	if code, _, o = e.req("POST", "/v1/orders/"+id+"/refund/"+capID, "", e.auth, nil); code != 200 {
+		t.Fatalf("refund: %d %v", code, o)
+	}
+	link := func(kind string, i int) string {
+		return o[kind].([]any)[i].(map[string]any)["documentUrl"].(string)
+	}
+	for _, doc := range []struct{ link, title, desc string }{
+		{link("captured", 0), "Invoice", "Widgets"},
+		{link("refunded", 0), "Credit note", "Widgets"},
+		{link("captured", 1), "Invoice", "Grout"},
+	} {
+		title, rows := documentLines(t, doc.link)
+		if !strings.HasPrefix(title, doc.title+" ") || len(rows) != 1 || rows[0]["Description"] != doc.desc {
+			t.Fatalf("%s: %q %v", doc.desc, title, rows)
+		}
+		r := rows[0]
+		disc, shown := r["Unit discount"]
+		if doc.desc == "Widgets" {
+			if !shown || disc != "1.00" || r["Quantity"] != "2" || r["Unit price"] != "10.00" || r["Total"] != "18.00" || r["VAT"] != "3.60" {
+				t.Fatalf("%s: discounted line reads %v, want 2 × (10.00 − 1.00) = 18.00 with VAT 3.60", title, r)
+			}
+		} else if shown {
+			t.Fatalf("%s: a discount column with no discount: %v", title, r)
+		}
+		q, _ := strconv.ParseInt(r["Quantity"], 10, 64)
+		if d := pageMinor(t, r["Unit price"]) - pageMinor(t, cmp.Or(disc, "0")); q*d != pageMinor(t, r["Total"]) {
+			t.Fatalf("%s: line does not add up: %v", title, r)
 		}
 	}
 }
