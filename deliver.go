@@ -105,10 +105,11 @@ type DeliveryStats struct {
 
 // claim is one message taken for delivery, with where it goes.
 type claim struct {
-	msg     *storage.OutboxMessage
-	url     string
-	secret  string
-	outcome storage.DeliveryAttempt
+	msg      *storage.OutboxMessage
+	url      string
+	secret   string
+	previous []string // secrets still signed with after a rotation
+	outcome  storage.DeliveryAttempt
 }
 
 // DeliverNotifications runs one round of the deliverer: it claims the due
@@ -173,7 +174,11 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 			if err := tx.UpdateOutbox(m); err != nil {
 				return err
 			}
-			claims = append(claims, &claim{msg: &claimed, url: mer.WebhookURL, secret: mer.WebhookSecret})
+			c := &claim{msg: &claimed, url: mer.WebhookURL, secret: mer.WebhookSecret}
+			if mer.WebhookPreviousSecret != "" && now.Before(mer.WebhookPreviousUntil) {
+				c.previous = []string{mer.WebhookPreviousSecret}
+			}
+			claims = append(claims, c)
 		}
 		return nil
 	})
@@ -194,7 +199,7 @@ func post(ctx context.Context, opts DeliveryOptions, c *claim) storage.DeliveryA
 	req.Header.Set(notify.HeaderEventID, c.msg.ID)
 	req.Header.Set(notify.HeaderTopic, c.msg.Topic)
 	req.Header.Set(notify.HeaderAttempt, strconv.Itoa(c.msg.Attempts+1))
-	req.Header.Set(notify.HeaderSignature, notify.Sign(c.secret, start, c.msg.Payload))
+	req.Header.Set(notify.HeaderSignature, notify.Sign(c.secret, start, c.msg.Payload, c.previous...))
 	resp, err := opts.Client.Do(req)
 	out.DurationMS = opts.WallClock().Sub(start).Milliseconds()
 	if err != nil {

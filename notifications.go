@@ -2,7 +2,10 @@ package kassa
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -108,7 +111,17 @@ type SetWebhookRequest struct {
 	// Secret, when set, is used instead of a new random one (the reference
 	// server's --webhook-secret); at least 24 characters.
 	Secret string `json:"-"`
+	// Declared marks settings of the operator's configuration (the reference
+	// server's --webhook-* flags), not the merchant's: they are applied only
+	// when they differ from the declared settings last applied, so a restart
+	// with the same configuration keeps what the merchant set since.
+	Declared bool `json:"-"`
 }
+
+// WebhookSecretOverlap is how long deliveries are signed with the replaced
+// secret as well after a rotation: the time a merchant has to deploy the new
+// one before its receiver starts refusing them.
+const WebhookSecretOverlap = 24 * time.Hour
 
 // SetWebhook stores the merchant's notification settings.
 func (l *Ledger) SetWebhook(ctx context.Context, merchantID string, req SetWebhookRequest) (WebhookSettings, error) {
@@ -127,18 +140,46 @@ func (l *Ledger) SetWebhook(ctx context.Context, merchantID string, req SetWebho
 		if err != nil {
 			return err
 		}
-		m.WebhookURL, m.WebhookEvents = req.URL, slices.Compact(slices.Sorted(slices.Values(req.Events)))
+		events := slices.Compact(slices.Sorted(slices.Values(req.Events)))
+		if req.Declared {
+			// Compared and recorded in this transaction, so replicas starting
+			// together apply the same declaration once.
+			declared := declaredFingerprint(m.ID, req.URL, events, req.Secret)
+			if declared == m.WebhookDeclared {
+				out = WebhookSettings{URL: m.WebhookURL, Events: nonNil(m.WebhookEvents)}
+				return nil
+			}
+			m.WebhookDeclared = declared
+		}
+		m.WebhookURL, m.WebhookEvents = req.URL, events
 		out = WebhookSettings{URL: m.WebhookURL, Events: nonNil(m.WebhookEvents)}
+		secret := m.WebhookSecret
 		switch {
 		case req.Secret != "":
-			m.WebhookSecret = req.Secret
-		case m.WebhookSecret == "" || req.RotateSecret:
-			m.WebhookSecret = notify.NewSecret()
-			out.Secret = m.WebhookSecret
+			secret = req.Secret
+		case secret == "" || req.RotateSecret:
+			secret = notify.NewSecret()
+			out.Secret = secret
 		}
+		if m.WebhookSecret != "" && secret != m.WebhookSecret {
+			m.WebhookPreviousSecret, m.WebhookPreviousUntil = m.WebhookSecret, tx.Now().Add(WebhookSecretOverlap)
+		}
+		m.WebhookSecret = secret
 		return tx.PutMerchant(m)
 	})
 	return out, err
+}
+
+// declaredFingerprint names declared settings without keeping their secret in
+// clear. The merchant id keeps two merchants declared alike from matching.
+// Each field is prefixed with its length, so no two declarations hash the
+// same bytes.
+func declaredFingerprint(merchantID, url string, events []string, secret string) string {
+	h := sha256.New()
+	for _, f := range append([]string{merchantID, url, secret}, events...) {
+		fmt.Fprintf(h, "%d:%s", len(f), f)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Webhook reads the merchant's notification settings, without the secret.

@@ -69,6 +69,14 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// use makes the receiver verify with secret from now on, as a merchant's
+// deploy of a rotated secret does.
+func (rc *receiver) use(secret string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.secret = secret
+}
+
 func (rc *receiver) counts() (posts int, processed []string, badSig int) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -234,6 +242,50 @@ func TestSetWebhookValidatesAndShowsTheSecretOnce(t *testing.T) {
 			t.Errorf("%+v: %v", bad, err)
 		}
 	}
+}
+
+// TestRotationSignsWithBothSecretsForADay: a receiver that still holds the
+// secret of before a rotation keeps verifying deliveries for 24 hours of the
+// ledger's clock; one holding the new secret verifies them too. After that
+// only the new secret verifies.
+func TestRotationSignsWithBothSecretsForADay(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	ctx := context.Background()
+	old := f.rc.secret
+	rotated, err := f.ledger.SetWebhook(ctx, f.merchant, kassa.SetWebhookRequest{URL: f.srv.URL + "/hooks", RotateSecret: true})
+	if err != nil || rotated.Secret == "" || rotated.Secret == old {
+		t.Fatalf("rotate: %+v %v", rotated, err)
+	}
+	opts := kassa.DeliveryOptions{AllowPrivateNetworks: true}
+	deliver := func(want kassa.DeliveryStats) {
+		t.Helper()
+		if stats, err := f.ledger.DeliverNotifications(ctx, opts); err != nil || stats != want {
+			t.Fatalf("delivery %+v %v, want %+v", stats, err, want)
+		}
+	}
+
+	f.clock.Advance(24*time.Hour - time.Minute)
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	deliver(kassa.DeliveryStats{Delivered: 1})
+	f.rc.use(rotated.Secret)
+	if _, err := f.ledger.RedeliverNotification(ctx, f.merchant, f.log(t)[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	deliver(kassa.DeliveryStats{Delivered: 1})
+	if _, _, badSig := f.rc.counts(); badSig != 0 {
+		t.Fatalf("%d signatures refused within a day of the rotation", badSig)
+	}
+
+	f.clock.Advance(time.Minute)
+	f.rc.use(old)
+	f.order(t, "t2", order.PayAdvanceInvoice, 1000)
+	deliver(kassa.DeliveryStats{Retrying: 1})
+	if _, _, badSig := f.rc.counts(); badSig != 1 {
+		t.Fatalf("the old secret verified a day after the rotation (%d refused)", badSig)
+	}
+	f.rc.use(rotated.Secret)
+	f.clock.Advance(time.Hour)
+	deliver(kassa.DeliveryStats{Delivered: 1})
 }
 
 // TestDeliveryRetriesWithBackoffUntilAccepted: the receiver fails the first

@@ -121,10 +121,18 @@ const (
 )
 
 // Sign returns the Kassa-Signature value for body sent at t:
-// "t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<unix seconds>." + body)>".
-func Sign(secret string, t time.Time, body []byte) string {
+// "t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<unix seconds>." + body)>",
+// followed by one more v1 per previous secret. A rotation signs with the old
+// secret too for a while, because a receiver learns the new one only when
+// its owner deploys it.
+func Sign(secret string, t time.Time, body []byte, previous ...string) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
+	var b strings.Builder
+	b.WriteString("t=" + ts)
+	for _, s := range append([]string{secret}, previous...) {
+		b.WriteString(",v1=" + hex.EncodeToString(mac(s, ts, body)))
+	}
+	return b.String()
 }
 
 func mac(secret, ts string, body []byte) []byte {

@@ -46,6 +46,27 @@ func TestSignVerify(t *testing.T) {
 	}
 }
 
+// TestSignDuringRotation: a delivery signed with the new and the previous
+// secret verifies with either, so a receiver keeps working while it still
+// holds the old secret.
+func TestSignDuringRotation(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	body := []byte(`{"id":"evt_1","type":"order.acknowledgementRequired"}`)
+	sig := Sign("whsec_new", at, body, "whsec_old")
+	newOnly, oldOnly := Sign("whsec_new", at, body), Sign("whsec_old", at, body)
+	if want := newOnly + "," + oldOnly[len("t=1795428000,"):]; sig != want {
+		t.Fatalf("signature %q, want %q", sig, want)
+	}
+	for _, secret := range []string{"whsec_new", "whsec_old"} {
+		if err := Verify(secret, sig, body, at, 5*time.Minute); err != nil {
+			t.Errorf("%s: %v", secret, err)
+		}
+	}
+	if Verify("whsec_x", sig, body, at, 5*time.Minute) == nil {
+		t.Error("a third secret verified")
+	}
+}
+
 func TestSignatureRoundTripProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		secret := rapid.StringN(1, 64, -1).Draw(t, "secret")

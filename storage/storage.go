@@ -153,6 +153,14 @@ type Merchant struct {
 	WebhookURL    string   `json:"webhookUrl,omitempty"`
 	WebhookSecret string   `json:"webhookSecret,omitempty"`
 	WebhookEvents []string `json:"webhookEvents,omitempty"`
+	// The secret a rotation replaced, still signed with until
+	// WebhookPreviousUntil: receivers take the new one only when deployed.
+	WebhookPreviousSecret string    `json:"webhookPreviousSecret,omitempty"`
+	WebhookPreviousUntil  time.Time `json:"webhookPreviousUntil,omitzero"`
+	// WebhookDeclared is the SHA-256 (hex) of the operator's declared
+	// settings last applied (the reference server's --webhook-* flags), so
+	// that declaring the same ones again does not undo the merchant's changes.
+	WebhookDeclared string `json:"webhookDeclared,omitempty"`
 	// Fees charged per capture in settlements.
 	FeeBasisPoints     int64     `json:"feeBasisPoints,omitempty"`
 	FeeFixedPerCapture int64     `json:"feeFixedPerCapture,omitempty"`

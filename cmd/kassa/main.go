@@ -447,6 +447,8 @@ func openStore(kind, data, databaseURL string, clock func() time.Time, cacheByte
 
 // configureWebhook points the sandbox merchant's notifications at
 // --webhook-url: the --client-id merchant, or else the oldest sandbox merchant.
+// Flags applied before are not applied again, so a restart keeps the topics
+// and secret the merchant changed through the API since.
 func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, stdout io.Writer) error {
 	var target *storage.Merchant
 	err := ledger.Store().View(ctx, func(tx storage.Tx) error {
@@ -475,7 +477,8 @@ func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, 
 			events = append(events, e)
 		}
 	}
-	set, err := ledger.SetWebhook(ctx, target.ID, kassa.SetWebhookRequest{URL: c.webhookURL, Events: events, Secret: c.webhookSecret})
+	set, err := ledger.SetWebhook(ctx, target.ID, kassa.SetWebhookRequest{URL: c.webhookURL, Events: events,
+		Secret: c.webhookSecret, Declared: true})
 	if err != nil {
 		return err
 	}
