@@ -468,10 +468,16 @@ func (t *tx) NextSequence(merchantID, series string) (int64, error) {
 // Idempotency records.
 
 func (t *tx) GetIdempotency(merchantID, k string) (*storage.IdempotencyRecord, error) {
-	var r storage.IdempotencyRecord
-	ok, err := t.getJSON(bIdem, key(merchantID, k), &r)
-	if err != nil || !ok {
+	if err := t.check(false); err != nil {
 		return nil, err
+	}
+	b := t.get(bIdem, key(merchantID, k))
+	if b == nil {
+		return nil, nil
+	}
+	var r storage.IdempotencyRecord
+	if err := r.UnmarshalBinary(b); err != nil {
+		return nil, fault.Internalf(err, "decode idempotency record")
 	}
 	return &r, nil
 }
@@ -484,7 +490,11 @@ func (t *tx) PutIdempotency(r *storage.IdempotencyRecord) error {
 	if t.get(bIdem, k) != nil {
 		return fault.Conflictf("idempotency_key_exists", "idempotency key %s exists", r.Key)
 	}
-	if err := t.putJSON(bIdem, k, r); err != nil {
+	b, err := r.MarshalBinary()
+	if err != nil {
+		return fault.Internalf(err, "encode idempotency record")
+	}
+	if err := t.put(bIdem, k, b); err != nil {
 		return err
 	}
 	return t.put(bIdemExp, append(putTime(nil, r.ExpiresAt), k...), present)

@@ -207,23 +207,27 @@ func (t *tx) GetIdempotency(merchantID, key string) (*storage.IdempotencyRecord,
 			return nil, err
 		}
 	}
-	r, err := one[storage.IdempotencyRecord](t, "idempotency record", errNone,
-		`SELECT body FROM idempotency WHERE merchant_id = $1 AND key = $2`, merchantID, key)
-	if err == errNone {
+	b, ok, err := t.body("idempotency record", `SELECT body FROM idempotency WHERE merchant_id = $1 AND key = $2`, merchantID, key)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
 		if t.writable {
 			t.unusedKeys[merchantID+"/"+key] = true
 		}
 		return nil, nil
 	}
-	return r, err
+	var r storage.IdempotencyRecord
+	if err := r.UnmarshalBinary(b); err != nil {
+		return nil, fault.Internalf(err, "decode idempotency record")
+	}
+	return &r, nil
 }
 
-var errNone = fault.NotFoundf("none", "none")
-
 func (t *tx) PutIdempotency(r *storage.IdempotencyRecord) error {
-	b, err := encode("idempotency record", r)
+	b, err := r.MarshalBinary()
 	if err != nil {
-		return err
+		return fault.Internalf(err, "encode idempotency record")
 	}
 	exists := func() error { return fault.Conflictf("idempotency_key_exists", "idempotency key exists") }
 	if k := r.MerchantID + "/" + r.Key; t.unusedKeys[k] {

@@ -1,0 +1,74 @@
+package storage_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa/storage"
+)
+
+func TestIdempotencyRecordEncoding(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 0, 0, 123, time.UTC)
+	answer := []byte(`{"orderId":"o-1","lines":["` + string(bytes.Repeat([]byte("x"), 5000)) + `"]}`)
+	for _, r := range []storage.IdempotencyRecord{
+		{MerchantID: "m", Key: "k", Fingerprint: "f", Status: 200, Header: map[string]string{"Location": "/v1/orders/o-1"},
+			Body: answer, CreatedAt: at, ExpiresAt: at.Add(24 * time.Hour)},
+		{MerchantID: "m", Key: "k2", Status: 204, CreatedAt: at, ExpiresAt: at},
+		{MerchantID: "m", Key: "\x01{", Status: 200, Body: []byte{0x01, '{', 0}, CreatedAt: at, ExpiresAt: at},
+	} {
+		b, err := r.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The answer is kept as it is, not as base64.
+		if len(r.Body) > 0 && !bytes.HasSuffix(b, r.Body) {
+			t.Fatalf("%s: the answer is not stored as is", r.Key)
+		}
+		var got storage.IdempotencyRecord
+		if err := got.UnmarshalBinary(b); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, r) {
+			t.Fatalf("%s: decoded %+v, want %+v", r.Key, got, r)
+		}
+		// Records written before the framed encoding are JSON objects.
+		old, _ := json.Marshal(&r)
+		got = storage.IdempotencyRecord{Key: "stale"}
+		if err := got.UnmarshalBinary(old); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, r) {
+			t.Fatalf("%s: decoded the JSON encoding as %+v, want %+v", r.Key, got, r)
+		}
+	}
+	for _, bad := range [][]byte{{0x01}, {0x01, 0xff}, {0x01, 5, '{'}, {0x01, 2, 'x', 'y'}, nil} {
+		var r storage.IdempotencyRecord
+		if err := r.UnmarshalBinary(bad); err == nil {
+			t.Fatalf("%q decoded as %+v", bad, r)
+		}
+	}
+}
+
+func FuzzIdempotencyRecordDecoding(f *testing.F) {
+	r := storage.IdempotencyRecord{MerchantID: "m", Key: "k", Status: 200, Body: []byte(`{"a":1}`)}
+	b, _ := r.MarshalBinary()
+	f.Add(b)
+	f.Add([]byte(`{"key":"k","body":"e30="}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r storage.IdempotencyRecord
+		if r.UnmarshalBinary(b) != nil {
+			return
+		}
+		again, err := r.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r2 storage.IdempotencyRecord
+		if err := r2.UnmarshalBinary(again); err != nil || !reflect.DeepEqual(r, r2) {
+			t.Fatalf("round trip: %v, %+v != %+v", err, r2, r)
+		}
+	})
+}
