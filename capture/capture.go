@@ -175,9 +175,14 @@ func Full(o *order.Order, r *FullRequest, env order.Env) (*order.Ledger, error) 
 	var f fault.Fields
 	checkTotalBounds(&f, r.TotalCaptureAmount, false)
 	var sel selection
-	if len(r.OrderLines) > 0 {
+	switch {
+	case r.OrderLines != nil && len(r.OrderLines) == 0:
+		// "these lines: none" is not "every line": a merchant whose selection
+		// came out empty must not capture the whole order by it.
+		f.Add("orderLines", "must have at least one line; omit orderLines to capture every remaining line")
+	case len(r.OrderLines) > 0:
 		sel = selectLines(&f, o, r.OrderLines, env)
-	} else {
+	default:
 		sel = selection{lines: append([]order.Line(nil), o.Uncaptured.Lines...), moved: map[string]bool{}}
 		for _, l := range o.Uncaptured.Lines {
 			sel.moved[l.ID] = true

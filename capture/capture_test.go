@@ -432,3 +432,19 @@ func TestSplitLineRoundingRefusalNamesTheTolerance(t *testing.T) {
 		t.Fatalf("refusal %v", err)
 	}
 }
+
+// An empty selection is refused, not read as "every line": the spec captures
+// all remaining lines only when the body is omitted.
+func TestFullWithEmptyLinesIsRefused(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t)
+	before := snapshot(t, o)
+	l, err := capture.Full(o, &capture.FullRequest{OrderLines: []order.LineInput{}}, f.Env())
+	if l != nil {
+		t.Fatalf("captured %+v", l)
+	}
+	wantFault(t, err, fault.Invalid, "validation_failed", "orderLines")
+	if after := snapshot(t, o); after != before {
+		t.Fatalf("the order changed:\n%s\n%s", before, after)
+	}
+}

@@ -387,6 +387,25 @@ func TestOrderLifecycleOverHTTP(t *testing.T) {
 	}
 }
 
+// A full capture naming no lines is refused; only an omitted body (or
+// omitted orderLines) captures every remaining line.
+func TestFullCaptureWithEmptyLinesIsRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	code, _, b := e.req("POST", "/v1/orders/"+id+"/capture", `{"orderLines":[]}`, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	if f := b["errors"].([]any)[0].(map[string]any)["field"]; f != "orderLines" {
+		t.Fatalf("field %v", f)
+	}
+	_, _, o := e.req("GET", "/v1/orders/"+id, "", e.auth, nil)
+	if o["capturedAmount"].(map[string]any)["minorUnits"] != 0.0 || len(o["captured"].([]any)) != 0 {
+		t.Fatalf("captured after the refusal: %v %v", o["capturedAmount"], o["captured"])
+	}
+	if code, _, o = e.req("POST", "/v1/orders/"+id+"/capture", `{}`, e.auth, nil); code != 200 || !strings.Contains(fmt.Sprint(o["status"]), "fullyCaptured") {
+		t.Fatalf("capture with {}: %d %v", code, o["status"])
+	}
+}
+
 func TestAdvanceInvoiceAndRiskFixtures(t *testing.T) {
 	e := newSessionEnv(t)
 	o := e.order("5560000027", "invoice") // approved only for advance invoice
