@@ -60,7 +60,11 @@ func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 func decodeJSON(body []byte, dst any) error {
 	err := json.Unmarshal(body, dst)
 	if err == nil {
-		return nil
+		var f fault.Fields
+		if checkKeys(&f, body, reflect.TypeOf(dst)); f.Len() == 0 {
+			return nil
+		}
+		return withOwnChecks(f.List(), dst)
 	}
 	var syn *json.SyntaxError
 	if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -73,6 +77,7 @@ func decodeJSON(body []byte, dst any) error {
 		return fault.New(fault.Invalid, "malformed_json", "the body is not valid JSON")
 	}
 	var f fault.Fields
+	checkKeys(&f, body, reflect.TypeOf(dst))
 	checkShape(&f, "", generic, reflect.TypeOf(dst))
 	if f.Len() == 0 {
 		// The shape check found nothing: report what the decoder said.

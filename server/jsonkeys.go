@@ -1,0 +1,174 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/kassahq/kassa/fault"
+)
+
+// checkKeys names the object keys of a valid JSON body that encoding/json
+// would read differently from a reader that follows the field names: a key
+// given twice (the decoder keeps the last, a proxy or log may show the first
+// amount) and a key that matches a field only when case is ignored
+// ("TOTALCAPTUREAMOUNT", which the decoder takes for totalCaptureAmount).
+// Keys of no field at all stay ignored, as design.md says.
+func checkKeys(f *fault.Fields, body []byte, t reflect.Type) {
+	s := keyScanner{b: body, f: f}
+	s.value("", t)
+}
+
+type keyScanner struct {
+	b []byte
+	i int
+	f *fault.Fields
+}
+
+func (s *keyScanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// value walks one value starting at s.i; t is the Go type it decodes into,
+// nil when it decodes into nothing or into an interface.
+func (s *keyScanner) value(path string, t reflect.Type) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	s.space()
+	if s.i >= len(s.b) {
+		return
+	}
+	switch s.b[s.i] {
+	case '{':
+		s.object(path, t)
+	case '[':
+		s.i++
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for n := 0; ; n++ {
+			s.space()
+			if s.i >= len(s.b) || s.b[s.i] == ']' {
+				s.i++
+				return
+			}
+			if s.b[s.i] == ',' {
+				s.i++
+			}
+			s.value(fmt.Sprintf("%s[%d]", path, n), elem)
+		}
+	case '"':
+		s.str()
+	default: // number, true, false, null
+		for s.i < len(s.b) && !strings.ContainsRune(",}] \t\n\r", rune(s.b[s.i])) {
+			s.i++
+		}
+	}
+}
+
+func (s *keyScanner) object(path string, t reflect.Type) {
+	s.i++
+	var fields map[string]reflect.Type
+	if t != nil && t.Kind() == reflect.Struct {
+		fields = fieldsOf(t)
+	}
+	var seen []string // objects are small: a slice beats a map
+	for {
+		s.space()
+		if s.i >= len(s.b) || s.b[s.i] == '}' {
+			s.i++
+			return
+		}
+		if s.b[s.i] == ',' {
+			s.i++
+			s.space()
+		}
+		k := s.str()
+		s.space()
+		s.i++ // ':'
+		p := join(path, k)
+		if containsString(seen, k) {
+			s.f.Add(p, "is given more than once")
+		}
+		seen = append(seen, k)
+		var ft reflect.Type
+		switch {
+		case t == nil:
+		case t.Kind() == reflect.Map:
+			ft = t.Elem()
+		case fields != nil:
+			if x, ok := fields[k]; ok {
+				ft = x
+			} else if name := foldedField(fields, k); name != "" {
+				s.f.Add(p, "is not a field: field names are case-sensitive (%s)", name)
+				ft = fields[name] // the decoder read it as that field: walk it as one
+			}
+		}
+		s.value(p, ft)
+	}
+}
+
+// str reads the string at s.i and returns its decoded text.
+func (s *keyScanner) str() string {
+	start, escaped := s.i, false
+	j := s.i + 1
+	for ; j < len(s.b) && s.b[j] != '"'; j++ {
+		if s.b[j] == '\\' {
+			escaped = true
+			j++
+		}
+	}
+	s.i = j + 1
+	if s.i > len(s.b) {
+		s.i = len(s.b)
+		return ""
+	}
+	if !escaped {
+		return string(s.b[start+1 : j])
+	}
+	var out string
+	json.Unmarshal(s.b[start:s.i], &out)
+	return out
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func foldedField(fields map[string]reflect.Type, k string) string {
+	for name := range fields {
+		if strings.EqualFold(name, k) {
+			return name
+		}
+	}
+	return ""
+}
+
+var fieldCache sync.Map // reflect.Type → map[string]reflect.Type
+
+// fieldsOf is jsonFields, computed once per type: every request body is
+// walked with it.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if v, ok := fieldCache.Load(t); ok {
+		return v.(map[string]reflect.Type)
+	}
+	m := jsonFields(t)
+	fieldCache.Store(t, m)
+	return m
+}

@@ -1,0 +1,90 @@
+package server
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
+)
+
+func TestCheckKeys(t *testing.T) {
+	tests := []struct {
+		name, body string
+		dst        any
+		fields     []string
+	}{
+		{"plain", `{"orderLines":[{"id":"l1"}],"totalCaptureAmount":100}`, &capture.PartialRequest{}, nil},
+		{"unknown field ignored", `{"totalCaptureAmount":1,"comment":{"x":[1,{"y":2}]}}`, &capture.PartialRequest{}, nil},
+		{"escaped key that is a field", `{"totalCaptureAmount":1,"orderLines":[{"\u0069d":"l1"}]}`, &capture.PartialRequest{}, nil},
+		{"strings holding braces and quotes", `{"orderLines":[{"description":"a \"}\" ,{","quantity":1}]}`, &capture.PartialRequest{}, nil},
+		{"same key in two objects", `{"orderLines":[{"id":"a"},{"id":"b"}]}`, &capture.PartialRequest{}, nil},
+		{"duplicate amount", `{"orderLines":[{"id":"l1"}],"totalCaptureAmount":1,"totalCaptureAmount":20000}`, &capture.PartialRequest{},
+			[]string{"totalCaptureAmount"}},
+		{"duplicate written with an escape", `{"totalCaptureAmount":1,"totalCaptureAmoun\u0074":2}`, &capture.PartialRequest{}, []string{"totalCaptureAmount"}},
+		{"duplicate in a line", `{"orderLines":[{"id":"a","quantity":1,"quantity":5}]}`, &capture.PartialRequest{}, []string{"orderLines[0].quantity"}},
+		{"duplicate metadata key", `{"metadata":{"a":"1","a":"2"}}`, &order.CreateRequest{}, []string{"metadata.a"}},
+		{"duplicate under an unknown field", `{"extra":{"a":1,"a":2}}`, &capture.PartialRequest{}, []string{"extra.a"}},
+		{"case-folded field", `{"ORDERLINES":[{"ID":"l1"}],"TotalCaptureAmount":20000}`, &capture.PartialRequest{},
+			[]string{"ORDERLINES", "ORDERLINES[0].ID", "TotalCaptureAmount"}},
+		{"metadata keys keep their case", `{"metadata":{"Ref":"1","ref":"2"}}`, &order.CreateRequest{}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f fault.Fields
+			checkKeys(&f, []byte(tt.body), reflect.TypeOf(tt.dst))
+			var got []string
+			for _, fe := range f.List() {
+				got = append(got, fe.Field)
+			}
+			if !slices.Equal(got, tt.fields) {
+				t.Fatalf("findings %q, want %q (%v)", got, tt.fields, f.List())
+			}
+		})
+	}
+}
+
+func TestCheckKeysNamesTheField(t *testing.T) {
+	var f fault.Fields
+	checkKeys(&f, []byte(`{"totalcaptureamount":1}`), reflect.TypeOf(&capture.PartialRequest{}))
+	if l := f.List(); len(l) != 1 || !strings.Contains(l[0].Message, "totalCaptureAmount") {
+		t.Fatalf("findings %v, want one naming totalCaptureAmount", l)
+	}
+}
+
+func BenchmarkCheckKeysOrder(b *testing.B) {
+	body := []byte(orderBody)
+	t := reflect.TypeOf(&order.CreateRequest{})
+	for b.Loop() {
+		var f fault.Fields
+		checkKeys(&f, body, t)
+	}
+}
+
+// Through the router: an amount given twice, or under a case-folded name, is
+// refused before anything is captured, though encoding/json would take it.
+func TestAmbiguousKeysAreRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice")
+	id := o["id"].(string)
+	line := o["uncaptured"].(map[string]any)["orderLines"].([]any)[0].(map[string]any)
+	lineID, total := line["id"].(string), int64(line["totalAmount"].(float64))
+	for _, tt := range []struct{ body, field string }{
+		{`{"orderLines":[{"id":"` + lineID + `"}],"totalCaptureAmount":1,"totalCaptureAmount":` + fmt.Sprint(total) + `}`, "totalCaptureAmount"},
+		{`{"ORDERLINES":[{"id":"` + lineID + `"}],"totalCaptureAmount":` + fmt.Sprint(total) + `}`, "ORDERLINES"},
+	} {
+		code, _, b := e.req("POST", "/v1/orders/"+id+"/partialcapture", tt.body, e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if f := b["errors"].([]any)[0].(map[string]any)["field"]; f != tt.field {
+			t.Fatalf("%s: field %v, want %s", tt.body, f, tt.field)
+		}
+	}
+	_, _, o = e.req("GET", "/v1/orders/"+id, "", e.auth, nil)
+	if len(o["captured"].([]any)) != 0 {
+		t.Fatalf("captured after the refusals: %v", o["captured"])
+	}
+}
