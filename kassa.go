@@ -195,15 +195,17 @@ func (l *Ledger) run(ctx context.Context, call Call, fp string, fn func(tx stora
 		if err != nil {
 			return err
 		}
-		now := tx.Now()
 		hdr := map[string]string{}
 		if r.Location != "" {
 			hdr["Location"] = r.Location
 		}
+		// Retention is real time, not the store's clock: a sandbox that moves
+		// its clock a day ahead must not free a key its merchant may retry.
+		wall := wallClock()
 		if err := tx.PutIdempotency(&storage.IdempotencyRecord{
 			MerchantID: call.MerchantID, Key: call.IdempotencyKey, Fingerprint: fp,
 			Status: r.Status, Header: hdr, Body: r.Body,
-			CreatedAt: now, ExpiresAt: now.Add(l.opts.IdempotencyTTL),
+			CreatedAt: wall, ExpiresAt: wall.Add(l.opts.IdempotencyTTL),
 		}); err != nil {
 			return err
 		}
@@ -270,8 +272,9 @@ func (l *Ledger) linksUntil(o *order.Order) time.Time {
 	return wallClock().Truncate(time.Hour).Add(time.Hour)
 }
 
-// wallClock is the real time, which document links are signed for (the
-// store's clock may be a sandbox's); a variable so tests can move it.
+// wallClock is the real time, which document links are signed for and
+// idempotency keys are kept by (the store's clock may be a sandbox's); a
+// variable so tests can move it.
 var wallClock = time.Now
 
 func jsonResult(status int, v any) (*Result, error) {
@@ -294,7 +297,7 @@ func (l *Ledger) SweepIdempotency(ctx context.Context, limit int) (int, error) {
 		n := 0
 		err := l.store.Update(ctx, func(tx storage.Tx) error {
 			var err error
-			n, err = tx.DeleteExpiredIdempotency(tx.Now(), limit)
+			n, err = tx.DeleteExpiredIdempotency(wallClock(), limit)
 			return err
 		})
 		total += n

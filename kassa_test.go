@@ -283,7 +283,17 @@ func TestSweepIdempotency(t *testing.T) {
 	if n, err := l.SweepIdempotency(f.ctx, 2); err != nil || n != 0 {
 		t.Fatalf("sweep before retention: %d %v", n, err)
 	}
-	now = now.Add(61 * time.Minute)
+	// Retention runs on real time: a sandbox moving its clock a day ahead
+	// must not free a key, or the merchant's retry would capture again.
+	now = now.Add(25 * time.Hour)
+	if n, err := l.SweepIdempotency(f.ctx, 2); err != nil || n != 0 {
+		t.Fatalf("sweep after the store's clock moved: %d %v", n, err)
+	}
+	if res, err := l.PartialCapture(f.ctx, kassa.Call{MerchantID: f.merchant, IdempotencyKey: "k0"}, o.ID, partial(100)); err != nil || !res.Replayed {
+		t.Fatalf("retry after the store's clock moved: %v replayed=%v", err, res != nil && res.Replayed)
+	}
+	wall := time.Now().Add(61 * time.Minute)
+	kassa.SetWallClock(t, func() time.Time { return wall })
 	if n, err := l.SweepIdempotency(f.ctx, 2); err != nil || n != 3 {
 		t.Fatalf("sweep after retention: %d %v", n, err)
 	}
