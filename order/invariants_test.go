@@ -434,7 +434,16 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 			}
 		},
 		"acknowledge": func(t *rapid.T) {
-			m.expect(t, "acknowledge", m.o.Unacknowledged, fault.NotAvailable, func() error { return m.o.Acknowledge(m.env()) })
+			// A closed order (cancelled, or expired with nothing captured) no
+			// longer awaits acknowledgement.
+			live := 0
+			for i := range m.o.Captured {
+				if !m.o.Captured[i].Void() {
+					live++
+				}
+			}
+			closed := live == 0 && (len(m.o.Uncaptured.Lines) == 0 || m.o.Expired(m.env().Now))
+			m.expect(t, "acknowledge", m.o.Unacknowledged && !closed, fault.NotAvailable, func() error { return m.o.Acknowledge(m.env()) })
 		},
 		"extendExpiry": func(t *rapid.T) {
 			ok := m.offered(&m.o.Uncaptured, order.ActionExtendOrderExpiry)
@@ -686,6 +695,7 @@ func (m *machine) check(t *rapid.T) {
 	// Statuses agree with the amounts and state.
 	has := func(s order.Status) bool { return slices.Contains(r.Status, s) }
 	hasUncap := len(o.Uncaptured.Lines) > 0
+	expired := hasUncap && !o.Cancelled && (o.ExpiredMarked || !now.Before(o.ExpiresAt))
 	for _, c := range []struct {
 		s    order.Status
 		want bool
@@ -696,10 +706,10 @@ func (m *machine) check(t *rapid.T) {
 		{order.StatusCancelled, !hasUncap && live == 0},
 		{order.StatusFullyRefunded, refunded > 0 && refunded == captured && !hasUncap},
 		{order.StatusPartiallyRefunded, refunded > 0 && (refunded < captured || hasUncap)},
-		{order.StatusUnacknowledged, o.Unacknowledged},
+		{order.StatusUnacknowledged, o.Unacknowledged && !(live == 0 && (!hasUncap || expired))},
 		{order.StatusOnHold, o.Hold == order.HoldOnHold},
 		{order.StatusFraudDeny, o.Hold == order.HoldFraudDeny},
-		{order.StatusExpired, hasUncap && !o.Cancelled && (o.ExpiredMarked || !now.Before(o.ExpiresAt))},
+		{order.StatusExpired, expired},
 	} {
 		if has(c.s) != c.want {
 			t.Fatalf("status %s present=%v, want %v (statuses %v)", c.s, has(c.s), c.want, r.Status)

@@ -91,8 +91,11 @@ func (o *Order) CancelLedger(ledgerID string, env Env) error {
 // Acknowledge confirms an unacknowledged order. For advanceInvoice this is
 // what makes capture possible (spec rule 1).
 func (o *Order) Acknowledge(env Env) error {
-	if !o.Unacknowledged {
+	switch {
+	case !o.Unacknowledged:
 		return fault.NotAvailablef("order %s is not awaiting acknowledgement", o.ID)
+	case o.closed(env.Now):
+		return fault.NotAvailablef("order %s is %s: it no longer awaits acknowledgement", o.ID, o.closedAs(env.Now))
 	}
 	o.Unacknowledged = false
 	o.AppendEvent(EventAcknowledge, o.Uncaptured.ID, 0, env)

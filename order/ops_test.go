@@ -294,3 +294,36 @@ func TestEventTimeNeverGoesBack(t *testing.T) {
 	equal(t, "event time", o.Events[len(o.Events)-1].CreatedAt, ordertest.Start)
 	equal(t, "updatedAt", o.UpdatedAt, ordertest.Start)
 }
+
+// A cancelled order, or one that expired with nothing captured, no longer
+// awaits the merchant: it does not list as unacknowledged (a merchant polling
+// status=unacknowledged for work must not get closed orders), and
+// acknowledging it is refused rather than appending an event to it.
+func TestClosedOrderAwaitsNoAcknowledgement(t *testing.T) {
+	for _, close := range []struct {
+		name string
+		do   func(*ordertest.Fixture, *order.Order) error
+		want []order.Status
+	}{
+		{"cancelled", func(f *ordertest.Fixture, o *order.Order) error { return o.Cancel(f.Env()) }, []order.Status{order.StatusCancelled}},
+		{"expired", func(f *ordertest.Fixture, o *order.Order) error {
+			f.Clock.Advance(29 * 24 * time.Hour)
+			return nil
+		}, []order.Status{order.StatusUncaptured, order.StatusExpired}},
+	} {
+		t.Run(close.name, func(t *testing.T) {
+			f := ordertest.New()
+			o := f.Order(t)
+			if err := o.EditPaymentMethod(advanceInvoice(), f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			if err := close.do(f, o); err != nil {
+				t.Fatal(err)
+			}
+			equal(t, "statuses", o.Statuses(f.Clock.Now()), close.want)
+			before := snapshot(t, o)
+			wantFault(t, o.Acknowledge(f.Env()), fault.NotAvailable, "action_not_available")
+			equal(t, "order after refused acknowledgement", snapshot(t, o), before)
+		})
+	}
+}

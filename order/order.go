@@ -264,6 +264,13 @@ func (o *Order) Expired(now time.Time) bool {
 	return len(o.Uncaptured.Lines) > 0 && !o.Cancelled && (o.ExpiredMarked || !now.Before(o.ExpiresAt))
 }
 
+// closed reports whether nothing about the order can move any more: it was
+// cancelled (nothing uncaptured, nothing captured that stands), or it expired
+// with nothing captured.
+func (o *Order) closed(now time.Time) bool {
+	return o.liveCaptures() == 0 && (len(o.Uncaptured.Lines) == 0 || o.Expired(now))
+}
+
 func (o *Order) liveCaptures() int {
 	n := 0
 	for i := range o.Captured {
@@ -419,7 +426,7 @@ func (o *Order) Statuses(now time.Time) []Status {
 	case HoldFraudDeny:
 		s = append(s, StatusFraudDeny)
 	}
-	if o.Unacknowledged {
+	if o.Unacknowledged && !o.closed(now) {
 		s = append(s, StatusUnacknowledged)
 	}
 	if o.captureBlocked(now) == "" {
@@ -556,4 +563,11 @@ func (a *Address) clone() *Address {
 		c.Contact = &ct
 	}
 	return &c
+}
+
+func (o *Order) closedAs(now time.Time) string {
+	if o.Expired(now) {
+		return "expired"
+	}
+	return "cancelled"
 }

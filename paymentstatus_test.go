@@ -1,0 +1,73 @@
+package kassa_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/order/ordertest"
+)
+
+// The payment status follows what happened to the money first: an order
+// awaiting acknowledgement is "pending" only while nothing else settled it.
+func TestPaymentStatusOf(t *testing.T) {
+	unacknowledged := func(f *ordertest.Fixture) *order.Order {
+		o := f.Order(t)
+		o.Unacknowledged = true // a merchant that requires acknowledgement
+		return o
+	}
+	tests := []struct {
+		name string
+		make func(*ordertest.Fixture) *order.Order
+		want string
+	}{
+		{"authorized", func(f *ordertest.Fixture) *order.Order { return f.Order(t) }, "authorized"},
+		{"awaiting acknowledgement, capturable", unacknowledged, "authorized"},
+		{"advance invoice awaiting acknowledgement", func(f *ordertest.Fixture) *order.Order {
+			o := unacknowledged(f)
+			o.PaymentMethod.Type = order.PayAdvanceInvoice
+			return o
+		}, "pending"},
+		{"captured and paid before acknowledgement", func(f *ordertest.Fixture) *order.Order {
+			o := unacknowledged(f)
+			c, err := capture.Full(o, nil, f.Env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := o.RegisterPayment(c.ID, o.Amounts().Captured, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}, "paid"},
+		{"captured before acknowledgement", func(f *ordertest.Fixture) *order.Order {
+			o := unacknowledged(f)
+			if _, err := capture.Full(o, nil, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}, "captured"},
+		{"cancelled before acknowledgement", func(f *ordertest.Fixture) *order.Order {
+			o := unacknowledged(f)
+			if err := o.Cancel(f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}, "cancelled"},
+		{"expired before acknowledgement", func(f *ordertest.Fixture) *order.Order {
+			o := unacknowledged(f)
+			f.Clock.Advance(29 * 24 * time.Hour)
+			return o
+		}, "expired"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := ordertest.New()
+			o := tt.make(f)
+			if got := kassa.PaymentStatusOf(o, f.Clock.Now()); got.Status != tt.want {
+				t.Fatalf("payment status %q (%s), want %q; statuses %v", got.Status, got.Note, tt.want, o.Statuses(f.Clock.Now()))
+			}
+		})
+	}
+}
