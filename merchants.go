@@ -46,8 +46,15 @@ func (l *Ledger) EnsureMerchant(ctx context.Context, mo MerchantOptions) (Creden
 	if mo.ClientSecret == "" {
 		mo.ClientSecret = "ks_" + RandomSecret(20)
 	}
-	if mo.FeeBasisPoints < 0 || mo.FeeBasisPoints > 10000 || mo.FeeFixedPerCapture < 0 || mo.FeeFixedPerCapture > 1_000_000 {
-		return Credentials{}, false, fault.Invalidf("feeBasisPoints", "fees must be 0 to 10000 basis points and 0 to 1000000 minor units per capture")
+	var ff fault.Fields
+	if mo.FeeBasisPoints < 0 || mo.FeeBasisPoints > 10000 {
+		ff.Add("feeBasisPoints", "must be between 0 and 10000 basis points")
+	}
+	if mo.FeeFixedPerCapture < 0 || mo.FeeFixedPerCapture > 1_000_000 {
+		ff.Add("feeFixedPerCapture", "must be between 0 and 1000000 minor units per capture")
+	}
+	if err := ff.Err(); err != nil {
+		return Credentials{}, false, err
 	}
 	if len(mo.ClientID) > 200 || len(mo.ClientSecret) > 200 {
 		return Credentials{}, false, fault.Invalidf("clientId", "client id and secret must be at most 200 characters")

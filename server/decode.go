@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net/http"
 	"reflect"
@@ -229,14 +228,16 @@ func checkShape(f *fault.Fields, path string, v any, t reflect.Type) {
 		if !ok {
 			f.Add(pathOr(path), "must be an integer")
 		} else if _, err := strconv.ParseInt(string(n), 10, t.Bits()); err != nil {
-			f.Add(pathOr(path), "must be an integer from %d to %d, written without a fraction or exponent", int64(-1)<<(t.Bits()-1), uint64(1)<<(t.Bits()-1)-1)
+			// The field's own bounds are checked once it decodes; int64's
+			// would only mislead here.
+			f.Add(pathOr(path), "must be a whole number within the field's bounds, written without a fraction or exponent")
 		}
 	case reflect.Uint, reflect.Uint64, reflect.Uint32, reflect.Uint16, reflect.Uint8:
 		n, ok := v.(json.Number)
 		if !ok {
 			f.Add(pathOr(path), "must be an integer")
 		} else if _, err := strconv.ParseUint(string(n), 10, t.Bits()); err != nil {
-			f.Add(pathOr(path), "must be an integer from 0 to %d, written without a fraction or exponent", uint64(math.MaxUint64)>>(64-t.Bits()))
+			f.Add(pathOr(path), "must be a whole number within the field's bounds, written without a fraction or exponent")
 		}
 	case reflect.Interface:
 	}

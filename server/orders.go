@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -144,7 +145,7 @@ func bodyOp[T any](s *Server, optional bool, fn func(ctx context.Context, c kass
 
 func (s *Server) orderPaymentStatus(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	w.Header().Set("Deprecation", "true")
-	w.Header().Set("Link", `</v1/paymentstatus?orderId=`+p.ByName("orderId")+`>; rel="successor-version"`)
+	w.Header().Set("Link", `</v1/paymentstatus?orderId=`+url.QueryEscape(p.ByName("orderId"))+`>; rel="successor-version"`)
 	s.writePaymentStatus(w, r, p.ByName("orderId"))
 }
 
