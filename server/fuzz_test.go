@@ -18,6 +18,7 @@ func FuzzDecodeRequests(f *testing.F) {
 		orderBody, `{}`, `[]`, `null`, `{"orderLines":[{"quantity":1e30}]}`, `{"orderLines":[{"id":"x"}],"totalCaptureAmount":-1}`,
 		`{"country":"SE","currency":"SEK","locale":"sv-SE","totalOrderAmount":1000}`, `{"orderLines":"x"}`,
 		`{"metadata":{"a":{}}}`, `{"customer":{"billingAddress":{"contact":{"email":7}}}}`, "\x00\xff", `{"a":`,
+		`{"totalCaptureAmount":1,"totalCaptureAmount":2}`, `{"ORDERLINES":[{"ID":"x","id":"y"}],"metadata":{"k":"1","k":"2"}}`,
 	} {
 		f.Add(seed)
 	}
