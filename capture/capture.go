@@ -30,40 +30,37 @@ type selection struct {
 	moved map[string]bool
 }
 
-// selectLines resolves request lines against the uncaptured sub-order. A line
-// with id names a whole uncaptured line, which moves to the capture; a line
-// without id is captured as sent and leaves the remainder unchanged.
+// selectLines checks request lines on their own and, given the order (o not
+// nil), resolves them against its uncaptured sub-order. A line with id names
+// a whole uncaptured line, which moves to the capture; a line without id is
+// captured as sent and leaves the remainder unchanged.
 func selectLines(f *fault.Fields, o *order.Order, ins []order.LineInput, env order.Env) selection {
 	sel := selection{moved: map[string]bool{}}
-	if len(ins) > order.MaxLines {
-		f.Add("orderLines", "must have at most %d lines", order.MaxLines)
+	if o == nil {
+		order.CheckLines(f, "orderLines", ins, true, nil)
 		return sel
 	}
 	byID := make(map[string]order.Line, len(o.Uncaptured.Lines))
 	for _, l := range o.Uncaptured.Lines {
 		byID[l.ID] = l
 	}
-	for i, in := range ins {
-		path := fmt.Sprintf("orderLines[%d]", i)
-		if !order.ValidateLineFields(f, path, in, true) {
-			continue
-		}
+	order.CheckLines(f, "orderLines", ins, true, func(path string, in order.LineInput) {
 		if in.ID == nil {
 			if l, ok := order.ResolveLine(f, path, in, o.VATMode); ok {
 				l.ID = env.IDs.NewID(order.KindLine)
 				sel.lines = append(sel.lines, l)
 			}
-			continue
+			return
 		}
 		id := *in.ID
 		stored, ok := byID[id]
 		switch {
 		case !ok:
 			f.Add(path+".id", "does not name an uncaptured line of this order")
-			continue
+			return
 		case sel.moved[id]:
 			f.Add(path+".id", "names line %s a second time", id)
-			continue
+			return
 		}
 		before := f.Len()
 		if in.Quantity != nil && *in.Quantity != stored.Quantity {
@@ -87,7 +84,7 @@ func selectLines(f *fault.Fields, o *order.Order, ins []order.LineInput, env ord
 			sel.moved[id] = true
 			sel.lines = append(sel.lines, stored)
 		}
-	}
+	})
 	return sel
 }
 
@@ -135,6 +132,24 @@ func checkTotalBounds(f *fault.Fields, total *int64, required bool) {
 	}
 }
 
+// Validate checks the request without the order: that there are lines,
+// each line's own fields, and that the total is sent and within bounds.
+func (r *PartialRequest) Validate() error {
+	var f fault.Fields
+	r.check(&f, nil, order.Env{})
+	return f.Err()
+}
+
+// check records every failure of r: without an order (o nil) those
+// Validate names; with one, the lines are also resolved against it.
+func (r *PartialRequest) check(f *fault.Fields, o *order.Order, env order.Env) selection {
+	if len(r.OrderLines) == 0 {
+		f.Add("orderLines", "must have at least one line")
+	}
+	checkTotalBounds(f, r.TotalCaptureAmount, true)
+	return selectLines(f, o, r.OrderLines, env)
+}
+
 // Partial captures the given lines. Lines with id leave the uncaptured
 // sub-order; lines without id are captured and leave it unchanged. The sum of
 // the lines' totalAmount must equal totalCaptureAmount, and the sum captured
@@ -147,11 +162,7 @@ func Partial(o *order.Order, r *PartialRequest, env order.Env) (*order.Ledger, e
 		return nil, err
 	}
 	var f fault.Fields
-	if len(r.OrderLines) == 0 {
-		f.Add("orderLines", "must have at least one line")
-	}
-	checkTotalBounds(&f, r.TotalCaptureAmount, true)
-	sel := selectLines(&f, o, r.OrderLines, env)
+	sel := r.check(&f, o, env)
 	if err := f.Err(); err != nil {
 		return nil, err
 	}
@@ -159,6 +170,36 @@ func Partial(o *order.Order, r *PartialRequest, env order.Env) (*order.Ledger, e
 		return nil, err
 	}
 	return apply(o, sel, order.EventPartialCapture, false, env)
+}
+
+// Validate checks the request without the order: the total's bounds and,
+// when lines are sent, that there is one and each line's own fields.
+func (r *FullRequest) Validate() error {
+	var f fault.Fields
+	r.check(&f, nil, order.Env{})
+	return f.Err()
+}
+
+// check records every failure of r: without an order (o nil) those
+// Validate names; with one, the lines are also resolved against it, and
+// no lines select every remaining one.
+func (r *FullRequest) check(f *fault.Fields, o *order.Order, env order.Env) selection {
+	checkTotalBounds(f, r.TotalCaptureAmount, false)
+	switch {
+	case r.OrderLines != nil && len(r.OrderLines) == 0:
+		// "these lines: none" is not "every line": a merchant whose selection
+		// came out empty must not capture the whole order by it.
+		f.Add("orderLines", "must have at least one line; omit orderLines to capture every remaining line")
+	case len(r.OrderLines) > 0:
+		return selectLines(f, o, r.OrderLines, env)
+	case o != nil:
+		sel := selection{lines: append([]order.Line(nil), o.Uncaptured.Lines...), moved: map[string]bool{}}
+		for _, l := range o.Uncaptured.Lines {
+			sel.moved[l.ID] = true
+		}
+		return sel
+	}
+	return selection{}
 }
 
 // Full captures every remaining uncaptured line, or, when lines are given,
@@ -173,21 +214,7 @@ func Full(o *order.Order, r *FullRequest, env order.Env) (*order.Ledger, error) 
 		return nil, err
 	}
 	var f fault.Fields
-	checkTotalBounds(&f, r.TotalCaptureAmount, false)
-	var sel selection
-	switch {
-	case r.OrderLines != nil && len(r.OrderLines) == 0:
-		// "these lines: none" is not "every line": a merchant whose selection
-		// came out empty must not capture the whole order by it.
-		f.Add("orderLines", "must have at least one line; omit orderLines to capture every remaining line")
-	case len(r.OrderLines) > 0:
-		sel = selectLines(&f, o, r.OrderLines, env)
-	default:
-		sel = selection{lines: append([]order.Line(nil), o.Uncaptured.Lines...), moved: map[string]bool{}}
-		for _, l := range o.Uncaptured.Lines {
-			sel.moved[l.ID] = true
-		}
-	}
+	sel := r.check(&f, o, env)
 	if err := f.Err(); err != nil {
 		return nil, err
 	}

@@ -229,24 +229,34 @@ func abs(v int64) int64 {
 	return v
 }
 
+// CheckLines runs ValidateLineFields on each line of ins, recording failures
+// under field (e.g. "orderLines"), and hands each line that passed to then
+// before going on to the next, so that what then finds (with the order or
+// session the request is for) keeps line order among the lines' own
+// findings. A request checked on its own passes then nil.
+func CheckLines(f *fault.Fields, field string, ins []LineInput, withID bool, then func(path string, in LineInput)) {
+	if len(ins) > MaxLines {
+		f.Add(field, "must have at most %d lines", MaxLines)
+		return
+	}
+	for i, in := range ins {
+		path := fmt.Sprintf("%s[%d]", field, i)
+		if ValidateLineFields(f, path, in, withID) && then != nil {
+			then(path, in)
+		}
+	}
+}
+
 // BuildLines validates and resolves a list of new lines (no ids), assigning
 // fresh line ids. Every failure is recorded under field (e.g. "orderLines").
 func BuildLines(f *fault.Fields, field string, ins []LineInput, mode money.VATMode, ids IDSource) []Line {
-	if len(ins) > MaxLines {
-		f.Add(field, "must have at most %d lines", MaxLines)
-		return nil
-	}
-	out := make([]Line, 0, len(ins))
-	for i, in := range ins {
-		path := fmt.Sprintf("%s[%d]", field, i)
-		if !ValidateLineFields(f, path, in, false) {
-			continue
-		}
+	out := make([]Line, 0, min(len(ins), MaxLines))
+	CheckLines(f, field, ins, false, func(path string, in LineInput) {
 		if l, ok := ResolveLine(f, path, in, mode); ok {
 			l.ID = ids.NewID(KindLine)
 			out = append(out, l)
 		}
-	}
+	})
 	return out
 }
 
@@ -302,9 +312,10 @@ func RoundingHint(lines []Line, mode money.VATMode, excess int64) string {
 	return fmt.Sprintf(" (if the %d is VAT rounding of a split line, each line's VAT being rounded on its own, a line's totalVatAmount may be sent 1 lower than computed)", excess)
 }
 
-// checkTotalsBounds names each required total that is missing or out of bounds,
-// for when the lines are invalid and cannot be summed.
-func checkTotalsBounds(f *fault.Fields, in TotalsInput) {
+// CheckTotalsBounds names each total that is out of bounds, or missing when
+// required: what can be said of the totals without the lines' sums, when the
+// lines are invalid or there is no VAT mode yet to sum them in.
+func CheckTotalsBounds(f *fault.Fields, in TotalsInput, required bool) {
 	for _, t := range []struct {
 		name string
 		v    *int64
@@ -312,7 +323,9 @@ func checkTotalsBounds(f *fault.Fields, in TotalsInput) {
 		{"totalOrderVatAmount", in.TotalOrderVatAmount}} {
 		switch {
 		case t.v == nil:
-			f.Add(t.name, "is required")
+			if required {
+				f.Add(t.name, "is required")
+			}
 		case *t.v < 0 || *t.v > MaxTotal:
 			f.Add(t.name, "must be between 0 and %d", MaxTotal)
 		}

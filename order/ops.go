@@ -16,24 +16,46 @@ type EditRequest struct {
 	TotalsInput
 }
 
+// Validate checks the request without the order: that there are lines,
+// each line's own fields, and that every total is sent and within bounds.
+// What the lines sum to depends on the order's VAT mode and is left to Edit.
+func (r *EditRequest) Validate() error {
+	var f fault.Fields
+	r.check(&f, nil, nil)
+	return f.Err()
+}
+
+// check records every failure of r: without an order (o nil) those Validate
+// names; with one, each line that passed its own checks is also resolved in
+// the order's VAT mode and the totals are compared with the lines' sums.
+func (r *EditRequest) check(f *fault.Fields, o *Order, ids IDSource) (lines []Line) {
+	if r.OrderLines == nil {
+		f.Add("orderLines", "is required")
+	} else if len(r.OrderLines) == 0 {
+		f.Add("orderLines", "must have at least one line; cancel the order to release it")
+	}
+	if o == nil {
+		CheckLines(f, "orderLines", r.OrderLines, false, nil)
+	} else {
+		lines = BuildLines(f, "orderLines", r.OrderLines, o.VATMode, ids)
+	}
+	if o != nil && f.Len() == 0 {
+		CheckTotals(f, r.TotalsInput, SumLines(lines, o.VATMode), true)
+	} else {
+		// Without the order, or with lines that cannot be summed, still name
+		// every missing or out-of-bounds total.
+		CheckTotalsBounds(f, r.TotalsInput, true)
+	}
+	return lines
+}
+
 // Edit replaces the lines of the uncaptured sub-order. The new authorized
 // amount is what has been captured plus the new remainder; it may fall, or
 // rise up to what the buyer's authorization approved (then an authorize
 // event records the re-authorization). Appends edit with the new remainder.
 func (o *Order) Edit(r *EditRequest, env Env) error {
 	var f fault.Fields
-	if r.OrderLines == nil {
-		f.Add("orderLines", "is required")
-	} else if len(r.OrderLines) == 0 {
-		f.Add("orderLines", "must have at least one line; cancel the order to release it")
-	}
-	lines := BuildLines(&f, "orderLines", r.OrderLines, o.VATMode, env.IDs)
-	if f.Len() == 0 {
-		CheckTotals(&f, r.TotalsInput, SumLines(lines, o.VATMode), true)
-	} else {
-		// The lines cannot be summed; still name every missing or out-of-bounds total.
-		checkTotalsBounds(&f, r.TotalsInput)
-	}
+	lines := r.check(&f, o, env.IDs)
 	if err := f.Err(); err != nil {
 		return err
 	}

@@ -26,21 +26,32 @@ type FullRequest struct {
 	Note *string `json:"note,omitempty"`
 }
 
-func checkNote(f *fault.Fields, note *string) string {
+func checkNote(f *fault.Fields, note *string) {
+	if note != nil && len([]rune(*note)) > order.MaxTextLen {
+		f.Add("note", "must be at most %d characters", order.MaxTextLen)
+	}
+}
+
+func noteOf(note *string) string {
 	if note == nil {
 		return ""
-	}
-	if len([]rune(*note)) > order.MaxTextLen {
-		f.Add("note", "must be at most %d characters", order.MaxTextLen)
 	}
 	return *note
 }
 
-// Partial refunds the given lines of capture ledgerID. The sum of the lines'
-// totalAmount must equal totalRefundAmount, and the refund may not pass what
-// remains refundable on that capture. Appends partialRefund.
-func Partial(o *order.Order, ledgerID string, r *PartialRequest, env order.Env) (*order.Ledger, error) {
+// Validate checks the request without the order: that there are lines,
+// each line's own fields, the note, and that the total is sent and within
+// bounds.
+func (r *PartialRequest) Validate() error {
 	var f fault.Fields
+	r.check(&f, nil, nil)
+	return f.Err()
+}
+
+// check records every failure of r: without an order (o nil) those
+// Validate names; with one, each line that passed its own checks is also
+// resolved in the order's VAT mode.
+func (r *PartialRequest) check(f *fault.Fields, o *order.Order, ids order.IDSource) (lines []order.Line) {
 	if len(r.OrderLines) == 0 {
 		f.Add("orderLines", "must have at least one line")
 	}
@@ -50,8 +61,20 @@ func Partial(o *order.Order, ledgerID string, r *PartialRequest, env order.Env) 
 	case *r.TotalRefundAmount < 0 || *r.TotalRefundAmount > order.MaxTotal:
 		f.Add("totalRefundAmount", "must be between 0 and %d", order.MaxTotal)
 	}
-	note := checkNote(&f, r.Note)
-	lines := order.BuildLines(&f, "orderLines", r.OrderLines, o.VATMode, env.IDs)
+	checkNote(f, r.Note)
+	if o == nil {
+		order.CheckLines(f, "orderLines", r.OrderLines, false, nil)
+		return nil
+	}
+	return order.BuildLines(f, "orderLines", r.OrderLines, o.VATMode, ids)
+}
+
+// Partial refunds the given lines of capture ledgerID. The sum of the lines'
+// totalAmount must equal totalRefundAmount, and the refund may not pass what
+// remains refundable on that capture. Appends partialRefund.
+func Partial(o *order.Order, ledgerID string, r *PartialRequest, env order.Env) (*order.Ledger, error) {
+	var f fault.Fields
+	lines := r.check(&f, o, env.IDs)
 	if err := f.Err(); err != nil {
 		return nil, err
 	}
@@ -66,7 +89,14 @@ func Partial(o *order.Order, ledgerID string, r *PartialRequest, env order.Env) 
 	if _, err := o.Require(ledgerID, order.ActionPartialRefund, env); err != nil {
 		return nil, err
 	}
-	return apply(o, ledgerID, lines, note, order.EventPartialRefund, env)
+	return apply(o, ledgerID, lines, noteOf(r.Note), order.EventPartialRefund, env)
+}
+
+// Validate checks the note, the only field.
+func (r *FullRequest) Validate() error {
+	var f fault.Fields
+	checkNote(&f, r.Note)
+	return f.Err()
 }
 
 // Full refunds everything still refundable on capture ledgerID. When nothing
@@ -74,19 +104,17 @@ func Partial(o *order.Order, ledgerID string, r *PartialRequest, env order.Env) 
 // refunds it is one line per VAT rate holding what remains at that rate, so
 // that the credit note's VAT breakdown stays exact. Appends fullRefund.
 func Full(o *order.Order, ledgerID string, r *FullRequest, env order.Env) (*order.Ledger, error) {
-	var f fault.Fields
 	if r == nil {
 		r = &FullRequest{}
 	}
-	note := checkNote(&f, r.Note)
-	if err := f.Err(); err != nil {
+	if err := r.Validate(); err != nil {
 		return nil, err
 	}
 	c, err := o.Require(ledgerID, order.ActionRefund, env)
 	if err != nil {
 		return nil, err
 	}
-	return apply(o, ledgerID, remainder(o, c, env), note, order.EventFullRefund, env)
+	return apply(o, ledgerID, remainder(o, c, env), noteOf(r.Note), order.EventFullRefund, env)
 }
 
 func remainder(o *order.Order, c *order.Ledger, env order.Env) []order.Line {

@@ -196,9 +196,39 @@ func methods(f *fault.Fields, country string, in []string) []order.PaymentType {
 	return out
 }
 
-// New validates r and opens a session at now. checkoutURL makes the hosted
-// checkout link of the new session id.
-func New(merchantID string, src Source, r *CreateRequest, ids order.IDSource, now time.Time, checkoutURL func(id string) string) (*Session, error) {
+// Validate checks the request: a session is opened from its body alone.
+func (r *CreateRequest) Validate() error {
+	_, _, err := r.draft(noIDs{})
+	return err
+}
+
+// DependsOn: the totals are compared with the lines' sums, which a stand-in
+// in any line or vatMode changes; vatMode decides each line's VAT, and
+// country which payment methods are offered.
+func (r *CreateRequest) DependsOn(finding, wrongTyped string) bool {
+	switch {
+	case strings.HasPrefix(finding, "totalOrder"):
+		return wrongTyped == "vatMode" || inLines(wrongTyped)
+	case inLines(finding) && strings.HasSuffix(finding, ".totalVatAmount"):
+		return wrongTyped == "vatMode"
+	case strings.HasPrefix(finding, "paymentMethods"):
+		return wrongTyped == "country"
+	}
+	return false
+}
+
+// inLines reports whether path lies in a line of orderLines.
+func inLines(path string) bool { return strings.HasPrefix(path, "orderLines[") }
+
+// noIDs stands in for the ledger's ids when a body is only checked.
+type noIDs struct{}
+
+func (noIDs) NewID(string) string { return "" }
+
+// draft checks r and returns the session it opens, without what New gives
+// it (id, source, merchant, times), and how long it lasts. Line ids come
+// from ids.
+func (r *CreateRequest) draft(ids order.IDSource) (*Session, time.Duration, error) {
 	var f fault.Fields
 	switch {
 	case r.Country == "":
@@ -247,33 +277,49 @@ func New(merchantID string, src Source, r *CreateRequest, ids order.IDSource, no
 		}
 	}
 	pms := methods(&f, r.Country, r.PaymentMethods)
-	lines := linesOf(&f, r.OrderLines, r.TotalsInput, mode, ids)
+	lines := linesOf(&f, r.OrderLines, r.TotalsInput, &mode, ids)
 	if err := f.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	id := ids.NewID("session")
 	s := &Session{
-		ID: id, Source: src, State: StateCreated, MerchantID: merchantID, StoreID: r.StoreID,
-		MerchantReference: r.MerchantReference, ExternalSessionID: r.ExternalSessionID,
+		StoreID: r.StoreID, MerchantReference: r.MerchantReference, ExternalSessionID: r.ExternalSessionID,
 		Country: r.Country, Currency: money.Currency(r.Currency), Locale: r.Locale, VATMode: mode,
 		OrderLines: lines, Totals: order.SumLines(lines, mode), Customer: r.Customer, PaymentMethods: pms,
-		Metadata: r.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(ttl),
+		Metadata: r.Metadata,
 	}
 	if r.MerchantURLs != nil {
 		s.MerchantURLs = *r.MerchantURLs
 	}
-	s.CheckoutURL = checkoutURL(id)
+	return s, ttl, nil
+}
+
+// New validates r and opens a session at now. checkoutURL makes the hosted
+// checkout link of the new session id.
+func New(merchantID string, src Source, r *CreateRequest, ids order.IDSource, now time.Time, checkoutURL func(id string) string) (*Session, error) {
+	s, ttl, err := r.draft(ids)
+	if err != nil {
+		return nil, err
+	}
+	s.ID, s.Source, s.State, s.MerchantID = ids.NewID("session"), src, StateCreated, merchantID
+	s.CreatedAt, s.UpdatedAt, s.ExpiresAt = now, now, now.Add(ttl)
+	s.CheckoutURL = checkoutURL(s.ID)
 	return s, nil
 }
 
-func linesOf(f *fault.Fields, ins []order.LineInput, totals order.TotalsInput, mode money.VATMode, ids order.IDSource) []order.Line {
+// linesOf checks new lines and, given the VAT mode to resolve them in (mode
+// not nil), the totals against their sums.
+func linesOf(f *fault.Fields, ins []order.LineInput, totals order.TotalsInput, mode *money.VATMode, ids order.IDSource) []order.Line {
 	if len(ins) == 0 {
 		f.Add("orderLines", "must have at least one line")
 		return nil
 	}
-	lines := order.BuildLines(f, "orderLines", ins, mode, ids)
+	if mode == nil {
+		order.CheckLines(f, "orderLines", ins, false, nil)
+		return nil
+	}
+	lines := order.BuildLines(f, "orderLines", ins, *mode, ids)
 	if f.Len() == 0 {
-		order.CheckTotals(f, totals, order.SumLines(lines, mode), false)
+		order.CheckTotals(f, totals, order.SumLines(lines, *mode), false)
 	}
 	return lines
 }
@@ -287,25 +333,47 @@ func (s *Session) requireState(now time.Time, action string, allowed ...State) e
 	return nil
 }
 
+// Validate checks the request without the session: which payment methods
+// are offered, the VAT mode the lines are resolved in and the totals they
+// are compared with are the session's, so only the fields' own bounds.
+func (r *UpdateRequest) Validate() error {
+	var f fault.Fields
+	r.check(&f, nil, nil)
+	return f.Err()
+}
+
+// check records every failure of r: without a session (s nil) those
+// Validate names; with one, also those that compare r with it.
+func (r *UpdateRequest) check(f *fault.Fields, s *Session, ids order.IDSource) (pms []order.PaymentType, lines []order.Line) {
+	if r.MerchantReference != nil {
+		checkText(f, "merchantReference", *r.MerchantReference, order.MaxReferenceLen)
+	}
+	r.Customer.Validate(f, "customer")
+	checkURLs(f, r.MerchantURLs)
+	order.CheckMetadata(f, r.Metadata)
+	var mode *money.VATMode
+	if s != nil {
+		mode = &s.VATMode
+		if r.PaymentMethods != nil {
+			pms = methods(f, s.Country, r.PaymentMethods)
+		}
+	}
+	switch {
+	case r.OrderLines != nil:
+		lines = linesOf(f, r.OrderLines, r.TotalsInput, mode, ids)
+	case s != nil && (r.TotalOrderAmount != nil || r.TotalOrderVatAmount != nil || r.TotalOrderAmountExclVat != nil):
+		order.CheckTotals(f, r.TotalsInput, s.Totals, false)
+	}
+	if s == nil {
+		order.CheckTotalsBounds(f, r.TotalsInput, false)
+	}
+	return pms, lines
+}
+
 // Update changes a created session (not expired).
 func (s *Session) Update(r *UpdateRequest, ids order.IDSource, now time.Time) error {
 	var f fault.Fields
-	if r.MerchantReference != nil {
-		checkText(&f, "merchantReference", *r.MerchantReference, order.MaxReferenceLen)
-	}
-	r.Customer.Validate(&f, "customer")
-	checkURLs(&f, r.MerchantURLs)
-	order.CheckMetadata(&f, r.Metadata)
-	var pms []order.PaymentType
-	if r.PaymentMethods != nil {
-		pms = methods(&f, s.Country, r.PaymentMethods)
-	}
-	var lines []order.Line
-	if r.OrderLines != nil {
-		lines = linesOf(&f, r.OrderLines, r.TotalsInput, s.VATMode, ids)
-	} else if r.TotalOrderAmount != nil || r.TotalOrderVatAmount != nil || r.TotalOrderAmountExclVat != nil {
-		order.CheckTotals(&f, r.TotalsInput, s.Totals, false)
-	}
+	pms, lines := r.check(&f, s, ids)
 	if err := f.Err(); err != nil {
 		return err
 	}

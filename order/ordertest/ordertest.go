@@ -221,11 +221,38 @@ func WantFault(tb TB, err error, kind fault.Kind, code string, fields ...string)
 	if fields == nil {
 		return
 	}
-	var got []string
-	for _, f := range fe.Fields {
-		got = append(got, f.Field)
-	}
-	if !slices.Equal(got, fields) {
+	if got := FieldsOf(err); !slices.Equal(got, fields) {
 		tb.Fatalf("error fields = %q, want %q\n(%v)", got, fields, err)
+	}
+}
+
+// FieldsOf lists, in order, the fields a fault names (none for nil or an
+// error that is no fault).
+func FieldsOf(err error) []string {
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		return nil
+	}
+	var out []string
+	for _, f := range fe.Fields {
+		out = append(out, f.Field)
+	}
+	return out
+}
+
+// WantOwnChecks compares a request's Validate (own) with the operation that
+// takes it (whole): each must name its fields in that order, and where they
+// name the same ones they must say the same, the operation running the very
+// checks Validate runs before it compares the request with its resource.
+func WantOwnChecks(tb TB, own, whole error, ownFields, wholeFields []string) {
+	tb.Helper()
+	if got := FieldsOf(own); !slices.Equal(got, ownFields) {
+		tb.Fatalf("Validate names %q, want %q\n(%v)", got, ownFields, own)
+	}
+	if got := FieldsOf(whole); !slices.Equal(got, wholeFields) {
+		tb.Fatalf("the operation names %q, want %q\n(%v)", got, wholeFields, whole)
+	}
+	if slices.Equal(ownFields, wholeFields) && fmt.Sprint(own) != fmt.Sprint(whole) {
+		tb.Fatalf("Validate and the operation differ:\n%v\n%v", own, whole)
 	}
 }
