@@ -34,7 +34,11 @@ func (r *IdempotencyRecord) MarshalBinary() ([]byte, error) {
 func (r *IdempotencyRecord) UnmarshalBinary(b []byte) error {
 	if len(b) == 0 || b[0] != idempotencyFramed {
 		*r = IdempotencyRecord{}
-		return json.Unmarshal(b, r)
+		err := json.Unmarshal(b, r)
+		if len(r.Body) == 0 {
+			r.Body = nil // an empty answer reads the same in either encoding
+		}
+		return err
 	}
 	n, w := binary.Uvarint(b[1:])
 	if w <= 0 || n > uint64(len(b)-1-w) {
