@@ -226,7 +226,7 @@ func (l *Ledger) remind(tx storage.Tx, task *storage.Task) (taskOutcome, error) 
 	}
 	switch task.Kind {
 	case TaskAckReminder:
-		if !o.Unacknowledged || o.Cancelled || o.Expired(now) {
+		if !o.Unacknowledged || o.Closed(now) { // remind exactly when acknowledging is possible
 			return outcomeNone, nil
 		}
 		return outcomeReminded, n.send(notify.TopicAcknowledgementReminder, o.ID, map[string]string{"orderId": o.ID})

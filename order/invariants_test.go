@@ -706,7 +706,7 @@ func (m *machine) check(t *rapid.T) {
 		{order.StatusCancelled, !hasUncap && live == 0},
 		{order.StatusFullyRefunded, refunded > 0 && refunded == captured && !hasUncap},
 		{order.StatusPartiallyRefunded, refunded > 0 && (refunded < captured || hasUncap)},
-		{order.StatusUnacknowledged, o.Unacknowledged && !(live == 0 && (!hasUncap || expired))},
+		{order.StatusUnacknowledged, o.Unacknowledged},
 		{order.StatusOnHold, o.Hold == order.HoldOnHold},
 		{order.StatusFraudDeny, o.Hold == order.HoldFraudDeny},
 		{order.StatusExpired, expired},

@@ -116,7 +116,7 @@ func (o *Order) Acknowledge(env Env) error {
 	switch {
 	case !o.Unacknowledged:
 		return fault.NotAvailablef("order %s is not awaiting acknowledgement", o.ID)
-	case o.closed(env.Now):
+	case o.Closed(env.Now):
 		return fault.NotAvailablef("order %s is %s: it no longer awaits acknowledgement", o.ID, o.closedAs(env.Now))
 	}
 	o.Unacknowledged = false

