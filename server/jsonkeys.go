@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -15,7 +16,8 @@ import (
 // given twice (the decoder keeps the last, a proxy or log may show the first
 // amount) and a key that matches a field only when case is ignored
 // ("TOTALCAPTUREAMOUNT", which the decoder takes for totalCaptureAmount).
-// Keys of no field at all stay ignored, as design.md says.
+// Keys of no field at all stay ignored, as design.md says, but no key may be
+// given twice anywhere in the body: a duplicate is ambiguous wherever it is.
 func checkKeys(f *fault.Fields, body []byte, t reflect.Type) {
 	s := keyScanner{b: body, f: f}
 	s.value("", t)
@@ -71,8 +73,12 @@ func (s *keyScanner) value(path string, t reflect.Type) {
 	case '"':
 		s.str()
 	default: // number, true, false, null
+		start := s.i
 		for s.i < len(s.b) && !strings.ContainsRune(",}] \t\n\r", rune(s.b[s.i])) {
 			s.i++
+		}
+		if s.i == start {
+			s.i++ // not valid JSON (callers pass only valid JSON): move on, never loop
 		}
 	}
 }
@@ -83,7 +89,7 @@ func (s *keyScanner) object(path string, t reflect.Type) {
 	if t != nil && t.Kind() == reflect.Struct {
 		fields = fieldsOf(t)
 	}
-	var seen []string // objects are small: a slice beats a map
+	seen := keySet{}
 	for {
 		s.space()
 		if s.i >= len(s.b) || s.b[s.i] == '}' {
@@ -98,10 +104,9 @@ func (s *keyScanner) object(path string, t reflect.Type) {
 		s.space()
 		s.i++ // ':'
 		p := join(path, k)
-		if containsString(seen, k) {
+		if !seen.add(k) {
 			s.f.Add(p, "is given more than once")
 		}
-		seen = append(seen, k)
 		var ft reflect.Type
 		switch {
 		case t == nil:
@@ -142,13 +147,34 @@ func (s *keyScanner) str() string {
 	return out
 }
 
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
+// keySet holds an object's keys: a slice while the object is small, as
+// request objects are, and a map past that, so that a body of a million keys
+// costs linear time, not quadratic.
+type keySet struct {
+	few  []string
+	many map[string]bool
+}
+
+// add records k and reports whether it was new.
+func (ks *keySet) add(k string) bool {
+	if ks.many == nil && len(ks.few) < 16 {
+		if slices.Contains(ks.few, k) {
+			return false
+		}
+		ks.few = append(ks.few, k)
+		return true
+	}
+	if ks.many == nil {
+		ks.many = make(map[string]bool, 64)
+		for _, v := range ks.few {
+			ks.many[v] = true
 		}
 	}
-	return false
+	if ks.many[k] {
+		return false
+	}
+	ks.many[k] = true
+	return true
 }
 
 func foldedField(fields map[string]reflect.Type, k string) string {

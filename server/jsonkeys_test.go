@@ -88,3 +88,51 @@ func TestAmbiguousKeysAreRefused(t *testing.T) {
 		t.Fatalf("captured after the refusals: %v", o["captured"])
 	}
 }
+
+// Many keys: every duplicate is still found past the point where the set
+// changes from a slice to a map.
+func TestCheckKeysManyKeys(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 100 {
+		fmt.Fprintf(&b, `"k%d":0,`, i)
+	}
+	b.WriteString(`"k3":1,"k99":1}`)
+	var f fault.Fields
+	checkKeys(&f, []byte(b.String()), reflect.TypeOf(&capture.PartialRequest{}))
+	var got []string
+	for _, fe := range f.List() {
+		got = append(got, fe.Field)
+	}
+	if !slices.Equal(got, []string{"k3", "k99"}) {
+		t.Fatalf("findings %q, want k3 and k99", got)
+	}
+}
+
+// Input that is not JSON ends the walk instead of looping; only valid JSON
+// reaches checkKeys, but a walk must never hang.
+func FuzzCheckKeys(f *testing.F) {
+	for _, s := range []string{`[}`, `{"a":[}`, `{"a"`, `"`, `{"a":1,"a":2}`, `[{"x":1},{"x":2,"x":3}]`} {
+		f.Add(s)
+	}
+	t := reflect.TypeOf(&order.CreateRequest{})
+	f.Fuzz(func(_ *testing.T, body string) {
+		var fs fault.Fields
+		checkKeys(&fs, []byte(body), t)
+	})
+}
+
+func BenchmarkCheckKeysMillionKeyBody(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("{")
+	for i := range 95_000 {
+		fmt.Fprintf(&sb, `"%d":0,`, i)
+	}
+	sb.WriteString(`"x":0}`)
+	body := []byte(sb.String())
+	t := reflect.TypeOf(&capture.PartialRequest{})
+	for b.Loop() {
+		var f fault.Fields
+		checkKeys(&f, body, t)
+	}
+}
