@@ -175,7 +175,7 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 				return err
 			}
 			c := &claim{msg: &claimed, url: mer.WebhookURL, secret: mer.WebhookSecret}
-			if mer.WebhookPreviousSecret != "" && now.Before(mer.WebhookPreviousUntil) {
+			if mer.WebhookPreviousSecret != "" && wallClock().Before(mer.WebhookPreviousUntil) {
 				c.previous = []string{mer.WebhookPreviousSecret}
 			}
 			claims = append(claims, c)

@@ -162,7 +162,9 @@ func (l *Ledger) SetWebhook(ctx context.Context, merchantID string, req SetWebho
 			out.Secret = secret
 		}
 		if m.WebhookSecret != "" && secret != m.WebhookSecret {
-			m.WebhookPreviousSecret, m.WebhookPreviousUntil = m.WebhookSecret, tx.Now().Add(WebhookSecretOverlap)
+			// Real time, as the receiver's deploy is: a sandbox moving
+			// its clock must not end the overlap.
+			m.WebhookPreviousSecret, m.WebhookPreviousUntil = m.WebhookSecret, wallClock().Add(WebhookSecretOverlap)
 		}
 		m.WebhookSecret = secret
 		return tx.PutMerchant(m)

@@ -264,7 +264,12 @@ func TestRotationSignsWithBothSecretsForADay(t *testing.T) {
 		}
 	}
 
-	f.clock.Advance(24*time.Hour - time.Minute)
+	// The overlap runs on real time: a sandbox moving its clock 36 hours
+	// ahead still signs with the old secret too.
+	wall := time.Now()
+	kassa.SetWallClock(t, func() time.Time { return wall })
+	f.clock.Advance(36 * time.Hour)
+	wall = wall.Add(24*time.Hour - time.Minute)
 	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
 	deliver(kassa.DeliveryStats{Delivered: 1})
 	f.rc.use(rotated.Secret)
@@ -277,6 +282,7 @@ func TestRotationSignsWithBothSecretsForADay(t *testing.T) {
 	}
 
 	f.clock.Advance(time.Minute)
+	wall = wall.Add(time.Minute)
 	f.rc.use(old)
 	f.order(t, "t2", order.PayAdvanceInvoice, 1000)
 	deliver(kassa.DeliveryStats{Retrying: 1})
