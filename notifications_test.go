@@ -547,3 +547,42 @@ func TestRemindersAndTokenExpiryOnTheClock(t *testing.T) {
 		t.Fatalf("tasks left: %+v", s)
 	}
 }
+
+// The acknowledgement reminder goes out exactly when acknowledging is
+// possible: not for an order whose only capture was voided with nothing left
+// uncaptured (closed), still for one merely captured.
+func TestAckReminderSkipsAClosedOrder(t *testing.T) {
+	f := newNotifyFixture(t, 0, notify.TopicAcknowledgementReminder)
+	ctx := context.Background()
+	if err := f.store.Update(ctx, func(tx storage.Tx) error {
+		m, err := tx.GetMerchant(f.merchant)
+		if err != nil {
+			return err
+		}
+		m.RequireAck = true
+		return tx.PutMerchant(m)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	call := kassa.Call{MerchantID: f.merchant}
+	for _, tok := range []string{"voided", "captured"} {
+		o := f.order(t, tok, order.PayInvoice, 1000)
+		if !o.Unacknowledged {
+			t.Fatalf("%s: order not awaiting acknowledgement", tok)
+		}
+		if _, err := f.ledger.Capture(ctx, call, o.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if tok == "voided" {
+			o, _, _ = f.ledger.GetOrder(ctx, f.merchant, o.ID)
+			if _, err := f.ledger.CancelLedger(ctx, call, o.ID, o.Captured[0].ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	f.clock.Advance(time.Hour)
+	s, err := f.ledger.RunTasks(ctx, 100)
+	if err != nil || s.RemindersSent != 1 {
+		t.Fatalf("reminders %+v %v, want 1 (the captured order's only)", s, err)
+	}
+}
