@@ -1,10 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 
@@ -18,15 +18,43 @@ import (
 // ("TOTALCAPTUREAMOUNT", which the decoder takes for totalCaptureAmount).
 // Keys of no field at all stay ignored, as design.md says, but no key may be
 // given twice anywhere in the body: a duplicate is ambiguous wherever it is.
+//
+// It runs on every request body, so it allocates only for what it reports:
+// keys stay slices of the body and a path is spelled out only for a finding.
 func checkKeys(f *fault.Fields, body []byte, t reflect.Type) {
 	s := keyScanner{b: body, f: f}
-	s.value("", t)
+	s.value(t)
 }
 
 type keyScanner struct {
-	b []byte
-	i int
-	f *fault.Fields
+	b    []byte
+	i    int
+	f    *fault.Fields
+	path []pathStep // where the walk is, spelled out by at
+}
+
+// pathStep is an object key or, when key is nil, an array index.
+type pathStep struct {
+	key   []byte
+	index int
+}
+
+// at spells out the current path as fault fields name them
+// ("orderLines[2].quantity").
+func (s *keyScanner) at() string {
+	var b strings.Builder
+	for _, p := range s.path {
+		switch {
+		case p.key == nil:
+			fmt.Fprintf(&b, "[%d]", p.index)
+		case b.Len() > 0:
+			b.WriteByte('.')
+			b.Write(p.key)
+		default:
+			b.Write(p.key)
+		}
+	}
+	return b.String()
 }
 
 func (s *keyScanner) space() {
@@ -42,7 +70,7 @@ func (s *keyScanner) space() {
 
 // value walks one value starting at s.i; t is the Go type it decodes into,
 // nil when it decodes into nothing or into an interface.
-func (s *keyScanner) value(path string, t reflect.Type) {
+func (s *keyScanner) value(t reflect.Type) {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -52,7 +80,7 @@ func (s *keyScanner) value(path string, t reflect.Type) {
 	}
 	switch s.b[s.i] {
 	case '{':
-		s.object(path, t)
+		s.object(t)
 	case '[':
 		s.i++
 		var elem reflect.Type
@@ -68,7 +96,9 @@ func (s *keyScanner) value(path string, t reflect.Type) {
 			if s.b[s.i] == ',' {
 				s.i++
 			}
-			s.value(fmt.Sprintf("%s[%d]", path, n), elem)
+			s.path = append(s.path, pathStep{index: n})
+			s.value(elem)
+			s.path = s.path[:len(s.path)-1]
 		}
 	case '"':
 		s.str()
@@ -83,13 +113,13 @@ func (s *keyScanner) value(path string, t reflect.Type) {
 	}
 }
 
-func (s *keyScanner) object(path string, t reflect.Type) {
+func (s *keyScanner) object(t reflect.Type) {
 	s.i++
 	var fields map[string]reflect.Type
 	if t != nil && t.Kind() == reflect.Struct {
 		fields = fieldsOf(t)
 	}
-	seen := keySet{}
+	var seen keySet
 	for {
 		s.space()
 		if s.i >= len(s.b) || s.b[s.i] == '}' {
@@ -103,9 +133,9 @@ func (s *keyScanner) object(path string, t reflect.Type) {
 		k := s.str()
 		s.space()
 		s.i++ // ':'
-		p := join(path, k)
+		s.path = append(s.path, pathStep{key: k})
 		if !seen.add(k) {
-			s.f.Add(p, "is given more than once")
+			s.f.Add(s.at(), "is given more than once")
 		}
 		var ft reflect.Type
 		switch {
@@ -113,19 +143,21 @@ func (s *keyScanner) object(path string, t reflect.Type) {
 		case t.Kind() == reflect.Map:
 			ft = t.Elem()
 		case fields != nil:
-			if x, ok := fields[k]; ok {
+			if x, ok := fields[string(k)]; ok {
 				ft = x
 			} else if name := foldedField(fields, k); name != "" {
-				s.f.Add(p, "is not a field: field names are case-sensitive (%s)", name)
+				s.f.Add(s.at(), "is not a field: field names are case-sensitive (%s)", name)
 				ft = fields[name] // the decoder read it as that field: walk it as one
 			}
 		}
-		s.value(p, ft)
+		s.value(ft)
+		s.path = s.path[:len(s.path)-1]
 	}
 }
 
-// str reads the string at s.i and returns its decoded text.
-func (s *keyScanner) str() string {
+// str reads the string at s.i and returns its text: a slice of the body,
+// or the decoded text when it holds escapes.
+func (s *keyScanner) str() []byte {
 	start, escaped := s.i, false
 	j := s.i + 1
 	for ; j < len(s.b) && s.b[j] != '"'; j++ {
@@ -137,49 +169,53 @@ func (s *keyScanner) str() string {
 	s.i = j + 1
 	if s.i > len(s.b) {
 		s.i = len(s.b)
-		return ""
+		return []byte{}
 	}
 	if !escaped {
-		return string(s.b[start+1 : j])
+		return s.b[start+1 : j]
 	}
 	var out string
 	json.Unmarshal(s.b[start:s.i], &out)
-	return out
+	return []byte(out)
 }
 
 // keySet holds an object's keys: a slice while the object is small, as
 // request objects are, and a map past that, so that a body of a million keys
 // costs linear time, not quadratic.
 type keySet struct {
-	few  []string
+	few  [16][]byte
+	n    int
 	many map[string]bool
 }
 
 // add records k and reports whether it was new.
-func (ks *keySet) add(k string) bool {
-	if ks.many == nil && len(ks.few) < 16 {
-		if slices.Contains(ks.few, k) {
-			return false
-		}
-		ks.few = append(ks.few, k)
-		return true
-	}
+func (ks *keySet) add(k []byte) bool {
 	if ks.many == nil {
+		for _, v := range ks.few[:ks.n] {
+			if bytes.Equal(v, k) {
+				return false
+			}
+		}
+		if ks.n < len(ks.few) {
+			ks.few[ks.n] = k
+			ks.n++
+			return true
+		}
 		ks.many = make(map[string]bool, 64)
 		for _, v := range ks.few {
-			ks.many[v] = true
+			ks.many[string(v)] = true
 		}
 	}
-	if ks.many[k] {
+	if ks.many[string(k)] {
 		return false
 	}
-	ks.many[k] = true
+	ks.many[string(k)] = true
 	return true
 }
 
-func foldedField(fields map[string]reflect.Type, k string) string {
+func foldedField(fields map[string]reflect.Type, k []byte) string {
 	for name := range fields {
-		if strings.EqualFold(name, k) {
+		if bytes.EqualFold([]byte(name), k) {
 			return name
 		}
 	}
