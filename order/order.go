@@ -32,6 +32,12 @@ type IDSource interface {
 	NewID(kind string) string
 }
 
+// NoIDs stands in for an IDSource when a request is only checked, not
+// carried out: nothing it builds is kept.
+type NoIDs struct{}
+
+func (NoIDs) NewID(string) string { return "" }
+
 // Sequencer hands out gapless, increasing numbers per series for one merchant.
 // The store implements it inside the transaction of the operation, so a
 // rolled-back operation leaves no gap.

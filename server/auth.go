@@ -136,8 +136,7 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		oauthFail(w, http.StatusBadRequest, "invalid_request", "send an application/x-www-form-urlencoded body")
 		return
 	}
-	// Like the JSON endpoints: an encoded body would be read as plain form.
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	if bodyEncoding(r) != "" {
 		oauthFail(w, http.StatusBadRequest, "invalid_request", "send the body without Content-Encoding")
 		return
 	}

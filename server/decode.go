@@ -44,13 +44,23 @@ func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
 		return fault.New(fault.Unsupported, "unsupported_media_type", "send the body as UTF-8 (charset=%s is not supported)", cs)
 	}
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	if ce := bodyEncoding(r); ce != "" {
 		return fault.New(fault.Unsupported, "unsupported_media_type", "send the body without Content-Encoding (%s is not supported)", ce)
 	}
 	if err := checkText(body); err != nil {
 		return err
 	}
 	return decodeJSON(body, dst)
+}
+
+// bodyEncoding is the request body's Content-Encoding other than identity,
+// or "": no endpoint decodes one, and an encoded body read as it is would be
+// misread, not refused.
+func bodyEncoding(r *http.Request) string {
+	if ce := r.Header.Get("Content-Encoding"); !strings.EqualFold(ce, "identity") {
+		return ce
+	}
+	return ""
 }
 
 // decodeJSON decodes body into dst. Unknown fields are ignored. When a value
@@ -191,7 +201,7 @@ func checkShape(f *fault.Fields, path string, v any, t reflect.Type) {
 			f.Add(pathOr(path), "must be an object")
 			return
 		}
-		fields := jsonFields(t)
+		fields := fieldsOf(t)
 		for k, val := range m {
 			if ft, ok := fields[k]; ok {
 				checkShape(f, join(path, k), val, ft)

@@ -142,12 +142,12 @@ type (
 )
 
 func (b *authorizationOrderBody) Validate() error {
-	_, _, err := order.ValidateCreate(&b.CreateRequest, false, noIDs{})
+	_, _, err := order.ValidateCreate(&b.CreateRequest, false, order.NoIDs{})
 	return err
 }
 
 func (b *customerTokenOrderBody) Validate() error {
-	_, _, err := order.ValidateCreate(&b.CreateRequest, true, noIDs{})
+	_, _, err := order.ValidateCreate(&b.CreateRequest, true, order.NoIDs{})
 	return err
 }
 
@@ -158,8 +158,3 @@ func (b *createOrderBody) DependsOn(finding, wrongTyped string) bool {
 	return (strings.HasPrefix(finding, "total") && !strings.ContainsAny(finding, ".[")) ||
 		(wrongTyped == "vatMode" && under(finding, "orderLines"))
 }
-
-// noIDs stands in for the ledger's ids when a body is only checked.
-type noIDs struct{}
-
-func (noIDs) NewID(string) string { return "" }

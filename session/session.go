@@ -198,7 +198,7 @@ func methods(f *fault.Fields, country string, in []string) []order.PaymentType {
 
 // Validate checks the request: a session is opened from its body alone.
 func (r *CreateRequest) Validate() error {
-	_, _, err := r.draft(noIDs{})
+	_, _, err := r.draft(order.NoIDs{})
 	return err
 }
 
@@ -219,11 +219,6 @@ func (r *CreateRequest) DependsOn(finding, wrongTyped string) bool {
 
 // inLines reports whether path lies in a line of orderLines.
 func inLines(path string) bool { return strings.HasPrefix(path, "orderLines[") }
-
-// noIDs stands in for the ledger's ids when a body is only checked.
-type noIDs struct{}
-
-func (noIDs) NewID(string) string { return "" }
 
 // draft checks r and returns the session it opens, without what New gives
 // it (id, source, merchant, times), and how long it lasts. Line ids come
