@@ -23,7 +23,7 @@ var (
 	bAuth      = []byte("authtokens")  // lp(merchant) token → JSON
 	bCustomer  = []byte("custtokens")  // lp(merchant) id → JSON
 	bSeq       = []byte("sequences")   // lp(merchant) series → uint64
-	bIdem      = []byte("idem")        // lp(merchant) key → IdempotencyRecord.MarshalBinary
+	bIdem      = []byte("idem")        // lp(merchant) key → storage.EncodeRecord
 	bIdemExp   = []byte("idemexp")     // time(expiresAt) lp(merchant) key → empty
 	bOutbox    = []byte("outbox")      // id → JSON
 	bOutboxDue = []byte("outboxdue")   // time(nextAttempt) id → empty; not done only

@@ -27,7 +27,7 @@ func (t *tx) GetSession(merchantID, id string) (*session.Session, error) {
 		return nil, err
 	}
 	var s session.Session
-	ok, err := t.getJSON(bSessions, key(merchantID, id), &s)
+	ok, err := t.getRecord(bSessions, key(merchantID, id), &s)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +90,7 @@ func (t *tx) PutSession(s *session.Session) error {
 			return fault.Internalf(nil, "a session's creation time cannot change")
 		}
 	}
-	return t.putJSON(bSessions, key(s.MerchantID, s.ID), s)
+	return t.putRecord(bSessions, key(s.MerchantID, s.ID), s)
 }
 
 // ListSessions walks the merchant's sessions newest first from fromId and

@@ -19,7 +19,7 @@ func settleTxKey(merchantID, settlementID string, seq int) []byte {
 
 func (t *tx) QueueSettlementItems(items []settlement.Item) error {
 	for i := range items {
-		if err := t.putJSON(bSettleQ, []byte(items[i].Key), &items[i]); err != nil {
+		if err := t.putRecord(bSettleQ, []byte(items[i].Key), &items[i]); err != nil {
 			return err
 		}
 	}
@@ -58,14 +58,14 @@ func (t *tx) SaveSettlement(b settlement.Batch) error {
 	if s.ID == "" {
 		return nil
 	}
-	if err := t.putJSON(bSettle, key(s.MerchantID, s.ID), s); err != nil {
+	if err := t.putRecord(bSettle, key(s.MerchantID, s.ID), s); err != nil {
 		return err
 	}
 	if err := t.put(bSettleIx, settleIxKey(s), present); err != nil {
 		return err
 	}
 	for i := range b.Transactions {
-		if err := t.putJSON(bSettleTx, settleTxKey(s.MerchantID, s.ID, b.Transactions[i].Seq), &b.Transactions[i]); err != nil {
+		if err := t.putRecord(bSettleTx, settleTxKey(s.MerchantID, s.ID, b.Transactions[i].Seq), &b.Transactions[i]); err != nil {
 			return err
 		}
 	}
@@ -77,7 +77,7 @@ func (t *tx) GetSettlement(merchantID, id string) (*settlement.Settlement, error
 		return nil, err
 	}
 	var s settlement.Settlement
-	ok, err := t.getJSON(bSettle, key(merchantID, id), &s)
+	ok, err := t.getRecord(bSettle, key(merchantID, id), &s)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ func (t *tx) ScheduleTask(task *storage.Task) error {
 		return err
 	}
 	var old storage.Task
-	ok, err := t.getJSON(bTasks, []byte(task.ID), &old)
+	ok, err := t.getRecord(bTasks, []byte(task.ID), &old)
 	if err != nil {
 		return err
 	}
@@ -26,7 +26,7 @@ func (t *tx) ScheduleTask(task *storage.Task) error {
 	if err := t.put(bTaskDue, taskDueKey(task), present); err != nil {
 		return err
 	}
-	return t.putJSON(bTasks, []byte(task.ID), task)
+	return t.putRecord(bTasks, []byte(task.ID), task)
 }
 
 func (t *tx) DueTasks(at time.Time, limit int) ([]*storage.Task, error) {
@@ -40,7 +40,7 @@ func (t *tx) DueTasks(at time.Time, limit int) ([]*storage.Task, error) {
 			break
 		}
 		var task storage.Task
-		ok, err := t.getJSON(bTasks, k[timeLen:], &task)
+		ok, err := t.getRecord(bTasks, k[timeLen:], &task)
 		if err != nil {
 			return nil, err
 		}
@@ -53,7 +53,7 @@ func (t *tx) DueTasks(at time.Time, limit int) ([]*storage.Task, error) {
 
 func (t *tx) DeleteTask(id string) error {
 	var old storage.Task
-	ok, err := t.getJSON(bTasks, []byte(id), &old)
+	ok, err := t.getRecord(bTasks, []byte(id), &old)
 	if err != nil {
 		return err
 	}

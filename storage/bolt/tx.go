@@ -131,16 +131,16 @@ func (t *tx) undo() error {
 	return nil
 }
 
-func (t *tx) putJSON(bucket, k []byte, v any) error {
-	b, err := json.Marshal(v)
+func (t *tx) putRecord(bucket, k []byte, v any) error {
+	b, err := storage.EncodeRecord(v)
 	if err != nil {
 		return fault.Internalf(err, "encode %s", bucket)
 	}
 	return t.put(bucket, k, b)
 }
 
-// getJSON decodes the record at k into v and reports whether it exists.
-func (t *tx) getJSON(bucket, k []byte, v any) (bool, error) {
+// getRecord decodes the record at k into v and reports whether it exists.
+func (t *tx) getRecord(bucket, k []byte, v any) (bool, error) {
 	if err := t.check(false); err != nil {
 		return false, err
 	}
@@ -148,7 +148,7 @@ func (t *tx) getJSON(bucket, k []byte, v any) (bool, error) {
 	if b == nil {
 		return false, nil
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := storage.DecodeRecord(b, v); err != nil {
 		return false, fault.Internalf(err, "decode %s record", bucket)
 	}
 	return true, nil
@@ -188,7 +188,7 @@ func (t *tx) PutMerchant(m *storage.Merchant) error {
 		return fault.Conflictf("client_id_taken", "client id %s belongs to another merchant", m.ClientID)
 	}
 	var old storage.Merchant
-	found, err := t.getJSON(bMerchants, []byte(m.ID), &old)
+	found, err := t.getRecord(bMerchants, []byte(m.ID), &old)
 	if err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func (t *tx) PutMerchant(m *storage.Merchant) error {
 	if err := t.put(bClients, []byte(m.ClientID), []byte(m.ID)); err != nil {
 		return err
 	}
-	return t.putJSON(bMerchants, []byte(m.ID), m)
+	return t.putRecord(bMerchants, []byte(m.ID), m)
 }
 
 func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
@@ -417,7 +417,7 @@ func (t *tx) OrdersExpiringBefore(at time.Time, limit int) ([]*order.Order, erro
 
 func (t *tx) GetAuthorization(merchantID, tok string) (*token.Authorization, error) {
 	var a token.Authorization
-	ok, err := t.getJSON(bAuth, key(merchantID, tok), &a)
+	ok, err := t.getRecord(bAuth, key(merchantID, tok), &a)
 	if err != nil {
 		return nil, err
 	}
@@ -428,12 +428,12 @@ func (t *tx) GetAuthorization(merchantID, tok string) (*token.Authorization, err
 }
 
 func (t *tx) PutAuthorization(a *token.Authorization) error {
-	return t.putJSON(bAuth, key(a.MerchantID, a.Token), a)
+	return t.putRecord(bAuth, key(a.MerchantID, a.Token), a)
 }
 
 func (t *tx) GetCustomerToken(merchantID, id string) (*token.Customer, error) {
 	var c token.Customer
-	ok, err := t.getJSON(bCustomer, key(merchantID, id), &c)
+	ok, err := t.getRecord(bCustomer, key(merchantID, id), &c)
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +444,7 @@ func (t *tx) GetCustomerToken(merchantID, id string) (*token.Customer, error) {
 }
 
 func (t *tx) PutCustomerToken(c *token.Customer) error {
-	return t.putJSON(bCustomer, key(c.MerchantID, c.TokenID), c)
+	return t.putRecord(bCustomer, key(c.MerchantID, c.TokenID), c)
 }
 
 // NextSequence increments a counter in the transaction: a rolled-back
@@ -468,16 +468,10 @@ func (t *tx) NextSequence(merchantID, series string) (int64, error) {
 // Idempotency records.
 
 func (t *tx) GetIdempotency(merchantID, k string) (*storage.IdempotencyRecord, error) {
-	if err := t.check(false); err != nil {
-		return nil, err
-	}
-	b := t.get(bIdem, key(merchantID, k))
-	if b == nil {
-		return nil, nil
-	}
 	var r storage.IdempotencyRecord
-	if err := r.UnmarshalBinary(b); err != nil {
-		return nil, fault.Internalf(err, "decode idempotency record")
+	ok, err := t.getRecord(bIdem, key(merchantID, k), &r)
+	if err != nil || !ok {
+		return nil, err
 	}
 	return &r, nil
 }
@@ -490,11 +484,7 @@ func (t *tx) PutIdempotency(r *storage.IdempotencyRecord) error {
 	if t.get(bIdem, k) != nil {
 		return fault.Conflictf("idempotency_key_exists", "idempotency key %s exists", r.Key)
 	}
-	b, err := r.MarshalBinary()
-	if err != nil {
-		return fault.Internalf(err, "encode idempotency record")
-	}
-	if err := t.put(bIdem, k, b); err != nil {
+	if err := t.putRecord(bIdem, k, r); err != nil {
 		return err
 	}
 	return t.put(bIdemExp, append(putTime(nil, r.ExpiresAt), k...), present)
@@ -550,7 +540,7 @@ func (t *tx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
 		return nil, err
 	}
 	var m storage.OutboxMessage
-	ok, err := t.getJSON(bOutbox, []byte(id), &m)
+	ok, err := t.getRecord(bOutbox, []byte(id), &m)
 	if err != nil {
 		return nil, err
 	}
@@ -580,7 +570,7 @@ func (t *tx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxM
 }
 
 func (t *tx) writeOutbox(m *storage.OutboxMessage) error {
-	if err := t.putJSON(bOutbox, []byte(m.ID), m); err != nil {
+	if err := t.putRecord(bOutbox, []byte(m.ID), m); err != nil {
 		return err
 	}
 	if m.Done() {
@@ -599,7 +589,7 @@ func (t *tx) PendingOutbox(at time.Time, limit int) ([]*storage.OutboxMessage, e
 	c := t.st.bucket(bOutboxDue).Cursor()
 	for k, _ := c.First(); k != nil && len(out) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
 		var m storage.OutboxMessage
-		ok, err := t.getJSON(bOutbox, k[timeLen:], &m)
+		ok, err := t.getRecord(bOutbox, k[timeLen:], &m)
 		if err != nil {
 			return nil, err
 		}
@@ -616,7 +606,7 @@ func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
 		return err
 	}
 	var old storage.OutboxMessage
-	ok, err := t.getJSON(bOutbox, []byte(m.ID), &old)
+	ok, err := t.getRecord(bOutbox, []byte(m.ID), &old)
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func (t *tx) put(key string, v any) error {
 	if !t.writable {
 		return errReadOnly
 	}
-	b, err := json.Marshal(v)
+	b, err := storage.EncodeRecord(v)
 	if err != nil {
 		return fault.Internalf(err, "encode %s", key)
 	}
@@ -119,7 +119,7 @@ func (t *tx) get(key string, v any) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := storage.DecodeRecord(b, v); err != nil {
 		return false, fault.Internalf(err, "decode %s", key)
 	}
 	return true, nil
@@ -366,7 +366,7 @@ func (t *tx) DeleteExpiredIdempotency(at time.Time, limit int) (int, error) {
 			continue
 		}
 		var r storage.IdempotencyRecord
-		if err := json.Unmarshal(b, &r); err != nil {
+		if err := storage.DecodeRecord(b, &r); err != nil {
 			return n, fault.Internalf(err, "decode %s", k)
 		}
 		if r.ExpiresAt.Before(at) {

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 )
 
 func encode(what string, v any) ([]byte, error) {
-	b, err := json.Marshal(v)
+	b, err := storage.EncodeRecord(v)
 	if err != nil {
 		return nil, fault.Internalf(err, "encode %s", what)
 	}
@@ -22,7 +21,7 @@ func encode(what string, v any) ([]byte, error) {
 
 func decode[T any](what string, b []byte) (*T, error) {
 	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := storage.DecodeRecord(b, &v); err != nil {
 		return nil, fault.Internalf(err, "decode %s", what)
 	}
 	return &v, nil
@@ -217,17 +216,13 @@ func (t *tx) GetIdempotency(merchantID, key string) (*storage.IdempotencyRecord,
 		}
 		return nil, nil
 	}
-	var r storage.IdempotencyRecord
-	if err := r.UnmarshalBinary(b); err != nil {
-		return nil, fault.Internalf(err, "decode idempotency record")
-	}
-	return &r, nil
+	return decode[storage.IdempotencyRecord]("idempotency record", b)
 }
 
 func (t *tx) PutIdempotency(r *storage.IdempotencyRecord) error {
-	b, err := r.MarshalBinary()
+	b, err := encode("idempotency record", r)
 	if err != nil {
-		return fault.Internalf(err, "encode idempotency record")
+		return err
 	}
 	exists := func() error { return fault.Conflictf("idempotency_key_exists", "idempotency key exists") }
 	if k := r.MerchantID + "/" + r.Key; t.unusedKeys[k] {
