@@ -277,6 +277,13 @@ func (o *Order) Closed(now time.Time) bool {
 	return o.liveCaptures() == 0 && (len(o.Uncaptured.Lines) == 0 || o.Expired(now))
 }
 
+func (o *Order) closedAs(now time.Time) string {
+	if o.Expired(now) {
+		return "expired"
+	}
+	return "cancelled"
+}
+
 func (o *Order) liveCaptures() int {
 	n := 0
 	for i := range o.Captured {
@@ -571,11 +578,4 @@ func (a *Address) clone() *Address {
 		c.Contact = &ct
 	}
 	return &c
-}
-
-func (o *Order) closedAs(now time.Time) string {
-	if o.Expired(now) {
-		return "expired"
-	}
-	return "cancelled"
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/order/ordertest"
 )
 
 func TestCheckKeys(t *testing.T) {
@@ -37,11 +38,7 @@ func TestCheckKeys(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var f fault.Fields
 			checkKeys(&f, []byte(tt.body), reflect.TypeOf(tt.dst))
-			var got []string
-			for _, fe := range f.List() {
-				got = append(got, fe.Field)
-			}
-			if !slices.Equal(got, tt.fields) {
+			if got := ordertest.FieldsOf(f.Err()); !slices.Equal(got, tt.fields) {
 				t.Fatalf("findings %q, want %q (%v)", got, tt.fields, f.List())
 			}
 		})
@@ -100,11 +97,7 @@ func TestCheckKeysManyKeys(t *testing.T) {
 	b.WriteString(`"k3":1,"k99":1}`)
 	var f fault.Fields
 	checkKeys(&f, []byte(b.String()), reflect.TypeOf(&capture.PartialRequest{}))
-	var got []string
-	for _, fe := range f.List() {
-		got = append(got, fe.Field)
-	}
-	if !slices.Equal(got, []string{"k3", "k99"}) {
+	if got := ordertest.FieldsOf(f.Err()); !slices.Equal(got, []string{"k3", "k99"}) {
 		t.Fatalf("findings %q, want k3 and k99", got)
 	}
 }
