@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -128,4 +129,27 @@ func BenchmarkCheckKeysMillionKeyBody(b *testing.B) {
 		var f fault.Fields
 		checkKeys(&f, body, t)
 	}
+}
+
+// A 50-line order body: the key check runs on every request body, beside
+// json.Unmarshal of the same bytes.
+func BenchmarkCheckKeys50Lines(b *testing.B) {
+	var ls []string
+	for i := range 50 {
+		ls = append(ls, fmt.Sprintf(`{"description":"Item %d","quantity":1,"unitPrice":%d,"vat":2500,"reference":"SKU-%d","type":"physical"}`, i, 1000+i, i))
+	}
+	body := []byte(`{"country":"SE","currency":"SEK","locale":"sv-SE","orderLines":[` + strings.Join(ls, ",") + `]}`)
+	t := reflect.TypeOf(&order.CreateRequest{})
+	b.Run("checkKeys", func(b *testing.B) {
+		for b.Loop() {
+			var f fault.Fields
+			checkKeys(&f, body, t)
+		}
+	})
+	b.Run("unmarshal", func(b *testing.B) {
+		for b.Loop() {
+			var r order.CreateRequest
+			json.Unmarshal(body, &r)
+		}
+	})
 }
