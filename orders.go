@@ -342,8 +342,6 @@ func PaymentStatusOf(o *order.Order, now time.Time) PaymentStatus {
 	switch {
 	case has(order.StatusFraudDeny):
 		ps.Status, ps.Note = "denied", "the buyer's authorization was denied"
-	case has(order.StatusOnHold):
-		ps.Status, ps.Note = "pending", "the order awaits review"
 	case has(order.StatusFullyPaid):
 		ps.Status, ps.Note = "paid", "the buyer has paid every invoice"
 	case has(order.StatusFullyRefunded):
@@ -360,6 +358,10 @@ func PaymentStatusOf(o *order.Order, now time.Time) PaymentStatus {
 		ps.Status, ps.Note = "expired", "the authorization expired before capture"
 	case has(order.StatusCancelled):
 		ps.Status, ps.Note = "cancelled", "the order was cancelled"
+	case has(order.StatusOnHold):
+		// A held order cannot be captured, so only a cancellation or the
+		// expiry outranks the review.
+		ps.Status, ps.Note = "pending", "the order awaits review"
 	case has(order.StatusUnacknowledged) && !has(order.StatusReadyForCapture):
 		// Last among the states: an order captured (and paid) before its
 		// acknowledgement reports the money, not the acknowledgement.

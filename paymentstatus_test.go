@@ -18,6 +18,11 @@ func TestPaymentStatusOf(t *testing.T) {
 		o.Unacknowledged = true // a merchant that requires acknowledgement
 		return o
 	}
+	onHold := func(f *ordertest.Fixture) *order.Order {
+		o := f.Order(t)
+		o.Hold = order.HoldOnHold // held for risk review at creation
+		return o
+	}
 	tests := []struct {
 		name string
 		make func(*ordertest.Fixture) *order.Order
@@ -57,6 +62,19 @@ func TestPaymentStatusOf(t *testing.T) {
 		}, "cancelled"},
 		{"expired before acknowledgement", func(f *ordertest.Fixture) *order.Order {
 			o := unacknowledged(f)
+			f.Clock.Advance(29 * 24 * time.Hour)
+			return o
+		}, "expired"},
+		{"on hold", onHold, "pending"},
+		{"cancelled while on hold", func(f *ordertest.Fixture) *order.Order {
+			o := onHold(f)
+			if err := o.Cancel(f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}, "cancelled"},
+		{"expired while on hold", func(f *ordertest.Fixture) *order.Order {
+			o := onHold(f)
 			f.Clock.Advance(29 * 24 * time.Hour)
 			return o
 		}, "expired"},
