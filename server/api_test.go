@@ -207,6 +207,11 @@ func TestErrorsOnEveryPath(t *testing.T) {
 	if allow := h.Get("Allow"); !strings.Contains(allow, "GET") || !strings.Contains(allow, "HEAD") || !strings.Contains(allow, "POST") {
 		t.Fatalf("Allow: %q", allow)
 	}
+	// OPTIONS names the same methods as a 405 does, HEAD included.
+	code, h, _ = e.req("OPTIONS", "/v1/orders/"+id, "", "", nil)
+	if allow := h.Get("Allow"); code != 204 || !strings.Contains(allow, "GET") || !strings.Contains(allow, "HEAD") || !strings.Contains(allow, "OPTIONS") {
+		t.Fatalf("OPTIONS: %d, Allow %q", code, allow)
+	}
 	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialcapture", `{"orderLines":[`, e.auth, nil)
 	wantProblem(t, code, b, 400, "malformed_json")
 	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialcapture", `{"x":1}`, e.auth, map[string]string{"Content-Type": "text/plain"})

@@ -23,10 +23,19 @@ func (s *Server) routes() {
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, fault.NotFoundf("route_not_found", "no route %s %s", req.Method, req.URL.Path))
 	})
-	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	// httprouter sets Allow from the registered methods; HEAD is answered
+	// for every GET route (see Server.serve) without being registered.
+	allowHead := func(w http.ResponseWriter) {
 		if allow := w.Header().Get("Allow"); strings.Contains(allow, http.MethodGet) {
-			w.Header().Set("Allow", allow+", "+http.MethodHead) // see Server.serve
+			w.Header().Set("Allow", allow+", "+http.MethodHead)
 		}
+	}
+	r.GlobalOPTIONS = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		allowHead(w)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		allowHead(w)
 		s.writeError(w, req, &fault.Error{Kind: fault.MethodNotAllowed, Code: "method_not_allowed",
 			Message: req.Method + " is not allowed on " + req.URL.Path})
 	})
