@@ -266,7 +266,7 @@ func (l *Ledger) DeclineSession(ctx context.Context, merchantID, id string) (ses
 		if err != nil {
 			return err
 		}
-		if err := s.Cancel("declined by the buyer", tx.Now()); err != nil {
+		if err := s.Decline(tx.Now()); err != nil {
 			return err
 		}
 		v = s.View(tx.Now())

@@ -179,6 +179,19 @@ func (l *Ledger) DeleteAuthorization(ctx context.Context, call Call, tok string)
 		if err := tx.PutAuthorization(a); err != nil {
 			return nil, err
 		}
+		if a.SessionID != "" {
+			// The session dies with its approval, as the token dies with a deleted session.
+			s, err := tx.GetSession(call.MerchantID, a.SessionID)
+			switch {
+			case fault.Is(err, fault.NotFound):
+			case err != nil:
+				return nil, err
+			case s.Withdraw(tok, tx.Now()):
+				if err := tx.PutSession(s); err != nil {
+					return nil, err
+				}
+			}
+		}
 		return &Result{Status: http.StatusNoContent}, nil
 	})
 }

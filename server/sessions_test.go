@@ -294,10 +294,16 @@ func (e *sessionEnv) checkoutTerms(checkoutURL string) string {
 // the status (303 when approved).
 func (e *sessionEnv) approve(checkoutURL, terms string) int {
 	e.t.Helper()
+	return e.submit(checkoutURL, terms, "approve")
+}
+
+// submit posts the checkout form with the buyer's action (approve or decline).
+func (e *sessionEnv) submit(checkoutURL, terms, action string) int {
+	e.t.Helper()
 	u, _ := url.Parse(checkoutURL)
 	form := url.Values{"sig": {u.Query().Get("sig")}, "companyId": {"5560000001"}, "firstName": {"A"}, "lastName": {"B"},
 		"email": {"a@b.se"}, "street": {"Gatan 1"}, "postalCode": {"11122"}, "city": {"Stockholm"}, "paymentMethod": {"invoice"},
-		"action": {"approve"}, "terms": {terms}}
+		"action": {action}, "terms": {terms}}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.PostForm(e.ts.URL+u.Path, form)
 	if err != nil {
@@ -333,6 +339,44 @@ func TestBuyerApprovesOnlyWhatTheySaw(t *testing.T) {
 	}
 	if _, _, got := e.do("GET", "/v1/sessions/"+id, "", e.auth); got["state"] != "authorized" || minor(got["totalOrderAmount"]) != 5000000 {
 		t.Fatalf("after approving the new terms %v", got)
+	}
+}
+
+// TestApprovalIsTheMerchantsToWithdraw: once the buyer approved, a decline
+// posted from the same page changes nothing (the merchant was told of the
+// approval); the merchant withdrawing the session's token cancels the
+// session, which would otherwise stay authorized naming a dead token.
+func TestApprovalIsTheMerchantsToWithdraw(t *testing.T) {
+	e := newSessionEnv(t)
+	_, _, s := e.do("POST", "/v1/sessions", fill(sessionBody, "a", "b", "dec"), e.auth)
+	id, link := s["id"].(string), s["checkoutUrl"].(string)
+	terms := e.checkoutTerms(link)
+	if code := e.approve(link, terms); code != http.StatusSeeOther {
+		t.Fatalf("approve: %d", code)
+	}
+	e.submit(link, terms, "decline")
+	_, _, got := e.do("GET", "/v1/sessions/"+id, "", e.auth)
+	tok, _ := got["authorizationToken"].(string)
+	if got["state"] != "authorized" || tok == "" || got["declineReason"] != nil {
+		t.Fatalf("after a decline of an approved session: %v", got)
+	}
+	if code, _, p := e.do("DELETE", "/v1/authorization-tokens/"+tok, "", e.auth); code != 204 {
+		t.Fatalf("delete the token: %d %v", code, p)
+	}
+	if _, _, got = e.do("GET", "/v1/sessions/"+id, "", e.auth); got["state"] != "cancelled" {
+		t.Fatalf("session after its token was deleted: %v", got)
+	}
+	if code, _, p := e.do("GET", "/v1/paymentstatus?sessionId="+id, "", e.auth); code != 200 || p["status"] != "cancelled" {
+		t.Fatalf("payment status after the token was deleted: %d %v", code, p)
+	}
+
+	// A session still awaiting the buyer is declined as before.
+	_, _, s = e.do("POST", "/v1/sessions", fill(sessionBody, "a", "b", "dec2"), e.auth)
+	if code := e.submit(s["checkoutUrl"].(string), e.checkoutTerms(s["checkoutUrl"].(string)), "decline"); code != http.StatusSeeOther {
+		t.Fatalf("decline: %d", code)
+	}
+	if _, _, got = e.do("GET", "/v1/sessions/"+s["id"].(string), "", e.auth); got["state"] != "cancelled" || got["declineReason"] != "declined by the buyer" {
+		t.Fatalf("declined session: %v", got)
 	}
 }
 

@@ -8,7 +8,8 @@
 //
 //	created ──buyer approves──▶ authorized ──order created from its token──▶ completed
 //	   │  └──buyer declines / merchant deletes──▶ cancelled
-//	   └──expiresAt passes──▶ expired           (authorized ──merchant deletes──▶ cancelled)
+//	   └──expiresAt passes──▶ expired           (authorized ──merchant deletes the session
+//	                                              or its token──▶ cancelled)
 //
 // The package does no I/O; time and ids come from the caller.
 package session
@@ -409,6 +410,27 @@ func (s *Session) Cancel(reason string, now time.Time) error {
 	t := now
 	s.State, s.CancelledAt, s.DeclineReason, s.UpdatedAt = StateCancelled, &t, reason, now
 	return nil
+}
+
+// Decline is the buyer saying no on the hosted checkout. Only a session
+// still awaiting the buyer can be declined: once approved, the approval has
+// been announced to the merchant, and only the merchant withdraws it
+// (DELETE), so a second post of the page cannot undo it.
+func (s *Session) Decline(now time.Time) error {
+	if err := s.requireState(now, "decline", StateCreated); err != nil {
+		return err
+	}
+	return s.Cancel("declined by the buyer", now)
+}
+
+// Withdraw cancels an authorized session whose authorization token tok the
+// merchant deleted: the session would otherwise stay authorized, naming a
+// token that can create nothing. It reports whether the session changed.
+func (s *Session) Withdraw(tok string, now time.Time) bool {
+	if s.AuthorizationToken != tok || s.StateAt(now) != StateAuthorized {
+		return false
+	}
+	return s.Cancel("its authorization token was withdrawn by the merchant", now) == nil
 }
 
 // Authorize records the buyer's approval: who they are, the payment method
