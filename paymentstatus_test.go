@@ -8,6 +8,7 @@ import (
 	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/order/ordertest"
+	"github.com/kassahq/kassa/refund"
 )
 
 // The payment status follows what happened to the money first: an order
@@ -65,6 +66,26 @@ func TestPaymentStatusOf(t *testing.T) {
 			f.Clock.Advance(29 * 24 * time.Hour)
 			return o
 		}, "expired"},
+		{"paid, with the other invoice refunded in full before payment", func(f *ordertest.Fixture) *order.Order {
+			o := f.Order(t)
+			first := o.Uncaptured.Lines[0]
+			paid, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{{ID: &first.ID}},
+				TotalCaptureAmount: &first.TotalAmount}, f.Env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest, err := capture.Full(o, nil, f.Env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := refund.Full(o, rest.ID, &refund.FullRequest{}, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.RegisterPayment(paid.ID, o.Outstanding(paid), f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}, "paid"},
 		{"on hold", onHold, "pending"},
 		{"cancelled while on hold", func(f *ordertest.Fixture) *order.Order {
 			o := onHold(f)

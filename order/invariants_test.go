@@ -562,6 +562,7 @@ func (m *machine) check(t *rapid.T) {
 	uncap, _, _ := m.gross(o.Uncaptured.Lines)
 	var captured, consumed, refunded int64
 	live := 0
+	paidAny, settledAll := false, true // the order is paid in full when something was paid and nothing is owed
 	for i := range o.Captured {
 		g, _, _ := m.gross(o.Captured[i].Lines)
 		consumed += g
@@ -579,6 +580,10 @@ func (m *machine) check(t *rapid.T) {
 			paidUp := c.Paid > 0 && c.Paid >= g-rf
 			if c.HasStatus(order.SubFullyPaid) != paidUp || c.HasStatus(order.SubPartiallyPaid) != (c.Paid > 0 && !paidUp) {
 				t.Fatalf("capture %s: paid %d of %d (refunded %d), statuses %v", c.ID, c.Paid, g, rf, c.Status)
+			}
+			paidAny = paidAny || c.Paid > 0
+			if !paidUp && (c.Paid > 0 || g-rf > 0) {
+				settledAll = false
 			}
 		}
 	}
@@ -710,6 +715,8 @@ func (m *machine) check(t *rapid.T) {
 		{order.StatusOnHold, o.Hold == order.HoldOnHold},
 		{order.StatusFraudDeny, o.Hold == order.HoldFraudDeny},
 		{order.StatusExpired, expired},
+		{order.StatusFullyPaid, paidAny && settledAll},
+		{order.StatusPartiallyPaid, paidAny && !settledAll},
 	} {
 		if has(c.s) != c.want {
 			t.Fatalf("status %s present=%v, want %v (statuses %v)", c.s, has(c.s), c.want, r.Status)

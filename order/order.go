@@ -402,6 +402,14 @@ func (o *Order) Require(ledgerID string, action Action, env Env) (*Ledger, error
 	return l, nil
 }
 
+// StatusRules numbers the rules of Statuses. Stores index the statuses an
+// order had when written, so a change of the rules that can change a stored
+// order's statuses must raise it: each store then rewrites the status
+// index of its orders once (see storage/bolt and storage/postgres).
+// 2: a capture that owes nothing and was never paid no longer keeps an order
+// from fullyPaid.
+const StatusRules = 2
+
 // Statuses computes the order's status array at now.
 func (o *Order) Statuses(now time.Time) []Status {
 	var s []Status
@@ -447,7 +455,7 @@ func (o *Order) Statuses(now time.Time) []Status {
 	if o.captureBlocked(now) == "" {
 		s = append(s, StatusReadyForCapture)
 	}
-	paidAll, paidAny := live > 0, false
+	paidAll, paidAny := true, false
 	failure := false
 	for i := range o.Captured {
 		l := &o.Captured[i]
@@ -457,7 +465,10 @@ func (o *Order) Statuses(now time.Time) []Status {
 		if l.Paid > 0 {
 			paidAny = true
 		}
-		if !l.HasStatus(SubFullyPaid) {
+		// A capture that never asked for money (a zero invoice, or one refunded
+		// in full before any payment) has nothing left to pay: it does not keep
+		// the order from being paid in full.
+		if !l.HasStatus(SubFullyPaid) && (l.Paid > 0 || o.Outstanding(l) > 0) {
 			paidAll = false
 		}
 		if l.HasStatus(SubInvoiceDeliveryFailure) {
@@ -465,7 +476,7 @@ func (o *Order) Statuses(now time.Time) []Status {
 		}
 	}
 	switch {
-	case paidAll:
+	case paidAll && paidAny:
 		s = append(s, StatusFullyPaid)
 	case paidAny:
 		s = append(s, StatusPartiallyPaid)

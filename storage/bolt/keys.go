@@ -36,10 +36,14 @@ var (
 	bSettleTx  = []byte("settletx")    // lp(merchant) lp(settlement) seq(4 bytes) → JSON transaction
 	bTasks     = []byte("tasks")       // id → JSON task
 	bTaskDue   = []byte("taskdue")     // time(dueAt) id → empty
+	bInfo      = []byte("storeinfo")   // name → uint64 (keyStatusRules)
 )
 
+// keyStatusRules holds the order.StatusRules the status index was built with.
+var keyStatusRules = []byte("statusRules")
+
 var buckets = [][]byte{bMerchants, bClients, bOrders, bIndex, bCounts, bDue, bAuth, bCustomer,
-	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bOutboxIx, bSessions, bSessionIx, bSettleQ, bSettle, bSettleIx, bSettleTx, bTasks, bTaskDue}
+	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bOutboxIx, bSessions, bSessionIx, bSettleQ, bSettle, bSettleIx, bSettleTx, bTasks, bTaskDue, bInfo}
 
 // Index kinds of the order index. Equality kinds are followed by the
 // length-prefixed value, then the order's createdAt and id, so that one

@@ -142,6 +142,10 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fault.Internalf(err, "initialize %s", path)
 	}
 	s := &Store{db: db, clock: opts.Clock, opts: opts, done: make(chan struct{}), decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}
+	if err := db.Update(s.reindexStatuses); err != nil {
+		db.Close()
+		return nil, fault.Internalf(err, "reindex order statuses in %s", path)
+	}
 	s.cond = sync.NewCond(&s.mu)
 	go s.commitLoop()
 	return s, nil

@@ -152,7 +152,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			return fmt.Errorf("postgres: migration %s: %w", name, err)
 		}
 	}
-	return nil
+	return reindexStatuses(ctx, conn)
 }
 
 // Pool is the connection pool, for benchmarks and health checks.

@@ -1,0 +1,7 @@
+-- store_info holds facts about how the data was written that are not a
+-- schema change: statusRules is the order.StatusRules the orders' statuses
+-- column was computed with (see reindexStatuses).
+CREATE TABLE store_info (
+    name  text PRIMARY KEY,
+    value bigint NOT NULL
+);
