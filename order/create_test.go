@@ -154,7 +154,7 @@ func TestValidateCreateNamesEveryField(t *testing.T) {
 		"orderLines[2].quantity", "orderLines[2].vat",
 		"orderLines[3].description", "orderLines[3].reference", "orderLines[3].type", "orderLines[3].unitPrice",
 		"orderLines[4].totalAmount", "orderLines[4].totalVatAmount", "orderLines[4].unitDiscountAmount", "orderLines[4].unitPrice",
-		"orderLines[5].id", "orderLines[5].description",
+		"orderLines[5].description",
 	)
 }
 

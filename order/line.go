@@ -109,15 +109,15 @@ func checkAmount(f *fault.Fields, path string, v *int64, lo, hi int64) bool {
 }
 
 // ValidateLineFields checks a line's own bounds (not its arithmetic) and reports
-// every failure under path, e.g. "orderLines[2]". withID says whether an id
-// is allowed; an identified line may omit description and quantity because
-// they are taken from the uncaptured line it names.
+// every failure under path, e.g. "orderLines[2]". withID says whether the
+// request picks lines by id (captures); an identified line may omit
+// description and quantity because they are taken from the uncaptured line it
+// names. Elsewhere (the spec's OrderLine) an id is not a field and is ignored,
+// like any unknown key (design.md §4), so lines copied from Get order can be
+// sent back as they are.
 func ValidateLineFields(f *fault.Fields, path string, in LineInput, withID bool) bool {
 	before := f.Len()
 	identified := withID && in.ID != nil
-	if in.ID != nil && !withID {
-		f.Add(path+".id", "is not accepted here")
-	}
 	if identified && *in.ID == "" {
 		f.Add(path+".id", "must not be empty")
 	}

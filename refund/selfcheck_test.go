@@ -24,9 +24,9 @@ func TestRefundRequestsValidateIsTheRefundsOwnPart(t *testing.T) {
 	}{
 		{"partial: nothing sent but a long note", &refund.PartialRequest{Note: &long},
 			[]string{"orderLines", "totalRefundAmount", "note"}, []string{"orderLines", "totalRefundAmount", "note"}},
-		{"partial: bad lines and total", partial(-1, bad, order.LineInput{ID: ordertest.Ptr("line-1"), Description: ordertest.Ptr("x"), Quantity: p(1), UnitPrice: p(1)}),
-			[]string{"totalRefundAmount", "orderLines[0].description", "orderLines[1].id"},
-			[]string{"totalRefundAmount", "orderLines[0].description", "orderLines[1].id"}},
+		{"partial: bad lines and total", partial(-1, bad, order.LineInput{Description: ordertest.Ptr("x"), Quantity: p(0), UnitPrice: p(1)}),
+			[]string{"totalRefundAmount", "orderLines[0].description", "orderLines[1].quantity"},
+			[]string{"totalRefundAmount", "orderLines[0].description", "orderLines[1].quantity"}},
 		{"partial: a line's arithmetic needs the order", partial(100, ordertest.LineWithTotals("x", 1, 100, 0, 99, 0), bad),
 			[]string{"orderLines[1].description"}, []string{"orderLines[0].totalAmount", "orderLines[1].description"}},
 		{"partial: the capture's amounts need the order", partial(30000, ordertest.Line("x", 1, 30000, 2500)),
