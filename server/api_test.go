@@ -207,6 +207,14 @@ func TestErrorsOnEveryPath(t *testing.T) {
 	if allow := h.Get("Allow"); !strings.Contains(allow, "GET") || !strings.Contains(allow, "HEAD") || !strings.Contains(allow, "POST") {
 		t.Fatalf("Allow: %q", allow)
 	}
+	// A filter that does not decode is refused, naming it, not dropped.
+	for query, field := range map[string]string{"id=%zz": "id", "size=5&status=fraudDeny%zz": "status", "%zz=1": "%zz", "a=1;b=2": "a"} {
+		code, _, b = e.req("GET", "/v1/orders?"+query, "", e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if fields := problemFields(b); fields != field {
+			t.Fatalf("?%s: fields %s, want %s", query, fields, field)
+		}
+	}
 	// OPTIONS names the same methods as a 405 does, HEAD included.
 	code, h, _ = e.req("OPTIONS", "/v1/orders/"+id, "", "", nil)
 	if allow := h.Get("Allow"); code != 204 || !strings.Contains(allow, "GET") || !strings.Contains(allow, "HEAD") || !strings.Contains(allow, "OPTIONS") {

@@ -159,6 +159,26 @@ func ambiguousPath(u *url.URL) bool {
 	return strings.Contains(u.Path, "//") || (u.RawPath != "" && strings.Contains(strings.ToLower(u.RawPath), "%2f"))
 }
 
+// checkQuery refuses a query string that does not decode. net/http's Query
+// drops such a pair without a word, so "?id=%zz" would list every order as
+// if no filter had been sent; the refusal names the parameter.
+func checkQuery(raw string) error {
+	if _, err := url.ParseQuery(raw); err == nil {
+		return nil
+	}
+	for pair := range strings.SplitSeq(raw, "&") {
+		key, value, _ := strings.Cut(pair, "=")
+		name, kerr := url.QueryUnescape(key)
+		if kerr != nil {
+			name = key
+		}
+		if _, verr := url.QueryUnescape(value); kerr != nil || verr != nil || strings.Contains(pair, ";") {
+			return fault.Invalidf(name, "is not URL-encoded: escape %%, ; and non-ASCII characters")
+		}
+	}
+	return fault.Invalidf("query", "is not a URL-encoded query string")
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.Header.Get("X-Request-Id")
@@ -188,6 +208,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}()
 	if ambiguousPath(r.URL) {
 		s.writeError(rec, r, fault.NotFoundf("route_not_found", "no route %s %s", r.Method, r.URL.EscapedPath()))
+		return
+	}
+	if err := checkQuery(r.URL.RawQuery); err != nil {
+		s.writeError(rec, r, err)
 		return
 	}
 	if r.Method == http.MethodHead {
