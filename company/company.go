@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -216,7 +217,10 @@ func (d *Directory) Search(country, q string, limit int) []Match {
 	d.mu.RLock()
 	ix := d.countries[country]
 	d.mu.RUnlock()
-	if ix == nil || limit <= 0 {
+	// Text no store could hold (NUL, invalid UTF-8) matches nothing, as on
+	// every other lookup (docs/decisions.md); the word splitter would
+	// otherwise read a NUL as a space.
+	if ix == nil || limit <= 0 || !utf8.ValidString(q) || strings.IndexByte(q, 0) >= 0 {
 		return nil
 	}
 	var out []Match

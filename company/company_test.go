@@ -78,6 +78,9 @@ func TestSearchRanksAndFolds(t *testing.T) {
 		{"5560360794", "", false},
 		{"nord dat", "Nordisk Data AB", false},
 		{"xyz", "", false},
+		{"göta\x00bygg", "", false}, // text no store holds matches nothing
+		{"\x00göta", "", false},
+		{"göta \xff", "", false},
 	}
 	for _, c := range cases {
 		got := d.Search("SE", c.q, 10)
