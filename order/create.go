@@ -149,8 +149,34 @@ func totalsOnlyLine(f *fault.Fields, t TotalsInput, mode money.VATMode, ids IDSo
 	if mode == money.ExclVAT {
 		total = gross - vat
 	}
+	rate, ok := impliedRate(gross-vat, vat, total, mode)
+	if !ok {
+		f.Add("totalOrderVatAmount", "must be at most the VAT at 100 %% of the amount without VAT (%d)", gross/2)
+		return nil
+	}
 	return []Line{{ID: ids.NewID(KindLine), Description: "Order total", Quantity: 1,
-		TotalAmount: total, TotalVatAmount: vat, UnitPrice: total}}
+		TotalAmount: total, TotalVatAmount: vat, UnitPrice: total, Vat: rate}}
+}
+
+// impliedRate is the VAT rate of the one line that stands for the totals:
+// a rate that gives vat on total within the ±1 any sent line may differ by,
+// so that the line obeys the rules of a line sent back on edit and its net
+// unit price is right; when none does (totals of lines at several rates), the
+// nearest rate. ok is false when vat is more than 100 % of net.
+func impliedRate(net, vat, total int64, mode money.VATMode) (rate int64, ok bool) {
+	if vat == 0 {
+		return 0, true
+	}
+	if net <= 0 {
+		return 0, false
+	}
+	nearest := min(money.DivRound(vat*money.RateDenominator, net), money.MaxRate)
+	for _, r := range []int64{nearest, nearest - 1, nearest + 1} {
+		if d := money.LineVAT(total, r, mode) - vat; r >= 0 && r <= money.MaxRate && d >= -1 && d <= 1 {
+			return r, true
+		}
+	}
+	return nearest, vat <= net
 }
 
 // Create builds a new order for merchantID from a validated request and the

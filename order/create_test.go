@@ -317,6 +317,51 @@ func TestCreateFromTotalsOnly(t *testing.T) {
 	}
 	s := order.SumLines(lines, mode)
 	equal(t, "sums", [3]int64{s.Gross, s.Net, s.VAT}, [3]int64{12500, 10000, 2500})
+	equal(t, "the line's rate", lines[0].Vat, int64(2500))
+
+	// The line obeys the rules of a line sent back (rate and VAT within ±1),
+	// in either VAT mode; totals of a mixed basket get the nearest rate.
+	for _, tt := range []struct {
+		mode            string
+		gross, vat, net int64
+		rate            int64
+		netUnit         string
+	}{
+		{"", 1000, 200, 800, 2500, "8.0000"},
+		{"exclVat", 1000, 200, 800, 2500, "8.0000"},
+		{"", 11200, 1200, 10000, 1200, "100.0000"},
+		{"", 1, 0, 1, 0, "0.0100"},
+		{"", 100, 50, 50, 10000, "0.5000"},
+		{"", 1000000, 150000, 850000, 1765, ""}, // 25 % and 12 % lines: no one rate gives 150 000 exactly
+	} {
+		r := &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv", VatMode: tt.mode,
+			TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(tt.gross), TotalOrderVatAmount: ptr(tt.vat)}}
+		lines, mode, err := order.ValidateCreate(r, false, &ordertest.IDs{})
+		if err != nil {
+			t.Fatalf("%+v: %v", tt, err)
+		}
+		s := order.SumLines(lines, mode)
+		l := lines[0]
+		if s.Gross != tt.gross || s.VAT != tt.vat || s.Net != tt.net || l.Vat != tt.rate {
+			t.Fatalf("%+v: sums %+v, rate %d", tt, s, l.Vat)
+		}
+		if tt.netUnit == "" {
+			continue
+		}
+		if got := money.UnitPriceNetDecimal(l.UnitPrice, l.Vat, mode); got != tt.netUnit {
+			t.Fatalf("%+v: net unit price %s", tt, got)
+		}
+		back := order.LineInput{Description: &l.Description, Quantity: &l.Quantity, UnitPrice: &l.UnitPrice,
+			Vat: &l.Vat, TotalAmount: &l.TotalAmount, TotalVatAmount: &l.TotalVatAmount}
+		r = &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv", VatMode: tt.mode, OrderLines: []order.LineInput{back}}
+		if _, _, err := order.ValidateCreate(r, false, &ordertest.IDs{}); err != nil {
+			t.Fatalf("%+v: the line sent back is refused: %v", tt, err)
+		}
+	}
+	r.TotalOrderAmount, r.TotalOrderVatAmount, r.TotalOrderAmountExclVat = ptr(1000), ptr(600), nil
+	_, _, err = order.ValidateCreate(r, false, &ordertest.IDs{})
+	wantFault(t, err, fault.Invalid, "validation_failed", "totalOrderVatAmount")
+	r.TotalOrderAmount, r.TotalOrderVatAmount, r.TotalOrderAmountExclVat = ptr(12500), ptr(2500), ptr(10000)
 
 	r.TotalOrderAmountExclVat = ptr(10001)
 	_, _, err = order.ValidateCreate(r, false, &ordertest.IDs{})
