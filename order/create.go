@@ -151,7 +151,7 @@ func totalsOnlyLine(f *fault.Fields, t TotalsInput, mode money.VATMode, ids IDSo
 	}
 	rate, ok := impliedRate(gross-vat, vat, total, mode)
 	if !ok {
-		f.Add("totalOrderVatAmount", "must be at most the VAT at 100 %% of the amount without VAT (%d)", gross/2)
+		f.Add("totalOrderVatAmount", "must be at most the amount without VAT (VAT at 100 %%): %d", gross/2)
 		return nil
 	}
 	return []Line{{ID: ids.NewID(KindLine), Description: "Order total", Quantity: 1,
@@ -167,16 +167,17 @@ func impliedRate(net, vat, total int64, mode money.VATMode) (rate int64, ok bool
 	if vat == 0 {
 		return 0, true
 	}
-	if net <= 0 {
+	if vat > net {
 		return 0, false
 	}
-	nearest := min(money.DivRound(vat*money.RateDenominator, net), money.MaxRate)
+	// Never 0 for VAT that is not: a line at rate 0 must carry no VAT.
+	nearest := min(max(money.DivRound(vat*money.RateDenominator, net), 1), money.MaxRate)
 	for _, r := range []int64{nearest, nearest - 1, nearest + 1} {
-		if d := money.LineVAT(total, r, mode) - vat; r >= 0 && r <= money.MaxRate && d >= -1 && d <= 1 {
+		if d := money.LineVAT(total, r, mode) - vat; r >= 1 && r <= money.MaxRate && d >= -1 && d <= 1 {
 			return r, true
 		}
 	}
-	return nearest, vat <= net
+	return nearest, true
 }
 
 // Create builds a new order for merchantID from a validated request and the

@@ -333,6 +333,9 @@ func TestCreateFromTotalsOnly(t *testing.T) {
 		{"", 1, 0, 1, 0, "0.0100"},
 		{"", 100, 50, 50, 10000, "0.5000"},
 		{"", 1000000, 150000, 850000, 1765, ""}, // 25 % and 12 % lines: no one rate gives 150 000 exactly
+		{"", 20002, 1, 20001, 1, "200.0000"},    // a VAT this small rounds to rate 0, which must carry none
+		{"", 1000000, 10, 999990, 1, ""},
+		{"exclVat", 3, 1, 2, 5000, "0.0200"},
 	} {
 		r := &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv", VatMode: tt.mode,
 			TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(tt.gross), TotalOrderVatAmount: ptr(tt.vat)}}
@@ -358,9 +361,11 @@ func TestCreateFromTotalsOnly(t *testing.T) {
 			t.Fatalf("%+v: the line sent back is refused: %v", tt, err)
 		}
 	}
-	r.TotalOrderAmount, r.TotalOrderVatAmount, r.TotalOrderAmountExclVat = ptr(1000), ptr(600), nil
-	_, _, err = order.ValidateCreate(r, false, &ordertest.IDs{})
-	wantFault(t, err, fault.Invalid, "validation_failed", "totalOrderVatAmount")
+	for _, over := range [][2]int64{{1000, 600}, {1001, 501}, {3, 2}} { // VAT above the amount without it
+		r.TotalOrderAmount, r.TotalOrderVatAmount, r.TotalOrderAmountExclVat = ptr(over[0]), ptr(over[1]), nil
+		_, _, err = order.ValidateCreate(r, false, &ordertest.IDs{})
+		wantFault(t, err, fault.Invalid, "validation_failed", "totalOrderVatAmount")
+	}
 	r.TotalOrderAmount, r.TotalOrderVatAmount, r.TotalOrderAmountExclVat = ptr(12500), ptr(2500), ptr(10000)
 
 	r.TotalOrderAmountExclVat = ptr(10001)

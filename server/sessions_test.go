@@ -354,7 +354,9 @@ func TestApprovalIsTheMerchantsToWithdraw(t *testing.T) {
 	if code := e.approve(link, terms); code != http.StatusSeeOther {
 		t.Fatalf("approve: %d", code)
 	}
-	e.submit(link, terms, "decline")
+	if code := e.submit(link, terms, "decline"); code != http.StatusSeeOther {
+		t.Fatalf("decline after approval: %d, want 303 to the page showing the state", code)
+	}
 	_, _, got := e.do("GET", "/v1/sessions/"+id, "", e.auth)
 	tok, _ := got["authorizationToken"].(string)
 	if got["state"] != "authorized" || tok == "" || got["declineReason"] != nil {

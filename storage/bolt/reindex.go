@@ -10,15 +10,18 @@ import (
 )
 
 // reindexStatuses brings the status index up to order.StatusRules when the
-// file was indexed under older rules: every order whose statuses, computed
-// now for the moment it was last written, differ from its stored entries is
-// written again with its version unchanged. It runs once per rules change,
-// at Open, before any other transaction.
+// file was indexed under older rules: every order whose entries, computed
+// now as a write now would (bolt indexes the statuses at the writing
+// transaction's time), differ from the stored ones is written again with its
+// version unchanged. It runs once per rules change, at Open, before any
+// other transaction. Deleting the storeinfo bucket's statusRules key makes
+// the next Open sweep again (docs/postgres.md, upgrading).
 func (s *Store) reindexStatuses(btx *bbolt.Tx) error {
 	info := btx.Bucket(bInfo)
-	if v := info.Get(keyStatusRules); v != nil && binary.BigEndian.Uint64(v) >= order.StatusRules {
+	if v := info.Get(keyStatusRules); len(v) == 8 && binary.BigEndian.Uint64(v) >= order.StatusRules {
 		return nil
 	}
+	now := s.clock().UTC()
 	type stale struct {
 		key []byte
 		o   *order.Order
@@ -28,13 +31,13 @@ func (s *Store) reindexStatuses(btx *bbolt.Tx) error {
 	err := btx.Bucket(bOrders).ForEach(func(k, v []byte) error {
 		old, err := orderMeta(v)
 		if err != nil {
-			return err
+			return nil // its reads fail the same way (and Check names it); Open must not
 		}
 		o, err := decodeOrder(v)
 		if err != nil {
-			return err
+			return nil
 		}
-		if m := metaOf(o, o.UpdatedAt); !slices.Equal(m.entries, old.entries) {
+		if m := metaOf(o, now); !slices.Equal(m.entries, old.entries) {
 			todo = append(todo, stale{key: slices.Clone(k), o: o, old: old})
 		}
 		return nil
@@ -45,7 +48,7 @@ func (s *Store) reindexStatuses(btx *bbolt.Tx) error {
 	// Written outside the walk: bbolt does not allow changing a bucket that a
 	// cursor is iterating.
 	for _, st := range todo {
-		t := &tx{st: newState(btx, st.o.UpdatedAt, true, s)}
+		t := &tx{st: newState(btx, now, true, s)}
 		if err := t.writeOrder(st.key, st.o, &st.old); err != nil {
 			return err
 		}

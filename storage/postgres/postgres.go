@@ -76,6 +76,7 @@ type Store struct {
 const (
 	lockMigrate    int64 = 0x6b61737361_01 // "kassa" 1
 	lockSettlement int64 = 0x6b61737361_02
+	lockReindex    int64 = 0x6b61737361_03
 )
 
 // Open connects, applies the migrations this binary carries, and returns the store.
@@ -93,6 +94,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := reindexStatuses(context.WithoutCancel(ctx), pool); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -152,7 +157,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			return fmt.Errorf("postgres: migration %s: %w", name, err)
 		}
 	}
-	return reindexStatuses(ctx, conn)
+	return nil
 }
 
 // Pool is the connection pool, for benchmarks and health checks.

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,23 +13,56 @@ import (
 	"github.com/kassahq/kassa/order"
 )
 
-// reindexBatch is how many orders one step of the reindex reads.
+// reindexBatch is how many orders one step of the reindex reads and commits.
 const reindexBatch = 500
 
 // reindexStatuses brings the statuses column up to order.StatusRules when the
 // database was written under older rules: each order whose statuses, computed
 // for the moment it was last written, differ from the column is updated, if
 // its version is still the one read (a replica of the older build may be
-// writing meanwhile; what it writes, it indexes itself). It runs at Open
-// under the migration lock, once per rules change.
-func reindexStatuses(ctx context.Context, conn *pgxpool.Conn) error {
+// writing meanwhile; what it writes, it indexes itself).
+//
+// It runs at Open, after the migrations and outside their lock, with no
+// deadline: a large table takes a while, and other replicas must not wait on
+// it (lists already go by each order's own statuses, so a row not yet swept
+// is passed over, never a 500). One replica sweeps, under a try-lock; each
+// batch commits with its position, so a replica stopped mid-sweep leaves the
+// next start to go on from there.
+func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer conn.Release()
 	var rules int64
-	err := conn.QueryRow(ctx, `SELECT value FROM store_info WHERE name = 'statusRules'`).Scan(&rules)
+	err = conn.QueryRow(ctx, `SELECT value FROM store_info WHERE name = 'statusRules'`).Scan(&rules)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("postgres: status rules: %w", err)
 	}
 	if rules >= order.StatusRules {
 		return nil
+	}
+	var locked bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lockReindex).Scan(&locked); err != nil {
+		return fmt.Errorf("postgres: reindex lock: %w", err)
+	}
+	if !locked {
+		return nil // another replica is sweeping
+	}
+	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, lockReindex)
+
+	var after [2]string // merchant_id, id
+	var sweep int64
+	var position string
+	err = conn.QueryRow(ctx, `SELECT value, position FROM store_info WHERE name = 'statusRulesSweep'`).Scan(&sweep, &position)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("postgres: status rules: %w", err)
+	case sweep == order.StatusRules && position != "":
+		if err := json.Unmarshal([]byte(position), &after); err != nil {
+			return fmt.Errorf("postgres: status rules sweep position %q: %w", position, err)
+		}
 	}
 	type row struct {
 		MerchantID string
@@ -37,10 +71,9 @@ func reindexStatuses(ctx context.Context, conn *pgxpool.Conn) error {
 		Statuses   []string
 		Body       []byte
 	}
-	var afterMerchant, afterID string
 	for {
 		rows, err := conn.Query(ctx, `SELECT merchant_id, id, version, statuses, body FROM orders
-			WHERE (merchant_id, id) > ($1, $2) ORDER BY merchant_id, id LIMIT $3`, afterMerchant, afterID, reindexBatch)
+			WHERE (merchant_id, id) > ($1, $2) ORDER BY merchant_id, id LIMIT $3`, after[0], after[1], reindexBatch)
 		if err != nil {
 			return fmt.Errorf("postgres: reindex statuses: %w", err)
 		}
@@ -48,27 +81,45 @@ func reindexStatuses(ctx context.Context, conn *pgxpool.Conn) error {
 		if err != nil {
 			return fmt.Errorf("postgres: reindex statuses: %w", err)
 		}
-		for _, r := range batch {
-			o, err := decode[order.Order]("order", r.Body)
-			if err != nil {
-				return err
+		if len(batch) == 0 {
+			break
+		}
+		last := batch[len(batch)-1]
+		after = [2]string{last.MerchantID, last.ID}
+		pos, _ := json.Marshal(after)
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			for _, r := range batch {
+				o, err := decode[order.Order]("order", r.Body)
+				if err != nil {
+					// Its reads fail the same way; the sweep must not stop every start.
+					continue
+				}
+				if st := statusStrings(o); !slices.Equal(st, r.Statuses) {
+					if _, err := tx.Exec(ctx, `UPDATE orders SET statuses = $1 WHERE merchant_id = $2 AND id = $3 AND version = $4`,
+						st, r.MerchantID, r.ID, r.Version); err != nil {
+						return fmt.Errorf("order %s/%s: %w", r.MerchantID, r.ID, err)
+					}
+				}
 			}
-			st := statusStrings(o)
-			if slices.Equal(st, r.Statuses) {
-				continue
-			}
-			if _, err := conn.Exec(ctx, `UPDATE orders SET statuses = $1 WHERE merchant_id = $2 AND id = $3 AND version = $4`,
-				st, r.MerchantID, r.ID, r.Version); err != nil {
-				return fmt.Errorf("postgres: reindex order %s: %w", r.ID, err)
-			}
+			_, err := tx.Exec(ctx, `INSERT INTO store_info (name, value, position) VALUES ('statusRulesSweep', $1, $2)
+				ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value, position = EXCLUDED.position`, int64(order.StatusRules), string(pos))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("postgres: reindex statuses: %w", err)
 		}
 		if len(batch) < reindexBatch {
 			break
 		}
-		afterMerchant, afterID = batch[len(batch)-1].MerchantID, batch[len(batch)-1].ID
 	}
-	_, err = conn.Exec(ctx, `INSERT INTO store_info (name, value) VALUES ('statusRules', $1)
-		ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`, int64(order.StatusRules))
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO store_info (name, value) VALUES ('statusRules', $1)
+			ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`, int64(order.StatusRules)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM store_info WHERE name = 'statusRulesSweep'`)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("postgres: status rules: %w", err)
 	}

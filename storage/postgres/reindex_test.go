@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -121,5 +122,53 @@ func TestListPassesOverRowsIndexedByOtherRules(t *testing.T) {
 	}
 	if got := walk(order.StatusReadyForCapture); !slices.Equal(got, []string{newest}) {
 		t.Fatalf("readyForCapture lists %v, want %v", got, []string{newest})
+	}
+}
+
+// A sweep stopped part way (a replica killed during its start) goes on from
+// the position its last batch committed, and ends by recording the rules.
+func TestReindexResumesFromItsPosition(t *testing.T) {
+	dbURL := freshSchema(t)
+	ctx := context.Background()
+	s := open(t, dbURL)
+	f := ordertest.New()
+	var ids []string
+	for range 2 {
+		o := f.Order(t)
+		o.MerchantID = "m1"
+		if err := s.Update(ctx, func(tx storage.Tx) error { return tx.CreateOrder(o) }); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, o.ID)
+	}
+	slices.Sort(ids) // the sweep's order
+	for _, q := range []string{
+		`UPDATE orders SET statuses = '{uncaptured,onHold}'`,
+		`UPDATE store_info SET value = 1 WHERE name = 'statusRules'`,
+		`INSERT INTO store_info (name, value, position) VALUES ('statusRulesSweep', ` + strconv.Itoa(order.StatusRules) + `, '["m1","` + ids[0] + `"]')`,
+	} {
+		if _, err := s.Pool().Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+
+	s = open(t, dbURL)
+	var swept []string
+	rows, err := s.Pool().Query(ctx, `SELECT id FROM orders WHERE NOT ('onHold' = ANY(statuses)) ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		rows.Scan(&id)
+		swept = append(swept, id)
+	}
+	if rows.Err() != nil || !slices.Equal(swept, ids[1:]) {
+		t.Fatalf("swept %v (%v), want only %v: the sweep goes on after %s", swept, rows.Err(), ids[1:], ids[0])
+	}
+	var left int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM store_info WHERE name = 'statusRulesSweep'`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("sweep row left: %d (%v)", left, err)
 	}
 }
