@@ -7,6 +7,7 @@ import (
 	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/order/ordertest"
+	"github.com/kassahq/kassa/refund"
 )
 
 func fiftyLineOrder(b *testing.B) (*ordertest.Fixture, *order.Order) {
@@ -58,5 +59,31 @@ func BenchmarkFullCapture50Lines(b *testing.B) {
 		if _, err := capture.Full(c, nil, env); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkStatuses50Captures computes the statuses of a 50-line order
+// captured one line at a time with 10 refunds, none paid: the shape of the
+// PostgreSQL scale run, whose every write and list row computes them.
+func BenchmarkStatuses50Captures(b *testing.B) {
+	f, o := fiftyLineOrder(b)
+	env := f.Env()
+	for i := 0; i < 50; i++ {
+		l := o.Uncaptured.Lines[0]
+		req := capture.PartialRequest{OrderLines: []order.LineInput{ordertest.ByID(l.ID)}, TotalCaptureAmount: &l.TotalAmount}
+		c, err := capture.Partial(o, &req, env)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if i%5 == 0 {
+			if _, err := refund.Full(o, c.ID, &refund.FullRequest{}, env); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	now := f.Clock.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = o.Statuses(now)
 	}
 }

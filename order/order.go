@@ -455,8 +455,7 @@ func (o *Order) Statuses(now time.Time) []Status {
 	if o.captureBlocked(now) == "" {
 		s = append(s, StatusReadyForCapture)
 	}
-	paidAll, paidAny := true, false
-	failure := false
+	paidAny, failure := false, false
 	for i := range o.Captured {
 		l := &o.Captured[i]
 		if l.Void() {
@@ -465,26 +464,38 @@ func (o *Order) Statuses(now time.Time) []Status {
 		if l.Paid > 0 {
 			paidAny = true
 		}
-		// A capture that never asked for money (a zero invoice, or one refunded
-		// in full before any payment) has nothing left to pay: it does not keep
-		// the order from being paid in full.
-		if !l.HasStatus(SubFullyPaid) && (l.Paid > 0 || o.Outstanding(l) > 0) {
-			paidAll = false
-		}
 		if l.HasStatus(SubInvoiceDeliveryFailure) {
 			failure = true
 		}
 	}
-	switch {
-	case paidAll && paidAny:
-		s = append(s, StatusFullyPaid)
-	case paidAny:
-		s = append(s, StatusPartiallyPaid)
+	if paidAny { // only then is what is owed worth summing
+		if o.owesNothing() {
+			s = append(s, StatusFullyPaid)
+		} else {
+			s = append(s, StatusPartiallyPaid)
+		}
 	}
 	if failure {
 		s = append(s, StatusInvoiceDeliveryFailure)
 	}
 	return s
+}
+
+// owesNothing reports whether every live capture is paid up. A capture that
+// never asked for money (a zero invoice, or one refunded in full before any
+// payment) has nothing left to pay: it does not keep the order from being
+// paid in full.
+func (o *Order) owesNothing() bool {
+	for i := range o.Captured {
+		l := &o.Captured[i]
+		if l.Void() || l.HasStatus(SubFullyPaid) {
+			continue
+		}
+		if l.Paid > 0 || o.Outstanding(l) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // HasStatus reports whether the order has status st at now.
