@@ -161,11 +161,10 @@ func ambiguousPath(u *url.URL) bool {
 
 // checkQuery refuses a query string that does not decode. net/http's Query
 // drops such a pair without a word, so "?id=%zz" would list every order as
-// if no filter had been sent; the refusal names the parameter.
+// if no filter had been sent; the refusal names the parameter. It makes the
+// checks url.ParseQuery makes, pair by pair, without building the map the
+// handler builds again (QueryUnescape allocates only for an escape).
 func checkQuery(raw string) error {
-	if _, err := url.ParseQuery(raw); err == nil {
-		return nil
-	}
 	for pair := range strings.SplitSeq(raw, "&") {
 		key, value, _ := strings.Cut(pair, "=")
 		name, kerr := url.QueryUnescape(key)
@@ -176,7 +175,7 @@ func checkQuery(raw string) error {
 			return fault.Invalidf(name, "is not URL-encoded: escape %%, ; and non-ASCII characters")
 		}
 	}
-	return fault.Invalidf("query", "is not a URL-encoded query string")
+	return nil
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
