@@ -130,21 +130,19 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fault.Internalf(err, "open %s", path)
 	}
+	s := &Store{db: db, clock: opts.Clock, opts: opts, done: make(chan struct{}), decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}
+	// One transaction (one commit) at open: the buckets, then the status
+	// index brought up to the current rules.
 	if err := db.Update(func(tx *bbolt.Tx) error {
 		for _, b := range buckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		return nil
+		return s.reindexStatuses(tx)
 	}); err != nil {
 		db.Close()
 		return nil, fault.Internalf(err, "initialize %s", path)
-	}
-	s := &Store{db: db, clock: opts.Clock, opts: opts, done: make(chan struct{}), decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}
-	if err := db.Update(s.reindexStatuses); err != nil {
-		db.Close()
-		return nil, fault.Internalf(err, "reindex order statuses in %s", path)
 	}
 	s.cond = sync.NewCond(&s.mu)
 	go s.commitLoop()

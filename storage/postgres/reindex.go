@@ -34,14 +34,8 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	defer conn.Release()
-	var rules int64
-	err = conn.QueryRow(ctx, `SELECT value FROM store_info WHERE name = 'statusRules'`).Scan(&rules)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("postgres: status rules: %w", err)
-	}
-	if rules >= order.StatusRules {
-		return nil
-	}
+	// The rules are read under the lock, so a replica that waited out
+	// another's sweep sees it done instead of sweeping again.
 	var locked bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lockReindex).Scan(&locked); err != nil {
 		return fmt.Errorf("postgres: reindex lock: %w", err)
@@ -50,6 +44,14 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
 		return nil // another replica is sweeping
 	}
 	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, lockReindex)
+	var rules int64
+	err = conn.QueryRow(ctx, `SELECT value FROM store_info WHERE name = 'statusRules'`).Scan(&rules)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: status rules: %w", err)
+	}
+	if rules >= order.StatusRules {
+		return nil
+	}
 
 	var after [2]string // merchant_id, id
 	var sweep int64
