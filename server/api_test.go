@@ -819,3 +819,22 @@ func TestClientHangUpIsNoServerError(t *testing.T) {
 		t.Fatalf("the abandoned capture was applied: %v", o["capturedAmount"])
 	}
 }
+
+// TestMetricsMethodLabelIsBounded: methods a client invents share one
+// series, so unauthenticated requests cannot grow the registry.
+func TestMetricsMethodLabelIsBounded(t *testing.T) {
+	e := newSessionEnv(t)
+	for i := 0; i < 50; i++ {
+		r := httptest.NewRequest(fmt.Sprintf("M%dX", i), "/nope", nil)
+		e.ts.Config.Handler.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	resp, err := http.Get(e.ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(m), `method="M1X"`) || !strings.Contains(string(m), `method="other",route="unmatched",status="404"} 50`) {
+		t.Fatalf("metrics after 50 invented methods:\n%s", m)
+	}
+}

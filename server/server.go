@@ -199,7 +199,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		d := time.Since(start)
 		route := rec.route
-		s.metrics.ObserveRequest(method, route, rec.status, d)
+		s.metrics.ObserveRequest(methodLabel(method), route, rec.status, d)
 		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
 			slog.String("requestId", id), slog.String("method", method), slog.String("path", r.URL.Path),
 			slog.String("route", route), slog.Int("status", rec.status), slog.Int("bytes", rec.bytes),
@@ -225,6 +225,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 // handle registers a route; the wrapper records the route pattern for
 // metrics and logs, so that ids in paths do not blow up the label set.
+// methodLabel bounds the metrics' method label: any token is a valid method
+// name, and a series per name a client invents would grow the registry
+// (and the memory it holds) without limit.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
+}
+
 func (s *Server) handle(method, pattern string, h httprouter.Handle) {
 	s.served = append(s.served, method+" "+pattern)
 	s.router.Handle(method, pattern, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
