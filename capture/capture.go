@@ -5,6 +5,8 @@
 package capture
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 
 	"github.com/kassahq/kassa/fault"
@@ -21,6 +23,23 @@ type PartialRequest struct {
 type FullRequest struct {
 	OrderLines         []order.LineInput `json:"orderLines,omitempty"`
 	TotalCaptureAmount *int64            `json:"totalCaptureAmount,omitempty"`
+}
+
+// UnmarshalJSON reads "orderLines": null as the empty selection it is
+// (a Go client marshals a nil slice so), not as an omitted field: an empty
+// selection is refused, an omitted one would capture every remaining line.
+func (r *FullRequest) UnmarshalJSON(b []byte) error {
+	type plain FullRequest
+	err := json.Unmarshal(b, (*plain)(r)) // a type error still fills the fields that fit
+	if r.OrderLines == nil {
+		var raw struct {
+			OrderLines json.RawMessage `json:"orderLines"`
+		}
+		if json.Unmarshal(b, &raw) == nil && bytes.Equal(raw.OrderLines, []byte("null")) {
+			r.OrderLines = []order.LineInput{}
+		}
+	}
+	return err
 }
 
 // selection is what a capture request picked: the lines to capture and the
