@@ -39,12 +39,17 @@ func (l *Ledger) CreateSession(ctx context.Context, call Call, src session.Sourc
 		if s.ExternalSessionID != "" {
 			switch _, err := tx.GetSessionByExternalID(call.MerchantID, s.ExternalSessionID); {
 			case err == nil:
-				return nil, fault.InvalidCode("external_session_id_taken", "externalSessionId", "another session has this externalSessionId")
+				return nil, errExternalSessionIDTaken()
 			case !fault.Is(err, fault.NotFound):
 				return nil, err
 			}
 		}
 		if err := tx.PutSession(s); err != nil {
+			if fault.CodeOf(err) == "session_exists" && s.ExternalSessionID != "" {
+				// A session with this reference was created at the same
+				// moment (another replica): the answer of the check above.
+				return nil, errExternalSessionIDTaken()
+			}
 			return nil, err
 		}
 		res, err := jsonResult(http.StatusCreated, s.View(tx.Now()))
@@ -54,6 +59,10 @@ func (l *Ledger) CreateSession(ctx context.Context, call Call, src session.Sourc
 		res.Location = sessionPath(src, s.ID)
 		return res, nil
 	})
+}
+
+func errExternalSessionIDTaken() error {
+	return fault.InvalidCode("external_session_id_taken", "externalSessionId", "another session has this externalSessionId")
 }
 
 // findSession resolves a path reference: a session id, "external:<id>", or

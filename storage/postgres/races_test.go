@@ -302,3 +302,34 @@ func TestHeldOrderWriteWithBadTextWritesNothing(t *testing.T) {
 		t.Fatalf("same key, good reference: %+v, %v", r, err)
 	}
 }
+
+// TestSameExternalSessionIDAcrossReplicas: sessions created at once with one
+// externalSessionId, through two replicas, make one session; every other
+// request gets the documented 400 external_session_id_taken, not the
+// unique index's conflict.
+func TestSameExternalSessionIDAcrossReplicas(t *testing.T) {
+	ledgers, creds := twoReplicas(t)
+	ctx := context.Background()
+	for round := range 4 {
+		ext := fmt.Sprint("ext-", round)
+		var made atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 12 {
+			wg.Go(func() {
+				_, err := ledgers[i%2].CreateSession(ctx, kassa.Call{MerchantID: creds.MerchantID}, session.SourceCheckout, &session.CreateRequest{
+					Country: "SE", Currency: "SEK", Locale: "sv-SE", ExternalSessionID: ext, OrderLines: oneLineOrder().OrderLines})
+				switch {
+				case err == nil:
+					made.Add(1)
+				case fault.CodeOf(err) == "external_session_id_taken" && fault.Is(err, fault.Invalid):
+				default:
+					t.Errorf("round %d request %d: %v (kind %v, code %s)", round, i, err, fault.KindOf(err), fault.CodeOf(err))
+				}
+			})
+		}
+		wg.Wait()
+		if made.Load() != 1 {
+			t.Fatalf("round %d: %d sessions made with one externalSessionId, want 1", round, made.Load())
+		}
+	}
+}

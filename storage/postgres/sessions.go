@@ -113,6 +113,11 @@ func (t *tx) PutSession(s *session.Session) error {
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (merchant_id, id) DO UPDATE
 		SET external_id = EXCLUDED.external_id, order_id = EXCLUDED.order_id, body = EXCLUDED.body`,
 		s.MerchantID, s.ID, nullIfEmpty(s.ExternalSessionID), nullIfEmpty(s.OrderID), timeKey(s.CreatedAt), b)
+	if fault.CodeOf(err) == "conflict" {
+		// Another transaction inserted the same reference after the check
+		// above looked: the same answer the check gives.
+		return fault.Conflictf("session_exists", "another session has that externalSessionId or orderId")
+	}
 	return err
 }
 
