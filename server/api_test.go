@@ -270,6 +270,30 @@ func TestErrorsOnEveryPath(t *testing.T) {
 			t.Errorf("GET /v1/orders?%s: %d %v", q, code, b)
 		}
 	}
+	// The same on every store (on PostgreSQL these once failed the query):
+	// such a filter value matches nothing, and a list's fromId names no item.
+	e.order("5560000001", "invoice") // storeId s1, merchantReference PO-1
+	e.req("POST", "/v1/sessions", `{"country":"SE","currency":"SEK","locale":"sv-SE","merchantReference":"PO-1","orderLines":[{"description":"a","quantity":1,"unitPrice":100,"vat":2500}]}`, e.auth, nil)
+	for q, want := range map[string]int{"q=%00": 0, "q=PO%00": 0, "storeId=%00": 0, "id=%FF": 0, "merchantReference=%00": 0,
+		"storeId=s1&storeId=%00": 1, "merchantReference=PO-1&merchantReference=%00": 1} {
+		code, _, b = e.req("GET", "/v1/orders?"+q, "", e.auth, nil)
+		if code != 200 || len(b["orders"].([]any)) < want || (want == 0 && len(b["orders"].([]any)) != 0) {
+			t.Errorf("GET /v1/orders?%s: %d %v, want 200 with %d+ orders", q, code, b, want)
+		}
+	}
+	for _, q := range []string{"q=%00", "q=%00%00", "q=%FF"} {
+		code, _, b = e.req("GET", "/v1/sessions?"+q, "", e.auth, nil)
+		if code != 200 || len(b["sessions"].([]any)) != 0 {
+			t.Errorf("GET /v1/sessions?%s: %d %v, want 200 and no session", q, code, b)
+		}
+	}
+	for _, path := range []string{"/v1/sessions?fromId=%00", "/v1/settlements?fromId=%00", "/v1/notifications?fromId=%FF"} {
+		code, _, b = e.req("GET", path, "", e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if !strings.Contains(fmt.Sprint(b["errors"]), "field:fromId") {
+			t.Errorf("GET %s: errors %v, want fromId named", path, b["errors"])
+		}
+	}
 }
 
 func TestOrderLifecycleOverHTTP(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kassahq/kassa/fault"
 )
@@ -65,9 +66,18 @@ func (q *Query) Match(s *Session, now time.Time) bool {
 		return false
 	}
 	if q.Q != "" {
+		// Field by field, so that q cannot match across two of them; text no
+		// store holds (NUL, invalid UTF-8) matches nothing.
+		if !utf8.ValidString(q.Q) {
+			return false
+		}
 		needle := strings.ToLower(q.Q)
-		hay := strings.ToLower(s.ID + "\x00" + s.MerchantReference + "\x00" + s.ExternalSessionID + "\x00" + s.OrderID)
-		return strings.Contains(hay, needle)
+		for _, f := range [...]string{s.ID, s.MerchantReference, s.ExternalSessionID, s.OrderID} {
+			if strings.Contains(strings.ToLower(f), needle) {
+				return true
+			}
+		}
+		return false
 	}
 	return true
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"slices"
 	"encoding/base64"
 	"fmt"
 	"strings"
@@ -191,7 +192,9 @@ func orderWhere(merchantID string, q storage.OrderQuery) (*where, error) {
 		{"category", strs(q.Categories)}}
 	for _, l := range lists {
 		if len(l.vals) > 0 {
-			w.add(l.col + " = ANY(" + w.arg(l.vals) + ")")
+			// A value no row can hold matches nothing (as on every store),
+			// and sent it would fail the statement.
+			w.add(l.col + " = ANY(" + w.arg(slices.DeleteFunc(slices.Clone(l.vals), cannotHoldText)) + ")")
 		}
 	}
 	if len(q.Status) > 0 {
@@ -212,7 +215,9 @@ func orderWhere(merchantID string, q storage.OrderQuery) (*where, error) {
 			w.add(c.cond + w.arg(timeKey(c.at)))
 		}
 	}
-	if q.Q != "" {
+	if q.Q != "" && cannotHoldText(q.Q) {
+		w.add("false")
+	} else if q.Q != "" {
 		p := w.arg(q.Q)
 		w.add("(id = " + p + " OR order_ref = " + p + " OR merchant_ref = " + p + ")")
 	}

@@ -356,22 +356,28 @@ func (t *tx) scanRow(what, sql string, args []any, dest ...any) (bool, error) {
 func cannotHold(v any) bool {
 	switch v := v.(type) {
 	case string:
-		return !order.Storable(v)
+		return cannotHoldText(v)
 	case *string:
-		return v != nil && !order.Storable(*v)
+		return v != nil && cannotHoldText(*v)
 	case []string:
-		return slices.ContainsFunc(v, func(s string) bool { return !order.Storable(s) })
+		return slices.ContainsFunc(v, cannotHoldText)
 	}
 	return false
 }
+
+func cannotHoldText(s string) bool { return !order.Storable(s) }
 
 // bodies reads the bytea column of every row.
 func (t *tx) bodies(what, sql string, args ...any) ([][]byte, error) {
 	return collect(t, what, pgx.RowTo[[]byte], sql, args...)
 }
 
-// collect reads every row sql selects, each through scan.
+// collect reads every row sql selects, each through scan. As in scanRow,
+// an argument with text PostgreSQL cannot hold matches no row.
 func collect[T any](t *tx, what string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	if slices.ContainsFunc(args, cannotHold) {
+		return nil, nil
+	}
 	rows, err := t.tx.Query(t.ctx, sql, args...)
 	if err != nil {
 		return nil, dbErr(err, what)

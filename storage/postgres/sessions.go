@@ -23,12 +23,12 @@ func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, missin
 	var key []byte
 	id := fromID
 	if fromID != "" {
-		err := t.tx.QueryRow(t.ctx, `SELECT created_key FROM `+table+` WHERE merchant_id = $1 AND id = $2`, merchantID, fromID).Scan(&key)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, "", missing
-		}
+		found, err := t.scanRow(table, `SELECT created_key FROM `+table+` WHERE merchant_id = $1 AND id = $2`, []any{merchantID, fromID}, &key)
 		if err != nil {
-			return nil, "", dbErr(err, table)
+			return nil, "", err
+		}
+		if !found {
+			return nil, "", missing
 		}
 	}
 	var page []*T
@@ -225,13 +225,13 @@ func (t *tx) SettlementTransactions(merchantID, settlementID, fromID string, siz
 	}
 	after := 0
 	if fromID != "" {
-		err := t.tx.QueryRow(t.ctx, `SELECT seq FROM settlement_transactions WHERE merchant_id = $1 AND settlement_id = $2 AND id = $3`,
-			merchantID, settlementID, fromID).Scan(&after)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, "", fault.Invalidf("fromId", "is not a transaction of this settlement")
-		}
+		found, err := t.scanRow("settlement transactions", `SELECT seq FROM settlement_transactions WHERE merchant_id = $1 AND settlement_id = $2 AND id = $3`,
+			[]any{merchantID, settlementID, fromID}, &after)
 		if err != nil {
-			return nil, "", dbErr(err, "settlement transactions")
+			return nil, "", err
+		}
+		if !found {
+			return nil, "", fault.Invalidf("fromId", "is not a transaction of this settlement")
 		}
 	}
 	bs, err := t.bodies("settlement transactions", `SELECT body FROM settlement_transactions
