@@ -1,9 +1,9 @@
 package postgres
 
 import (
-	"slices"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
