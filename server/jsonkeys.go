@@ -142,6 +142,11 @@ func (s *keyScanner) object(t reflect.Type) {
 		case t == nil:
 		case t.Kind() == reflect.Map:
 			ft = t.Elem()
+			if s.space(); !nullable(ft) && bytes.HasPrefix(s.b[s.i:], []byte("null")) {
+				// The decoder would store the key with a zero value: a value
+				// the client did not send.
+				s.f.Add(s.at(), "must be of JSON type %s, not null", jsonKind(ft))
+			}
 		case fields != nil:
 			if x, ok := fields[string(k)]; ok {
 				ft = x
@@ -153,6 +158,15 @@ func (s *keyScanner) object(t reflect.Type) {
 		s.value(ft)
 		s.path = s.path[:len(s.path)-1]
 	}
+}
+
+// nullable reports whether null has a value of t to decode into.
+func nullable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Slice, reflect.Map:
+		return true
+	}
+	return false
 }
 
 // str reads the string at s.i and returns its text: a slice of the body,

@@ -34,6 +34,9 @@ func TestCheckKeys(t *testing.T) {
 		{"case-folded field", `{"ORDERLINES":[{"ID":"l1"}],"TotalCaptureAmount":20000}`, &capture.PartialRequest{},
 			[]string{"ORDERLINES", "ORDERLINES[0].ID", "TotalCaptureAmount"}},
 		{"metadata keys keep their case", `{"metadata":{"Ref":"1","ref":"2"}}`, &order.CreateRequest{}, nil},
+		{"null metadata value", `{"metadata":{"costCenter":null,"k":"v"}}`, &order.CreateRequest{}, []string{"metadata.costCenter"}},
+		{"null metadata value after spaces", `{"metadata":{"a" : 	null ,"null":"null"}}`, &order.CreateRequest{}, []string{"metadata.a"}},
+		{"null metadata", `{"metadata":null}`, &order.CreateRequest{}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
