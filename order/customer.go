@@ -132,6 +132,12 @@ type EditCustomerRequest struct {
 // Validate checks every field at once.
 func (r *EditCustomerRequest) Validate() error {
 	var f fault.Fields
+	if *r == (EditCustomerRequest{}) {
+		// Like edit payment method without paymentMethod: a body that
+		// changes nothing would read as done (a client whose body lost its
+		// fields) and still append an event and notify.
+		f.Add("body", "names no customer field to change: send at least one of billingAddress, shippingAddress, email, phone, reference1, reference2, invoiceChannel")
+	}
 	ValidateAddress(&f, "billingAddress", r.BillingAddress)
 	ValidateAddress(&f, "shippingAddress", r.ShippingAddress)
 	if r.Email != nil {

@@ -215,6 +215,8 @@ func TestEditCustomer(t *testing.T) {
 		"shippingAddress.postalCode", "shippingAddress.contact.email", "email", "phone",
 		"invoiceChannel.type", "invoiceChannel.destination")
 	equal(t, "order after refused edit", snapshot(t, o), before)
+	wantFault(t, o.EditCustomer(&order.EditCustomerRequest{}, f.Env()), fault.Invalid, "validation_failed", "body")
+	equal(t, "order after an edit naming no field", snapshot(t, o), before)
 }
 
 func TestEditPaymentMethod(t *testing.T) {

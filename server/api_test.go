@@ -321,6 +321,13 @@ func TestOrderLifecycleOverHTTP(t *testing.T) {
 	}
 	code, _, b := e.req("POST", "/v1/orders/"+id+"/customer", `{"email":"nope","invoiceChannel":{"type":"fax"}}`, e.auth, nil)
 	wantProblem(t, code, b, 400, "validation_failed")
+	for _, body := range []string{`{}`, `null`, `{"phone":null}`, `{"unknownField":"x"}`} {
+		code, _, b = e.req("POST", "/v1/orders/"+id+"/customer", body, e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+	}
+	if _, _, o = e.req("GET", "/v1/orders/"+id, "", e.auth, nil); events(o)[len(events(o))-1]["id"] != last["id"] {
+		t.Fatalf("an edit naming no field appended an event: %v", events(o)[len(events(o))-1])
+	}
 
 	// Partial capture: mismatch refused; by line id accepted.
 	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialcapture", fmt.Sprintf(`{"orderLines":[{"id":%q}],"totalCaptureAmount":1}`, tiles), e.auth, nil)
