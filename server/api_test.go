@@ -152,6 +152,8 @@ func TestAuthentication(t *testing.T) {
 		"grant_type=client_credentials&grant_type=client_credentials": "invalid_request", // RFC 6749 §3.2
 		"grant_type=client_credentials&client_id=m2":                  "invalid_request", // two ways to authenticate
 		"grant_type=client_credentials&scope=admin":                   "invalid_scope",
+		"scope=orders": "invalid_request", // RFC 6749 §5.2: grant_type missing
+		"grant_type=":  "invalid_request",
 	} {
 		if code, tok := form(body, "m1", "s1"); code != 400 || tok["error"] != want {
 			t.Fatalf("%s: %d %v, want 400 %s", body, code, tok, want)
@@ -869,5 +871,31 @@ func TestMetricsMethodLabelIsBounded(t *testing.T) {
 	resp.Body.Close()
 	if strings.Contains(string(m), `method="M1X"`) || !strings.Contains(string(m), `method="other",route="unmatched",status="404"} 50`) {
 		t.Fatalf("metrics after 50 invented methods:\n%s", m)
+	}
+}
+
+// TestIdempotencyKeyGivenTwice: two Idempotency-Key header lines are
+// refused, not read as the first; nothing is captured.
+func TestIdempotencyKeyGivenTwice(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	r, _ := http.NewRequest("POST", e.ts.URL+"/v1/orders/"+id+"/capture", strings.NewReader(`{}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", e.auth)
+	r.Header.Add("Idempotency-Key", "k1")
+	r.Header.Add("Idempotency-Key", "k2")
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b map[string]any
+	json.NewDecoder(resp.Body).Decode(&b)
+	resp.Body.Close()
+	wantProblem(t, resp.StatusCode, b, 400, "validation_failed")
+	if !strings.Contains(fmt.Sprint(b["errors"]), "field:Idempotency-Key") {
+		t.Fatalf("errors %v name no Idempotency-Key", b["errors"])
+	}
+	if o := e.get(id); minor(o["capturedAmount"]) != 0 {
+		t.Fatalf("captured after the refusal: %v", o["capturedAmount"])
 	}
 }

@@ -156,6 +156,11 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if r.PostForm.Get("grant_type") == "" {
+		// RFC 6749 §5.2: a missing required parameter is invalid_request.
+		oauthFail(w, http.StatusBadRequest, "invalid_request", "grant_type is required (client_credentials)")
+		return
+	}
 	if gt := r.PostForm.Get("grant_type"); gt != "client_credentials" {
 		oauthFail(w, http.StatusBadRequest, "unsupported_grant_type", "grant_type must be client_credentials")
 		return

@@ -213,6 +213,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(rec, r, err)
 		return
 	}
+	if len(r.Header.Values("Idempotency-Key")) > 1 {
+		// Which one a proxy or the client's log shows is anyone's guess.
+		s.writeError(rec, r, fault.Invalidf("Idempotency-Key", "is given more than once"))
+		return
+	}
 	if r.Method == http.MethodHead {
 		// HEAD is GET without the body; r is this handler's copy, so
 		// net/http still knows to send none.
