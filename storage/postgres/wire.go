@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -173,6 +174,13 @@ func (w *wire) CopyFrom(_ context.Context, table pgx.Identifier, cols []string, 
 // that never sent anything has nothing to commit; one whose round trip
 // failed (w.err) is not committed. A held write's error comes back as a
 // *heldErr, which dbErr passes on as it is.
+//
+// The caller's context does not reach this round trip: once COMMIT is on
+// its way the server may apply it whatever the client does, and a deadline
+// that cut the reply short would report a committed change (a capture) as
+// failed, for a caller to apply again. Like the embedded store, which
+// commits a write that was queued, the answer is waited for, bounded by
+// commitTimeout for a connection that went silent (an outcome then unknown).
 func (w *wire) commit() error {
 	if w.err != nil {
 		return w.err
@@ -180,6 +188,11 @@ func (w *wire) commit() error {
 	if !w.open && len(w.held) == 1 {
 		return nil // only BEGIN is held: nothing was ever sent
 	}
+	callerCtx := w.ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), commitTimeout)
+	defer cancel()
+	w.ctx = ctx
+	defer func() { w.ctx = callerCtx }()
 	err := w.roundTrip("commit", nil, func(br pgx.BatchResults) error {
 		tag, err := br.Exec()
 		if err != nil {
@@ -196,6 +209,10 @@ func (w *wire) commit() error {
 	}
 	return err
 }
+
+// commitTimeout bounds the wait for COMMIT's answer, which the caller's
+// context does not cut short (see commit).
+const commitTimeout = 30 * time.Second
 
 // rollback ends the transaction if it is open. When that fails, the pool
 // drops the connection on release rather than reuse it mid-transaction.

@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("Tokens", func(t *testing.T) { testTokens(t, open(t)) })
 	t.Run("Sequences", func(t *testing.T) { testSequences(t, open(t)) })
 	t.Run("SequencesConcurrentWithFailures", func(t *testing.T) { testSequencesConcurrent(t, open(t)) })
+	t.Run("DeadlinesNeverHideACommit", func(t *testing.T) { testDeadlines(t, open(t)) })
 	t.Run("Idempotency", func(t *testing.T) { testIdempotency(t, open(t)) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open(t)) })
 	t.Run("RollbackAndReadOnly", func(t *testing.T) { testRollback(t, open(t)) })
@@ -351,6 +352,29 @@ func testSequences(t *testing.T, s storage.Store) {
 	})
 	if !slices.Equal(got, []int64{4, 5, 6}) {
 		t.Fatalf("numbers of one transaction %v", got)
+	}
+}
+
+// testDeadlines runs transactions whose context ends at a random moment,
+// before, during or after the commit: an Update that returned an error must
+// have committed nothing, or a caller that retries without an idempotency
+// key would apply a change twice. Each transaction takes a number, so the
+// next number counts the commits.
+func testDeadlines(t *testing.T, s storage.Store) {
+	succeeded := int64(0)
+	for i := range 300 {
+		c, cancel := context.WithTimeout(ctx, time.Duration(i%31)*100*time.Microsecond)
+		err := s.Update(c, func(tx storage.Tx) error {
+			_, err := tx.NextSequence("m1", "deadline")
+			return err
+		})
+		cancel()
+		if err == nil {
+			succeeded++
+		}
+	}
+	if n := next(t, s, "m1", "deadline"); n != succeeded+1 {
+		t.Fatalf("%d of 300 transactions reported success, but %d committed", succeeded, n-1)
 	}
 }
 
