@@ -390,3 +390,29 @@ func TestCachedOrderResponseNeverOutlivesItsDocumentLinks(t *testing.T) {
 		t.Fatalf("the next hour served links of the previous one: %s", next)
 	}
 }
+
+// TestPutAuthorizationOnce: a token id is put once, so a used single-use
+// token cannot be put again to make a second order; bad input is Invalid.
+func TestPutAuthorizationOnce(t *testing.T) {
+	f := newFixture(t)
+	f.order(t, "once", 10000)
+	now := time.Now()
+	again := &token.Authorization{Token: "once", MerchantID: f.merchant, Country: "SE", Currency: "SEK", Locale: "sv-SE",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	if err := f.ledger.PutAuthorization(f.ctx, again); fault.CodeOf(err) != "authorization_token_exists" || !fault.Is(err, fault.Conflict) {
+		t.Fatalf("putting a used token again: %v, want conflict authorization_token_exists", err)
+	}
+	_, err := f.ledger.CreateOrderFromAuthorization(f.ctx, kassa.Call{MerchantID: f.merchant}, "once", &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
+		OrderLines: []order.LineInput{{Description: ptr("x"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(100)), Vat: ptr(int64(2500))}}})
+	if fault.CodeOf(err) != "authorization_token_used" {
+		t.Fatalf("second order from a used token: %v", err)
+	}
+	if err := f.ledger.PutAuthorization(f.ctx, nil); !fault.Is(err, fault.Invalid) {
+		t.Fatalf("nil token: %v", err)
+	}
+	bad := *again
+	bad.Token, bad.PaymentMethod.Type = "fresh", "bitcoin"
+	if err := f.ledger.PutAuthorization(f.ctx, &bad); !fault.Is(err, fault.Invalid) {
+		t.Fatalf("unknown payment type: %v", err)
+	}
+}

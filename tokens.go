@@ -223,13 +223,24 @@ func (l *Ledger) RevokeCustomerToken(ctx context.Context, call Call, id string) 
 }
 
 // PutAuthorization stores a new authorization token for a merchant. The
-// sandbox mints them; a production checkout front end would too.
+// sandbox mints them; a production checkout front end would too. A token is
+// put once: an id already held (by a token since used or expired, too) is a
+// conflict, so a single-use token cannot be made usable again.
 func (l *Ledger) PutAuthorization(ctx context.Context, a *token.Authorization) error {
-	if a.MerchantID == "" || a.Token == "" {
-		return fault.Internalf(nil, "authorization token needs a merchant and a token")
+	if a == nil {
+		return fault.Invalidf("body", "an authorization token is required")
+	}
+	if err := a.Validate(); err != nil {
+		return err
 	}
 	return l.store.Update(ctx, func(tx storage.Tx) error {
 		if _, err := tx.GetMerchant(a.MerchantID); err != nil {
+			return err
+		}
+		switch _, err := tx.GetAuthorization(a.MerchantID, a.Token); {
+		case err == nil:
+			return fault.Conflictf("authorization_token_exists", "an authorization token with this id was put before")
+		case !fault.Is(err, fault.NotFound):
 			return err
 		}
 		if err := scheduleTokenExpiry(tx, a.MerchantID, a.Token, a.ExpiresAt); err != nil {

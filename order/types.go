@@ -195,6 +195,9 @@ const (
 	RiskPossibleFraud  RiskTag = "possibleFraud"
 )
 
+// RiskTags lists every risk tag.
+var RiskTags = []RiskTag{RiskUnknown, RiskCreditDeclined, RiskBlacklisted, RiskPossibleFraud}
+
 // Contact is the spec's CompanyContact.
 type Contact struct {
 	Email     string `json:"email,omitempty"`

@@ -6,6 +6,7 @@ package token
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kassahq/kassa/fault"
@@ -37,6 +38,63 @@ type Authorization struct {
 	Expired bool `json:"expired,omitempty"`
 	// SessionID is the checkout or payment session the buyer approved in, if any.
 	SessionID string `json:"sessionId,omitempty"`
+}
+
+// MaxTokenLen bounds an authorization token's id.
+const MaxTokenLen = 128
+
+// Validate checks a new token, naming every bad field: what an embedder
+// puts is copied into the orders made from it, so it must be what an order
+// may hold, and its id must fit in a URL path as it is.
+func (a *Authorization) Validate() error {
+	var f fault.Fields
+	if a.MerchantID == "" {
+		f.Add("merchantId", "is required")
+	}
+	if !validTokenID(a.Token) {
+		f.Add("token", "must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', '~' and '-'", MaxTokenLen)
+	}
+	if !order.ValidCountry(a.Country) {
+		f.Add("country", "must be an ISO 3166-1 alpha-2 country code")
+	}
+	if !a.Currency.Valid() {
+		f.Add("currency", "must be an ISO 4217 currency code kassa supports")
+	}
+	if p := a.PaymentMethod.Provider; p != order.ProviderService && p != order.ProviderExternal {
+		f.Add("paymentMethod.provider", "must be %s or %s", order.ProviderService, order.ProviderExternal)
+	}
+	if !order.ValidPaymentType(a.PaymentMethod.Type) {
+		f.Add("paymentMethod.type", "must be one of %v", order.PaymentTypes)
+	}
+	if a.ApprovedAmount < 0 {
+		f.Add("approvedAmount", "must not be negative")
+	}
+	for i, tag := range a.RiskTags {
+		if !slices.Contains(order.RiskTags, tag) {
+			f.Add(fmt.Sprintf("riskTags[%d]", i), "must be one of %v", order.RiskTags)
+		}
+	}
+	if !a.ExpiresAt.After(a.CreatedAt) {
+		f.Add("expiresAt", "must be after createdAt")
+	}
+	if a.UsedAt != nil || a.UsedFor != "" || a.Deleted || a.Expired {
+		f.Add("usedAt", "a new token is unused, not deleted and not expired")
+	}
+	return f.Err()
+}
+
+func validTokenID(s string) bool {
+	if s == "" || len(s) > MaxTokenLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '~', c == '-':
+		default:
+			return false
+		}
+	}
+	return s != "." && s != ".." // path segments a client would resolve away
 }
 
 // Usable reports why the token cannot be used at now, or nil.

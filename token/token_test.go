@@ -216,3 +216,44 @@ func TestCustomerTokenStoreIDIsCheckedText(t *testing.T) {
 		}
 	}
 }
+
+func TestAuthorizationValidate(t *testing.T) {
+	if err := auth().Validate(); err != nil {
+		t.Fatalf("a good token: %v", err)
+	}
+	used := t0
+	for _, tt := range []struct {
+		name   string
+		edit   func(*token.Authorization)
+		fields []string
+	}{
+		{"no merchant", func(a *token.Authorization) { a.MerchantID = "" }, []string{"merchantId"}},
+		{"no token", func(a *token.Authorization) { a.Token = "" }, []string{"token"}},
+		{"token with a slash", func(a *token.Authorization) { a.Token = "a/b" }, []string{"token"}},
+		{"token with NUL", func(a *token.Authorization) { a.Token = "a\x00" }, []string{"token"}},
+		{"dot segment", func(a *token.Authorization) { a.Token = ".." }, []string{"token"}},
+		{"token too long", func(a *token.Authorization) { a.Token = strings.Repeat("a", token.MaxTokenLen+1) }, []string{"token"}},
+		{"longest token", func(a *token.Authorization) { a.Token = strings.Repeat("a", token.MaxTokenLen) }, nil},
+		{"unknown payment type", func(a *token.Authorization) { a.PaymentMethod.Type = "bitcoin" }, []string{"paymentMethod.type"}},
+		{"no payment method", func(a *token.Authorization) { a.PaymentMethod = order.PaymentMethod{} },
+			[]string{"paymentMethod.provider", "paymentMethod.type"}},
+		{"unknown risk tag", func(a *token.Authorization) { a.RiskTags = []order.RiskTag{order.RiskUnknown, "odd"} }, []string{"riskTags[1]"}},
+		{"bad country and currency", func(a *token.Authorization) { a.Country, a.Currency = "XX", "ABC" }, []string{"country", "currency"}},
+		{"negative approved amount", func(a *token.Authorization) { a.ApprovedAmount = -1 }, []string{"approvedAmount"}},
+		{"expires at creation", func(a *token.Authorization) { a.ExpiresAt = a.CreatedAt }, []string{"expiresAt"}},
+		{"already used", func(a *token.Authorization) { a.UsedAt, a.UsedFor = &used, "order:o1" }, []string{"usedAt"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := auth()
+			tt.edit(a)
+			err := a.Validate()
+			if tt.fields == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			wantFault(t, err, fault.Invalid, "validation_failed", tt.fields...)
+		})
+	}
+}
