@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"sync"
 	"time"
 	"unicode"
@@ -119,6 +120,16 @@ func validKey(k string) error {
 		if r > unicode.MaxASCII || !unicode.IsPrint(r) {
 			return fault.Invalidf("Idempotency-Key", "must be printable ASCII")
 		}
+	}
+	return nil
+}
+
+// missingRequest is the error of a method given a nil request where it
+// needs one (Capture and Refund read nil as "everything"): an embedder's
+// bad input, not a panic inside the transaction.
+func missingRequest(req any) error {
+	if v := reflect.ValueOf(req); v.Kind() == reflect.Pointer && v.IsNil() {
+		return fault.Invalidf("body", "a request is required")
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/memory"
 	"github.com/kassahq/kassa/token"
@@ -414,5 +415,49 @@ func TestPutAuthorizationOnce(t *testing.T) {
 	bad.Token, bad.PaymentMethod.Type = "fresh", "bitcoin"
 	if err := f.ledger.PutAuthorization(f.ctx, &bad); !fault.Is(err, fault.Invalid) {
 		t.Fatalf("unknown payment type: %v", err)
+	}
+}
+
+// TestNilRequestsAreInvalid: a method given a nil request answers Invalid,
+// without running a transaction; Capture and Refund read nil as the empty
+// request, with the same fingerprint.
+func TestNilRequestsAreInvalid(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "nil", 10000, 20000)
+	call := kassa.Call{MerchantID: f.merchant}
+	calls := map[string]func() (*kassa.Result, error){
+		"EditOrder":      func() (*kassa.Result, error) { return f.ledger.EditOrder(f.ctx, call, o.ID, nil) },
+		"PartialCapture": func() (*kassa.Result, error) { return f.ledger.PartialCapture(f.ctx, call, o.ID, nil) },
+		"PartialRefund":  func() (*kassa.Result, error) { return f.ledger.PartialRefund(f.ctx, call, o.ID, "l", nil) },
+		"EditCustomer":   func() (*kassa.Result, error) { return f.ledger.EditCustomer(f.ctx, call, o.ID, nil) },
+		"EditPaymentMethod": func() (*kassa.Result, error) {
+			return f.ledger.EditPaymentMethod(f.ctx, call, o.ID, nil)
+		},
+		"SetReference":  func() (*kassa.Result, error) { return f.ledger.SetReference(f.ctx, call, o.ID, nil) },
+		"Recourse":      func() (*kassa.Result, error) { return f.ledger.Recourse(f.ctx, call, o.ID, "l", nil) },
+		"CreateSession": func() (*kassa.Result, error) { return f.ledger.CreateSession(f.ctx, call, session.SourceCheckout, nil) },
+		"UpdateSession": func() (*kassa.Result, error) {
+			return f.ledger.UpdateSession(f.ctx, call, "s", session.SourceCheckout, nil)
+		},
+		"CreateOrderFromAuthorization": func() (*kassa.Result, error) {
+			return f.ledger.CreateOrderFromAuthorization(f.ctx, call, "t", nil)
+		},
+		"CreateOrderFromCustomerToken": func() (*kassa.Result, error) {
+			return f.ledger.CreateOrderFromCustomerToken(f.ctx, call, "c", nil)
+		},
+		"CreateCustomerToken": func() (*kassa.Result, error) { return f.ledger.CreateCustomerToken(f.ctx, call, "t", nil) },
+	}
+	for name, c := range calls {
+		if _, err := c(); !fault.Is(err, fault.Invalid) || fault.CodeOf(err) != "validation_failed" {
+			t.Errorf("%s(nil): %v (kind %v), want validation_failed", name, err, fault.KindOf(err))
+		}
+	}
+	keyed := kassa.Call{MerchantID: f.merchant, IdempotencyKey: "all"}
+	if _, err := f.ledger.Capture(f.ctx, keyed, o.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.ledger.Capture(f.ctx, keyed, o.ID, &capture.FullRequest{})
+	if err != nil || !res.Replayed {
+		t.Fatalf("nil and the empty request under one key: %v, replayed %v", err, res != nil && res.Replayed)
 	}
 }

@@ -28,6 +28,9 @@ const (
 // answers with the order as it now is.
 func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targets []string, req any,
 	apply func(tx storage.Tx, o *order.Order, env order.Env) error) (*Result, error) {
+	if err := missingRequest(req); err != nil {
+		return nil, err
+	}
 	fp := fingerprint(op, append([]string{orderID}, targets...), req)
 	res, err := l.run(ctx, call, fp, func(tx storage.Tx) (*Result, error) {
 		o, err := tx.GetOrder(call.MerchantID, orderID)
@@ -198,6 +201,9 @@ func (l *Ledger) Acknowledge(ctx context.Context, call Call, orderID string) (*R
 
 // Capture captures the remainder, or the given lines as the final capture.
 func (l *Ledger) Capture(ctx context.Context, call Call, orderID string, req *capture.FullRequest) (*Result, error) {
+	if req == nil {
+		req = &capture.FullRequest{} // the same request, and the same fingerprint
+	}
 	return l.mutate(ctx, call, "capture", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
 		_, err := capture.Full(o, req, env)
 		return err
@@ -214,6 +220,9 @@ func (l *Ledger) PartialCapture(ctx context.Context, call Call, orderID string, 
 
 // Refund refunds what remains refundable on a capture.
 func (l *Ledger) Refund(ctx context.Context, call Call, orderID, ledgerID string, req *refund.FullRequest) (*Result, error) {
+	if req == nil {
+		req = &refund.FullRequest{}
+	}
 	return l.mutate(ctx, call, "refund", orderID, []string{ledgerID}, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
 		_, err := refund.Full(o, ledgerID, req, env)
 		return err

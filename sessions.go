@@ -26,6 +26,9 @@ func sessionPath(src session.Source, id string) string {
 // CreateSession opens a checkout session (POST /v1/sessions) or a payment
 // session (POST /v1/payment-sessions): 201 with the session and its Location.
 func (l *Ledger) CreateSession(ctx context.Context, call Call, src session.Source, req *session.CreateRequest) (*Result, error) {
+	if err := missingRequest(req); err != nil {
+		return nil, err
+	}
 	return l.run(ctx, call, fingerprint("createSession", []string{string(src)}, req), func(tx storage.Tx) (*Result, error) {
 		s, err := session.New(call.MerchantID, src, req, l.opts.IDs, tx.Now(), func(id string) string {
 			if l.opts.CheckoutURL == nil {
@@ -108,6 +111,9 @@ func (l *Ledger) GetSession(ctx context.Context, merchantID, ref string, src ses
 
 // UpdateSession changes a session that has not been approved yet.
 func (l *Ledger) UpdateSession(ctx context.Context, call Call, ref string, src session.Source, req *session.UpdateRequest) (*Result, error) {
+	if err := missingRequest(req); err != nil {
+		return nil, err
+	}
 	return l.run(ctx, call, fingerprint("updateSession", []string{string(src), ref}, req), func(tx storage.Tx) (*Result, error) {
 		s, err := findSession(tx, call.MerchantID, ref, src, src == session.SourceCheckout)
 		if err != nil {

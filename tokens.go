@@ -67,6 +67,9 @@ func (l *Ledger) createOrder(tx storage.Tx, merchantID string, req *order.Create
 // (POST /v1/authorization-tokens/{token}/order). The token is used up in the
 // same transaction.
 func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, tok string, req *order.CreateRequest) (*Result, error) {
+	if err := missingRequest(req); err != nil {
+		return nil, err
+	}
 	lines, mode, err := order.ValidateCreate(req, false, l.opts.IDs)
 	if err != nil {
 		return nil, err
@@ -105,6 +108,9 @@ func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, to
 
 // CreateOrderFromCustomerToken creates an order from a reusable customer token.
 func (l *Ledger) CreateOrderFromCustomerToken(ctx context.Context, call Call, tokenID string, req *order.CreateRequest) (*Result, error) {
+	if err := missingRequest(req); err != nil {
+		return nil, err
+	}
 	lines, mode, err := order.ValidateCreate(req, true, l.opts.IDs)
 	if err != nil {
 		return nil, err
@@ -134,6 +140,9 @@ func (l *Ledger) CreateOrderFromCustomerToken(ctx context.Context, call Call, to
 
 // CreateCustomerToken turns an authorization token into a reusable customer token.
 func (l *Ledger) CreateCustomerToken(ctx context.Context, call Call, tok string, req *token.CreateCustomerRequest) (*Result, error) {
+	if err := missingRequest(req); err != nil {
+		return nil, err
+	}
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
