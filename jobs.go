@@ -82,6 +82,9 @@ type TaskStats struct {
 // task or none of it: nothing is done twice.
 func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
 	var stats TaskStats
+	if err := checkLimit(limit); err != nil {
+		return stats, err
+	}
 	for range limit {
 		var outcome taskOutcome
 		found := false

@@ -296,6 +296,15 @@ func jsonResult(status int, v any) (*Result, error) {
 	return &Result{Status: status, Body: body}, nil
 }
 
+// checkLimit refuses a job's batch limit under one, which would do nothing
+// (or, in a loop that runs until a batch comes back short, never end).
+func checkLimit(limit int) error {
+	if limit < 1 {
+		return fault.Invalidf("limit", "must be at least 1")
+	}
+	return nil
+}
+
 // AuthorizationTTL is the lifetime of newly minted authorization tokens.
 func (l *Ledger) AuthorizationTTL() time.Duration { return l.opts.AuthorizationTTL }
 
@@ -303,6 +312,9 @@ func (l *Ledger) AuthorizationTTL() time.Duration { return l.opts.AuthorizationT
 // at most limit per transaction, until none is left or ctx ends. It reports
 // how many it removed. Safe to run concurrently with traffic.
 func (l *Ledger) SweepIdempotency(ctx context.Context, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
 	total := 0
 	for ctx.Err() == nil {
 		n := 0

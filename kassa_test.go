@@ -461,3 +461,23 @@ func TestNilRequestsAreInvalid(t *testing.T) {
 		t.Fatalf("nil and the empty request under one key: %v, replayed %v", err, res != nil && res.Replayed)
 	}
 }
+
+// TestJobLimitsUnderOneAreInvalid: a batch limit under one is refused on
+// every job instead of doing nothing, failing in the store, or (the sweep)
+// looping until the context ends.
+func TestJobLimitsUnderOneAreInvalid(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	for _, limit := range []int{0, -1} {
+		if _, err := f.ledger.SweepIdempotency(ctx, limit); !fault.Is(err, fault.Invalid) {
+			t.Errorf("SweepIdempotency(%d): %v", limit, err)
+		}
+		if _, err := f.ledger.ExpireOrders(ctx, limit); !fault.Is(err, fault.Invalid) {
+			t.Errorf("ExpireOrders(%d): %v", limit, err)
+		}
+		if _, err := f.ledger.RunTasks(ctx, limit); !fault.Is(err, fault.Invalid) {
+			t.Errorf("RunTasks(%d): %v", limit, err)
+		}
+	}
+}

@@ -314,6 +314,9 @@ func (l *Ledger) ResolveHold(ctx context.Context, call Call, orderID string, app
 // job). It reports how many it marked. Safe to run concurrently with traffic:
 // each order is updated with its version checked.
 func (l *Ledger) ExpireOrders(ctx context.Context, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
 	n := 0
 	err := l.store.Update(ctx, func(tx storage.Tx) error {
 		n = 0
