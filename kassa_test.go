@@ -481,3 +481,24 @@ func TestJobLimitsUnderOneAreInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownEnumsAreInvalid: through the Go API (the server checks its
+// query and body first), an unknown list status or category and an unknown
+// session source are refused, not stored or silently matching nothing.
+func TestUnknownEnumsAreInvalid(t *testing.T) {
+	f := newFixture(t)
+	for _, q := range []storage.OrderQuery{{Status: []order.Status{"bogus"}}, {StatusAnd: []order.Status{"x"}},
+		{StatusNot: []order.Status{"y"}}, {Categories: []order.Category{"crypto"}}} {
+		if _, _, err := f.ledger.ListOrders(f.ctx, f.merchant, q); !fault.Is(err, fault.Invalid) {
+			t.Errorf("ListOrders(%+v): %v", q, err)
+		}
+	}
+	req := &session.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", OrderLines: []order.LineInput{{
+		Description: ptr("a"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(100)), Vat: ptr(int64(2500))}}}
+	if _, err := f.ledger.CreateSession(f.ctx, kassa.Call{MerchantID: f.merchant}, "bogus", req); !fault.Is(err, fault.Invalid) {
+		t.Errorf("CreateSession with source bogus: %v", err)
+	}
+	if _, err := f.ledger.CreateSession(f.ctx, kassa.Call{MerchantID: f.merchant}, session.SourceCheckout, req); err != nil {
+		t.Errorf("CreateSession: %v", err)
+	}
+}

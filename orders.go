@@ -120,12 +120,37 @@ func (l *Ledger) GetOrder(ctx context.Context, merchantID, orderID string) (*ord
 	return o, now, err
 }
 
+// checkEnums names every unknown status or category of q, by the query
+// parameter that carries it over HTTP.
+func checkEnums(q storage.OrderQuery) error {
+	var f fault.Fields
+	for _, p := range []struct {
+		name     string
+		statuses []order.Status
+	}{{"status", q.Status}, {"statusAnd", q.StatusAnd}, {"statusNot", q.StatusNot}} {
+		for _, s := range p.statuses {
+			if !order.ValidStatus(string(s)) {
+				f.Add(p.name, "unknown order status %q", s)
+			}
+		}
+	}
+	for _, c := range q.Categories {
+		if !slices.Contains(order.Categories, c) {
+			f.Add("paymentMethodCategory", "unknown payment method category %q", c)
+		}
+	}
+	return f.Err()
+}
+
 // ListOrders lists the merchant's orders, newest first.
 func (l *Ledger) ListOrders(ctx context.Context, merchantID string, q storage.OrderQuery) (storage.OrderPage, time.Time, error) {
 	var page storage.OrderPage
 	var now time.Time
 	if q.Size < 0 || q.Size > storage.MaxPageSize {
 		return page, now, fault.Invalidf("size", "must be between 1 and %d", storage.MaxPageSize)
+	}
+	if err := checkEnums(q); err != nil {
+		return page, now, err // an unknown value would silently match nothing
 	}
 	if q.Cursor != "" {
 		pos, ok := openCursor(q.Cursor)

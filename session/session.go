@@ -292,6 +292,9 @@ func (r *CreateRequest) draft(ids order.IDSource) (*Session, time.Duration, erro
 // New validates r and opens a session at now. checkoutURL makes the hosted
 // checkout link of the new session id.
 func New(merchantID string, src Source, r *CreateRequest, ids order.IDSource, now time.Time, checkoutURL func(id string) string) (*Session, error) {
+	if !slices.Contains(Sources, src) {
+		return nil, fault.Invalidf("source", "must be one of %v", Sources)
+	}
 	s, ttl, err := r.draft(ids)
 	if err != nil {
 		return nil, err
