@@ -19,7 +19,10 @@ import (
 // store the buyer's authorization, create an order, capture part of it,
 // refund part of the capture, and read the order back.
 func Example() {
-	dir, _ := os.MkdirTemp("", "kassa-example")
+	dir, err := os.MkdirTemp("", "kassa-example")
+	if err != nil {
+		panic(err)
+	}
 	defer os.RemoveAll(dir)
 	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{})
 	if err != nil {
@@ -29,16 +32,21 @@ func Example() {
 	ctx := context.Background()
 	ledger := kassa.New(st, kassa.Options{})
 
-	creds, _, _ := ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "Tiles & Co"})
+	creds, _, err := ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "Tiles & Co"})
+	if err != nil {
+		panic(err)
+	}
 	call := kassa.Call{MerchantID: creds.MerchantID}
 
 	// The buyer's approval, as a checkout front end would store it.
-	ledger.PutAuthorization(ctx, &token.Authorization{
+	if err := ledger.PutAuthorization(ctx, &token.Authorization{
 		Token: "at_example", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK", Locale: "sv-SE",
 		Buyer:         order.Customer{CompanyID: "5560000001", CompanyName: "Approved Byggvaror AB"},
 		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
 		CreatedAt:     time.Now(), ExpiresAt: time.Now().Add(time.Hour),
-	})
+	}); err != nil {
+		panic(err)
+	}
 	created, err := ledger.CreateOrderFromAuthorization(ctx, call, "at_example", &order.CreateRequest{
 		Country: "SE", Currency: "SEK", Locale: "sv-SE",
 		OrderLines: []order.LineInput{
@@ -58,7 +66,10 @@ func Example() {
 	}); err != nil {
 		panic(err)
 	}
-	o, _, _ := ledger.GetOrder(ctx, creds.MerchantID, orderID)
+	o, _, err := ledger.GetOrder(ctx, creds.MerchantID, orderID)
+	if err != nil {
+		panic(err)
+	}
 	call.IdempotencyKey = "refund-1"
 	if _, err := ledger.PartialRefund(ctx, call, orderID, o.Captured[0].ID, &refund.PartialRequest{
 		OrderLines:        []order.LineInput{{Description: ptr("Broken tile"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(12500)), Vat: ptr(int64(2500))}},
@@ -67,7 +78,10 @@ func Example() {
 		panic(err)
 	}
 
-	o, now, _ := ledger.GetOrder(ctx, creds.MerchantID, orderID)
+	o, now, err := ledger.GetOrder(ctx, creds.MerchantID, orderID)
+	if err != nil {
+		panic(err)
+	}
 	r := ledger.Render(o, now)
 	fmt.Println("order:", r.OrderAmount.FormattedWithCurrency)
 	fmt.Println("captured:", r.CapturedAmount.FormattedWithCurrency, r.Captured[0].DocumentReference)
@@ -81,3 +95,6 @@ func Example() {
 	// uncaptured: SEK 500.00
 	// status: [uncaptured partiallyCaptured partiallyRefunded readyForCapture]
 }
+
+// ptr is the address of v, for the request fields that are optional.
+func ptr[T any](v T) *T { return &v }

@@ -267,8 +267,6 @@ func TestAuthenticate(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func TestSweepIdempotency(t *testing.T) {
 	now := time.Now()
 	st := memory.New(func() time.Time { return now })
