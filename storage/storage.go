@@ -26,6 +26,15 @@ type Store interface {
 	// returns nil; any error rolls everything back. fn may be retried by the
 	// store (for example after a serialization failure), so it must not have
 	// effects outside the transaction.
+	//
+	// ctx bounds the wait for the transaction and fn's statements; once the
+	// commit is under way it no longer decides the outcome, which is the
+	// commit's: Update returns nil if and only if the change is durable, and
+	// an error means nothing was written (the conformance suite's
+	// DeadlinesNeverHideACommit). The one exception is a database that stops
+	// answering a COMMIT it was sent (PostgreSQL, a broken connection or 30 s
+	// without an answer): that error says the outcome is unknown, and only a
+	// retry with the same idempotency key is then safe.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// View runs fn in a read-only transaction.
 	View(ctx context.Context, fn func(Tx) error) error

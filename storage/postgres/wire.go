@@ -206,6 +206,18 @@ func (w *wire) commit() error {
 	})
 	if err == nil {
 		w.open = false
+		return nil
+	}
+	var h *heldErr
+	if errors.As(err, &h) && !fault.Is(h.err, fault.Internal) {
+		return err // a held write was refused, so COMMIT was skipped
+	}
+	var pe *pgconn.PgError
+	var pre pgx.ErrPreprocessingBatch
+	if !errors.As(err, &pe) && !errors.As(err, &pre) && !errors.Is(err, pgx.ErrTxCommitRollback) {
+		// No answer from the server (a broken connection, commitTimeout):
+		// it may have committed. Said so, for an operator reading the log.
+		return &heldErr{fault.Internalf(err, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")}
 	}
 	return err
 }
