@@ -578,6 +578,11 @@ func nextAt(now, at time.Time) time.Time {
 }
 
 // settle runs settlements on a stopped server's data ("kassa settle").
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
 func settle(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("settle", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -587,13 +592,24 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	// A sandbox's settlements are dated by its clock, as the server's daily
+	// run dates them: by real time, a run after the clock was moved on would
+	// date a settlement before the captures it holds.
+	clock := server.NewClock(false)
+	if path := filepath.Join(*data, "sandbox-clock.json"); fileExists(path) {
+		clock = server.NewClock(true)
+		if err := clock.PersistTo(path); err != nil {
+			fmt.Fprintf(stderr, "kassa: %v\n", err)
+			return 1
+		}
+	}
 	var db storage.Store
 	var err error
 	if *kind == "bolt" {
 		// A running server holds the file: fail fast instead of waiting for it.
-		db, err = bolt.Open(filepath.Join(*data, "kassa.db"), bolt.Options{Timeout: 2 * time.Second})
+		db, err = bolt.Open(filepath.Join(*data, "kassa.db"), bolt.Options{Timeout: 2 * time.Second, Clock: clock.Now})
 	} else {
-		db, err = openStore(*kind, *data, *dbURL, nil, 0)
+		db, err = openStore(*kind, *data, *dbURL, clock.Now, 0)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store (is the server running? it settles daily by itself): %v\n", err)

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/server"
+	"github.com/kassahq/kassa/settlement"
+	"github.com/kassahq/kassa/storage/bolt"
+	"github.com/kassahq/kassa/token"
+)
+
+// TestSettleUsesTheSandboxClock: `kassa settle` on a sandbox's data dates
+// its settlement by the sandbox clock the server kept, as the server's own
+// run would, not by real time (which put it before the captures it holds).
+func TestSettleUsesTheSandboxClock(t *testing.T) {
+	dir := t.TempDir()
+	clock := server.NewClock(true)
+	if err := clock.PersistTo(filepath.Join(dir, "sandbox-clock.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := clock.Advance(30 * 24 * time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := kassa.New(st, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clock.Now()
+	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	one := int64(1)
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{Country: "SE", Currency: "SEK",
+		Locale: "sv-SE", OrderLines: []order.LineInput{{Description: new("tiles"), Quantity: &one, UnitPrice: new(int64(10000)), Vat: new(int64(2500))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID}, res.Order.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	var out, errb bytes.Buffer
+	if code := run([]string{"settle", "--data", dir}, &out, &errb); code != 0 {
+		t.Fatalf("settle: %d %s %s", code, out.String(), errb.String())
+	}
+	st, err = bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	page, err := kassa.New(st, kassa.Options{}).ListSettlements(ctx, creds.MerchantID, settlement.Query{})
+	if err != nil || len(page.Settlements) != 1 {
+		t.Fatalf("settlements %v %v, want one", page.Settlements, err)
+	}
+	if at := page.Settlements[0].CreatedAt; at.Before(now) {
+		t.Fatalf("settlement dated %s, before the capture it holds (sandbox now %s)", at, now)
+	}
+}
