@@ -75,7 +75,7 @@ type TaskStats struct {
 	TasksProcessed int `json:"tasksProcessed"`
 }
 
-// RunTasks works through up to limit due tasks, earliest first. Each task is
+// RunTasks works through up to limit (at least 1) due tasks, earliest first. Each task is
 // claimed, done and deleted (or rescheduled) in one transaction, so the job
 // runs safely beside API traffic and on several replicas (a store hands a
 // due task to one transaction at a time), and a crash either did all of a

@@ -74,8 +74,8 @@ func New(store storage.Store, opts Options) *Ledger {
 	if opts.IdempotencyTTL == 0 {
 		opts.IdempotencyTTL = 24 * time.Hour
 	}
-	if opts.AuthorizationTTL == 0 {
-		opts.AuthorizationTTL = token.DefaultAuthorizationTTL
+	if opts.AuthorizationTTL <= 0 {
+		opts.AuthorizationTTL = token.DefaultAuthorizationTTL // a token must outlive its minting
 	}
 	return &Ledger{store: store, opts: opts, cache: ordercache.New(opts.OrderCacheBytes), inFlight: map[string]struct{}{}}
 }
@@ -309,7 +309,7 @@ func checkLimit(limit int) error {
 func (l *Ledger) AuthorizationTTL() time.Duration { return l.opts.AuthorizationTTL }
 
 // SweepIdempotency removes idempotency records whose retention has passed,
-// at most limit per transaction, until none is left or ctx ends. It reports
+// at most limit (at least 1) per transaction, until none is left or ctx ends. It reports
 // how many it removed. Safe to run concurrently with traffic.
 func (l *Ledger) SweepIdempotency(ctx context.Context, limit int) (int, error) {
 	if err := checkLimit(limit); err != nil {

@@ -226,10 +226,11 @@ func (l *Ledger) Acknowledge(ctx context.Context, call Call, orderID string) (*R
 
 // Capture captures the remainder, or the given lines as the final capture.
 func (l *Ledger) Capture(ctx context.Context, call Call, orderID string, req *capture.FullRequest) (*Result, error) {
+	var body any = req
 	if req == nil {
-		req = &capture.FullRequest{} // the same request, and the same fingerprint
+		body = nil // "everything", not a missing request; fingerprinted as always
 	}
-	return l.mutate(ctx, call, "capture", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+	return l.mutate(ctx, call, "capture", orderID, nil, body, func(_ storage.Tx, o *order.Order, env order.Env) error {
 		_, err := capture.Full(o, req, env)
 		return err
 	})
@@ -245,10 +246,11 @@ func (l *Ledger) PartialCapture(ctx context.Context, call Call, orderID string, 
 
 // Refund refunds what remains refundable on a capture.
 func (l *Ledger) Refund(ctx context.Context, call Call, orderID, ledgerID string, req *refund.FullRequest) (*Result, error) {
+	var body any = req
 	if req == nil {
-		req = &refund.FullRequest{}
+		body = nil
 	}
-	return l.mutate(ctx, call, "refund", orderID, []string{ledgerID}, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+	return l.mutate(ctx, call, "refund", orderID, []string{ledgerID}, body, func(_ storage.Tx, o *order.Order, env order.Env) error {
 		_, err := refund.Full(o, ledgerID, req, env)
 		return err
 	})
@@ -335,7 +337,7 @@ func (l *Ledger) ResolveHold(ctx context.Context, call Call, orderID string, app
 	})
 }
 
-// ExpireOrders marks up to limit orders whose expiry has passed (the expiry
+// ExpireOrders marks up to limit (at least 1) orders whose expiry has passed (the expiry
 // job). It reports how many it marked. Safe to run concurrently with traffic:
 // each order is updated with its version checked.
 func (l *Ledger) ExpireOrders(ctx context.Context, limit int) (int, error) {

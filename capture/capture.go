@@ -25,9 +25,10 @@ type FullRequest struct {
 	TotalCaptureAmount *int64            `json:"totalCaptureAmount,omitempty"`
 }
 
-// UnmarshalJSON reads "orderLines": null as the empty selection it is
-// (a Go client marshals a nil slice so), not as an omitted field: an empty
-// selection is refused, an omitted one would capture every remaining line.
+// UnmarshalJSON reads "orderLines": null as the empty selection it is (a
+// client's own struct without omitempty marshals a nil slice so), not as an
+// omitted field: an empty selection is refused, an omitted one would capture
+// every remaining line.
 func (r *FullRequest) UnmarshalJSON(b []byte) error {
 	type plain FullRequest
 	err := json.Unmarshal(b, (*plain)(r)) // a type error still fills the fields that fit

@@ -874,8 +874,9 @@ func TestMetricsMethodLabelIsBounded(t *testing.T) {
 	}
 }
 
-// TestIdempotencyKeyGivenTwice: two Idempotency-Key header lines are
-// refused, not read as the first; nothing is captured.
+// TestIdempotencyKeyGivenTwice: two different Idempotency-Key header lines
+// are refused, not read as the first; nothing is captured. The same line
+// twice is one key.
 func TestIdempotencyKeyGivenTwice(t *testing.T) {
 	e := newSessionEnv(t)
 	id := e.order("5560000001", "invoice")["id"].(string)
@@ -898,4 +899,13 @@ func TestIdempotencyKeyGivenTwice(t *testing.T) {
 	if o := e.get(id); minor(o["capturedAmount"]) != 0 {
 		t.Fatalf("captured after the refusal: %v", o["capturedAmount"])
 	}
+	r, _ = http.NewRequest("POST", e.ts.URL+"/v1/orders/"+id+"/capture", strings.NewReader(`{}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", e.auth)
+	r.Header.Add("Idempotency-Key", "k1")
+	r.Header.Add("Idempotency-Key", "k1")
+	if resp, err = http.DefaultClient.Do(r); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the same key twice: %v %v", resp.Status, err)
+	}
+	resp.Body.Close()
 }

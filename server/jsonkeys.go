@@ -142,7 +142,7 @@ func (s *keyScanner) object(t reflect.Type) {
 		case t == nil:
 		case t.Kind() == reflect.Map:
 			ft = t.Elem()
-			if s.space(); !nullable(ft) && bytes.HasPrefix(s.b[s.i:], []byte("null")) {
+			if s.space(); !nullable(ft) && s.i < len(s.b) && bytes.HasPrefix(s.b[s.i:], []byte("null")) {
 				// The decoder would store the key with a zero value: a value
 				// the client did not send.
 				s.f.Add(s.at(), "must be of JSON type %s, not null", jsonKind(ft))

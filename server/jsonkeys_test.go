@@ -109,7 +109,7 @@ func TestCheckKeysManyKeys(t *testing.T) {
 // Input that is not JSON ends the walk instead of looping; only valid JSON
 // reaches checkKeys, but a walk must never hang.
 func FuzzCheckKeys(f *testing.F) {
-	for _, s := range []string{`[}`, `{"a":[}`, `{"a"`, `"`, `{"a":1,"a":2}`, `[{"x":1},{"x":2,"x":3}]`} {
+	for _, s := range []string{`[}`, `{"a":[}`, `{"a"`, `"`, `{"a":1,"a":2}`, `[{"x":1},{"x":2,"x":3}]`, `{"metadata":{"a"`, `{"metadata":{"a":`} {
 		f.Add(s)
 	}
 	t := reflect.TypeOf(&order.CreateRequest{})

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -213,8 +214,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(rec, r, err)
 		return
 	}
-	if len(r.Header.Values("Idempotency-Key")) > 1 {
-		// Which one a proxy or the client's log shows is anyone's guess.
+	if keys := r.Header.Values("Idempotency-Key"); len(keys) > 1 && slices.ContainsFunc(keys[1:], func(k string) bool { return k != keys[0] }) {
+		// Which one a proxy or the client's log shows is anyone's guess;
+		// a line repeated as it is (a proxy adding it again) is one key.
 		s.writeError(rec, r, fault.Invalidf("Idempotency-Key", "is given more than once"))
 		return
 	}
@@ -228,8 +230,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.router.ServeHTTP(rec, r)
 }
 
-// handle registers a route; the wrapper records the route pattern for
-// metrics and logs, so that ids in paths do not blow up the label set.
 // methodLabel bounds the metrics' method label: any token is a valid method
 // name, and a series per name a client invents would grow the registry
 // (and the memory it holds) without limit.
@@ -242,6 +242,8 @@ func methodLabel(method string) string {
 	return "other"
 }
 
+// handle registers a route; the wrapper records the route pattern for
+// metrics and logs, so that ids in paths do not blow up the label set.
 func (s *Server) handle(method, pattern string, h httprouter.Handle) {
 	s.served = append(s.served, method+" "+pattern)
 	s.router.Handle(method, pattern, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {

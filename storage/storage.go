@@ -27,14 +27,16 @@ type Store interface {
 	// store (for example after a serialization failure), so it must not have
 	// effects outside the transaction.
 	//
-	// ctx bounds the wait for the transaction and fn's statements; once the
-	// commit is under way it no longer decides the outcome, which is the
-	// commit's: Update returns nil if and only if the change is durable, and
-	// an error means nothing was written (the conformance suite's
-	// DeadlinesNeverHideACommit). The one exception is a database that stops
-	// answering a COMMIT it was sent (PostgreSQL, a broken connection or 30 s
-	// without an answer): that error says the outcome is unknown, and only a
-	// retry with the same idempotency key is then safe.
+	// ctx may end the wait for the transaction and fn's statements (how far
+	// depends on the store: bolt's queued writes wait for their batch); once
+	// the commit is under way it no longer decides the outcome, which is the
+	// commit's: Update returns nil if and only if the change is committed
+	// (durably, on a durable store), and an error means nothing was written
+	// (the conformance suite's DeadlinesNeverHideACommit). The one exception
+	// is a database that stops answering a COMMIT it was sent (PostgreSQL, a
+	// broken connection or 15 s without an answer): that error says the
+	// outcome is unknown, and only a retry with the same idempotency key is
+	// then safe.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// View runs fn in a read-only transaction.
 	View(ctx context.Context, fn func(Tx) error) error

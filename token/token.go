@@ -43,9 +43,10 @@ type Authorization struct {
 // MaxTokenLen bounds an authorization token's id.
 const MaxTokenLen = 128
 
-// Validate checks a new token, naming every bad field: what an embedder
-// puts is copied into the orders made from it, so it must be what an order
-// may hold, and its id must fit in a URL path as it is.
+// Validate checks a new token, naming every bad field: its id must fit in a
+// URL path as it is, and the country, currency, payment method and risk tags
+// copied into the orders made from it must be ones an order knows. (The
+// buyer's details are the embedder's checkout's to check.)
 func (a *Authorization) Validate() error {
 	var f fault.Fields
 	if a.MerchantID == "" {

@@ -223,8 +223,10 @@ func (w *wire) commit() error {
 }
 
 // commitTimeout bounds the wait for COMMIT's answer, which the caller's
-// context does not cut short (see commit).
-const commitTimeout = 30 * time.Second
+// context does not cut short (see commit). Held writes travel with COMMIT
+// and may wait on a row lock; the bound stays under kassa serve's 30 s
+// shutdown grace, so a commit in flight at SIGTERM is answered.
+const commitTimeout = 15 * time.Second
 
 // rollback ends the transaction if it is open. When that fails, the pool
 // drops the connection on release rather than reuse it mid-transaction.
