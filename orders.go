@@ -366,8 +366,10 @@ func (l *Ledger) ExpireOrders(ctx context.Context, limit int) (int, error) {
 
 // PaymentStatus is the spec's PaymentStatusResponse.
 type PaymentStatus struct {
-	Note          string              `json:"note"`
-	PaymentMethod order.PaymentMethod `json:"paymentMethod"`
+	Note string `json:"note"`
+	// PaymentMethod is the method selected; nil (left out) for a session
+	// the buyer has not completed, which has none yet.
+	PaymentMethod *order.PaymentMethod `json:"paymentMethod,omitempty"`
 	// Status summarises the order's payment: pending, authorized, partiallyCaptured,
 	// captured, partiallyRefunded, refunded, partiallyPaid, paid, cancelled, expired or denied.
 	Status string `json:"status"`
@@ -377,7 +379,8 @@ type PaymentStatus struct {
 func PaymentStatusOf(o *order.Order, now time.Time) PaymentStatus {
 	st := o.Statuses(now)
 	has := func(s order.Status) bool { return slices.Contains(st, s) }
-	ps := PaymentStatus{PaymentMethod: o.PaymentMethod}
+	pm := o.PaymentMethod
+	ps := PaymentStatus{PaymentMethod: &pm}
 	switch {
 	case has(order.StatusFraudDeny):
 		ps.Status, ps.Note = "denied", "the buyer's authorization was denied"

@@ -326,7 +326,8 @@ func (l *Ledger) SessionPaymentStatus(ctx context.Context, merchantID, sessionID
 			return nil
 		}
 		if s.PaymentMethod != nil {
-			ps.PaymentMethod = *s.PaymentMethod
+			pm := *s.PaymentMethod
+			ps.PaymentMethod = &pm
 		}
 		switch s.StateAt(now) {
 		case session.StateAuthorized:

@@ -182,6 +182,11 @@ func TestSessionExpiryAndCompletion(t *testing.T) {
 	// A fresh session is approved through its checkout page, then becomes an order.
 	_, _, s = e.do("POST", "/v1/sessions", fill(sessionBody, "a", "b", "d"), e.auth)
 	id = s["id"].(string)
+	// Not completed yet: no payment method to report, so none is made up
+	// (an empty provider and type are outside the spec's enums).
+	if _, _, ps := e.do("GET", "/v1/paymentstatus?sessionId="+id, "", e.auth); ps["status"] != "pending" || ps["paymentMethod"] != nil {
+		t.Fatalf("payment status of a pending session %v", ps)
+	}
 	if code := e.approve(s["checkoutUrl"].(string), e.checkoutTerms(s["checkoutUrl"].(string))); code != http.StatusSeeOther {
 		t.Fatalf("approve: %d", code)
 	}
@@ -190,7 +195,7 @@ func TestSessionExpiryAndCompletion(t *testing.T) {
 	if got["state"] != "authorized" || tok == "" {
 		t.Fatalf("after approval %v", got)
 	}
-	if _, _, ps := e.do("GET", "/v1/paymentstatus?sessionId="+id, "", e.auth); ps["status"] != "authorized" {
+	if _, _, ps := e.do("GET", "/v1/paymentstatus?sessionId="+id, "", e.auth); ps["status"] != "authorized" || ps["paymentMethod"] == nil {
 		t.Fatalf("payment status %v", ps)
 	}
 	code, _, o := e.do("POST", "/v1/authorization-tokens/"+tok+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE","totalOrderAmount":25000}`, e.auth)
