@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -144,20 +145,30 @@ func loadKey(dir string) ([]byte, error) {
 		return k, nil
 	}
 	path := filepath.Join(dir, "server.key")
-	if b, err := os.ReadFile(path); err == nil {
+	switch b, err := os.ReadFile(path); {
+	case err == nil:
 		k, err := hex.DecodeString(strings.TrimSpace(string(b)))
 		if err != nil || len(k) < 32 {
 			return nil, fmt.Errorf("%s is not a valid key", path)
 		}
 		return k, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err // there, but unreadable: never a new key in its place
 	}
 	k := make([]byte, 32)
 	if _, err := rand.Read(k); err != nil {
 		return nil, err
 	}
-	// Durably: links and tokens signed with a key lost in a crash would be refused.
-	if err := durable.WriteFile(path, []byte(hex.EncodeToString(k)+"\n"), 0o600); err != nil {
+	// Durably: links and tokens signed with a key lost in a crash would be
+	// refused. Created only if absent: of two servers starting at once on
+	// an empty directory, the second reads the first one's key instead of
+	// replacing it under the one already serving.
+	created, err := durable.CreateFile(path, []byte(hex.EncodeToString(k)+"\n"), 0o600)
+	if err != nil {
 		return nil, err
+	}
+	if !created {
+		return loadKey(dir)
 	}
 	return k, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,5 +69,33 @@ func TestSettleUsesTheSandboxClock(t *testing.T) {
 	}
 	if at := page.Settlements[0].CreatedAt; at.Before(now) {
 		t.Fatalf("settlement dated %s, before the capture it holds (sandbox now %s)", at, now)
+	}
+}
+
+// TestLoadKeyOnceAmongServersStartingTogether: servers starting at once on
+// an empty directory all end up with the one key on disk.
+func TestLoadKeyOnceAmongServersStartingTogether(t *testing.T) {
+	t.Setenv("KASSA_KEY", "")
+	dir := t.TempDir()
+	keys := make([][]byte, 8)
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Go(func() {
+			k, err := loadKey(dir)
+			if err != nil {
+				t.Error(err)
+			}
+			keys[i] = k
+		})
+	}
+	wg.Wait()
+	onDisk, err := loadKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if !bytes.Equal(k, onDisk) {
+			t.Fatalf("server %d holds another key than the one on disk", i)
+		}
 	}
 }

@@ -4,6 +4,8 @@
 package durable
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -12,33 +14,60 @@ import (
 // temporary file in the same directory renamed over it, then the directory
 // synced so that the rename itself is on disk.
 func WriteFile(path string, b []byte, perm os.FileMode) error {
+	_, err := place(path, b, perm, os.Rename)
+	return err
+}
+
+// CreateFile writes b to path (mode perm) as WriteFile does, but only if no
+// file is there: created is false, and the file is left as it is, when one
+// is, so that of several processes creating the same file at once exactly
+// one wins and the others can read what it wrote.
+func CreateFile(path string, b []byte, perm os.FileMode) (created bool, err error) {
+	return place(path, b, perm, func(tmp, path string) error {
+		if err := os.Link(tmp, path); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return errExists
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+var errExists = errors.New("exists")
+
+// place writes b to a synced temporary file beside path, puts it at path
+// with put (rename, or link to create only), and syncs the directory.
+func place(path string, b []byte, perm os.FileMode, put func(tmp, path string) error) (bool, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return err
+		return false, err
 	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
+	defer os.Remove(tmp.Name()) // a no-op once renamed; the spare name once linked
 	if err := tmp.Chmod(perm); err != nil {
 		tmp.Close()
-		return err
+		return false, err
 	}
 	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
-		return err
+		return false, err
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return err
+		return false, err
 	}
 	if err := tmp.Close(); err != nil {
-		return err
+		return false, err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
+	if err := put(tmp.Name(), path); errors.Is(err, errExists) {
+		return false, nil
+	} else if err != nil {
+		return false, err
 	}
 	dir, err := os.Open(filepath.Dir(path))
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer dir.Close()
-	return dir.Sync()
+	return true, dir.Sync()
 }

@@ -1,8 +1,11 @@
 package durable
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -27,5 +30,39 @@ func TestWriteFileReplacesWholeAndLeavesNoTemporary(t *testing.T) {
 	}
 	if err := WriteFile(filepath.Join(dir, "missing", "x"), []byte("x"), 0o600); err == nil {
 		t.Fatal("write into a missing directory succeeded")
+	}
+}
+
+// TestCreateFileOnceAmongMany: processes creating one file at once (replicas
+// starting on an empty directory) see exactly one creation, and every one
+// of them then reads the winner's content.
+func TestCreateFileOnceAmongMany(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "server.key")
+	var wg sync.WaitGroup
+	var created atomic.Int64
+	for i := range 16 {
+		wg.Go(func() {
+			ok, err := CreateFile(path, []byte(fmt.Sprint("key-", i)), 0o600)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				created.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if created.Load() != 1 {
+		t.Fatalf("%d creations, want 1", created.Load())
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("directory holds %d entries, want only the file", len(entries))
+	}
+	if ok, err := CreateFile(path, []byte("late"), 0o600); ok || err != nil {
+		t.Fatalf("creating over an existing file: %v %v", ok, err)
+	}
+	if got, _ := os.ReadFile(path); string(got) == "late" {
+		t.Fatal("an existing file was replaced")
 	}
 }
