@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	_ "embed"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -30,7 +31,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ httproute
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := s.cfg.Ready(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
+			// The reason goes to the log only: it can name the database's
+			// host and user, and this endpoint takes no credentials.
+			s.log.ErrorContext(r.Context(), "not ready", slog.Any("err", err))
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "the store did not answer; see the server log"})
 			return
 		}
 	}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/company"
+	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/internal/durable"
 	"github.com/kassahq/kassa/money"
 	"github.com/kassahq/kassa/order"
@@ -272,7 +273,15 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock,
 		Metrics: metrics, Version: Version, Companies: dir, Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox},
 		Ready: func(ctx context.Context) error {
-			return db.View(ctx, func(storage.Tx) error { return nil })
+			// A real read: an empty transaction never reaches PostgreSQL
+			// (BEGIN waits for a first statement), so it would stay ready
+			// with the database down.
+			return db.View(ctx, func(tx storage.Tx) error {
+				if _, err := tx.GetMerchant("readyz"); err != nil && !fault.Is(err, fault.NotFound) {
+					return err
+				}
+				return nil
+			})
 		},
 	})
 
