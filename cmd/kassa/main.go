@@ -92,6 +92,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 type serveConfig struct {
 	addr, data, clientID, clientSecret, tlsCert, tlsKey, baseURL string
 	sandbox                                                      bool
+	// badSandboxEnv: KASSA_SANDBOX held no boolean, which --sandbox would
+	// refuse too (read as false, it would turn the sandbox off silently).
+	badSandboxEnv bool
 	logLevel                                                     string
 	settleAt                                                     string
 	webhookURL, webhookSecret, webhookEvents                     string
@@ -108,6 +111,13 @@ func envDefault(name, def string) string {
 	return def
 }
 
+// flagSet reports whether the command line gave the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", envDefault("addr", "127.0.0.1:8080"), "listen address (KASSA_ADDR)")
@@ -117,7 +127,8 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.tlsCert, "tls-cert", envDefault("tls-cert", ""), "TLS certificate file; serve HTTPS when set with --tls-key (KASSA_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", envDefault("tls-key", ""), "TLS private key file (KASSA_TLS_KEY)")
 	fs.StringVar(&c.baseURL, "base-url", envDefault("base-url", ""), "public base URL used in links (KASSA_BASE_URL); default http(s)://ADDR")
-	sb, _ := strconv.ParseBool(envDefault("sandbox", "true"))
+	sb, err := strconv.ParseBool(envDefault("sandbox", "true"))
+	c.badSandboxEnv = err != nil
 	fs.BoolVar(&c.sandbox, "sandbox", sb, "enable /sandbox/v1: test clock, buyer simulation, fixtures (KASSA_SANDBOX)")
 	fs.StringVar(&c.logLevel, "log-level", envDefault("log-level", "info"), "debug, info, warn or error (KASSA_LOG_LEVEL)")
 	fs.StringVar(&c.settleAt, "settle-at", envDefault("settle-at", "02:00"), "daily settlement run time, HH:MM UTC on the server's clock (KASSA_SETTLE_AT)")
@@ -184,6 +195,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	settleAt, err := time.Parse("15:04", c.settleAt)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: bad --settle-at %q (want HH:MM)\n", c.settleAt)
+		return 2
+	}
+	if c.badSandboxEnv && !flagSet(fs, "sandbox") {
+		fmt.Fprintf(stderr, "kassa: bad KASSA_SANDBOX %q (want true or false)\n", os.Getenv("KASSA_SANDBOX"))
 		return 2
 	}
 	var level slog.Level

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -97,5 +98,15 @@ func TestLoadKeyOnceAmongServersStartingTogether(t *testing.T) {
 		if !bytes.Equal(k, onDisk) {
 			t.Fatalf("server %d holds another key than the one on disk", i)
 		}
+	}
+}
+
+// TestBadSandboxEnvIsRefused: KASSA_SANDBOX that is no boolean stops serve,
+// as --sandbox=maybe does, instead of turning the sandbox off.
+func TestBadSandboxEnvIsRefused(t *testing.T) {
+	t.Setenv("KASSA_SANDBOX", "maybe")
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "KASSA_SANDBOX") {
+		t.Fatalf("serve with KASSA_SANDBOX=maybe: %d %s", code, errb.String())
 	}
 }
