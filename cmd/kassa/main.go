@@ -94,13 +94,13 @@ type serveConfig struct {
 	sandbox                                                      bool
 	// badSandboxEnv: KASSA_SANDBOX held no boolean, which --sandbox would
 	// refuse too (read as false, it would turn the sandbox off silently).
-	badSandboxEnv bool
-	logLevel                                                     string
-	settleAt                                                     string
-	webhookURL, webhookSecret, webhookEvents                     string
-	store, databaseURL                                           string
-	orderCacheMB                                                 int
-	cpuProfile                                                   string
+	badSandboxEnv                            bool
+	logLevel                                 string
+	settleAt                                 string
+	webhookURL, webhookSecret, webhookEvents string
+	store, databaseURL                       string
+	orderCacheMB                             int
+	cpuProfile                               string
 }
 
 // envDefault reads KASSA_<NAME> as a flag's default.
