@@ -185,7 +185,8 @@ type Retry struct {
 	MaxAttempts int
 }
 
-// DefaultRetry spans about a day and a half over 12 attempts.
+// DefaultRetry spans 7 to 14.5 hours over 12 attempts (11 delays: 30 s
+// doubling to 256 min, then the 6 h cap; jitter halves each at most).
 var DefaultRetry = Retry{Base: 30 * time.Second, Cap: 6 * time.Hour, MaxAttempts: 12}
 
 // Nominal is the delay before retrying after failed attempt n, before jitter.

@@ -50,7 +50,7 @@ const usage = `kassa — B2B payments, checkout and order management
 Usage:
   kassa serve [flags]                                     run the reference server
   kassa companies import --country SE [--data DIR] FILE   import a company directory (CSV: companyId,companyName)
-  kassa settle [--data DIR]                               run settlements now (the server also runs them daily)
+  kassa settle [--data DIR] [--store S --database-url U]  run settlements now (the server also runs them daily)
   kassa version                                           print the version
   kassa help                                              print this help
 
