@@ -5,8 +5,6 @@
 package capture
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 
 	"github.com/kassahq/kassa/fault"
@@ -20,27 +18,11 @@ type PartialRequest struct {
 }
 
 // FullRequest is the spec's FullCaptureRequest; both fields are optional.
+// Omitted orderLines select every remaining line, so a server refuses them
+// as null (kassa:"nonull"): an empty selection must not capture the order.
 type FullRequest struct {
-	OrderLines         []order.LineInput `json:"orderLines,omitempty"`
+	OrderLines         []order.LineInput `json:"orderLines,omitempty" kassa:"nonull"`
 	TotalCaptureAmount *int64            `json:"totalCaptureAmount,omitempty"`
-}
-
-// UnmarshalJSON reads "orderLines": null as the empty selection it is (a
-// client's own struct without omitempty marshals a nil slice so), not as an
-// omitted field: an empty selection is refused, an omitted one would capture
-// every remaining line.
-func (r *FullRequest) UnmarshalJSON(b []byte) error {
-	type plain FullRequest
-	err := json.Unmarshal(b, (*plain)(r)) // a type error still fills the fields that fit
-	if r.OrderLines == nil {
-		var raw struct {
-			OrderLines json.RawMessage `json:"orderLines"`
-		}
-		if json.Unmarshal(b, &raw) == nil && bytes.Equal(raw.OrderLines, []byte("null")) {
-			r.OrderLines = []order.LineInput{}
-		}
-	}
-	return err
 }
 
 // selection is what a capture request picked: the lines to capture and the

@@ -137,12 +137,14 @@ func (s *keyScanner) object(t reflect.Type) {
 		if !seen.add(k) {
 			s.f.Add(s.at(), "is given more than once")
 		}
+		s.space()
+		isNull := bytes.HasPrefix(s.b[min(s.i, len(s.b)):], []byte("null"))
 		var ft reflect.Type
 		switch {
 		case t == nil:
 		case t.Kind() == reflect.Map:
 			ft = t.Elem()
-			if s.space(); !nullable(ft) && s.i < len(s.b) && bytes.HasPrefix(s.b[s.i:], []byte("null")) {
+			if isNull && !nullable(ft) {
 				// The decoder would store the key with a zero value: a value
 				// the client did not send.
 				s.f.Add(s.at(), "must be of JSON type %s, not null", jsonKind(ft))
@@ -150,6 +152,9 @@ func (s *keyScanner) object(t reflect.Type) {
 		case fields != nil:
 			if x, ok := fields[string(k)]; ok {
 				ft = x
+				if isNull && refusesNull(t, string(k)) {
+					s.f.Add(s.at(), "must not be null: here null is not the field left out")
+				}
 			} else if name := foldedField(fields, k); name != "" {
 				s.f.Add(s.at(), "is not a field: field names are case-sensitive (%s)", name)
 				ft = fields[name] // the decoder read it as that field: walk it as one
@@ -158,6 +163,20 @@ func (s *keyScanner) object(t reflect.Type) {
 		s.value(ft)
 		s.path = s.path[:len(s.path)-1]
 	}
+}
+
+// refusesNull reports whether struct t's field with JSON name name is tagged
+// kassa:"nonull": a field whose omission means something (a full capture
+// without orderLines captures everything) that null, which the decoder
+// reads as an omission, must not mean. Asked only of a null value.
+func refusesNull(t reflect.Type, name string) bool {
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		if n, _, _ := strings.Cut(sf.Tag.Get("json"), ","); n == name {
+			return sf.Tag.Get("kassa") == "nonull"
+		}
+	}
+	return false
 }
 
 // nullable reports whether null has a value of t to decode into.

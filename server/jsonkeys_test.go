@@ -37,6 +37,8 @@ func TestCheckKeys(t *testing.T) {
 		{"null metadata value", `{"metadata":{"costCenter":null,"k":"v"}}`, &order.CreateRequest{}, []string{"metadata.costCenter"}},
 		{"null metadata value after spaces", `{"metadata":{"a" : 	null ,"null":"null"}}`, &order.CreateRequest{}, []string{"metadata.a"}},
 		{"null metadata", `{"metadata":null}`, &order.CreateRequest{}, nil},
+		{"null selection of a full capture", `{"orderLines": null}`, &capture.FullRequest{}, []string{"orderLines"}},
+		{"null amount of a full capture", `{"totalCaptureAmount":null}`, &capture.FullRequest{}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
