@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -86,6 +87,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "kassa: unknown command %q (try kassa help)\n", args[0])
 		return 2
+	}
+}
+
+// parseFlags parses a command's flags and tells whether the command stops
+// there, with its exit code: -h and --help print the flags and succeed (as
+// "kassa help" does); a bad flag is a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
+	switch err := fs.Parse(args); {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, flag.ErrHelp):
+		return 0, true
+	default:
+		return 2, true
 	}
 }
 
@@ -189,8 +204,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	var c serveConfig
 	fs := serveFlags(&c)
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseFlags(fs, args); done {
+		return code
 	}
 	settleAt, err := time.Parse("15:04", c.settleAt)
 	if err != nil {
@@ -210,6 +225,17 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		fmt.Fprintln(stderr, "kassa: --tls-cert and --tls-key go together")
 		return 2
+	}
+	// The pair is loaded before the store opens and the port is taken, so a
+	// bad certificate fails the start instead of following "listening".
+	var tlsConfig *tls.Config
+	if c.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+		if err != nil {
+			fmt.Fprintf(stderr, "kassa: --tls-cert/--tls-key: %v\n", err)
+			return 1
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	if c.orderCacheMB < 0 || c.orderCacheMB > 1<<20 {
 		fmt.Fprintln(stderr, "kassa: --order-cache-mb must be 0 (off) to 1048576")
@@ -325,11 +351,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), TLSConfig: tlsConfig}
 	errc := make(chan error, 1)
 	go func() {
 		if c.tlsCert != "" {
-			errc <- hs.ServeTLS(ln, c.tlsCert, c.tlsKey)
+			errc <- hs.ServeTLS(ln, "", "")
 		} else {
 			errc <- hs.Serve(ln)
 		}
@@ -428,8 +454,8 @@ func companies(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	country := fs.String("country", "", "ISO 3166-1 alpha-2 country code")
 	data := fs.String("data", envDefault("data", "./kassa-data"), "data directory (KASSA_DATA)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	if code, done := parseFlags(fs, args[1:]); done {
+		return code
 	}
 	if !order.ValidCountry(*country) || fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: kassa companies import --country SE [--data DIR] FILE (country: ISO 3166-1 alpha-2)")
@@ -624,8 +650,8 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", envDefault("data", "./kassa-data"), "data directory (KASSA_DATA)")
 	kind := fs.String("store", envDefault("store", "bolt"), "bolt or postgres (KASSA_STORE)")
 	dbURL := fs.String("database-url", envDefault("database-url", ""), "PostgreSQL URL for --store postgres (KASSA_DATABASE_URL)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseFlags(fs, args); done {
+		return code
 	}
 	// A sandbox's settlements are dated by its clock, as the server's daily
 	// run dates them: by real time, a run after the clock was moved on would

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestHelpFlagSucceeds: -h and --help print the flags and exit 0, as
+// "kassa help" does, instead of the usage error code 2.
+func TestHelpFlagSucceeds(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--help"}, {"serve", "-h"}, {"settle", "--help"}, {"companies", "import", "-h"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 || !strings.Contains(errb.String(), "-data") {
+			t.Errorf("%v: exit %d, output %q", args, code, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "--no-such-flag"}, &out, &errb); code != 2 {
+		t.Errorf("serve with an unknown flag: exit %d, want 2", code)
+	}
+}
+
+// TestBadTLSPairFailsBeforeListening: an unreadable certificate stops the
+// start before the store opens and before "listening" is announced.
+func TestBadTLSPairFailsBeforeListening(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := run([]string{"serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
+		"--tls-cert", filepath.Join(dir, "missing.crt"), "--tls-key", filepath.Join(dir, "missing.key")}, &out, &errb)
+	if code != 1 || strings.Contains(out.String(), "listening") || !strings.Contains(errb.String(), "--tls-cert") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+		t.Fatalf("data directory made before the TLS pair was checked: %v", err)
+	}
+}
+
+// TestServesHTTPS: a good pair serves HTTPS with that certificate.
+func TestServesHTTPS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := writeSelfSigned(t, dir)
+	pr, pw := io.Pipe()
+	var errb bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
+			"--tls-cert", certFile, "--tls-key", keyFile, "--log-level", "error"}, pw, &errb)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	base := ""
+	for base == "" && lines.Scan() {
+		if _, rest, ok := strings.Cut(lines.Text(), "listening on "); ok {
+			base, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if !strings.HasPrefix(base, "https://") {
+		t.Fatalf("base %q; exit %v; stderr %s", base, <-done, errb.String())
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := client.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.TLS == nil || resp.TLS.PeerCertificates[0].Subject.CommonName != "kassa-test" {
+		t.Fatalf("status %d, TLS %v", resp.StatusCode, resp.TLS != nil)
+	}
+	// serve listens for SIGTERM before it announces the address, so the
+	// signal reaches it and not the test process's default handler.
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d after SIGTERM: %s", code, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop on SIGTERM")
+	}
+}
+
+func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kassa-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
