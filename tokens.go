@@ -236,8 +236,8 @@ func (l *Ledger) RevokeCustomerToken(ctx context.Context, call Call, id string) 
 // put once: an id already held (by a token since used or expired, too) is a
 // conflict, so a single-use token cannot be made usable again. The id of a
 // deleted (withdrawn, never used) token is free to be put as a new token.
-// Put each id from one place: two puts of one id at the same moment on
-// PostgreSQL can both pass the check, the later one winning.
+// Of puts of one id at the same moment, on any store and any number of
+// replicas, one stores the token and the others get that conflict.
 func (l *Ledger) PutAuthorization(ctx context.Context, a *token.Authorization) error {
 	if a == nil {
 		return fault.Invalidf("body", "an authorization token is required")

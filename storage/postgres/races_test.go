@@ -88,6 +88,41 @@ func TestAuthorizationTokenUsedOnceAcrossReplicas(t *testing.T) {
 	}
 }
 
+// TestAuthorizationPutOnceAcrossReplicas: an id put on two replicas at the
+// same moment is stored once; the other put is refused, not a silent
+// overwrite of the first token.
+func TestAuthorizationPutOnceAcrossReplicas(t *testing.T) {
+	ledgers, creds := twoReplicas(t)
+	ctx := context.Background()
+	now := time.Now()
+	for round := range 30 {
+		id := fmt.Sprint("put-once-", round)
+		var stored, refused atomic.Int64
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Go(func() {
+				<-start
+				err := ledgers[i%2].PutAuthorization(ctx, &token.Authorization{Token: id, MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+					PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+				switch {
+				case err == nil:
+					stored.Add(1)
+				case fault.Is(err, fault.Conflict):
+					refused.Add(1)
+				default:
+					t.Errorf("put %s: %v", id, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if stored.Load() != 1 || refused.Load() != 3 {
+			t.Fatalf("%s put at once four times: %d stored, %d refused; want 1 and 3", id, stored.Load(), refused.Load())
+		}
+	}
+}
+
 // TestSessionApprovedOnceAcrossReplicas: the buyer's approval clicked many
 // times at once on two replicas authorizes the session once: one token.
 func TestSessionApprovedOnceAcrossReplicas(t *testing.T) {

@@ -146,6 +146,16 @@ func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
 
 func (t *tx) GetAuthorization(merchantID, tok string) (*token.Authorization, error) {
 	missing := fault.NotFoundf("authorization_token_not_found", "authorization token not found")
+	if t.writable {
+		// FOR UPDATE locks nothing when the token is absent, and a caller that
+		// found it absent may put it (Ledger.PutAuthorization puts an id
+		// once): two such transactions on different replicas would both pass.
+		// The id's advisory lock makes the second wait and then find the
+		// first's token; it goes in the read's round trip, as for idempotency.
+		if err := t.later("advisory lock", nil, `SELECT pg_advisory_xact_lock($1)`, advisoryKey("authorization", merchantID, tok)); err != nil {
+			return nil, err
+		}
+	}
 	a, err := one[token.Authorization](t, "authorization token", missing,
 		`SELECT body FROM auth_tokens WHERE merchant_id = $1 AND token = $2`+t.forUpdate(), merchantID, tok)
 	if err == nil && a.Deleted {
