@@ -502,3 +502,48 @@ func TestUnknownEnumsAreInvalid(t *testing.T) {
 		t.Errorf("CreateSession: %v", err)
 	}
 }
+
+// TestOrderSizeLimit: captures of new zero-amount lines, looped, stop at the
+// order's line limit with a 409-kind refusal that leaves the order as it was;
+// a refund still goes through on the full order.
+func TestOrderSizeLimit(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "size", 10000, 5000)
+	call := kassa.Call{MerchantID: f.merchant}
+	res, err := f.ledger.PartialCapture(f.ctx, call, o.ID, &capture.PartialRequest{
+		OrderLines: []order.LineInput{{ID: ptr(o.Uncaptured.Lines[0].ID)}}, TotalCaptureAmount: ptr(int64(10000))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paid := res.Order.Captured[0].ID
+	zeros := &capture.PartialRequest{TotalCaptureAmount: ptr(int64(0))}
+	for range order.MaxLines {
+		zeros.OrderLines = append(zeros.OrderLines, order.LineInput{Description: ptr("free"), Quantity: ptr(int64(1)),
+			UnitPrice: ptr(int64(0)), Vat: ptr(int64(2500))})
+	}
+	stored := 2 // the captured line and the one left uncaptured
+	for stored+order.MaxLines <= order.MaxStoredLines {
+		if _, err := f.ledger.PartialCapture(f.ctx, call, o.ID, zeros); err != nil {
+			t.Fatalf("capture with %d lines stored: %v", stored, err)
+		}
+		stored += order.MaxLines
+	}
+	_, err = f.ledger.PartialCapture(f.ctx, call, o.ID, zeros)
+	if fault.KindOf(err) != fault.NotAvailable || fault.CodeOf(err) != "order_size_limit" {
+		t.Fatalf("capture past the limit: %v (kind %v)", err, fault.KindOf(err))
+	}
+	got, _, err := f.ledger.GetOrder(f.ctx, f.merchant, o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1 + (stored-2)/order.MaxLines; len(got.Captured) != want {
+		t.Fatalf("%d captures stored after the refusal, want %d", len(got.Captured), want)
+	}
+	res, err = f.ledger.Refund(f.ctx, call, o.ID, paid, nil)
+	if err != nil {
+		t.Fatalf("refund on a full order: %v", err)
+	}
+	if res.Order.Amounts().Refunded != 10000 {
+		t.Fatalf("refunded %d, want 10000", res.Order.Amounts().Refunded)
+	}
+}

@@ -73,6 +73,19 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 	return res, err
 }
 
+// bounded is the rule of an operation that adds to an order at the
+// merchant's request (lines, sub-orders, events), refused once the order
+// would pass the size limits (order.CheckSize). Refunds, cancels, voids and
+// payments are not bounded: they never fail for an order's size.
+func bounded(apply func(tx storage.Tx, o *order.Order, env order.Env) error) func(tx storage.Tx, o *order.Order, env order.Env) error {
+	return func(tx storage.Tx, o *order.Order, env order.Env) error {
+		if err := apply(tx, o, env); err != nil {
+			return err
+		}
+		return o.CheckSize()
+	}
+}
+
 // OrderJSON is the order's response body (GET /v1/orders/{id}) as of now.
 // An unchanged order is served from the cache of rendered responses: the
 // stored version is read in the same transaction, so a change made anywhere
@@ -197,9 +210,9 @@ func ValidCursor(cursor string) bool {
 
 // EditOrder replaces the uncaptured lines (POST /v1/orders/{id}).
 func (l *Ledger) EditOrder(ctx context.Context, call Call, orderID string, req *order.EditRequest) (*Result, error) {
-	return l.mutate(ctx, call, "editOrder", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+	return l.mutate(ctx, call, "editOrder", orderID, nil, req, bounded(func(_ storage.Tx, o *order.Order, env order.Env) error {
 		return o.Edit(req, env)
-	})
+	}))
 }
 
 // CancelOrder releases what is uncaptured (DELETE /v1/orders/{id}).
@@ -230,18 +243,18 @@ func (l *Ledger) Capture(ctx context.Context, call Call, orderID string, req *ca
 	if req == nil {
 		body = nil // "everything", not a missing request; fingerprinted as always
 	}
-	return l.mutate(ctx, call, "capture", orderID, nil, body, func(_ storage.Tx, o *order.Order, env order.Env) error {
+	return l.mutate(ctx, call, "capture", orderID, nil, body, bounded(func(_ storage.Tx, o *order.Order, env order.Env) error {
 		_, err := capture.Full(o, req, env)
 		return err
-	})
+	}))
 }
 
 // PartialCapture captures the given lines.
 func (l *Ledger) PartialCapture(ctx context.Context, call Call, orderID string, req *capture.PartialRequest) (*Result, error) {
-	return l.mutate(ctx, call, "partialCapture", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+	return l.mutate(ctx, call, "partialCapture", orderID, nil, req, bounded(func(_ storage.Tx, o *order.Order, env order.Env) error {
 		_, err := capture.Partial(o, req, env)
 		return err
-	})
+	}))
 }
 
 // Refund refunds what remains refundable on a capture.
@@ -266,30 +279,30 @@ func (l *Ledger) PartialRefund(ctx context.Context, call Call, orderID, ledgerID
 
 // EditCustomer changes the buyer's contact and delivery details.
 func (l *Ledger) EditCustomer(ctx context.Context, call Call, orderID string, req *order.EditCustomerRequest) (*Result, error) {
-	return l.mutate(ctx, call, "editCustomer", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+	return l.mutate(ctx, call, "editCustomer", orderID, nil, req, bounded(func(_ storage.Tx, o *order.Order, env order.Env) error {
 		return o.EditCustomer(req, env)
-	})
+	}))
 }
 
 // EditPaymentMethod switches an order to advance invoice.
 func (l *Ledger) EditPaymentMethod(ctx context.Context, call Call, orderID string, req *order.EditPaymentMethodRequest) (*Result, error) {
-	return l.mutate(ctx, call, "editPaymentMethod", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+	return l.mutate(ctx, call, "editPaymentMethod", orderID, nil, req, bounded(func(_ storage.Tx, o *order.Order, env order.Env) error {
 		return o.EditPaymentMethod(req, env)
-	})
+	}))
 }
 
 // ExtendExpiry moves the order's expiry date.
 func (l *Ledger) ExtendExpiry(ctx context.Context, call Call, orderID string) (*Result, error) {
-	return l.mutate(ctx, call, "extendExpiry", orderID, nil, nil, func(_ storage.Tx, o *order.Order, env order.Env) error {
+	return l.mutate(ctx, call, "extendExpiry", orderID, nil, nil, bounded(func(_ storage.Tx, o *order.Order, env order.Env) error {
 		return o.ExtendExpiry(env)
-	})
+	}))
 }
 
 // SetReference sets the merchant's order reference.
 func (l *Ledger) SetReference(ctx context.Context, call Call, orderID string, req *order.ReferenceRequest) (*Result, error) {
-	return l.mutate(ctx, call, "setReference", orderID, nil, req, func(_ storage.Tx, o *order.Order, env order.Env) error {
+	return l.mutate(ctx, call, "setReference", orderID, nil, req, bounded(func(_ storage.Tx, o *order.Order, env order.Env) error {
 		return o.SetReference(req, env)
-	})
+	}))
 }
 
 // Recourse hands an unpaid invoice back to the merchant.
