@@ -547,3 +547,49 @@ func TestOrderSizeLimit(t *testing.T) {
 		t.Fatalf("refunded %d, want 10000", res.Order.Amounts().Refunded)
 	}
 }
+
+// TestSettlementsBeforeCutoff: a run up to a cutoff settles what occurred
+// before it once; a second run to the same cutoff (another replica's daily
+// run, a little later) makes nothing, and what came after waits.
+func TestSettlementsBeforeCutoff(t *testing.T) {
+	now := time.Date(2026, 2, 2, 1, 59, 0, 0, time.UTC)
+	st := memory.New(func() time.Time { return now })
+	l := kassa.New(st, kassa.Options{})
+	ctx := context.Background()
+	creds, _, _ := l.EnsureMerchant(ctx, kassa.MerchantOptions{})
+	call := kassa.Call{MerchantID: creds.MerchantID}
+	captureOrder := func(tok string, amount int64) {
+		t.Helper()
+		if err := l.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+			PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := l.CreateOrderFromAuthorization(ctx, call, tok, &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
+			TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(amount)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Capture(ctx, call, res.Order.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cutoff := time.Date(2026, 2, 2, 2, 0, 0, 0, time.UTC)
+	captureOrder("before", 5000)
+	now = cutoff
+	captureOrder("at", 700)
+	now = cutoff.Add(40 * time.Second)
+
+	made, err := l.RunSettlementsBefore(ctx, cutoff)
+	if err != nil || len(made) != 1 || made[0].Gross != 5000 {
+		t.Fatalf("first run to the cutoff: %+v %v", made, err)
+	}
+	if made, err := l.RunSettlementsBefore(ctx, cutoff); err != nil || len(made) != 0 {
+		t.Fatalf("second run to the cutoff: %+v %v", made, err)
+	}
+	if made, err := l.RunSettlements(ctx); err != nil || len(made) != 1 || made[0].Gross != 700 {
+		t.Fatalf("run of everything: %+v %v", made, err)
+	}
+	if _, err := l.RunSettlementsBefore(ctx, time.Time{}); fault.KindOf(err) != fault.Invalid {
+		t.Fatalf("zero cutoff: %v", err)
+	}
+}

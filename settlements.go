@@ -3,7 +3,10 @@ package kassa
 import (
 	"context"
 	"io"
+	"slices"
+	"time"
 
+	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 )
@@ -14,12 +17,34 @@ import (
 // mid-run settles nothing and a second run settles nothing twice. It returns
 // the settlements made.
 func (l *Ledger) RunSettlements(ctx context.Context) ([]settlement.Settlement, error) {
+	return l.runSettlements(ctx, time.Time{})
+}
+
+// RunSettlementsBefore is RunSettlements for what occurred before cutoff, on
+// the store's clock; later items wait for the next run. A daily run with the
+// day's settlement time as its cutoff settles a day once however many
+// replicas run it: the first takes the items, and the others, a few seconds
+// later, find none before the cutoff instead of settling those few seconds.
+func (l *Ledger) RunSettlementsBefore(ctx context.Context, cutoff time.Time) ([]settlement.Settlement, error) {
+	if cutoff.IsZero() {
+		return nil, fault.Invalidf("cutoff", "is required")
+	}
+	return l.runSettlements(ctx, cutoff)
+}
+
+func (l *Ledger) runSettlements(ctx context.Context, cutoff time.Time) ([]settlement.Settlement, error) {
 	var made []settlement.Settlement
 	err := l.store.Update(ctx, func(tx storage.Tx) error {
 		made = nil
 		items, err := tx.PendingSettlementItems(100_000)
-		if err != nil || len(items) == 0 {
+		if err != nil {
 			return err
+		}
+		if !cutoff.IsZero() {
+			items = slices.DeleteFunc(items, func(it settlement.Item) bool { return !it.OccurredAt.Before(cutoff) })
+		}
+		if len(items) == 0 {
+			return nil
 		}
 		fees := map[string]settlement.FeePolicy{}
 		for _, it := range items {

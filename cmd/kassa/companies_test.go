@@ -47,14 +47,18 @@ func TestCompaniesImport(t *testing.T) {
 
 func TestNextSettlementTime(t *testing.T) {
 	at, _ := time.Parse("15:04", "02:00")
-	for _, c := range []struct{ now, want string }{
-		{"2026-01-05T01:59:00Z", "2026-01-05T02:00:00Z"},
-		{"2026-01-05T02:00:00Z", "2026-01-06T02:00:00Z"},
-		{"2026-01-05T23:00:00Z", "2026-01-06T02:00:00Z"},
+	for _, c := range []struct{ now, next, cutoff string }{
+		{"2026-01-05T01:59:00Z", "2026-01-05T02:00:00Z", "2026-01-04T02:00:00Z"},
+		{"2026-01-05T02:00:00Z", "2026-01-06T02:00:00Z", "2026-01-05T02:00:00Z"},
+		{"2026-01-05T02:00:40Z", "2026-01-06T02:00:00Z", "2026-01-05T02:00:00Z"},
+		{"2026-01-05T23:00:00Z", "2026-01-06T02:00:00Z", "2026-01-05T02:00:00Z"},
 	} {
 		now, _ := time.Parse(time.RFC3339, c.now)
-		if got := nextAt(now, at).Format(time.RFC3339); got != c.want {
-			t.Errorf("nextAt(%s) = %s, want %s", c.now, got, c.want)
+		if got := nextAt(now, at).Format(time.RFC3339); got != c.next {
+			t.Errorf("nextAt(%s) = %s, want %s", c.now, got, c.next)
+		}
+		if got := settleCutoff(now, at).Format(time.RFC3339); got != c.cutoff {
+			t.Errorf("settleCutoff(%s) = %s, want %s", c.now, got, c.cutoff)
 		}
 	}
 }

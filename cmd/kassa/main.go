@@ -162,7 +162,8 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 }
 
 // loadKey reads the server's signing key from DATA/server.key, creating it on
-// first start. KASSA_KEY (64 hex digits) overrides it, so that replicas share one.
+// first start. KASSA_KEY (64 hex digits) overrides it. On PostgreSQL the
+// replicas then agree on one key through the database (Store.SigningKey).
 func loadKey(dir string) ([]byte, error) {
 	if v := os.Getenv("KASSA_KEY"); v != "" {
 		k, err := hex.DecodeString(v)
@@ -271,6 +272,16 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer db.Close()
+	pg, _ := db.(*postgres.Store)
+	if pg != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		key, err = pg.SigningKey(ctx, key, os.Getenv("KASSA_KEY") != "")
+		cancel()
+		if err != nil {
+			fmt.Fprintf(stderr, "kassa: %v\n", err)
+			return 1
+		}
+	}
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -327,7 +338,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	})
 
 	ctx := context.Background()
-	if err := ensureMerchant(ctx, ledger, c, stdout); err != nil {
+	ensure := func() error { return ensureMerchant(ctx, ledger, c, stdout) }
+	if pg != nil {
+		ensure = func() error { return pg.Exclusive(ctx, func() error { return ensureMerchant(ctx, ledger, c, stdout) }) }
+	}
+	if err := ensure(); err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 1
 	}
@@ -580,7 +595,9 @@ func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock 
 		// The schedule follows the server's clock, so the sandbox test clock
 		// can move a merchant to the next settlement in seconds.
 		if now := clock.Now(); !now.Before(nextSettle) {
-			if made, err := ledger.RunSettlements(ctx); err != nil && ctx.Err() == nil {
+			// Up to the day's settlement time, not to now: every replica
+			// runs this, and the later ones must find the day settled.
+			if made, err := ledger.RunSettlementsBefore(ctx, settleCutoff(now, settleAt)); err != nil && ctx.Err() == nil {
 				log.Error("settlement run", "err", err)
 			} else {
 				log.Info("settlement run", "settlements", len(made))
@@ -638,12 +655,16 @@ func nextAt(now, at time.Time) time.Time {
 	return t
 }
 
-// settle runs settlements on a stopped server's data ("kassa settle").
+// settleCutoff is the latest settlement time at or before now: the daily
+// run settles what occurred before it.
+func settleCutoff(now, at time.Time) time.Time { return nextAt(now, at).AddDate(0, 0, -1) }
+
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
 
+// settle runs settlements on a stopped server's data ("kassa settle").
 func settle(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("settle", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
 
 // TestHelpFlagSucceeds: -h and --help print the flags and exit 0, as
@@ -58,24 +60,10 @@ func TestBadTLSPairFailsBeforeListening(t *testing.T) {
 func TestServesHTTPS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := writeSelfSigned(t, dir)
-	pr, pw := io.Pipe()
-	var errb bytes.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run([]string{"serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
-			"--tls-cert", certFile, "--tls-key", keyFile, "--log-level", "error"}, pw, &errb)
-		pw.Close()
-	}()
-	lines := bufio.NewScanner(pr)
-	base := ""
-	for base == "" && lines.Scan() {
-		if _, rest, ok := strings.Cut(lines.Text(), "listening on "); ok {
-			base, _, _ = strings.Cut(rest, " ")
-		}
-	}
-	go io.Copy(io.Discard, pr)
+	base, done := serveInProcess(t, "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
+		"--tls-cert", certFile, "--tls-key", keyFile)
 	if !strings.HasPrefix(base, "https://") {
-		t.Fatalf("base %q; exit %v; stderr %s", base, <-done, errb.String())
+		t.Fatalf("base %q", base)
 	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	resp, err := client.Get(base + "/healthz")
@@ -86,17 +74,78 @@ func TestServesHTTPS(t *testing.T) {
 	if resp.StatusCode != 200 || resp.TLS == nil || resp.TLS.PeerCertificates[0].Subject.CommonName != "kassa-test" {
 		t.Fatalf("status %d, TLS %v", resp.StatusCode, resp.TLS != nil)
 	}
-	// serve listens for SIGTERM before it announces the address, so the
-	// signal reaches it and not the test process's default handler.
-	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d after SIGTERM: %s", code, errb.String())
+	stopInProcess(t, done)
+}
+
+// serveInProcess runs serve with args in this process until stopInProcess,
+// and returns its base URL once it listens.
+func serveInProcess(t *testing.T, args ...string) (string, chan int) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	var errb bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		code := run(append([]string{"serve", "--log-level", "error"}, args...), pw, &errb)
+		pw.Close()
+		done <- code
+	}()
+	lines := bufio.NewScanner(pr)
+	base := ""
+	for base == "" && lines.Scan() {
+		if _, rest, ok := strings.Cut(lines.Text(), "listening on "); ok {
+			base, _, _ = strings.Cut(rest, " ")
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop on SIGTERM")
 	}
+	go io.Copy(io.Discard, pr)
+	if base == "" {
+		t.Fatalf("serve %v did not start: exit %d, %s", args, <-done, errb.String())
+	}
+	return base, done
+}
+
+// stopInProcess sends SIGTERM, which every serve running in this process
+// receives (each listens for it before it announces its address, so the
+// signal never reaches the test process's default handler), and waits for
+// the servers of dones to exit cleanly.
+func stopInProcess(t *testing.T, dones ...chan int) {
+	t.Helper()
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	for _, done := range dones {
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("exit %d after SIGTERM", code)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve did not stop on SIGTERM")
+		}
+	}
+}
+
+// TestReplicasShareTheSigningKey: two replicas on one PostgreSQL database,
+// neither given KASSA_KEY, accept each other's access tokens (they sign with
+// the key the first one recorded); a third with another KASSA_KEY is refused.
+func TestReplicasShareTheSigningKey(t *testing.T) {
+	t.Setenv("KASSA_KEY", "")
+	db := pgtest.FreshSchema(t)
+	dir := t.TempDir()
+	replica := func(name string) []string {
+		return []string{"--store", "postgres", "--database-url", db, "--data", filepath.Join(dir, name), "--addr", "127.0.0.1:0",
+			"--client-id", "shared", "--client-secret", "shared-secret-123"}
+	}
+	baseA, doneA := serveInProcess(t, replica("a")...)
+	baseB, doneB := serveInProcess(t, replica("b")...)
+	a := &client{t: t, base: baseA}
+	a.token("shared", "shared-secret-123")
+	b := &client{t: t, base: baseB, bearer: a.bearer}
+	b.do("GET", "/v1/orders?size=1", "", "", 200, nil)
+
+	t.Setenv("KASSA_KEY", strings.Repeat("ab", 32))
+	var out, errb bytes.Buffer
+	if code := run(append([]string{"serve"}, replica("c")...), &out, &errb); code != 1 || !strings.Contains(errb.String(), "KASSA_KEY") {
+		t.Errorf("replica with another KASSA_KEY: exit %d, %s", code, errb.String())
+	}
+	stopInProcess(t, doneA, doneB)
 }
 
 func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {

@@ -77,6 +77,7 @@ const (
 	lockMigrate    int64 = 0x6b61737361_01 // "kassa" 1
 	lockSettlement int64 = 0x6b61737361_02
 	lockReindex    int64 = 0x6b61737361_03
+	lockStart      int64 = 0x6b61737361_04
 )
 
 // Open connects, applies the migrations this binary carries, and returns the store.

@@ -1,0 +1,70 @@
+package postgres
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+)
+
+// Exclusive runs fn while this replica holds the start lock, a session
+// advisory lock of the database: steps of a start that check and then create
+// (the first sandbox merchant when none exists) run one replica at a time, so
+// replicas starting together on an empty database make one.
+func (s *Store) Exclusive(ctx context.Context, fn func() error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockStart); err != nil {
+		return fmt.Errorf("postgres: start lock: %w", err)
+	}
+	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, lockStart)
+	return fn()
+}
+
+// SigningKey gives every replica on the database one signing key, since an
+// access token, a document link or a checkout link made on one replica is
+// checked on whichever the load balancer picks next.
+//
+// The first replica to start records the key it has. A key from KASSA_KEY
+// (fromEnv) is recorded as its HMAC only: a replica with another KASSA_KEY, or
+// with none, is refused, so the mismatch shows at start and not as random 401s.
+// A key of the replica's own (DATA/server.key) is recorded itself, and every
+// replica without KASSA_KEY signs with the recorded one from then on.
+func (s *Store) SigningKey(ctx context.Context, local []byte, fromEnv bool) ([]byte, error) {
+	check := keyCheck(local)
+	var own []byte
+	if !fromEnv {
+		own = local
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO signing_key (id, key_check, key) VALUES (1, $1, $2) ON CONFLICT (id) DO NOTHING`, check, own); err != nil {
+		return nil, fmt.Errorf("postgres: signing key: %w", err)
+	}
+	var recordedCheck, recorded []byte
+	if err := s.pool.QueryRow(ctx, `SELECT key_check, key FROM signing_key WHERE id = 1`).Scan(&recordedCheck, &recorded); err != nil {
+		return nil, fmt.Errorf("postgres: signing key: %w", err)
+	}
+	switch {
+	case fromEnv && !hmac.Equal(recordedCheck, check):
+		if recorded != nil {
+			return nil, errors.New("KASSA_KEY differs from the signing key this database's replicas share (kept in the database): unset KASSA_KEY to use it, or see docs/postgres.md to change keys")
+		}
+		return nil, errors.New("KASSA_KEY differs from the key the other replicas on this database sign with: give every replica the same KASSA_KEY (docs/postgres.md)")
+	case fromEnv:
+		return local, nil
+	case recorded == nil:
+		return nil, errors.New("the replicas on this database sign with KASSA_KEY: set the same KASSA_KEY on this replica")
+	case !hmac.Equal(keyCheck(recorded), recordedCheck):
+		return nil, errors.New("postgres: signing key: the recorded key does not match its check value")
+	}
+	return recorded, nil
+}
+
+func keyCheck(key []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("kassa signing key check v1"))
+	return m.Sum(nil)
+}
