@@ -3,6 +3,7 @@ package kassa
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -155,7 +156,7 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 	var claims []*claim
 	err := l.store.Update(ctx, func(tx storage.Tx) error {
 		claims = nil
-		now := tx.Now()
+		now, wall := tx.Now(), opts.WallClock()
 		due, err := tx.PendingOutbox(now, opts.Batch)
 		if err != nil {
 			return err
@@ -169,6 +170,11 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 				}
 				merchants[m.MerchantID] = mer
 			}
+			if wall.Before(m.LeaseUntil) {
+				continue // due on the store's clock, but its deliverer's lease holds
+			}
+			m.Claim = crand.Text()
+			m.LeaseUntil = wall.Add(opts.Lease)
 			claimed := *m
 			m.NextAttempt = now.Add(opts.Lease)
 			if err := tx.UpdateOutbox(m); err != nil {
@@ -229,9 +235,10 @@ func (l *Ledger) recordDelivery(ctx context.Context, opts DeliveryOptions, c *cl
 		if err != nil {
 			return err
 		}
-		if m.Done() || m.Attempts != c.msg.Attempts {
+		if m.Done() || m.Attempts != c.msg.Attempts || m.Claim != c.msg.Claim {
 			return nil
 		}
+		m.Claim, m.LeaseUntil = "", time.Time{}
 		m.Attempts++
 		m.Log = append(m.Log, c.outcome)
 		if len(m.Log) > maxLog {

@@ -325,6 +325,7 @@ func (l *Ledger) RedeliverNotification(ctx context.Context, merchantID, id strin
 			return fault.Conflictf("notification_pending", "the notification is still being delivered")
 		}
 		m.Delivered, m.Failed, m.Attempts, m.NextAttempt = false, false, 0, tx.Now()
+		m.Claim, m.LeaseUntil = "", time.Time{} // a late record of an earlier claim must not close the new series
 		if err := tx.UpdateOutbox(m); err != nil {
 			return err
 		}

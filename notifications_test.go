@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +39,13 @@ type receiver struct {
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if hook := rc.receive(w, r); hook != nil {
+		hook() // outside the lock, so that a hook that stalls holds up only its own POST
+	}
+}
+
+// receive handles a POST and returns the onPost hook to run after an accepted one.
+func (rc *receiver) receive(w http.ResponseWriter, r *http.Request) func() {
 	body, _ := io.ReadAll(r.Body)
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -45,7 +53,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := notify.Verify(rc.secret, r.Header.Get(notify.HeaderSignature), body, time.Now(), 5*time.Minute); err != nil {
 		rc.badSig++
 		http.Error(w, err.Error(), http.StatusUnauthorized)
-		return
+		return nil
 	}
 	var env kassa.Envelope
 	if err := json.Unmarshal(body, &env); err != nil || env.ID != r.Header.Get(notify.HeaderEventID) {
@@ -53,7 +61,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rc.posts <= rc.failFirst {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
-		return
+		return nil
 	}
 	if first, seen := rc.bodies[env.ID]; seen {
 		if string(first) != string(body) {
@@ -64,9 +72,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc.processed = append(rc.processed, env.ID)
 	}
 	w.WriteHeader(http.StatusNoContent)
-	if rc.onPost != nil {
-		rc.onPost()
-	}
+	return rc.onPost
 }
 
 // use makes the receiver verify with secret from now on, as a merchant's
@@ -354,7 +360,8 @@ func TestDeliveryAfterCrashIsDeduplicatedByEventID(t *testing.T) {
 	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
 	ctx, crash := context.WithCancel(context.Background())
 	f.rc.onPost = crash
-	opts := kassa.DeliveryOptions{Lease: time.Minute, AllowPrivateNetworks: true}
+	wall := &clock{t: time.Now()} // the lease is kept on the wall clock
+	opts := kassa.DeliveryOptions{Lease: time.Minute, AllowPrivateNetworks: true, WallClock: wall.Now}
 	if _, err := f.ledger.DeliverNotifications(ctx, opts); err == nil {
 		t.Fatal("the crashed run reported success")
 	}
@@ -367,6 +374,10 @@ func TestDeliveryAfterCrashIsDeduplicatedByEventID(t *testing.T) {
 		t.Fatalf("taken during the lease: %+v", stats)
 	}
 	f.clock.Advance(time.Minute)
+	if stats, _ := f.ledger.DeliverNotifications(context.Background(), opts); stats != (kassa.DeliveryStats{}) {
+		t.Fatalf("taken when the store's clock passed the lease, the wall clock not: %+v", stats)
+	}
+	wall.Advance(time.Minute)
 	if stats, err := f.ledger.DeliverNotifications(context.Background(), opts); err != nil || stats.Delivered != 1 {
 		t.Fatalf("after the lease: %+v %v", stats, err)
 	}
@@ -413,6 +424,89 @@ func TestDeliveryGivesUpAndCanBeRedelivered(t *testing.T) {
 	}
 	if got, _ := f.ledger.GetNotification(ctx, f.merchant, n.ID); got.Status != "delivered" || len(got.Log) != 4 {
 		t.Fatalf("after redelivery %+v", got)
+	}
+}
+
+// TestLateRecordDoesNotSwallowARedelivery: a deliverer stalls past its lease
+// while another delivers the message and the merchant asks for a
+// redelivery; the stalled one's late record must not close the new series,
+// and the redelivery goes out.
+func TestLateRecordDoesNotSwallowARedelivery(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	ctx := context.Background()
+	wall := &clock{t: time.Now()}
+	opts := kassa.DeliveryOptions{Lease: time.Minute, AllowPrivateNetworks: true, WallClock: wall.Now}
+	stalled, release := make(chan struct{}), make(chan struct{})
+	var posted atomic.Bool
+	f.rc.onPost = func() { // only the first POST stalls (sync.Once would stall the others too)
+		if !posted.Swap(true) {
+			close(stalled)
+			<-release
+		}
+	}
+	done := make(chan error, 1)
+	go func() { _, err := f.ledger.DeliverNotifications(ctx, opts); done <- err }()
+	<-stalled
+	// Past the first deliverer's lease, a second one delivers the message,
+	// and the merchant asks for a redelivery; then the first records.
+	wall.Advance(time.Minute)
+	f.clock.Advance(time.Minute)
+	if s, err := f.ledger.DeliverNotifications(ctx, opts); err != nil || s.Delivered != 1 {
+		t.Fatalf("second deliverer: %+v %v", s, err)
+	}
+	n := f.log(t)[0]
+	if _, err := f.ledger.RedeliverNotification(ctx, f.merchant, n.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.ledger.GetNotification(ctx, f.merchant, n.ID); got.Status != "pending" || got.Attempts != 0 {
+		t.Fatalf("after the late record: %s, %d attempts; want the redelivery pending", got.Status, got.Attempts)
+	}
+	postsBefore, _, _ := f.rc.counts()
+	if s, err := f.ledger.DeliverNotifications(ctx, opts); err != nil || s.Delivered != 1 {
+		t.Fatalf("redelivery: %+v %v", s, err)
+	}
+	if posts, _, _ := f.rc.counts(); posts != postsBefore+1 {
+		t.Fatalf("%d posts after the redelivery, want %d", posts, postsBefore+1)
+	}
+}
+
+// TestLeaseHoldsWhenTheStoreClockJumps: the sandbox clock moved past the
+// lease while a deliverer is mid-POST does not hand the message to another
+// deliverer: the lease is kept on the wall clock.
+func TestLeaseHoldsWhenTheStoreClockJumps(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	ctx := context.Background()
+	stalled, release := make(chan struct{}), make(chan struct{})
+	var posted atomic.Bool
+	f.rc.onPost = func() {
+		if !posted.Swap(true) {
+			close(stalled)
+			<-release
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.ledger.DeliverNotifications(ctx, kassa.DeliveryOptions{AllowPrivateNetworks: true})
+		done <- err
+	}()
+	<-stalled
+	f.clock.Advance(3 * time.Minute)
+	s, err := f.ledger.DeliverNotifications(ctx, kassa.DeliveryOptions{AllowPrivateNetworks: true})
+	close(release)
+	if err != nil || s != (kassa.DeliveryStats{}) {
+		t.Fatalf("a message under lease was taken after the clock moved: %+v %v", s, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if posts, processed, _ := f.rc.counts(); posts != 1 || len(processed) != 1 {
+		t.Fatalf("%d posts, %d processed; want 1 and 1", posts, len(processed))
 	}
 }
 

@@ -260,6 +260,15 @@ type OutboxMessage struct {
 	Failed    bool              `json:"failed,omitempty"`
 	LastError string            `json:"lastError,omitempty"`
 	Log       []DeliveryAttempt `json:"log,omitempty"`
+	// Claim names the deliverer's claim on the message (set when claimed,
+	// cleared when an attempt is recorded or a redelivery asked for): only
+	// that claim records an attempt, so a deliverer that outlived its lease
+	// cannot record over another's attempt or a merchant's redelivery.
+	Claim string `json:"claim,omitempty"`
+	// LeaseUntil ends the claim's lease on the wall clock. NextAttempt
+	// follows the store's clock, which the sandbox moves and replicas need
+	// not agree on; a lease must not end early when it jumps.
+	LeaseUntil time.Time `json:"leaseUntil,omitzero"`
 }
 
 // Done reports whether the message needs no more delivery attempts; stores
