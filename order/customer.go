@@ -153,6 +153,9 @@ func (r *EditCustomerRequest) Validate() error {
 		checkText(&f, "reference2", *r.Reference2, MaxTextLen)
 	}
 	if ic := r.InvoiceChannel; ic != nil {
+		if *ic == (InvoiceChannelInput{}) {
+			f.Add("invoiceChannel", "names no field to change: send type, destination or details")
+		}
 		if ic.Type != "" && !slices.Contains(channelTypes, ic.Type) {
 			f.Add("invoiceChannel.type", "must be one of %v", channelTypes)
 		}

@@ -155,6 +155,11 @@ func (o *Order) EditCustomer(r *EditCustomerRequest, env Env) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
+	if ic := r.InvoiceChannel; ic != nil && ic.Type == "" && (o.Customer.InvoiceChannel == nil || o.Customer.InvoiceChannel.Type == "") {
+		// The first edit of the channel enables it: without a type it
+		// would be an enabled channel that delivers nowhere.
+		return fault.Invalidf("invoiceChannel.type", "is required to set up the order's invoice channel: one of %v", channelTypes)
+	}
 	if _, err := o.Require(o.Uncaptured.ID, ActionEditCustomer, env); err != nil {
 		return err
 	}

@@ -190,6 +190,13 @@ func TestEditCustomer(t *testing.T) {
 	f := ordertest.New()
 	o := f.Order(t)
 	statuses := o.Statuses(f.Clock.Now())
+	// A channel is set up with its type; an empty channel object changes nothing.
+	before := snapshot(t, o)
+	wantFault(t, o.EditCustomer(&order.EditCustomerRequest{InvoiceChannel: &order.InvoiceChannelInput{Details: "x"}}, f.Env()),
+		fault.Invalid, "validation_failed", "invoiceChannel.type")
+	wantFault(t, o.EditCustomer(&order.EditCustomerRequest{InvoiceChannel: &order.InvoiceChannelInput{}}, f.Env()),
+		fault.Invalid, "validation_failed", "invoiceChannel")
+	equal(t, "order after refused channel edits", snapshot(t, o), before)
 	at := f.Clock.Advance(time.Minute)
 	r := &order.EditCustomerRequest{Email: ordertest.Ptr("new@buyer.example"), Reference1: ordertest.Ptr("PO-7"),
 		BillingAddress: &order.Address{City: "Malmö", PostalCode: "21120"},
@@ -206,8 +213,13 @@ func TestEditCustomer(t *testing.T) {
 	equal(t, "companyId kept", o.Customer.CompanyID, "5560000001")
 	equal(t, "city", o.Customer.BillingAddress.City, "Malmö")
 	equal(t, "channel", *o.Customer.InvoiceChannel, order.InvoiceChannel{Type: "edi", Destination: "default", State: "enabled"})
+	// Once the channel has a type, its details change alone.
+	if err := o.EditCustomer(&order.EditCustomerRequest{InvoiceChannel: &order.InvoiceChannelInput{Details: "GLN 7300009000001"}}, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "channel details", *o.Customer.InvoiceChannel, order.InvoiceChannel{Type: "edi", Destination: "default", State: "enabled", Details: "GLN 7300009000001"})
 
-	before := snapshot(t, o)
+	before = snapshot(t, o)
 	bad := &order.EditCustomerRequest{Email: ordertest.Ptr("nope"), Phone: ordertest.Ptr("0123456789012345678901234567890"),
 		ShippingAddress: &order.Address{PostalCode: "12345678901", Contact: &order.Contact{Email: "x@"}},
 		InvoiceChannel:  &order.InvoiceChannelInput{Type: "fax", Destination: "somewhere"}}

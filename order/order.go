@@ -581,10 +581,6 @@ func (c Customer) clone() Customer {
 	}
 	if c.InvoiceChannel != nil {
 		ic := *c.InvoiceChannel
-		if ic.Configurations != nil {
-			cf := *ic.Configurations
-			ic.Configurations = &cf
-		}
 		c.InvoiceChannel = &ic
 	}
 	return c

@@ -19,12 +19,15 @@ type OutputLine struct {
 
 // SubOrder is the spec's SubOrder as returned to merchants.
 type SubOrder struct {
-	LedgerID                string       `json:"ledgerId"`
-	CreatedAt               time.Time    `json:"createdAt"`
-	AvailableActions        []ActionRef  `json:"availableActions"`
-	DocumentMessage         string       `json:"documentMessage"`
-	DocumentReference       string       `json:"documentReference,omitempty"`
-	DocumentURL             string       `json:"documentUrl,omitempty"`
+	LedgerID          string      `json:"ledgerId"`
+	CreatedAt         time.Time   `json:"createdAt"`
+	AvailableActions  []ActionRef `json:"availableActions"`
+	DocumentMessage   string      `json:"documentMessage"`
+	DocumentReference string      `json:"documentReference,omitempty"`
+	DocumentURL       string      `json:"documentUrl,omitempty"`
+	// FactoringStatus is in the spec, marked for removal; kassa factors
+	// nothing, so it is always "".
+	FactoringStatus         string       `json:"factoringStatus"`
 	Note                    string       `json:"note"`
 	OrderLines              []OutputLine `json:"orderLines"`
 	Status                  []SubStatus  `json:"status"`

@@ -220,11 +220,13 @@ type Address struct {
 
 // InvoiceChannel is where invoices of an order are delivered.
 type InvoiceChannel struct {
-	Type           string                 `json:"type,omitempty"`
-	Destination    string                 `json:"destination,omitempty"`
-	Details        string                 `json:"details,omitempty"`
-	State          string                 `json:"state,omitempty"`
-	Configurations *InvoiceChannelConfigs `json:"configurations,omitempty"`
+	Type        string `json:"type,omitempty"`
+	Destination string `json:"destination,omitempty"`
+	Details     string `json:"details,omitempty"`
+	State       string `json:"state,omitempty"`
+	// Configurations is always rendered (the spec lists it); nothing sets
+	// promoteGln yet, since no request of the spec carries it.
+	Configurations InvoiceChannelConfigs `json:"configurations"`
 }
 
 // InvoiceChannelConfigs holds channel options.

@@ -323,13 +323,24 @@ func TestOrderLifecycleOverHTTP(t *testing.T) {
 	}
 	code, _, b := e.req("POST", "/v1/orders/"+id+"/customer", `{"email":"nope","invoiceChannel":{"type":"fax"}}`, e.auth, nil)
 	wantProblem(t, code, b, 400, "validation_failed")
-	for _, body := range []string{`{}`, `null`, `{"phone":null}`, `{"unknownField":"x"}`} {
+	for _, body := range []string{`{}`, `null`, `{"phone":null}`, `{"unknownField":"x"}`, `{"invoiceChannel":{}}`, `{"invoiceChannel":{"details":"x"}}`} {
 		code, _, b = e.req("POST", "/v1/orders/"+id+"/customer", body, e.auth, nil)
 		wantProblem(t, code, b, 400, "validation_failed")
 	}
 	if _, _, o = e.req("GET", "/v1/orders/"+id, "", e.auth, nil); events(o)[len(events(o))-1]["id"] != last["id"] {
 		t.Fatalf("an edit naming no field appended an event: %v", events(o)[len(events(o))-1])
 	}
+
+	// The spec's fields no request sets are rendered all the same.
+	if fs, ok := o["uncaptured"].(map[string]any)["factoringStatus"]; !ok || fs != "" {
+		t.Fatalf("uncaptured factoringStatus %v (present %v)", fs, ok)
+	}
+	code, _, o = e.req("POST", "/v1/orders/"+id+"/customer", `{"invoiceChannel":{"type":"email","details":"ap@buyer.example"}}`, e.auth, nil)
+	ic, _ := o["customer"].(map[string]any)["invoiceChannel"].(map[string]any)
+	if code != 200 || ic["type"] != "email" || ic["state"] != "enabled" || fmt.Sprint(ic["configurations"]) != "map[promoteGln:false]" {
+		t.Fatalf("invoice channel: %d %v", code, ic)
+	}
+	last = events(o)[len(events(o))-1]
 
 	// Partial capture: mismatch refused; by line id accepted.
 	code, _, b = e.req("POST", "/v1/orders/"+id+"/partialcapture", fmt.Sprintf(`{"orderLines":[{"id":%q}],"totalCaptureAmount":1}`, tiles), e.auth, nil)
