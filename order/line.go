@@ -150,6 +150,22 @@ func ValidateLineFields(f *fault.Fields, path string, in LineInput, withID bool)
 	return f.Len() == before
 }
 
+// LineFindingStandsAlone reports whether a finding of ValidateLineFields on
+// a line's field comes from that field alone, so that it holds whatever a
+// wrong-typed sibling (wrongTyped, a field of the same line) was meant to
+// be. The amounts and vat are checked against one another; id decides what
+// the line must state, so a wrong-typed id leaves nothing standing alone.
+func LineFindingStandsAlone(field, wrongTyped string) bool {
+	if wrongTyped == "id" {
+		return false
+	}
+	switch field {
+	case "description", "quantity", "reference", "type":
+		return true
+	}
+	return false
+}
+
 func deref(p *int64) int64 {
 	if p == nil {
 		return 0

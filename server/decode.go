@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
 )
 
 // decodeBody reads a JSON request body into dst. optional allows an empty
@@ -145,15 +146,31 @@ func withOwnChecks(typeErrs []fault.FieldError, dst any) error {
 // coveredBy reports whether a finding on path may only describe the zero
 // value standing in for a wrong-typed field, and so is left out: path is a
 // wrong-typed field or lies under one, or in the same array element as one
-// (an element's fields are checked against each other), or the body says
-// it depends on one (cc, may be nil).
+// (an element's fields are checked against each other; order lines name
+// those that are not, order.LineFindingStandsAlone), or the body says it
+// depends on one (cc, may be nil).
 func coveredBy(path string, typeErrs []fault.FieldError, cc crossChecking) bool {
 	for _, te := range typeErrs {
-		if under(path, te.Field) || under(path, arrayElementOf(te.Field)) || (cc != nil && cc.DependsOn(path, te.Field)) {
+		if under(path, te.Field) || (cc != nil && cc.DependsOn(path, te.Field)) {
 			return true
+		}
+		if el := arrayElementOf(te.Field); under(path, el) {
+			field, ok1 := fieldOf(path, el)
+			wrong, ok2 := fieldOf(te.Field, el)
+			if !ok1 || !ok2 || !order.LineFindingStandsAlone(field, wrong) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// fieldOf names the field of element el that path is ("quantity" for
+// "orderLines[2].quantity" in "orderLines[2]"); ok is false for a path
+// deeper in the element, or the element itself.
+func fieldOf(path, el string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, el+".")
+	return rest, ok && !strings.ContainsAny(rest, ".[")
 }
 
 // under reports whether path is prefix or lies under it.

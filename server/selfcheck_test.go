@@ -29,10 +29,15 @@ func TestTypeErrorDoesNotHideOtherFieldsOfOperationBodies(t *testing.T) {
 		{"edit order", "/v1/orders/" + id,
 			`{"orderLines":[{"description":"","quantity":0,"unitPrice":"x","vat":2500},{"description":"` + long + `","quantity":1,"unitPrice":1,"type":"bogus"}],
 			"totalOrderAmount":-1,"totalOrderAmountExclVat":0,"totalOrderVatAmount":0}`,
-			"orderLines[0].unitPrice,orderLines[1].description,orderLines[1].type,totalOrderAmount"},
+			// A line's description and quantity are checked alone: found beside its wrong-typed unitPrice.
+			"orderLines[0].description,orderLines[0].quantity,orderLines[0].unitPrice,orderLines[1].description,orderLines[1].type,totalOrderAmount"},
 		{"partial capture", "/v1/orders/" + id + "/partialcapture",
 			`{"orderLines":[{"id":"line","quantity":"2"},{"description":"","quantity":1,"unitPrice":1}],"totalCaptureAmount":-1}`,
 			"orderLines[0].quantity,orderLines[1].description,totalCaptureAmount"},
+		{"partial capture, wrong-typed id", "/v1/orders/" + id + "/partialcapture",
+			// With id unreadable, what the line must state is unknown: nothing else of it is reported.
+			`{"orderLines":[{"id":5,"quantity":0}],"totalCaptureAmount":0}`,
+			"orderLines[0].id"},
 		{"full capture", "/v1/orders/" + id + "/capture",
 			`{"orderLines":[{"id":"line","unitPrice":"x"},{"id":""}],"totalCaptureAmount":-1}`,
 			"orderLines[0].unitPrice,orderLines[1].id,totalCaptureAmount"},
