@@ -102,6 +102,9 @@ type DeliveryStats struct {
 	Delivered int `json:"delivered"`
 	Retrying  int `json:"retrying"`
 	Failed    int `json:"failed"`
+	// More: the run claimed a full batch, so more may be due at once; a
+	// deliverer runs again without waiting for its next tick.
+	More bool `json:"-"`
 }
 
 // claim is one message taken for delivery, with where it goes.
@@ -115,21 +118,43 @@ type claim struct {
 
 // DeliverNotifications runs one round of the deliverer: it claims the due
 // messages (hiding them from other deliverers for the lease), POSTs each to
-// its merchant's URL, and records every answer in the delivery log,
-// scheduling failures again with backoff. Delivery is at least once: a
-// crash after a POST and before its record sends it again after the lease,
-// with the same event id.
+// its merchant's URL, and records every answer in the delivery log as it
+// arrives, scheduling failures again with backoff. Delivery is at least
+// once: a crash after a POST and before its record sends it again after the
+// lease, with the same event id; recording each answer at once keeps that to
+// the POSTs in flight, not the whole batch.
 func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions) (DeliveryStats, error) {
 	opts = opts.withDefaults()
 	claims, err := l.claimNotifications(ctx, opts)
 	if err != nil || len(claims) == 0 {
 		return DeliveryStats{}, err
 	}
+	var (
+		mu       sync.Mutex
+		stats    = DeliveryStats{More: len(claims) == opts.Batch}
+		firstErr error
+	)
+	record := func(c *claim) {
+		if ctx.Err() != nil {
+			return // the lease brings unrecorded messages back
+		}
+		var one DeliveryStats
+		err := l.recordDelivery(ctx, opts, c, &one)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		stats.Delivered += one.Delivered
+		stats.Retrying += one.Retrying
+		stats.Failed += one.Failed
+	}
 	sem := make(chan struct{}, opts.Parallel)
 	var wg sync.WaitGroup
 	for _, c := range claims {
 		if c.url == "" {
 			c.outcome = storage.DeliveryAttempt{At: opts.WallClock(), Error: "no webhook URL is configured"}
+			record(c)
 			continue
 		}
 		wg.Add(1)
@@ -137,17 +162,12 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			c.outcome = post(ctx, opts, c)
+			record(c)
 		}()
 	}
 	wg.Wait()
-	var stats DeliveryStats
-	for _, c := range claims {
-		if ctx.Err() != nil {
-			break // the lease brings unrecorded messages back
-		}
-		if err := l.recordDelivery(ctx, opts, c, &stats); err != nil {
-			return stats, err
-		}
+	if firstErr != nil {
+		return stats, firstErr
 	}
 	return stats, ctx.Err()
 }

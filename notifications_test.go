@@ -680,3 +680,54 @@ func TestAckReminderSkipsAClosedOrder(t *testing.T) {
 		t.Fatalf("reminders %+v %v, want 1 (the captured order's only)", s, err)
 	}
 }
+
+// TestDeliveryRecordsEachAnswerAsItArrives: a deliverer that dies mid-batch
+// has recorded the answers it got, so only the POSTs in flight go out again
+// after the lease, not the whole batch.
+func TestDeliveryRecordsEachAnswerAsItArrives(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	for _, tok := range []string{"t1", "t2", "t3"} {
+		f.order(t, tok, order.PayAdvanceInvoice, 1000)
+	}
+	ctx, crash := context.WithCancel(context.Background())
+	var posts atomic.Int64
+	f.rc.onPost = func() {
+		if posts.Add(1) == 2 {
+			crash() // dies after its second POST was answered, before recording it
+		}
+	}
+	opts := kassa.DeliveryOptions{Parallel: 1, AllowPrivateNetworks: true}
+	if _, err := f.ledger.DeliverNotifications(ctx, opts); err == nil {
+		t.Fatal("the crashed run reported success")
+	}
+	var delivered, pending int
+	for _, n := range f.log(t) {
+		switch n.Status {
+		case "delivered":
+			delivered++
+		case "pending":
+			pending++
+		}
+	}
+	if delivered != 1 || pending != 2 {
+		t.Fatalf("after the crash: %d delivered, %d pending; want the first answer recorded (1, 2)", delivered, pending)
+	}
+}
+
+// TestFullBatchAsksForMore: a run that claimed a full batch says so, so the
+// server's deliverer claims again at once instead of one batch a second.
+func TestFullBatchAsksForMore(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	for _, tok := range []string{"t1", "t2", "t3", "t4", "t5"} {
+		f.order(t, tok, order.PayAdvanceInvoice, 1000)
+	}
+	opts := kassa.DeliveryOptions{Batch: 3, AllowPrivateNetworks: true}
+	s, err := f.ledger.DeliverNotifications(context.Background(), opts)
+	if err != nil || s.Delivered != 3 || !s.More {
+		t.Fatalf("first run: %+v %v; want 3 delivered and more", s, err)
+	}
+	s, err = f.ledger.DeliverNotifications(context.Background(), opts)
+	if err != nil || s.Delivered != 2 || s.More {
+		t.Fatalf("second run: %+v %v; want 2 delivered and no more", s, err)
+	}
+}

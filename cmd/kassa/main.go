@@ -571,10 +571,17 @@ func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, op
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		if s, err := ledger.DeliverNotifications(ctx, opts); err != nil && ctx.Err() == nil {
-			log.Error("notification delivery", "err", err)
-		} else if s != (kassa.DeliveryStats{}) {
-			log.Info("notification delivery", "delivered", s.Delivered, "retrying", s.Retrying, "failed", s.Failed)
+		// A full batch means more may be due now: claim again at once
+		// instead of waiting a tick, or delivery would top out at one
+		// batch a second.
+		for more := true; more && ctx.Err() == nil; {
+			s, err := ledger.DeliverNotifications(ctx, opts)
+			if err != nil && ctx.Err() == nil {
+				log.Error("notification delivery", "err", err)
+			} else if s != (kassa.DeliveryStats{}) {
+				log.Info("notification delivery", "delivered", s.Delivered, "retrying", s.Retrying, "failed", s.Failed)
+			}
+			more = err == nil && s.More
 		}
 		select {
 		case <-ctx.Done():
