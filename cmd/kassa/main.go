@@ -250,6 +250,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: data directory: %v\n", err)
 		return 1
 	}
+	// Writes of these files that a crash cut short left temporaries beside them.
+	for _, p := range []string{filepath.Join(c.data, "server.key"), filepath.Join(c.data, "sandbox-clock.json"), filepath.Join(companiesDir(c.data), "*.csv")} {
+		if n, err := durable.RemoveLeftovers(p); err != nil {
+			log.Warn("removing leftover temporary files", "path", p, "err", err)
+		} else if n > 0 {
+			log.Info("removed leftover temporary files", "path", p, "count", n)
+		}
+	}
 	key, err := loadKey(c.data)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)

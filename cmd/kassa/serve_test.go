@@ -56,12 +56,26 @@ func TestBadTLSPairFailsBeforeListening(t *testing.T) {
 	}
 }
 
-// TestServesHTTPS: a good pair serves HTTPS with that certificate.
+// TestServesHTTPS: a good pair serves HTTPS with that certificate (and a
+// start clears what an earlier crash left of its file writes).
 func TestServesHTTPS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := writeSelfSigned(t, dir)
+	// A key write that a crash cut short left its temporary file: the start removes it.
+	leftover := filepath.Join(dir, "data", ".server.key.12345")
+	if err := os.MkdirAll(filepath.Dir(leftover), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(leftover, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(leftover, old, old)
 	base, done := serveInProcess(t, "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
 		"--tls-cert", certFile, "--tls-key", keyFile)
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Errorf("leftover temporary file still there: %v", err)
+	}
 	if !strings.HasPrefix(base, "https://") {
 		t.Fatalf("base %q", base)
 	}

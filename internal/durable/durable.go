@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // WriteFile replaces the file at path with b (mode perm): a synced
@@ -70,4 +71,30 @@ func place(path string, b []byte, perm os.FileMode, put func(tmp, path string) e
 	}
 	defer dir.Close()
 	return true, dir.Sync()
+}
+
+// LeftoverAge is how old a temporary file must be for RemoveLeftovers to take
+// it: a younger one may be another process's write under way.
+const LeftoverAge = 10 * time.Minute
+
+// RemoveLeftovers removes the temporary files that writes of path left
+// behind when their process died before putting them in place, and returns
+// how many. path may hold glob patterns in its last element ("dir/*.csv").
+func RemoveLeftovers(path string) (int, error) {
+	matches, err := filepath.Glob(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".*"))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range matches {
+		fi, err := os.Lstat(m)
+		if err != nil || !fi.Mode().IsRegular() || time.Since(fi.ModTime()) < LeftoverAge {
+			continue
+		}
+		if err := os.Remove(m); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

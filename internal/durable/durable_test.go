@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestWriteFileReplacesWholeAndLeavesNoTemporary(t *testing.T) {
@@ -64,5 +65,40 @@ func TestCreateFileOnceAmongMany(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(path); string(got) == "late" {
 		t.Fatal("an existing file was replaced")
+	}
+}
+
+// TestRemoveLeftovers: temporary files of writes that died are removed once
+// old enough; a young one (a write under way), the file itself and other
+// files are left alone.
+func TestRemoveLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, age time.Duration) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(-age)
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old := write(".server.key.123", time.Hour)
+	young := write(".server.key.456", time.Second)
+	key := write("server.key", time.Hour)
+	other := write(".other.789", time.Hour)
+	oldCSV := write(".SE.csv.42", time.Hour)
+	n, err := RemoveLeftovers(filepath.Join(dir, "server.key"))
+	if err != nil || n != 1 {
+		t.Fatalf("removed %d, %v; want 1", n, err)
+	}
+	if n, err := RemoveLeftovers(filepath.Join(dir, "*.csv")); err != nil || n != 1 {
+		t.Fatalf("csv: removed %d, %v; want 1", n, err)
+	}
+	for p, want := range map[string]bool{old: false, young: true, key: true, other: true, oldCSV: false} {
+		if _, err := os.Stat(p); (err == nil) != want {
+			t.Errorf("%s: present %v, want %v", filepath.Base(p), err == nil, want)
+		}
 	}
 }
