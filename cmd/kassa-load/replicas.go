@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -90,9 +88,9 @@ type cluster struct {
 }
 
 func startCluster(bin, dbURL string, n int, id, secret string) (*cluster, error) {
-	key := make([]byte, 32)
-	rand.Read(key)
-	os.Setenv("KASSA_KEY", hex.EncodeToString(key)) // access tokens valid on every replica
+	// No KASSA_KEY: the replicas share the signing key through the database
+	// (the first one's), so an access token is valid on every replica, and
+	// across the scale command's steps on one database.
 	cl := &cluster{id: id, sec: secret}
 	// One at a time: the first creates the merchant, the others find it.
 	for i := range n {
