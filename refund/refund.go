@@ -27,8 +27,10 @@ type FullRequest struct {
 }
 
 func checkNote(f *fault.Fields, note *string) {
-	if note != nil && len([]rune(*note)) > order.MaxTextLen {
-		f.Add("note", "must be at most %d characters", order.MaxTextLen)
+	if note != nil {
+		// As every other text: no NUL (PostgreSQL cannot hold it, and a
+		// document or export would carry it), valid UTF-8, at most 200.
+		order.CheckText(f, "note", *note, order.MaxTextLen)
 	}
 }
 

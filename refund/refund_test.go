@@ -66,6 +66,7 @@ func TestPartialRefundIgnoresALineID(t *testing.T) {
 
 func TestPartialRefundRefusals(t *testing.T) {
 	long := strings.Repeat("n", 201)
+	nul := "damaged\x00"
 	tests := []struct {
 		name   string
 		ledger string
@@ -78,6 +79,7 @@ func TestPartialRefundRefusals(t *testing.T) {
 		{"amount mismatch", "ledger-2", partial(10001, ordertest.Line("Widget", 1, 10000, 2500)), fault.Invalid, "refund_amount_mismatch", []string{"totalRefundAmount"}},
 		{"zero", "ledger-2", partial(0, ordertest.Line("Nothing", 1, 0, 0)), fault.Invalid, "refund_amount_invalid", []string{"totalRefundAmount"}},
 		{"no lines, no total, long note", "ledger-2", &refund.PartialRequest{Note: &long}, fault.Invalid, "validation_failed", []string{"orderLines", "totalRefundAmount", "note"}},
+		{"note with NUL", "ledger-2", &refund.PartialRequest{OrderLines: []order.LineInput{ordertest.Line("Widget", 1, 10000, 2500)}, TotalRefundAmount: p(10000), Note: &nul}, fault.Invalid, "validation_failed", []string{"note"}},
 		{"uncaptured ledger", "ledger-1", partial(100, ordertest.Line("x", 1, 100, 0)), fault.NotAvailable, "action_not_available", nil},
 		{"unknown ledger", "ledger-9", partial(100, ordertest.Line("x", 1, 100, 0)), fault.NotFound, "ledger_not_found", nil},
 	}

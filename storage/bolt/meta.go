@@ -28,8 +28,11 @@ type meta struct {
 	entries   []entry // kind-ordered as metaOf builds them
 }
 
-// metaOf computes the meta of o as written at now.
-func metaOf(o *order.Order, now time.Time) meta {
+// metaOf computes the meta of o. Its statuses are those as of its last
+// change (updatedAt), as on the other stores: a status that time alone brings
+// (expired) enters the index when the expiry job marks the order, whatever
+// write without an event came between.
+func metaOf(o *order.Order) meta {
 	m := meta{version: o.Version, created: o.CreatedAt, expires: o.ExpiresAt,
 		expirable: !o.ExpiredMarked && !o.Cancelled && len(o.Uncaptured.Lines) > 0}
 	m.entries = append(m.entries,
@@ -38,7 +41,7 @@ func metaOf(o *order.Order, now time.Time) meta {
 		entry{kindOrderRef, o.OrderReference},
 		entry{kindMerchantRef, o.MerchantReference},
 		entry{kindCategory, string(o.PaymentMethod.Category())})
-	for _, s := range o.Statuses(now) {
+	for _, s := range o.Statuses(o.UpdatedAt) {
 		m.entries = append(m.entries, entry{kindStatus, string(s)})
 	}
 	return m

@@ -11,8 +11,8 @@ import (
 
 // reindexStatuses brings the status index up to order.StatusRules when the
 // file was indexed under older rules: every order whose entries, computed
-// now as a write now would (bolt indexes the statuses at the writing
-// transaction's time), differ from the stored ones is written again with its
+// as a write would (statuses as of the order's last change), differ from
+// the stored ones is written again with its
 // version unchanged. It runs once per rules change, at Open, before any
 // other transaction. Deleting the storeinfo bucket's statusRules key makes
 // the next Open sweep again (docs/postgres.md, upgrading).
@@ -37,7 +37,7 @@ func (s *Store) reindexStatuses(btx *bbolt.Tx) error {
 		if err != nil {
 			return nil
 		}
-		if m := metaOf(o, now); !slices.Equal(m.entries, old.entries) {
+		if m := metaOf(o); !slices.Equal(m.entries, old.entries) {
 			todo = append(todo, stale{key: slices.Clone(k), o: o, old: old})
 		}
 		return nil

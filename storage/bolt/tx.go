@@ -311,10 +311,10 @@ func (t *tx) UpdateOrder(o *order.Order) error {
 }
 
 // writeOrder stores o and moves its index entries from old (nil for a new
-// order) to those of o now. Statuses are computed at t.Now: a status filter
-// sees the statuses an order had when it was last written.
+// order) to those of o now. A status filter sees the statuses an order had
+// at its last change (metaOf).
 func (t *tx) writeOrder(k []byte, o *order.Order, old *meta) error {
-	m := metaOf(o, t.st.now)
+	m := metaOf(o)
 	js, err := json.Marshal(o)
 	if err != nil {
 		return fault.Internalf(err, "encode order %s", o.ID)

@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("ListFilters", func(t *testing.T) { testList(t, open(t)) })
 	t.Run("CursorWalkWithConcurrentInserts", func(t *testing.T) { testCursorWalk(t, open(t)) })
 	t.Run("Expiring", func(t *testing.T) { testExpiring(t, open(t)) })
+	t.Run("StatusesAsOfLastChange", func(t *testing.T) { testStatusesAsOfLastChange(t, open(t)) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, open(t)) })
 	t.Run("Settlements", func(t *testing.T) { testSettlements(t, open(t)) })
 	t.Run("Tasks", func(t *testing.T) { testTasks(t, open(t)) })
@@ -1088,5 +1089,41 @@ func testExpiring(t *testing.T, s storage.Store) {
 	})
 	if got := due(end, 10); !slices.Equal(got, []string{later.ID}) {
 		t.Fatalf("due after marking %v", got)
+	}
+}
+
+// testStatusesAsOfLastChange: an order written after its expiry date but not
+// yet marked expired (a write that appends no event, such as a resend) is
+// indexed with its statuses as of its last change (updatedAt), on every
+// store alike: a status that time alone brings enters the index when the
+// expiry job marks the order (docs/decisions.md).
+func testStatusesAsOfLastChange(t *testing.T, s storage.Store) {
+	b := newBuilder()
+	o := b.make(t, "m1", 0, Start.AddDate(0, 0, -40)) // uncaptured, expiresAt 12 days before Now
+	if !o.ExpiresAt.Before(Now()) || o.ExpiredMarked {
+		t.Fatalf("order expires %s, marked %v; want past and unmarked", o.ExpiresAt, o.ExpiredMarked)
+	}
+	update(t, s, func(tx storage.Tx) error { return tx.CreateOrder(o) })
+	update(t, s, func(tx storage.Tx) error {
+		got, err := tx.GetOrder("m1", o.ID)
+		if err != nil {
+			return err
+		}
+		return tx.UpdateOrder(got) // no event: updatedAt stays before the expiry
+	})
+	for _, c := range []struct {
+		status order.Status
+		want   int
+	}{{order.StatusExpired, 0}, {order.StatusReadyForCapture, 1}, {order.StatusUncaptured, 1}} {
+		view(t, s, func(tx storage.Tx) error {
+			page, err := tx.ListOrders("m1", storage.OrderQuery{Status: []order.Status{c.status}, Size: 10})
+			if err != nil {
+				return err
+			}
+			if len(page.Orders) != c.want {
+				t.Errorf("status=%s lists %d orders, want %d", c.status, len(page.Orders), c.want)
+			}
+			return nil
+		})
 	}
 }
