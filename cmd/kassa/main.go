@@ -348,9 +348,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	ensure := func() error { return ensureMerchant(ctx, ledger, c, stdout) }
 	if pg != nil {
-		ensure = func() error { return pg.Exclusive(ctx, func() error { return ensureMerchant(ctx, ledger, c, stdout) }) }
+		err = pg.Exclusive(ctx, ensure) // replicas starting together make one merchant
+	} else {
+		err = ensure()
 	}
-	if err := ensure(); err != nil {
+	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 1
 	}

@@ -112,15 +112,28 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 // schema_migrations, each in its own transaction, while holding a session
 // advisory lock so that concurrent starts wait for each other.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return withSessionLock(ctx, pool, lockMigrate, "migration", func(conn *pgxpool.Conn) error {
+		return applyMigrations(ctx, conn)
+	})
+}
+
+// withSessionLock runs fn on a connection of pool that holds the session
+// advisory lock key, waiting for it while another connection holds it; what
+// names the lock in errors.
+func withSessionLock(ctx context.Context, pool *pgxpool.Pool, key int64, what string, fn func(*pgxpool.Conn) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockMigrate); err != nil {
-		return fmt.Errorf("postgres: migration lock: %w", err)
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		return fmt.Errorf("postgres: %s lock: %w", what, err)
 	}
-	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, lockMigrate)
+	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, key)
+	return fn(conn)
+}
+
+func applyMigrations(ctx context.Context, conn *pgxpool.Conn) error {
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return fmt.Errorf("postgres: %w", err)
@@ -421,12 +434,11 @@ func advisoryKey(parts ...string) int64 {
 	return int64(h.Sum64())
 }
 
+// advisoryLock takes the transaction advisory lock key ahead of the
+// transaction's next statement: it goes in that statement's round trip and
+// runs first, so the statement's snapshot is taken once the lock is granted.
 func (t *tx) advisoryLock(key int64) error {
-	_, err := t.tx.Exec(t.ctx, `SELECT pg_advisory_xact_lock($1)`, key)
-	if err != nil {
-		return dbErr(err, "advisory lock")
-	}
-	return nil
+	return t.later("advisory lock", nil, `SELECT pg_advisory_xact_lock($1)`, key)
 }
 
 func timeKey(at time.Time) []byte { return storage.AppendTimeKey(nil, at) }

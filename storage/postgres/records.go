@@ -151,8 +151,8 @@ func (t *tx) GetAuthorization(merchantID, tok string) (*token.Authorization, err
 		// found it absent may put it (Ledger.PutAuthorization puts an id
 		// once): two such transactions on different replicas would both pass.
 		// The id's advisory lock makes the second wait and then find the
-		// first's token; it goes in the read's round trip, as for idempotency.
-		if err := t.later("advisory lock", nil, `SELECT pg_advisory_xact_lock($1)`, advisoryKey("authorization", merchantID, tok)); err != nil {
+		// first's token.
+		if err := t.advisoryLock(advisoryKey("authorization", merchantID, tok)); err != nil {
 			return nil, err
 		}
 	}
@@ -209,10 +209,8 @@ func (t *tx) NextSequence(merchantID, series string) (int64, error) {
 func (t *tx) GetIdempotency(merchantID, key string) (*storage.IdempotencyRecord, error) {
 	if t.writable {
 		// Serialize requests with this key across replicas: a concurrent one
-		// waits here until this transaction ends, then sees its record. The
-		// lock travels in the same round trip as the read below, and runs
-		// first: the read's snapshot is taken after the lock is granted.
-		if err := t.later("advisory lock", nil, `SELECT pg_advisory_xact_lock($1)`, advisoryKey("idempotency", merchantID, key)); err != nil {
+		// waits here until this transaction ends, then sees its record.
+		if err := t.advisoryLock(advisoryKey("idempotency", merchantID, key)); err != nil {
 			return nil, err
 		}
 	}

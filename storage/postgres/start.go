@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Exclusive runs fn while this replica holds the start lock, a session
@@ -13,16 +15,7 @@ import (
 // (the first sandbox merchant when none exists) run one replica at a time, so
 // replicas starting together on an empty database make one.
 func (s *Store) Exclusive(ctx context.Context, fn func() error) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockStart); err != nil {
-		return fmt.Errorf("postgres: start lock: %w", err)
-	}
-	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, lockStart)
-	return fn()
+	return withSessionLock(ctx, s.pool, lockStart, "start", func(*pgxpool.Conn) error { return fn() })
 }
 
 // SigningKey gives every replica on the database one signing key, since an
