@@ -33,6 +33,12 @@ func (e *sessionEnv) req(method, path, body, auth string, hdr map[string]string)
 	for k, v := range hdr {
 		r.Header.Set(k, v)
 	}
+	return e.send(r)
+}
+
+// send sends r as it is (for headers req cannot set) and decodes a JSON answer.
+func (e *sessionEnv) send(r *http.Request) (int, http.Header, map[string]any) {
+	e.t.Helper()
 	resp, err := http.DefaultClient.Do(r)
 	if err != nil {
 		e.t.Fatal(err)
@@ -42,7 +48,7 @@ func (e *sessionEnv) req(method, path, body, auth string, hdr map[string]string)
 	var out map[string]any
 	if strings.Contains(resp.Header.Get("Content-Type"), "json") && len(b) > 0 {
 		if err := json.Unmarshal(b, &out); err != nil {
-			e.t.Fatalf("%s %s: %v: %s", method, path, err, b)
+			e.t.Fatalf("%s %s: %v: %s", r.Method, r.URL.Path, err, b)
 		}
 	}
 	return resp.StatusCode, resp.Header, out
@@ -166,15 +172,8 @@ func TestAuthentication(t *testing.T) {
 	jr, _ := http.NewRequest("POST", e.ts.URL+"/oauth/token", strings.NewReader(`{"grant_type":"client_credentials"}`))
 	jr.Header.Set("Content-Type", "application/json")
 	jr.SetBasicAuth("m1", "s1")
-	if resp, err := http.DefaultClient.Do(jr); err != nil {
-		t.Fatal(err)
-	} else {
-		var out map[string]any
-		json.NewDecoder(resp.Body).Decode(&out)
-		resp.Body.Close()
-		if resp.StatusCode != 400 || out["error"] != "invalid_request" {
-			t.Fatalf("JSON body: %d %v", resp.StatusCode, out)
-		}
+	if code, _, out := e.send(jr); code != 400 || out["error"] != "invalid_request" {
+		t.Fatalf("JSON body: %d %v", code, out)
 	}
 	o := e.order("5560000001", "invoice")
 	id := o["id"].(string)
@@ -896,14 +895,8 @@ func TestIdempotencyKeyGivenTwice(t *testing.T) {
 	r.Header.Set("Authorization", e.auth)
 	r.Header.Add("Idempotency-Key", "k1")
 	r.Header.Add("Idempotency-Key", "k2")
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b map[string]any
-	json.NewDecoder(resp.Body).Decode(&b)
-	resp.Body.Close()
-	wantProblem(t, resp.StatusCode, b, 400, "validation_failed")
+	code, _, b := e.send(r)
+	wantProblem(t, code, b, 400, "validation_failed")
 	if !strings.Contains(fmt.Sprint(b["errors"]), "field:Idempotency-Key") {
 		t.Fatalf("errors %v name no Idempotency-Key", b["errors"])
 	}
@@ -915,8 +908,7 @@ func TestIdempotencyKeyGivenTwice(t *testing.T) {
 	r.Header.Set("Authorization", e.auth)
 	r.Header.Add("Idempotency-Key", "k1")
 	r.Header.Add("Idempotency-Key", "k1")
-	if resp, err = http.DefaultClient.Do(r); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("the same key twice: %v %v", resp.Status, err)
+	if code, _, o := e.send(r); code != 200 {
+		t.Fatalf("the same key twice: %d %v", code, o)
 	}
-	resp.Body.Close()
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -23,15 +22,8 @@ func TestHTTPEdges(t *testing.T) {
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	r.Header.Set("Content-Encoding", "gzip")
 	r.Header.Set("Authorization", e.auth)
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	json.NewDecoder(resp.Body).Decode(&out)
-	resp.Body.Close()
-	if resp.StatusCode != 400 || out["error"] != "invalid_request" {
-		t.Fatalf("gzip token request: %d %v", resp.StatusCode, out)
+	if code, _, out := e.send(r); code != 400 || out["error"] != "invalid_request" {
+		t.Fatalf("gzip token request: %d %v", code, out)
 	}
 
 	// Each fee bound names its own field.
