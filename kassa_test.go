@@ -24,27 +24,36 @@ type fixture struct {
 	store    storage.Store
 	merchant string
 	ctx      context.Context
+	now      func() time.Time
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, time.Now, kassa.Options{}) }
+
+// newFixtureWith is newFixture on a memory store whose clock is now, with
+// the ledger's options opts.
+func newFixtureWith(t *testing.T, now func() time.Time, opts kassa.Options) *fixture {
 	t.Helper()
-	st := memory.New(nil)
-	l := kassa.New(st, kassa.Options{})
+	st := memory.New(now)
+	l := kassa.New(st, opts)
 	creds, created, err := l.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "m"})
 	if err != nil || !created {
 		t.Fatalf("merchant: %v %v", created, err)
 	}
-	return &fixture{ledger: l, store: st, merchant: creds.MerchantID, ctx: context.Background()}
+	return &fixture{ledger: l, store: st, merchant: creds.MerchantID, ctx: context.Background(), now: now}
+}
+
+// authorization is an invoice token tok of the merchant, valid for an hour.
+func (f *fixture) authorization(tok string) *token.Authorization {
+	now := f.now()
+	return &token.Authorization{Token: tok, MerchantID: f.merchant, Country: "SE", Currency: "SEK", Locale: "sv-SE",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
+		CreatedAt:     now, ExpiresAt: now.Add(time.Hour)}
 }
 
 // order creates an order of lines (each unitPrice at 25 % VAT, quantity 1).
 func (f *fixture) order(t *testing.T, tok string, prices ...int64) *order.Order {
 	t.Helper()
-	now := time.Now()
-	if err := f.ledger.PutAuthorization(f.ctx, &token.Authorization{Token: tok, MerchantID: f.merchant,
-		Country: "SE", Currency: "SEK", Locale: "sv-SE",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
-		CreatedAt:     now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := f.ledger.PutAuthorization(f.ctx, f.authorization(tok)); err != nil {
 		t.Fatal(err)
 	}
 	req := &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE"}
@@ -269,10 +278,8 @@ func TestAuthenticate(t *testing.T) {
 
 func TestSweepIdempotency(t *testing.T) {
 	now := time.Now()
-	st := memory.New(func() time.Time { return now })
-	l := kassa.New(st, kassa.Options{IdempotencyTTL: time.Hour})
-	creds, _, _ := l.EnsureMerchant(context.Background(), kassa.MerchantOptions{})
-	f := &fixture{ledger: l, store: st, merchant: creds.MerchantID, ctx: context.Background()}
+	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{IdempotencyTTL: time.Hour})
+	l := f.ledger
 	o := f.order(t, "t1", 10000)
 	for i := 0; i < 3; i++ {
 		if _, err := l.PartialCapture(f.ctx, kassa.Call{MerchantID: f.merchant, IdempotencyKey: fmt.Sprint("k", i)}, o.ID, partial(100)); err != nil {
@@ -307,13 +314,12 @@ func TestSweepIdempotency(t *testing.T) {
 // clock: nothing before the delay, a full capture after it, never twice.
 func TestAutoCaptureOnTheClock(t *testing.T) {
 	now := time.Date(2026, 2, 2, 9, 0, 0, 0, time.UTC)
-	st := memory.New(func() time.Time { return now })
-	l := kassa.New(st, kassa.Options{})
-	ctx := context.Background()
-	creds, _, _ := l.EnsureMerchant(ctx, kassa.MerchantOptions{})
-	l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
-	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{
+	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{})
+	l, ctx, merchant := f.ledger, f.ctx, f.merchant
+	if err := l.PutAuthorization(ctx, f.authorization("t")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchant}, "t", &order.CreateRequest{
 		Country: "SE", Currency: "SEK", Locale: "sv-SE", AutoCapture: &order.AutoCapture{Enabled: true, DelayMinutes: 30},
 		TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(int64(5000))}})
 	if err != nil {
@@ -324,14 +330,14 @@ func TestAutoCaptureOnTheClock(t *testing.T) {
 	if n, err := l.RunAutoCapture(ctx, 10); err != nil || n != 0 {
 		t.Fatalf("before the delay: %d %v", n, err)
 	}
-	if o, _, _ := l.GetOrder(ctx, creds.MerchantID, id); len(o.Captured) != 0 {
+	if o, _, _ := l.GetOrder(ctx, merchant, id); len(o.Captured) != 0 {
 		t.Fatal("captured before the delay")
 	}
 	now = now.Add(time.Second)
 	if n, err := l.RunAutoCapture(ctx, 10); err != nil || n != 1 {
 		t.Fatalf("at the delay: %d %v", n, err)
 	}
-	o, _, _ := l.GetOrder(ctx, creds.MerchantID, id)
+	o, _, _ := l.GetOrder(ctx, merchant, id)
 	if len(o.Captured) != 1 || o.Amounts().Captured != 5000 || o.Events[len(o.Events)-1].Type != order.EventFullCapture {
 		t.Fatalf("after the delay: %+v", o.Amounts())
 	}
@@ -353,16 +359,11 @@ func TestCachedOrderResponseNeverOutlivesItsDocumentLinks(t *testing.T) {
 	wall := time.Date(2026, 11, 23, 10, 30, 0, 0, time.UTC)
 	kassa.SetWallClock(t, func() time.Time { return wall })
 	links := 0
-	st := memory.New(nil)
-	l := kassa.New(st, kassa.Options{DocumentURL: func(o *order.Order, sub *order.Ledger) string {
+	f := newFixtureWith(t, time.Now, kassa.Options{DocumentURL: func(o *order.Order, sub *order.Ledger) string {
 		links++
 		return "https://kassa.test/documents/" + sub.ID + "?hour=" + wall.Format("15")
 	}})
-	creds, _, err := l.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{ledger: l, store: st, merchant: creds.MerchantID, ctx: context.Background()}
+	l := f.ledger
 	o := f.order(t, "t-links", 10000)
 	if _, err := l.PartialCapture(f.ctx, kassa.Call{MerchantID: f.merchant}, o.ID, partial(4000)); err != nil {
 		t.Fatal(err)
@@ -395,9 +396,7 @@ func TestCachedOrderResponseNeverOutlivesItsDocumentLinks(t *testing.T) {
 func TestPutAuthorizationOnce(t *testing.T) {
 	f := newFixture(t)
 	f.order(t, "once", 10000)
-	now := time.Now()
-	again := &token.Authorization{Token: "once", MerchantID: f.merchant, Country: "SE", Currency: "SEK", Locale: "sv-SE",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	again := f.authorization("once")
 	if err := f.ledger.PutAuthorization(f.ctx, again); fault.CodeOf(err) != "authorization_token_exists" || !fault.Is(err, fault.Conflict) {
 		t.Fatalf("putting a used token again: %v, want conflict authorization_token_exists", err)
 	}
@@ -553,23 +552,12 @@ func TestOrderSizeLimit(t *testing.T) {
 // run, a little later) makes nothing, and what came after waits.
 func TestSettlementsBeforeCutoff(t *testing.T) {
 	now := time.Date(2026, 2, 2, 1, 59, 0, 0, time.UTC)
-	st := memory.New(func() time.Time { return now })
-	l := kassa.New(st, kassa.Options{})
-	ctx := context.Background()
-	creds, _, _ := l.EnsureMerchant(ctx, kassa.MerchantOptions{})
-	call := kassa.Call{MerchantID: creds.MerchantID}
+	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{})
+	l, ctx := f.ledger, f.ctx
 	captureOrder := func(tok string, amount int64) {
 		t.Helper()
-		if err := l.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-			PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
-		res, err := l.CreateOrderFromAuthorization(ctx, call, tok, &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
-			TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(amount)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.Capture(ctx, call, res.Order.ID, nil); err != nil {
+		o := f.order(t, tok, amount)
+		if _, err := l.Capture(ctx, kassa.Call{MerchantID: f.merchant}, o.ID, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
