@@ -204,6 +204,10 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 	for attempt := 1; ; attempt++ {
 		err := s.once(ctx, opts, writable, fn)
 		if err == nil || attempt == maxAttempts || !retryable(err) || ctx.Err() != nil {
+			var lost *connLost
+			if errors.As(err, &lost) {
+				return lost.err
+			}
 			return err
 		}
 		time.Sleep(time.Duration(rand.IntN(min(attempt*5, 50))+1) * time.Millisecond)
@@ -233,12 +237,20 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 		w.rollback()
 		var h *heldErr
 		if errors.As(err, &h) {
-			return h.err
+			err = h.err
+		}
+		if conn.Conn().IsClosed() {
+			// COMMIT was never sent, and the server rolls back a
+			// transaction whose connection is gone: nothing was written.
+			return &connLost{err}
 		}
 		return err
 	}
 	if err := w.commit(); err != nil {
 		w.rollback()
+		if pgconn.SafeToRetry(err) {
+			return &connLost{dbErr(err, "commit")} // not a byte of the round trip was sent
+		}
 		return dbErr(err, "commit")
 	}
 	for _, f := range t.afterCommit {
@@ -247,13 +259,28 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 	return nil
 }
 
-// retryable: the transaction lost to another one and may simply run again.
-// 55P03 is a NOWAIT lock that was held (see GetOrder): the holder may be
-// waiting for this transaction, so this one steps back instead.
+// retryable: the transaction lost to another one, or its connection broke
+// before COMMIT, and may simply run again. 55P03 is a NOWAIT lock that was
+// held (see GetOrder): the holder may be waiting for this transaction, so
+// this one steps back instead.
 func retryable(err error) bool {
+	var lost *connLost
+	if errors.As(err, &lost) {
+		return true
+	}
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "55P03")
 }
+
+// connLost is the error of a transaction whose connection broke before its
+// COMMIT was sent: a pooled connection the server closed while it sat idle
+// (a restart, pg_terminate_backend, a proxy's idle timeout), or one cut
+// mid-transaction. The server rolled it back, so it runs again on another
+// connection rather than answering 500 for a request a retry would serve.
+type connLost struct{ err error }
+
+func (e *connLost) Error() string { return e.err.Error() }
+func (e *connLost) Unwrap() error { return e.err }
 
 // errLostRace makes the whole transaction run again: what it read changed
 // before it wrote (see PutMerchant).

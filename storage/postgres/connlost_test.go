@@ -1,0 +1,116 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/postgres/pgtest"
+)
+
+// cutConnections terminates every backend of application name app, as a
+// database restart or a proxy's idle timeout would, and waits until they are gone.
+func cutConnections(t *testing.T, app string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var cut int
+	if err := conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&cut); err != nil {
+		t.Fatal(err)
+	}
+	if cut == 0 {
+		t.Fatal("no connection to cut")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var left int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open", left)
+		}
+	}
+}
+
+// TestConnectionsCutBeforeCommitRunAgain: pooled connections the server
+// closed while they sat idle fail on their next use, and a connection cut
+// in the middle of a transaction fails its next statement. Neither sent a
+// COMMIT, so nothing was written, and the transaction runs again on a fresh
+// connection instead of failing the request (a 500 through HTTP).
+func TestConnectionsCutBeforeCommitRunAgain(t *testing.T) {
+	app := "kassa_cut_" + rand.Text()[:8]
+	u := freshSchema(t) + "&application_name=" + app
+	ctx := context.Background()
+	s := openNow(t, u)
+	l := kassa.New(s, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authorize(t, l, creds.MerchantID, "t")
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", oneLineOrder())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cutConnections(t, app)
+	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID, IdempotencyKey: "k"}, res.Order.ID, &capture.FullRequest{}); err != nil {
+		t.Fatalf("capture on a pool of cut connections: %v", err)
+	}
+	cutConnections(t, app)
+	got, _, err := l.GetOrder(ctx, creds.MerchantID, res.Order.ID)
+	if err != nil {
+		t.Fatalf("read on a pool of cut connections: %v", err)
+	}
+	if a := got.Amounts(); len(got.Captured) != 1 || a.Captured != 10000 || a.Uncaptured != 0 {
+		t.Fatalf("after the capture: %d captures, captured %d, uncaptured %d", len(got.Captured), a.Captured, a.Uncaptured)
+	}
+
+	// Cut in the middle: the first attempt reads, loses its connection, and
+	// fails its next read; the second attempt writes the merchant once.
+	attempts := 0
+	err = s.Update(ctx, func(tx storage.Tx) error {
+		attempts++
+		m, err := tx.GetMerchant(creds.MerchantID)
+		if err != nil {
+			return err
+		}
+		if attempts == 1 {
+			cutConnections(t, app)
+			if _, err := tx.GetMerchant(creds.MerchantID); err == nil {
+				return errors.New("a read on a cut connection succeeded")
+			} else {
+				return err
+			}
+		}
+		m.Name = "renamed"
+		return tx.PutMerchant(m)
+	})
+	if err != nil || attempts != 2 {
+		t.Fatalf("update cut in the middle: %v after %d attempts", err, attempts)
+	}
+	var name string
+	if err := s.View(ctx, func(tx storage.Tx) error {
+		m, err := tx.GetMerchant(creds.MerchantID)
+		if err == nil {
+			name = m.Name
+		}
+		return err
+	}); err != nil || name != "renamed" {
+		t.Fatalf("merchant after the update: %q, %v", name, err)
+	}
+}
