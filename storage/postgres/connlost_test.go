@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/postgres"
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
 
@@ -112,5 +114,35 @@ func TestConnectionsCutBeforeCommitRunAgain(t *testing.T) {
 		return err
 	}); err != nil || name != "renamed" {
 		t.Fatalf("merchant after the update: %q, %v", name, err)
+	}
+}
+
+// TestOpenOnAPortThatDoesNotAnswer: a URL naming a port where something
+// other than PostgreSQL accepts connections but never answers fails by the
+// store's own connect timeout, not by waiting out the caller's deadline.
+func TestOpenOnAPortThatDoesNotAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, silent, until the test ends
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := postgres.Open(ctx, "postgres://kassa@"+ln.Addr().String()+"/kassa?sslmode=disable", postgres.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("opened a store on a port that never answers")
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("waited out the caller's deadline: %v", err)
 	}
 }

@@ -80,11 +80,21 @@ const (
 	lockStart      int64 = 0x6b61737361_04
 )
 
+// defaultConnectTimeout bounds one connection attempt (dial and startup)
+// when the URL sets no connect_timeout.
+const defaultConnectTimeout = 10 * time.Second
+
 // Open connects, applies the migrations this binary carries, and returns the store.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// Without a bound, a URL that names a port where something other
+		// than PostgreSQL listens waits, silent, for the whole start deadline.
+		// A handshake takes milliseconds; the URL's connect_timeout overrides.
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
 	cfg.MaxConns = 32
 	if opts.MaxConns > 0 {
