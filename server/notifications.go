@@ -70,9 +70,27 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, status int, v an
 	writeJSON(w, status, v)
 }
 
+// sandboxDeliverRounds bounds one call of the sandbox delivery job: rounds
+// of one batch each, while a round claims a full batch (50 a round, so up to
+// 1 000 notifications, like the 1 000 tasks of the tasks job).
+const sandboxDeliverRounds = 20
+
 func (s *Server) sandboxDeliver(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	stats, err := s.ledger.DeliverNotifications(r.Context(), s.cfg.Delivery)
-	s.answer(w, r, http.StatusOK, stats, err)
+	var total kassa.DeliveryStats
+	for range sandboxDeliverRounds {
+		stats, err := s.ledger.DeliverNotifications(r.Context(), s.cfg.Delivery)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		total.Delivered += stats.Delivered
+		total.Retrying += stats.Retrying
+		total.Failed += stats.Failed
+		if !stats.More {
+			break
+		}
+	}
+	writeJSON(w, http.StatusOK, total)
 }
 
 func (s *Server) sandboxTasks(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

@@ -106,3 +106,37 @@ func TestNotificationsOverHTTP(t *testing.T) {
 		t.Fatalf("tasks %d %v", code, ts)
 	}
 }
+
+// TestSandboxDeliveryDrainsWhatIsDue: one call of the sandbox delivery job
+// delivers every due notification, not only the first batch of 50.
+func TestSandboxDeliveryDrainsWhatIsDue(t *testing.T) {
+	e := newSessionEnv(t)
+	var mu sync.Mutex
+	received := 0
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		received++
+		mu.Unlock()
+	}))
+	defer rcv.Close()
+	if code, _, _ := e.req("PUT", "/v1/notification-settings", `{"url":"`+rcv.URL+`","events":["order.*"]}`, e.auth, nil); code != 200 {
+		t.Fatalf("set: %d", code)
+	}
+	for range 40 {
+		e.order("5560000001", "invoice")
+	}
+	code, _, page := e.req("GET", "/v1/notifications?size=1000", "", e.auth, nil)
+	due := len(page["notifications"].([]any))
+	if code != 200 || due <= 50 {
+		t.Fatalf("%d notifications due (%d), want more than one batch", due, code)
+	}
+	code, _, stats := e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil)
+	if code != 200 || stats["delivered"] != float64(due) || stats["retrying"] != 0.0 || stats["failed"] != 0.0 {
+		t.Fatalf("deliver %d of %d: %d %v", int(stats["delivered"].(float64)), due, code, stats)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if received != due {
+		t.Fatalf("received %d of %d", received, due)
+	}
+}

@@ -203,7 +203,7 @@ func operations() []op {
 	sb("POST", "/sandbox/v1/settlements/run", "sandboxSettle", "Run settlements now (otherwise daily)", nil, 200, settlementRunResponse{}, []int{401})
 	sb("POST", "/sandbox/v1/jobs/autocapture", "sandboxAutoCapture", "Run the auto-capture job now (otherwise every minute)", nil, 200, map[string]int{}, []int{401})
 	sb("POST", "/sandbox/v1/jobs/tasks", "sandboxTasks", "Run the due scheduled tasks now: auto-capture, token expiry, reminders (otherwise every minute)", nil, 200, kassa.TaskStats{}, []int{401})
-	sb("POST", "/sandbox/v1/jobs/notifications", "sandboxDeliverNotifications", "Run one round of notification delivery now (otherwise every second)", nil, 200, kassa.DeliveryStats{}, []int{401})
+	sb("POST", "/sandbox/v1/jobs/notifications", "sandboxDeliverNotifications", "Deliver the notifications due now, up to 1000 (otherwise every second)", nil, 200, kassa.DeliveryStats{}, []int{401})
 	sb("POST", "/sandbox/v1/jobs/expire", "sandboxExpire", "Run the expiry job now", nil, 200, map[string]int{}, []int{401})
 	return ops
 }
