@@ -21,7 +21,10 @@ import (
 
 // DeliveryOptions tune the notification deliverer; zero values take the defaults.
 type DeliveryOptions struct {
-	// Client sends the POSTs; default: 10 s timeout, redirects not followed.
+	// Client sends the POSTs; default: one client shared by every run, 10 s
+	// timeout, redirects not followed, no proxy, and non-public addresses
+	// refused unless AllowPrivateNetworks. A client of your own replaces
+	// that address check too: its dialer must refuse what yours must.
 	Client *http.Client
 	// Retry is the backoff schedule; default notify.DefaultRetry.
 	Retry notify.Retry
@@ -47,15 +50,11 @@ type DeliveryOptions struct {
 
 func (o DeliveryOptions) withDefaults() DeliveryOptions {
 	if o.Client == nil {
-		dialer := &net.Dialer{Timeout: 5 * time.Second}
-		if !o.AllowPrivateNetworks {
-			dialer.Control = refusePrivate
+		if o.AllowPrivateNetworks {
+			o.Client = privateNetworksClient()
+		} else {
+			o.Client = publicClient()
 		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.DialContext = dialer.DialContext
-		tr.Proxy = nil // a proxy would dial on our behalf, past the address check
-		o.Client = &http.Client{Timeout: 10 * time.Second, Transport: tr,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if o.Retry == (notify.Retry{}) {
 		o.Retry = notify.DefaultRetry
@@ -76,6 +75,31 @@ func (o DeliveryOptions) withDefaults() DeliveryOptions {
 		o.WallClock = time.Now
 	}
 	return o
+}
+
+// The default clients are made once, so that every run reuses their
+// kept-alive connections: a client per run left each run's connections (and
+// their goroutines) idle until the transport's timeout, and paid a new
+// handshake for every POST.
+var (
+	publicClient          = sync.OnceValue(func() *http.Client { return newDeliveryClient(false) })
+	privateNetworksClient = sync.OnceValue(func() *http.Client { return newDeliveryClient(true) })
+)
+
+func newDeliveryClient(allowPrivate bool) *http.Client {
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	if !allowPrivate {
+		dialer.Control = refusePrivate
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = dialer.DialContext
+	tr.Proxy = nil             // a proxy would dial on our behalf, past the address check
+	tr.MaxIdleConnsPerHost = 8 // the default Parallel: a run's connections to one receiver are kept for the next
+	// Under the usual idle timeouts of receivers' servers (60 s and more),
+	// so that a POST rarely meets a connection the receiver is closing.
+	tr.IdleConnTimeout = 30 * time.Second
+	return &http.Client{Timeout: 10 * time.Second, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // refusePrivate is a dialer Control that refuses, after name resolution,

@@ -3,7 +3,9 @@ package kassa_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -36,6 +38,7 @@ type receiver struct {
 	processed []string          // event ids, each once
 	badSig    int
 	onPost    func()
+	conns     int // connections opened to it
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -123,7 +126,15 @@ func newNotifyFixture(t *testing.T, failFirst int, events ...string) *notifyFixt
 		t.Fatal(err)
 	}
 	rc := &receiver{t: t, failFirst: failFirst, bodies: map[string][]byte{}}
-	srv := httptest.NewServer(rc)
+	srv := httptest.NewUnstartedServer(rc)
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			rc.mu.Lock()
+			rc.conns++
+			rc.mu.Unlock()
+		}
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	set, err := l.SetWebhook(ctx, creds.MerchantID, kassa.SetWebhookRequest{URL: srv.URL + "/hooks", Events: events})
 	if err != nil || set.Secret == "" {
@@ -729,5 +740,25 @@ func TestFullBatchAsksForMore(t *testing.T) {
 	s, err = f.ledger.DeliverNotifications(context.Background(), opts)
 	if err != nil || s.Delivered != 2 || s.More {
 		t.Fatalf("second run: %+v %v; want 2 delivered and no more", s, err)
+	}
+}
+
+// TestDeliveryRunsReuseConnections: the default client is shared by every
+// run, so one run after another posts over the connection the first opened
+// (a client per run left each run's connections idle, and their goroutines
+// running, until the transport's idle timeout).
+func TestDeliveryRunsReuseConnections(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	opts := kassa.DeliveryOptions{Parallel: 1, AllowPrivateNetworks: true}
+	for i := range 10 {
+		f.order(t, fmt.Sprint("t", i), order.PayAdvanceInvoice, 1000)
+		if s, err := f.ledger.DeliverNotifications(context.Background(), opts); err != nil || s.Delivered == 0 {
+			t.Fatalf("run %d: %+v %v", i, s, err)
+		}
+	}
+	f.rc.mu.Lock()
+	defer f.rc.mu.Unlock()
+	if f.rc.conns != 1 || len(f.rc.processed) < 10 {
+		t.Fatalf("%d connections opened for %d notifications over 10 runs, want 1", f.rc.conns, len(f.rc.processed))
 	}
 }
