@@ -14,6 +14,7 @@
 package kassa
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -265,9 +266,10 @@ func (l *Ledger) orderResult(o *order.Order, now time.Time) (*Result, error) {
 	return &Result{Status: http.StatusOK, Body: body, Order: o, renderedAt: now, linksUntil: until}, nil
 }
 
-// remember keeps res, a rendered order, in the cache of responses.
+// remember keeps a copy of res, a rendered order, in the cache of
+// responses: res.Body is the caller's, to change as it likes.
 func (l *Ledger) remember(res *Result) {
-	l.cache.Put(res.Order, res.renderedAt, res.linksUntil, res.Body)
+	l.cache.Put(res.Order, res.renderedAt, res.linksUntil, bytes.Clone(res.Body))
 }
 
 // linksUntil is, for a response of o about to be rendered, the wall-clock

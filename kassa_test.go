@@ -581,3 +581,42 @@ func TestSettlementsBeforeCutoff(t *testing.T) {
 		t.Fatalf("zero cutoff: %v", err)
 	}
 }
+
+// TestReturnedBytesAreTheCallers: the body of a mutation and of OrderJSON
+// are the caller's own. Changing or appending to them must not reach the
+// cache of rendered orders, which every later read of that version serves.
+func TestReturnedBytesAreTheCallers(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "t", 10000, 20000)
+	res, err := f.ledger.PartialCapture(f.ctx, kassa.Call{MerchantID: f.merchant}, o.ID, partial(10000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(res.Body)
+	for i := range res.Body {
+		res.Body[i] = 'X'
+	}
+	first, err := f.ledger.OrderJSON(f.ctx, f.merchant, o.ID)
+	if err != nil || string(first) != want {
+		t.Fatalf("read after the caller changed the capture's body: %.40s… %v", first, err)
+	}
+	copy(first, "CORRUPT")
+	var wg sync.WaitGroup
+	got := make([][]byte, 2)
+	for i := range got {
+		wg.Go(func() {
+			b, err := f.ledger.OrderJSON(f.ctx, f.merchant, o.ID)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got[i] = append(b, byte('0'+i)) // two appends at once: the race detector's case
+		})
+	}
+	wg.Wait()
+	for i, b := range got {
+		if string(b) != want+string(rune('0'+i)) {
+			t.Fatalf("read %d after the caller changed an earlier read: %.40s…", i, b)
+		}
+	}
+}

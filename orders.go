@@ -1,6 +1,7 @@
 package kassa
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -89,7 +90,8 @@ func bounded(apply func(tx storage.Tx, o *order.Order, env order.Env) error) fun
 // OrderJSON is the order's response body (GET /v1/orders/{id}) as of now.
 // An unchanged order is served from the cache of rendered responses: the
 // stored version is read in the same transaction, so a change made anywhere
-// (another replica included) is never hidden.
+// (another replica included) is never hidden. The bytes are the caller's
+// own: a copy of the cached ones.
 func (l *Ledger) OrderJSON(ctx context.Context, merchantID, orderID string) ([]byte, error) {
 	var body []byte
 	err := l.store.View(ctx, func(tx storage.Tx) error {
@@ -100,7 +102,7 @@ func (l *Ledger) OrderJSON(ctx context.Context, merchantID, orderID string) ([]b
 				return err
 			}
 			if b, ok := l.cache.Get(merchantID, orderID, v, now, wallClock()); ok {
-				body = b
+				body = bytes.Clone(b)
 				return nil
 			}
 		}
