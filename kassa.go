@@ -36,9 +36,11 @@ import (
 type Options struct {
 	// IDs mints identifiers; default RandomIDs.
 	IDs order.IDSource
-	// Policy holds the expiry periods; default order.DefaultPolicy.
+	// Policy holds the expiry periods; a zero or negative period takes its
+	// value in order.DefaultPolicy, and MaxExpiry is at least ExpiryPeriod.
 	Policy order.Policy
-	// IdempotencyTTL is how long an idempotency key is remembered; default 24 h.
+	// IdempotencyTTL is how long an idempotency key is remembered; zero or
+	// negative: 24 h.
 	IdempotencyTTL time.Duration
 	// AuthorizationTTL is how long a minted authorization token lives; default 60 min.
 	AuthorizationTTL time.Duration
@@ -69,10 +71,17 @@ func New(store storage.Store, opts Options) *Ledger {
 	if opts.IDs == nil {
 		opts.IDs = RandomIDs{}
 	}
-	if opts.Policy == (order.Policy{}) {
-		opts.Policy = order.DefaultPolicy
+	// Each period defaults on its own: an embedder who sets one must not
+	// get orders that expire at creation, or never offer an extension.
+	if opts.Policy.ExpiryPeriod <= 0 {
+		opts.Policy.ExpiryPeriod = order.DefaultPolicy.ExpiryPeriod
 	}
-	if opts.IdempotencyTTL == 0 {
+	if opts.Policy.MaxExpiry <= 0 {
+		opts.Policy.MaxExpiry = order.DefaultPolicy.MaxExpiry
+	}
+	opts.Policy.MaxExpiry = max(opts.Policy.MaxExpiry, opts.Policy.ExpiryPeriod)
+	if opts.IdempotencyTTL <= 0 {
+		// Zero or less would keep no key at all: retries would run again.
 		opts.IdempotencyTTL = 24 * time.Hour
 	}
 	if opts.AuthorizationTTL <= 0 {

@@ -620,3 +620,43 @@ func TestReturnedBytesAreTheCallers(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionsDefaultEachField: a zero or negative option takes its default
+// on its own, so that setting one period does not make orders expire at
+// creation and a negative key lifetime does not turn idempotency off.
+func TestOptionsDefaultEachField(t *testing.T) {
+	day := 24 * time.Hour
+	def := order.DefaultPolicy
+	for _, c := range []struct {
+		name      string
+		set, want order.Policy
+	}{
+		{"none", order.Policy{}, def},
+		{"only MaxExpiry", order.Policy{MaxExpiry: 90 * day}, order.Policy{ExpiryPeriod: def.ExpiryPeriod, MaxExpiry: 90 * day}},
+		{"only ExpiryPeriod", order.Policy{ExpiryPeriod: 7 * day}, order.Policy{ExpiryPeriod: 7 * day, MaxExpiry: def.MaxExpiry}},
+		{"negative", order.Policy{ExpiryPeriod: -day, MaxExpiry: -day}, def},
+		{"period past the cap", order.Policy{ExpiryPeriod: 200 * day, MaxExpiry: 100 * day}, order.Policy{ExpiryPeriod: 200 * day, MaxExpiry: 200 * day}},
+	} {
+		if got := kassa.New(memory.New(time.Now), kassa.Options{Policy: c.set}).Policy(); got != c.want {
+			t.Errorf("%s: policy %+v, want %+v", c.name, got, c.want)
+		}
+	}
+
+	f := newFixtureWith(t, time.Now, kassa.Options{Policy: order.Policy{MaxExpiry: 90 * day}, IdempotencyTTL: -time.Hour})
+	o := f.order(t, "t", 10000, 20000)
+	if o.ExpiresAt.Sub(o.CreatedAt) != def.ExpiryPeriod {
+		t.Fatalf("order expires %v after creation", o.ExpiresAt.Sub(o.CreatedAt))
+	}
+	call := kassa.Call{MerchantID: f.merchant, IdempotencyKey: "cap-1"}
+	if _, err := f.ledger.PartialCapture(f.ctx, call, o.ID, partial(10000)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.ledger.SweepIdempotency(f.ctx, 100); err != nil || n != 0 {
+		t.Fatalf("sweep removed %d keys at once (%v)", n, err)
+	}
+	again, err := f.ledger.PartialCapture(f.ctx, call, o.ID, partial(10000))
+	got, _, gerr := f.ledger.GetOrder(f.ctx, f.merchant, o.ID)
+	if err != nil || gerr != nil || !again.Replayed || len(got.Captured) != 1 {
+		t.Fatalf("retry: replayed %v, %d captures (%v, %v)", again != nil && again.Replayed, len(got.Captured), err, gerr)
+	}
+}
