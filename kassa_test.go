@@ -3,6 +3,7 @@ package kassa_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -658,5 +659,19 @@ func TestOptionsDefaultEachField(t *testing.T) {
 	got, _, gerr := f.ledger.GetOrder(f.ctx, f.merchant, o.ID)
 	if err != nil || gerr != nil || !again.Replayed || len(got.Captured) != 1 {
 		t.Fatalf("retry: replayed %v, %d captures (%v, %v)", again != nil && again.Replayed, len(got.Captured), err, gerr)
+	}
+}
+
+// TestEnsureMerchantRefusesUnstorableText: a merchant name or client id
+// with NUL or invalid UTF-8 is refused on every store, as PostgreSQL must,
+// rather than stored by the embedded ones only.
+func TestEnsureMerchantRefusesUnstorableText(t *testing.T) {
+	l := kassa.New(memory.New(time.Now), kassa.Options{})
+	for _, mo := range []kassa.MerchantOptions{{Name: "a\x00b"}, {Name: "m", ClientID: "client\xff"}} {
+		_, created, err := l.EnsureMerchant(context.Background(), mo)
+		var fe *fault.Error
+		if created || !errors.As(err, &fe) || fe.Kind != fault.Invalid || len(fe.Fields) != 1 {
+			t.Errorf("%+q: created %v, %v", mo.Name+"/"+mo.ClientID, created, err)
+		}
 	}
 }

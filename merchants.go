@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/storage"
 )
 
@@ -58,6 +59,16 @@ func (l *Ledger) EnsureMerchant(ctx context.Context, mo MerchantOptions) (Creden
 	}
 	if len(mo.ClientID) > 200 || len(mo.ClientSecret) > 200 {
 		return Credentials{}, false, fault.Invalidf("clientId", "client id and secret must be at most 200 characters")
+	}
+	// What PostgreSQL cannot hold is refused on every store alike.
+	if !order.Storable(mo.Name) {
+		ff.Add("name", "must be valid UTF-8 without NUL characters")
+	}
+	if !order.Storable(mo.ClientID) {
+		ff.Add("clientId", "must be valid UTF-8 without NUL characters")
+	}
+	if err := ff.Err(); err != nil {
+		return Credentials{}, false, err
 	}
 	var creds Credentials
 	created := false
