@@ -9,6 +9,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -19,6 +20,11 @@ import (
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/token"
 )
+
+// ErrClosed is wrapped by the error (of kind fault.Internal) of Update and
+// View on a closed store, so that an embedder can tell a shutdown apart
+// (errors.Is) from other failures.
+var ErrClosed = errors.New("storage: the store is closed")
 
 // Store opens transactions. Implementations are safe for concurrent use.
 type Store interface {
@@ -40,6 +46,8 @@ type Store interface {
 	Update(ctx context.Context, fn func(Tx) error) error
 	// View runs fn in a read-only transaction.
 	View(ctx context.Context, fn func(Tx) error) error
+	// Close lets the transactions under way end, then releases the store;
+	// later ones fail with ErrClosed. Closing twice is not an error.
 	Close() error
 }
 

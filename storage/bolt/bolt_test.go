@@ -13,16 +13,24 @@ import (
 // must pass the consistency check.
 func open(t *testing.T) storage.Store {
 	t.Helper()
-	s, err := bolt.Open(filepath.Join(t.TempDir(), "kassa.db"), bolt.Options{Clock: storagetest.Clock})
+	path := filepath.Join(t.TempDir(), "kassa.db")
+	s, err := bolt.Open(path, bolt.Options{Clock: storagetest.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := s.Check(); err != nil {
-			t.Errorf("consistency: %v", err)
-		}
+		// Closed first (a test may have closed it), then the file as
+		// written is opened again and checked.
 		if err := s.Close(); err != nil {
 			t.Errorf("close: %v", err)
+		}
+		again, err := bolt.Open(path, bolt.Options{Clock: storagetest.Clock})
+		if err != nil {
+			t.Fatalf("reopen: %v", err)
+		}
+		defer again.Close()
+		if err := again.Check(); err != nil {
+			t.Errorf("consistency: %v", err)
 		}
 	})
 	return s

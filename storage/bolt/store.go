@@ -63,6 +63,7 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+	bberrors "go.etcd.io/bbolt/errors"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/ordercache"
@@ -170,7 +171,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-var errClosed = fault.Internalf(errors.New("store closed"), "the store is closed")
+var errClosed = fault.Internalf(storage.ErrClosed, "the store is closed")
 
 // Update runs fn in a read-write transaction, committed durably together
 // with whatever other writers are queued at the same moment. It returns only
@@ -202,12 +203,16 @@ func (s *Store) View(ctx context.Context, fn func(storage.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.View(func(btx *bbolt.Tx) error {
+	err := s.db.View(func(btx *bbolt.Tx) error {
 		t := &tx{st: newState(btx, s.clock().UTC(), false, s)}
 		defer t.close()
 		err, _ := run(fn, t)
 		return err
 	})
+	if errors.Is(err, bberrors.ErrDatabaseNotOpen) {
+		return errClosed
+	}
+	return err
 }
 
 // run calls fn, turning a panic into an internal error and reporting it.

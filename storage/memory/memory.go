@@ -29,6 +29,9 @@ type Store struct {
 	mu    sync.RWMutex
 	clock func() time.Time
 	data  map[string][]byte // bucket "/" key → JSON record
+	// closed refuses transactions after Close, as the durable stores do,
+	// so that code tested on this store meets the same ErrClosed.
+	closed bool
 }
 
 // New returns an empty store; clock defaults to time.Now.
@@ -39,8 +42,15 @@ func New(clock func() time.Time) *Store {
 	return &Store{clock: clock, data: map[string][]byte{}}
 }
 
-// Close releases nothing; it exists to satisfy storage.Store.
-func (s *Store) Close() error { return nil }
+// Close ends the store: later transactions fail with storage.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+var errClosed = fault.Internalf(storage.ErrClosed, "the store is closed")
 
 // Update runs fn in a serialized read-write transaction.
 func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) (err error) {
@@ -49,6 +59,9 @@ func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) (err erro
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
 	t := &tx{s: s, now: s.clock().UTC(), writable: true, undo: map[string][]byte{}}
 	defer func() {
 		if p := recover(); p != nil {
@@ -70,6 +83,9 @@ func (s *Store) View(ctx context.Context, fn func(storage.Tx) error) error {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if s.closed {
+		return errClosed
+	}
 	return fn(&tx{s: s, now: s.clock().UTC()})
 }
 

@@ -37,6 +37,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,6 +70,7 @@ type Store struct {
 	clock     func() time.Time
 	decoded   *ordercache.Decoded
 	merchants storage.MerchantCache
+	closed    atomic.Bool
 }
 
 // Advisory lock ids (the first argument space of pg_advisory_lock is shared
@@ -187,11 +189,15 @@ func applyMigrations(ctx context.Context, conn *pgxpool.Conn) error {
 // Pool is the connection pool, for benchmarks and health checks.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close closes the pool.
+// Close closes the pool once the connections in use are released; later
+// transactions fail with storage.ErrClosed.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	s.pool.Close()
 	return nil
 }
+
+var errClosed = fault.Internalf(storage.ErrClosed, "the store is closed")
 
 // maxAttempts bounds the retries of a transaction that lost a serialization
 // race, a deadlock or a NOWAIT lock (about a second of waiting in all).
@@ -225,8 +231,14 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 }
 
 func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn func(storage.Tx) error) (err error) {
+	if s.closed.Load() {
+		return errClosed
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
+		if s.closed.Load() {
+			return errClosed
+		}
 		return fault.Internalf(err, "postgres: begin")
 	}
 	defer conn.Release()

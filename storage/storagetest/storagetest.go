@@ -48,6 +48,26 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, open(t)) })
 	t.Run("Settlements", func(t *testing.T) { testSettlements(t, open(t)) })
 	t.Run("Tasks", func(t *testing.T) { testTasks(t, open(t)) })
+	t.Run("Closed", func(t *testing.T) { testClosed(t, open(t)) })
+}
+
+// testClosed: transactions on a closed store fail with ErrClosed, of kind
+// Internal, without running their function; closing again is no error.
+func testClosed(t *testing.T, s storage.Store) {
+	update(t, s, func(tx storage.Tx) error { return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1"}) })
+	if err := s.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	ran := false
+	for name, call := range map[string]func(context.Context, func(storage.Tx) error) error{"update": s.Update, "view": s.View} {
+		err := call(ctx, func(storage.Tx) error { ran = true; return nil })
+		if !errors.Is(err, storage.ErrClosed) || fault.KindOf(err) != fault.Internal || ran {
+			t.Errorf("%s after close: %v (ran: %v)", name, err, ran)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second close: %v", err)
+	}
 }
 
 var ctx = context.Background()
