@@ -146,3 +146,40 @@ func TestOpenOnAPortThatDoesNotAnswer(t *testing.T) {
 		t.Fatalf("waited out the caller's deadline: %v", err)
 	}
 }
+
+// TestConnectionCutJustBeforeCommitRunsAgain: the connection is cut after
+// the function's last read, so the server's termination notice is the
+// answer to the first statement of the commit's round trip (a held write,
+// or its prepare). Everything after it in that round trip, COMMIT
+// included, never ran: the transaction runs again and writes once.
+func TestConnectionCutJustBeforeCommitRunsAgain(t *testing.T) {
+	for _, held := range []string{"task", "merchant"} {
+		app := "kassa_cut_" + rand.Text()[:8]
+		ctx := context.Background()
+		s := openNow(t, freshSchema(t)+"&application_name="+app)
+		l := kassa.New(s, kassa.Options{})
+		creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempts := 0
+		err = s.Update(ctx, func(tx storage.Tx) error {
+			attempts++
+			m, err := tx.GetMerchant(creds.MerchantID)
+			if err != nil {
+				return err
+			}
+			if attempts == 1 {
+				cutConnections(t, app)
+			}
+			if held == "task" {
+				return tx.ScheduleTask(&storage.Task{ID: "task-1", Kind: "autoCapture", MerchantID: m.ID, OrderID: "o", DueAt: time.Now().Add(time.Hour)})
+			}
+			m.Name = "renamed"
+			return tx.PutMerchant(m)
+		})
+		if err != nil || attempts != 2 {
+			t.Fatalf("%s: %v after %d attempts", held, err, attempts)
+		}
+	}
+}

@@ -88,6 +88,9 @@ func (w *wire) roundTrip(stmt string, args []any, read func(pgx.BatchResults) er
 	if stmt != "" {
 		b.Queue(stmt, args...)
 	}
+	if stmt == "commit" && afterCommitForTests != "" {
+		b.Queue(afterCommitForTests)
+	}
 	held := w.held
 	w.held, w.open = nil, true
 	br := w.conn.SendBatch(w.ctx, b)
@@ -193,8 +196,11 @@ func (w *wire) commit() error {
 	defer cancel()
 	w.ctx = ctx
 	defer func() { w.ctx = callerCtx }()
+	reached, committed := false, false
 	err := w.roundTrip("commit", nil, func(br pgx.BatchResults) error {
+		reached = true
 		tag, err := br.Exec()
+		committed = err == nil && tag.String() == "COMMIT"
 		if err != nil {
 			return err
 		}
@@ -204,9 +210,19 @@ func (w *wire) commit() error {
 		}
 		return nil
 	})
-	if err == nil {
+	if err == nil || committed {
+		// COMMIT was answered COMMIT: a failure after it (a FATAL read
+		// with ReadyForQuery) does not undo it.
 		w.open = false
 		return nil
+	}
+	var fatal *pgconn.PgError
+	var prep pgx.ErrPreprocessingBatch
+	if !reached && w.conn.Conn().IsClosed() && (errors.As(err, &prep) || errors.As(err, &fatal) && fatal.Severity == "FATAL") {
+		// The connection died before COMMIT's own answer was due: the
+		// server ended it at an earlier statement (a FATAL in the held
+		// part, or in the prepare round trip), so COMMIT never ran.
+		return &connLost{dbErr(err, "commit")}
 	}
 	var h *heldErr
 	if errors.As(err, &h) && !fault.Is(h.err, fault.Internal) {
@@ -221,6 +237,12 @@ func (w *wire) commit() error {
 	}
 	return err
 }
+
+// afterCommitForTests, when set by a test, is sent after COMMIT in its round
+// trip: a statement that ends the connection there (pg_terminate_backend)
+// makes the server's FATAL follow COMMIT's answer, as a termination at that
+// moment does.
+var afterCommitForTests string
 
 // commitTimeout bounds the wait for COMMIT's answer, which the caller's
 // context does not cut short (see commit). Held writes travel with COMMIT

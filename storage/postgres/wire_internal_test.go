@@ -200,3 +200,32 @@ func TestFailedRoundTripSticks(t *testing.T) {
 	}
 	wantNoTasks(t, s, "writes after the failed round trip were kept")
 }
+
+// TestCommitAnsweredThenConnectionEnded: the server answers COMMIT, then
+// ends the connection before the round trip's last message (a termination at
+// that moment). The change is committed, so Update must say so: an error
+// would have a caller without an idempotency key apply it again.
+func TestCommitAnsweredThenConnectionEnded(t *testing.T) {
+	s := openFresh(t, 2)
+	ctx := context.Background()
+	afterCommitForTests = "select pg_terminate_backend(pg_backend_pid())"
+	attempts := 0
+	err := s.Update(ctx, func(tx storage.Tx) error {
+		attempts++
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "committed"})
+	})
+	afterCommitForTests = ""
+	if err != nil || attempts != 1 {
+		t.Fatalf("update: %v after %d attempts", err, attempts)
+	}
+	var name string
+	if err := s.View(ctx, func(tx storage.Tx) error {
+		m, err := tx.GetMerchant("m1")
+		if err == nil {
+			name = m.Name
+		}
+		return err
+	}); err != nil || name != "committed" {
+		t.Fatalf("after the update: %q %v", name, err)
+	}
+}
