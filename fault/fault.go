@@ -43,10 +43,13 @@ const (
 	Unsupported
 	// MethodNotAllowed means the resource exists but not with this method.
 	MethodNotAllowed
+	// Unavailable means a dependency (the database) cannot be reached for
+	// now; nothing was done, and the same request may be sent again.
+	Unavailable
 )
 
 var kindNames = [...]string{"internal", "invalid", "not_found", "not_available", "conflict",
-	"unauthorized", "forbidden", "key_reused", "too_large", "rate_limited", "declined", "unsupported", "method_not_allowed"}
+	"unauthorized", "forbidden", "key_reused", "too_large", "rate_limited", "declined", "unsupported", "method_not_allowed", "unavailable"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

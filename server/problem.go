@@ -25,6 +25,7 @@ var statusOf = map[fault.Kind]int{
 	fault.Declined:         http.StatusPaymentRequired,
 	fault.Unsupported:      http.StatusUnsupportedMediaType,
 	fault.MethodNotAllowed: http.StatusMethodNotAllowed,
+	fault.Unavailable:      http.StatusServiceUnavailable,
 }
 
 var titleOf = map[fault.Kind]string{
@@ -41,6 +42,7 @@ var titleOf = map[fault.Kind]string{
 	fault.Declined:         "Declined",
 	fault.Unsupported:      "Unsupported media type",
 	fault.MethodNotAllowed: "Method not allowed",
+	fault.Unavailable:      "Service unavailable",
 }
 
 // Problem is an RFC 9457 problem document with kassa's extensions.
@@ -84,6 +86,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// Only internal errors are logged with their cause; the client sees no internals.
 		s.log.ErrorContext(r.Context(), "internal error", slog.String("requestId", p.RequestID), slog.Any("err", err))
 		p.Detail = "an internal error occurred; quote the requestId when reporting it"
+	case fe.Kind == fault.Unavailable:
+		s.log.WarnContext(r.Context(), "unavailable", slog.String("requestId", p.RequestID), slog.Any("err", err))
+		w.Header().Set("Retry-After", "1")
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kassa"`)

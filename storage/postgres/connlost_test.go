@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io"
 	"net"
+	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/postgres"
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
@@ -181,5 +185,105 @@ func TestConnectionCutJustBeforeCommitRunsAgain(t *testing.T) {
 		if err != nil || attempts != 2 {
 			t.Fatalf("%s: %v after %d attempts", held, err, attempts)
 		}
+	}
+}
+
+// proxy forwards TCP connections to the test database, and can be cut off
+// and brought back on the same address, as a database restart looks to kassa.
+type proxy struct {
+	t      *testing.T
+	addr   string
+	target string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  []net.Conn
+}
+
+func newProxy(t *testing.T) *proxy {
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{t: t, target: u.Host}
+	p.up("127.0.0.1:0")
+	t.Cleanup(p.down)
+	return p
+}
+
+func (p *proxy) up(addr string) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		p.t.Error(err)
+		return
+	}
+	p.mu.Lock()
+	p.ln, p.addr = ln, ln.Addr().String()
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, d)
+			p.mu.Unlock()
+			go func() { io.Copy(d, c); d.Close() }()
+			go func() { io.Copy(c, d); c.Close() }()
+		}
+	}()
+}
+
+// down refuses new connections and cuts the open ones.
+func (p *proxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestDatabaseRestartAndOutage: a database that is gone for a moment (a
+// fast restart) costs a transaction a retry, not an error; one that stays
+// gone is answered, after a short while, as unavailable (503 through HTTP),
+// not as an internal error.
+func TestDatabaseRestartAndOutage(t *testing.T) {
+	p := newProxy(t)
+	u, err := url.Parse(freshSchema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.addr
+	s := openNow(t, u.String())
+	put := func(name string) error {
+		return s.Update(context.Background(), func(tx storage.Tx) error {
+			return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: name})
+		})
+	}
+	if err := put("before"); err != nil {
+		t.Fatal(err)
+	}
+
+	p.down()
+	time.AfterFunc(300*time.Millisecond, func() { p.up(p.addr) })
+	if err := put("across a restart"); err != nil {
+		t.Fatalf("update across a restart: %v", err)
+	}
+
+	p.down()
+	err = put("during an outage")
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Kind != fault.Unavailable || fe.Code != "store_unavailable" {
+		t.Fatalf("update during an outage: %v", err)
 	}
 }

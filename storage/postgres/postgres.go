@@ -203,6 +203,11 @@ var errClosed = fault.Internalf(storage.ErrClosed, "the store is closed")
 // race, a deadlock or a NOWAIT lock (about a second of waiting in all).
 const maxAttempts = 40
 
+// reconnectFor bounds the retries of transactions that found no connection
+// or lost theirs: long enough for a database's fast restart (under a
+// second), short enough that a database that is down is answered as such.
+const reconnectFor = 2 * time.Second
+
 // Update runs fn in a read-write transaction and commits it.
 func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) error {
 	return s.run(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, true, fn)
@@ -217,10 +222,12 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		err := s.once(ctx, opts, writable, fn)
-		if err == nil || attempt == maxAttempts || !retryable(err) || ctx.Err() != nil {
-			var lost *connLost
+		var lost *connLost
+		outOfTime := errors.As(err, &lost) && time.Since(start) > reconnectFor
+		if err == nil || attempt == maxAttempts || outOfTime || !retryable(err) || ctx.Err() != nil {
 			if errors.As(err, &lost) {
 				return lost.err
 			}
@@ -239,7 +246,13 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 		if s.closed.Load() {
 			return errClosed
 		}
-		return fault.Internalf(err, "postgres: begin")
+		if ctx.Err() != nil {
+			return fault.Internalf(err, "postgres: begin")
+		}
+		// No connection, so nothing was sent: the database is down or
+		// restarting. Tried again for a moment, then answered as such.
+		return &connLost{&fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
+			Message: "the database cannot be reached; nothing was done, retry shortly", Err: err}}
 	}
 	defer conn.Release()
 	w := newWire(ctx, conn, opts)
