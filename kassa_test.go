@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -673,5 +674,59 @@ func TestEnsureMerchantRefusesUnstorableText(t *testing.T) {
 		if created || !errors.As(err, &fe) || fe.Kind != fault.Invalid || len(fe.Fields) != 1 {
 			t.Errorf("%+q: created %v, %v", mo.Name+"/"+mo.ClientID, created, err)
 		}
+	}
+}
+
+// openViews is a store that counts its read transactions under way.
+type openViews struct {
+	storage.Store
+	open atomic.Int32
+}
+
+func (s *openViews) View(ctx context.Context, fn func(storage.Tx) error) error {
+	s.open.Add(1)
+	defer s.open.Add(-1)
+	return s.Store.View(ctx, fn)
+}
+
+// writerCheck fails the test if it is written to while a read transaction is open.
+type writerCheck struct {
+	t     *testing.T
+	views *openViews
+	n     int
+}
+
+func (w *writerCheck) Write(p []byte) (int, error) {
+	if open := w.views.open.Load(); open != 0 {
+		w.t.Errorf("written to with %d read transactions open", open)
+	}
+	w.n += len(p)
+	return len(p), nil
+}
+
+// TestExportWritesOutsideTheTransaction: the settlement CSV goes to the
+// client after its read transaction ended, so a client reading slowly holds
+// no transaction open (on bolt that stalled every writer once the file had
+// to grow).
+func TestExportWritesOutsideTheTransaction(t *testing.T) {
+	views := &openViews{Store: memory.New(time.Now)}
+	l := kassa.New(views, kassa.Options{})
+	ctx := context.Background()
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{ledger: l, store: views, merchant: creds.MerchantID, ctx: ctx, now: time.Now}
+	o := f.order(t, "t", 10000)
+	if _, err := l.Capture(ctx, kassa.Call{MerchantID: f.merchant}, o.ID, &capture.FullRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	made, err := l.RunSettlements(ctx)
+	if err != nil || len(made) != 1 {
+		t.Fatalf("settlements: %v %v", made, err)
+	}
+	w := &writerCheck{t: t, views: views}
+	if err := l.ExportSettlement(ctx, f.merchant, made[0].ID, w); err != nil || w.n == 0 {
+		t.Fatalf("export: %d bytes, %v", w.n, err)
 	}
 }

@@ -132,16 +132,23 @@ func (l *Ledger) SettlementTransactions(ctx context.Context, merchantID, id, fro
 }
 
 // ExportSettlement writes a settlement's transactions as CSV for accounting.
+// They are read first and written after the read transaction ended: a
+// client reading slowly must not hold a transaction open (on bolt, an open
+// read transaction stalls the commit that needs to grow the file, and with
+// it every writer).
 func (l *Ledger) ExportSettlement(ctx context.Context, merchantID, id string, w io.Writer) error {
-	return l.store.View(ctx, func(tx storage.Tx) error {
-		s, err := tx.GetSettlement(merchantID, id)
-		if err != nil {
+	var s *settlement.Settlement
+	var txs []settlement.Transaction
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		var err error
+		if s, err = tx.GetSettlement(merchantID, id); err != nil {
 			return err
 		}
-		txs, _, err := tx.SettlementTransactions(merchantID, id, "", s.TransactionCount+1)
-		if err != nil {
-			return err
-		}
-		return settlement.WriteCSV(w, s, txs)
+		txs, _, err = tx.SettlementTransactions(merchantID, id, "", s.TransactionCount+1)
+		return err
 	})
+	if err != nil {
+		return err
+	}
+	return settlement.WriteCSV(w, s, txs)
 }
