@@ -376,6 +376,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
+		// No request of the API needs large headers; Go's default (1 MiB)
+		// let each unfinished request hold a megabyte before any check.
+		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), TLSConfig: tlsConfig}
 	errc := make(chan error, 1)
 	go func() {
@@ -400,13 +403,19 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 		// Shutdown stops accepting and waits for in-flight requests to finish.
 		if err := hs.Shutdown(sctx); err != nil {
-			log.Error("shutdown", "err", err)
-			return 1
+			// Clients still sending or reading after the grace (a slow
+			// link, the timeouts allow 60 s) are cut off; what they
+			// changed is committed or not, as for any dropped connection.
+			log.Warn("shutdown grace ended; closing the connections still open", "err", err)
+			hs.Close()
 		}
 	}
 	log.Info("stopped")
 	return 0
 }
+
+// maxHeaderBytes bounds a request's header block (431 past it).
+const maxHeaderBytes = 64 << 10
 
 // ensureMerchant creates the sandbox merchant on an empty store (printing its
 // credentials once) or keeps the one named by --client-id with its secret.

@@ -189,3 +189,22 @@ func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 	}
 	return certFile, keyFile
 }
+
+// TestHeaderBlockBounded: a request's headers are bounded at 64 KiB (431
+// past it), so an unfinished request cannot hold Go's default megabyte.
+func TestHeaderBlockBounded(t *testing.T) {
+	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0")
+	defer stopInProcess(t, done)
+	for _, c := range []struct{ size, want int }{{8 << 10, 200}, {100 << 10, 431}} {
+		req, _ := http.NewRequest("GET", base+"/healthz", nil)
+		req.Header.Set("X-Padding", strings.Repeat("a", c.size))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("header of %d bytes: %d, want %d", c.size, resp.StatusCode, c.want)
+		}
+	}
+}
