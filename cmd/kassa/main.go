@@ -379,7 +379,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		// No request of the API needs large headers; Go's default (1 MiB)
 		// let each unfinished request hold a megabyte before any check.
 		MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), TLSConfig: tlsConfig}
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn), TLSConfig: tlsConfig}
 	errc := make(chan error, 1)
 	go func() {
 		if c.tlsCert != "" {
