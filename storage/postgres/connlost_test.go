@@ -275,7 +275,7 @@ func TestDatabaseRestartAndOutage(t *testing.T) {
 	}
 
 	p.down()
-	time.AfterFunc(300*time.Millisecond, func() { p.up(p.addr) })
+	time.AfterFunc(time.Second, func() { p.up(p.addr) })
 	if err := put("across a restart"); err != nil {
 		t.Fatalf("update across a restart: %v", err)
 	}

@@ -226,14 +226,22 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 	for attempt := 1; ; attempt++ {
 		err := s.once(ctx, opts, writable, fn)
 		var lost *connLost
-		outOfTime := errors.As(err, &lost) && time.Since(start) > reconnectFor
-		if err == nil || attempt == maxAttempts || outOfTime || !retryable(err) || ctx.Err() != nil {
-			if errors.As(err, &lost) {
+		isLost := errors.As(err, &lost)
+		// Lost connections are bounded by time, the rest by attempts: a
+		// refused connection fails in a millisecond, and forty of those
+		// would not outlast a restart.
+		spent := isLost && time.Since(start) > reconnectFor || !isLost && attempt >= maxAttempts
+		if err == nil || spent || !retryable(err) || ctx.Err() != nil {
+			if isLost {
 				return lost.err
 			}
 			return err
 		}
-		time.Sleep(time.Duration(rand.IntN(min(attempt*5, 50))+1) * time.Millisecond)
+		pause := time.Duration(rand.IntN(min(attempt*5, 50))+1) * time.Millisecond
+		if isLost {
+			pause = 50*time.Millisecond + time.Duration(rand.IntN(50))*time.Millisecond
+		}
+		time.Sleep(pause)
 	}
 }
 

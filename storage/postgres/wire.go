@@ -230,7 +230,8 @@ func (w *wire) commit() error {
 	}
 	var pe *pgconn.PgError
 	var pre pgx.ErrPreprocessingBatch
-	if !errors.As(err, &pe) && !errors.As(err, &pre) && !errors.Is(err, pgx.ErrTxCommitRollback) {
+	endedAtCommit := reached && errors.As(err, &pe) && pe.Severity == "FATAL" // it may have ended after the commit was durable
+	if endedAtCommit || !errors.As(err, &pe) && !errors.As(err, &pre) && !errors.Is(err, pgx.ErrTxCommitRollback) {
 		// No answer from the server (a broken connection, commitTimeout):
 		// it may have committed. Said so, for an operator reading the log.
 		return &heldErr{fault.Internalf(err, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")}
