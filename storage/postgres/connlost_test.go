@@ -52,6 +52,28 @@ func cutConnections(t *testing.T, app string) {
 	}
 }
 
+// cutOnFirstAttempt runs an Update that reads the merchant, then, on its
+// first attempt only, cuts the store's connections (application name app)
+// before calling then; the Update must succeed on its second attempt.
+func cutOnFirstAttempt(t *testing.T, s storage.Store, app, merchantID, what string, then func(tx storage.Tx, m *storage.Merchant, first bool) error) {
+	t.Helper()
+	attempts := 0
+	err := s.Update(context.Background(), func(tx storage.Tx) error {
+		attempts++
+		m, err := tx.GetMerchant(merchantID)
+		if err != nil {
+			return err
+		}
+		if attempts == 1 {
+			cutConnections(t, app)
+		}
+		return then(tx, m, attempts == 1)
+	})
+	if err != nil || attempts != 2 {
+		t.Fatalf("%s: %v after %d attempts", what, err, attempts)
+	}
+}
+
 // TestConnectionsCutBeforeCommitRunAgain: pooled connections the server
 // closed while they sat idle fail on their next use, and a connection cut
 // in the middle of a transaction fails its next statement. Neither sent a
@@ -88,15 +110,8 @@ func TestConnectionsCutBeforeCommitRunAgain(t *testing.T) {
 
 	// Cut in the middle: the first attempt reads, loses its connection, and
 	// fails its next read; the second attempt writes the merchant once.
-	attempts := 0
-	err = s.Update(ctx, func(tx storage.Tx) error {
-		attempts++
-		m, err := tx.GetMerchant(creds.MerchantID)
-		if err != nil {
-			return err
-		}
-		if attempts == 1 {
-			cutConnections(t, app)
+	cutOnFirstAttempt(t, s, app, creds.MerchantID, "update cut in the middle", func(tx storage.Tx, m *storage.Merchant, first bool) error {
+		if first {
 			if _, err := tx.GetMerchant(creds.MerchantID); err == nil {
 				return errors.New("a read on a cut connection succeeded")
 			} else {
@@ -106,9 +121,6 @@ func TestConnectionsCutBeforeCommitRunAgain(t *testing.T) {
 		m.Name = "renamed"
 		return tx.PutMerchant(m)
 	})
-	if err != nil || attempts != 2 {
-		t.Fatalf("update cut in the middle: %v after %d attempts", err, attempts)
-	}
 	var name string
 	if err := s.View(ctx, func(tx storage.Tx) error {
 		m, err := tx.GetMerchant(creds.MerchantID)
@@ -166,25 +178,13 @@ func TestConnectionCutJustBeforeCommitRunsAgain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		attempts := 0
-		err = s.Update(ctx, func(tx storage.Tx) error {
-			attempts++
-			m, err := tx.GetMerchant(creds.MerchantID)
-			if err != nil {
-				return err
-			}
-			if attempts == 1 {
-				cutConnections(t, app)
-			}
+		cutOnFirstAttempt(t, s, app, creds.MerchantID, held, func(tx storage.Tx, m *storage.Merchant, _ bool) error {
 			if held == "task" {
 				return tx.ScheduleTask(&storage.Task{ID: "task-1", Kind: "autoCapture", MerchantID: m.ID, OrderID: "o", DueAt: time.Now().Add(time.Hour)})
 			}
 			m.Name = "renamed"
 			return tx.PutMerchant(m)
 		})
-		if err != nil || attempts != 2 {
-			t.Fatalf("%s: %v after %d attempts", held, err, attempts)
-		}
 	}
 }
 
