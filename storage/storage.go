@@ -21,10 +21,10 @@ import (
 	"github.com/kassahq/kassa/token"
 )
 
-// ErrClosed is wrapped by the error (of kind fault.Internal) of Update and
-// View on a closed store, so that an embedder can tell a shutdown apart
-// (errors.Is) from other failures.
-var ErrClosed = errors.New("storage: the store is closed")
+// ErrClosed, of kind fault.Internal, is the error of Update and View on a
+// closed store, so that an embedder can tell a shutdown apart (errors.Is)
+// from other failures. Every store returns this one value.
+var ErrClosed error = fault.Internalf(errors.New("storage: the store is closed"), "the store is closed")
 
 // Store opens transactions. Implementations are safe for concurrent use.
 type Store interface {

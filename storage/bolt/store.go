@@ -171,8 +171,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-var errClosed = fault.Internalf(storage.ErrClosed, "the store is closed")
-
 // Update runs fn in a read-write transaction, committed durably together
 // with whatever other writers are queued at the same moment. It returns only
 // once the commit is on disk (or has failed).
@@ -184,7 +182,7 @@ func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return errClosed
+		return storage.ErrClosed
 	}
 	s.pending = append(s.pending, c)
 	if len(s.pending) == 1 {
@@ -210,7 +208,7 @@ func (s *Store) View(ctx context.Context, fn func(storage.Tx) error) error {
 		return err
 	})
 	if errors.Is(err, bberrors.ErrDatabaseNotOpen) {
-		return errClosed
+		return storage.ErrClosed
 	}
 	return err
 }

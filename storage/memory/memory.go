@@ -50,8 +50,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-var errClosed = fault.Internalf(storage.ErrClosed, "the store is closed")
-
 // Update runs fn in a serialized read-write transaction.
 func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) (err error) {
 	if err := ctx.Err(); err != nil {
@@ -60,7 +58,7 @@ func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) (err erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errClosed
+		return storage.ErrClosed
 	}
 	t := &tx{s: s, now: s.clock().UTC(), writable: true, undo: map[string][]byte{}}
 	defer func() {
@@ -84,7 +82,7 @@ func (s *Store) View(ctx context.Context, fn func(storage.Tx) error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return errClosed
+		return storage.ErrClosed
 	}
 	return fn(&tx{s: s, now: s.clock().UTC()})
 }

@@ -197,8 +197,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-var errClosed = fault.Internalf(storage.ErrClosed, "the store is closed")
-
 // maxAttempts bounds the retries of a transaction that lost a serialization
 // race, a deadlock or a NOWAIT lock (about a second of waiting in all).
 const maxAttempts = 40
@@ -246,13 +244,10 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 }
 
 func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn func(storage.Tx) error) (err error) {
-	if s.closed.Load() {
-		return errClosed
-	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		if s.closed.Load() {
-			return errClosed
+			return storage.ErrClosed
 		}
 		if ctx.Err() != nil {
 			return fault.Internalf(err, "postgres: begin")
