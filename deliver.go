@@ -131,6 +131,13 @@ type DeliveryStats struct {
 	More bool `json:"-"`
 }
 
+// Add counts o's messages into s (More is each run's own, and left as is).
+func (s *DeliveryStats) Add(o DeliveryStats) {
+	s.Delivered += o.Delivered
+	s.Retrying += o.Retrying
+	s.Failed += o.Failed
+}
+
 // claim is one message taken for delivery, with where it goes.
 type claim struct {
 	msg      *storage.OutboxMessage
@@ -169,9 +176,7 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
-		stats.Delivered += one.Delivered
-		stats.Retrying += one.Retrying
-		stats.Failed += one.Failed
+		stats.Add(one)
 	}
 	sem := make(chan struct{}, opts.Parallel)
 	var wg sync.WaitGroup

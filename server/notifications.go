@@ -99,9 +99,7 @@ func (s *Server) sandboxDeliver(w http.ResponseWriter, r *http.Request, _ httpro
 			s.log.WarnContext(r.Context(), "sandbox delivery round", "err", err)
 			break
 		}
-		total.Delivered += stats.Delivered
-		total.Retrying += stats.Retrying
-		total.Failed += stats.Failed
+		total.Add(stats)
 		if !stats.More {
 			break
 		}
