@@ -288,10 +288,7 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 		w.rollback()
 		var lost *connLost
 		if errors.As(err, &lost) {
-			return err // the server ended the connection before COMMIT ran
-		}
-		if pgconn.SafeToRetry(err) {
-			return &connLost{dbErr(err, "commit")} // not a byte of the round trip was sent
+			return err // COMMIT never ran (wire.commit)
 		}
 		return dbErr(err, "commit")
 	}

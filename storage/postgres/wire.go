@@ -216,22 +216,23 @@ func (w *wire) commit() error {
 		w.open = false
 		return nil
 	}
-	var fatal *pgconn.PgError
-	var prep pgx.ErrPreprocessingBatch
-	if !reached && w.conn.Conn().IsClosed() && (errors.As(err, &prep) || errors.As(err, &fatal) && fatal.Severity == "FATAL") {
-		// The connection died before COMMIT's own answer was due: the
-		// server ended it at an earlier statement (a FATAL in the held
-		// part, or in the prepare round trip), so COMMIT never ran.
+	var pe *pgconn.PgError
+	var pre pgx.ErrPreprocessingBatch
+	answered, preprocessing := errors.As(err, &pe), errors.As(err, &pre)
+	fatal := answered && pe.Severity == "FATAL"
+	if pgconn.SafeToRetry(err) || !reached && w.conn.Conn().IsClosed() && (preprocessing || fatal) {
+		// COMMIT never ran: not a byte of the round trip was sent, or the
+		// server ended the connection at an earlier statement (a FATAL in
+		// the held part, or in the prepare round trip). It may run again.
 		return &connLost{dbErr(err, "commit")}
 	}
 	var h *heldErr
 	if errors.As(err, &h) && !fault.Is(h.err, fault.Internal) {
 		return err // a held write was refused, so COMMIT was skipped
 	}
-	var pe *pgconn.PgError
-	var pre pgx.ErrPreprocessingBatch
-	endedAtCommit := reached && errors.As(err, &pe) && pe.Severity == "FATAL" // it may have ended after the commit was durable
-	if endedAtCommit || !errors.As(err, &pe) && !errors.As(err, &pre) && !errors.Is(err, pgx.ErrTxCommitRollback) {
+	// A FATAL as COMMIT's own answer may have ended the connection after the
+	// commit was durable.
+	if reached && fatal || !answered && !preprocessing && !errors.Is(err, pgx.ErrTxCommitRollback) {
 		// No answer from the server (a broken connection, commitTimeout):
 		// it may have committed. Said so, for an operator reading the log.
 		return &heldErr{fault.Internalf(err, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")}
