@@ -584,6 +584,40 @@ func TestSettlementsBeforeCutoff(t *testing.T) {
 	}
 }
 
+// TestLateItemWaitsForTheNextDay: a capture whose transaction began before
+// the cutoff but committed after the day's first run (on another replica)
+// is not settled by a later replica's run to the same cutoff, which would
+// make a second settlement for the day; the next day's run settles it.
+func TestLateItemWaitsForTheNextDay(t *testing.T) {
+	cutoff := time.Date(2026, 2, 2, 2, 0, 0, 0, time.UTC)
+	now := cutoff.Add(-time.Hour)
+	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{})
+	l, ctx := f.ledger, f.ctx
+	captureOrder := func(tok string, amount int64) {
+		t.Helper()
+		o := f.order(t, tok, amount)
+		if _, err := l.Capture(ctx, kassa.Call{MerchantID: f.merchant}, o.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	captureOrder("early", 5000)
+	now = cutoff.Add(10 * time.Second)
+	if made, err := l.RunSettlementsBefore(ctx, cutoff); err != nil || len(made) != 1 || made[0].Gross != 5000 {
+		t.Fatalf("first replica's run: %+v %v", made, err)
+	}
+	now = cutoff.Add(-time.Millisecond) // began before the cutoff, committed after the run
+	captureOrder("late", 300)
+	now = cutoff.Add(50 * time.Second)
+	if made, err := l.RunSettlementsBefore(ctx, cutoff); err != nil || len(made) != 0 {
+		t.Fatalf("second replica's run, same day: %+v %v; want no second settlement", made, err)
+	}
+	now = cutoff.Add(24*time.Hour + time.Second)
+	made, err := l.RunSettlementsBefore(ctx, cutoff.Add(24*time.Hour))
+	if err != nil || len(made) != 1 || made[0].Gross != 300 {
+		t.Fatalf("next day's run: %+v %v; want the late capture of 300", made, err)
+	}
+}
+
 // TestReturnedBytesAreTheCallers: the body of a mutation and of OrderJSON
 // are the caller's own. Changing or appending to them must not reach the
 // cache of rendered orders, which every later read of that version serves.

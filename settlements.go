@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 )
@@ -42,6 +43,9 @@ func (l *Ledger) runSettlements(ctx context.Context, cutoff time.Time) ([]settle
 		}
 		if !cutoff.IsZero() {
 			items = slices.DeleteFunc(items, func(it settlement.Item) bool { return !it.OccurredAt.Before(cutoff) })
+			if items, err = withoutSettledDay(tx, items, cutoff); err != nil {
+				return err
+			}
 		}
 		if len(items) == 0 {
 			return nil
@@ -73,6 +77,44 @@ func (l *Ledger) runSettlements(ctx context.Context, cutoff time.Time) ([]settle
 		return nil
 	})
 	return made, err
+}
+
+// withoutSettledDay keeps back the items of every merchant, store and
+// currency that already has a settlement made since cutoff: the day was
+// settled by an earlier run (another replica's, a minute before). What is
+// kept back here is an item whose transaction began before the cutoff but
+// committed after that run; it waits for the next day rather than make a
+// second settlement for this one.
+func withoutSettledDay(tx storage.Tx, items []settlement.Item, cutoff time.Time) ([]settlement.Item, error) {
+	type group struct {
+		merchant, store string
+		currency        money.Currency
+	}
+	settled := map[group]bool{}
+	looked := map[string]bool{}
+	for _, it := range items {
+		if looked[it.MerchantID] {
+			continue
+		}
+		looked[it.MerchantID] = true
+		q := settlement.Query{CreatedFrom: cutoff, Size: settlement.MaxPageSize}
+		for {
+			page, next, err := tx.ListSettlements(it.MerchantID, q)
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range page {
+				settled[group{s.MerchantID, s.StoreID, s.Currency}] = true
+			}
+			if next == "" {
+				break
+			}
+			q.FromID = next
+		}
+	}
+	return slices.DeleteFunc(items, func(it settlement.Item) bool {
+		return settled[group{it.MerchantID, it.StoreID, it.Currency}]
+	}), nil
 }
 
 // SettlementPage is one page of GET /v1/settlements.
