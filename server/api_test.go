@@ -959,3 +959,35 @@ func TestSingleHeadersGivenTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenEndpointRefusalsBeforeRouting: what the server refuses before
+// routing (a query that does not decode, a header given twice) is answered
+// on /oauth/token in the endpoint's RFC 6749 shape, naming what was wrong,
+// not as a problem document an OAuth client cannot read.
+func TestTokenEndpointRefusalsBeforeRouting(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, c := range []struct {
+		name, query string
+		lines       [][2]string
+		names       string // what error_description must name
+	}{
+		{"a query that does not decode", "?x=%zz", nil, "x"},
+		{"two media types", "", [][2]string{{"Content-Type", "application/x-www-form-urlencoded"}, {"Content-Type", "text/plain"}}, "Content-Type"},
+		{"two keys", "", [][2]string{{"Idempotency-Key", "k1"}, {"Idempotency-Key", "k2"}}, "Idempotency-Key"},
+	} {
+		r, _ := http.NewRequest("POST", e.ts.URL+"/oauth/token"+c.query, strings.NewReader("grant_type=client_credentials"))
+		r.Header.Set("Authorization", e.auth)
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for i, h := range c.lines {
+			if i == 0 {
+				r.Header.Del(h[0])
+			}
+			r.Header.Add(h[0], h[1])
+		}
+		code, h, out := e.send(r)
+		if desc, _ := out["error_description"].(string); code != 400 || out["error"] != "invalid_request" ||
+			!strings.HasPrefix(desc, c.names+" ") || h.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s: %d %v %v", c.name, code, h, out)
+		}
+	}
+}

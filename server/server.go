@@ -230,11 +230,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := checkQuery(r.URL.RawQuery); err != nil {
-		s.writeError(rec, r, err)
+		s.refuse(rec, r, err)
 		return
 	}
 	if err := checkSingleHeaders(r.Header); err != nil {
-		s.writeError(rec, r, err)
+		s.refuse(rec, r, err)
 		return
 	}
 	if r.Method == http.MethodHead {
