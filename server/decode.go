@@ -25,7 +25,7 @@ func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return fault.New(fault.TooLarge, "body_too_large", "the request body exceeds %d bytes", mbe.Limit)
+			return errBodyTooLarge(mbe.Limit)
 		}
 		return fault.New(fault.Invalid, "malformed_body", "the request body could not be read")
 	}
@@ -52,6 +52,11 @@ func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 		return err
 	}
 	return decodeJSON(body, dst)
+}
+
+// errBodyTooLarge refuses a body past limit bytes, read or declared.
+func errBodyTooLarge(limit int64) error {
+	return fault.New(fault.TooLarge, "body_too_large", "the request body exceeds %d bytes", limit)
 }
 
 // bodyEncoding is the request body's Content-Encoding other than identity,

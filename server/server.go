@@ -237,6 +237,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.refuse(rec, r, err)
 		return
 	}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		// Refused before a byte of the body is read: a client that sent
+		// "Expect: 100-continue" is never asked for it, and the server
+		// reads none of a body it would refuse once read.
+		s.refuse(rec, r, errBodyTooLarge(s.cfg.MaxBodyBytes))
+		return
+	}
 	if r.Method == http.MethodHead {
 		// HEAD is GET without the body; r is this handler's copy, so
 		// net/http still knows to send none.
