@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"mime"
 	"net/http"
 	"slices"
@@ -141,12 +140,8 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := r.ParseForm(); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			oauthFail(w, http.StatusRequestEntityTooLarge, "invalid_request", fmt.Sprintf("the body exceeds %d bytes", mbe.Limit))
-			return
-		}
-		oauthFail(w, http.StatusBadRequest, "invalid_request", "the form body could not be read")
+		fe := bodyReadError(err)
+		oauthFail(w, statusOf[fe.Kind], "invalid_request", fe.Message)
 		return
 	}
 	// RFC 6749 §3.2: no parameter more than once.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -84,6 +85,40 @@ func TestDeclaredBodyPastLimitRefusedAtOnce(t *testing.T) {
 		}
 		if code != c.status || (c.code != "" && got != c.code) {
 			t.Errorf("%s: %d %v, want %d %s", c.name, code, out, c.status, c.code)
+		}
+		conn.Close()
+	}
+}
+
+// TestBodyPastReadTimeoutIs408: a body still coming when the server's
+// ReadTimeout passes is answered 408, not 400 as if it were malformed (the
+// token endpoint in its OAuth shape); the client may send it again.
+func TestBodyPastReadTimeoutIs408(t *testing.T) {
+	e := newEnv(t, false)
+	ts := httptest.NewUnstartedServer(e.ts.Config.Handler)
+	ts.Config.ReadTimeout = 500 * time.Millisecond
+	ts.Start()
+	defer ts.Close()
+	for _, c := range []struct{ name, path, contentType, body, code string }{
+		{"JSON body", "/v1/orders/x/partialcapture", "application/json", `{"orderLines":[`, "request_timeout"},
+		{"token endpoint", tokenPath, "application/x-www-form-urlencoded", "grant_type=client", "invalid_request"},
+	} {
+		head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: kassa\r\nAuthorization: %s\r\nContent-Type: %s\r\nContent-Length: 100",
+			c.path, e.auth, c.contentType)
+		conn, rd := rawRequest(t, ts.Listener.Addr().String(), head, "")
+		for i := range len(c.body) { // a byte at a time, never all 100
+			io.WriteString(conn, c.body[i:i+1])
+			time.Sleep(20 * time.Millisecond)
+		}
+		code, h, out := readAnswer(t, conn, rd, 5*time.Second)
+		got := out["code"]
+		if c.path == tokenPath {
+			got = out["error"]
+		} else if out["status"] != float64(code) || h.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: not a problem document: %v %v", c.name, h, out)
+		}
+		if code != 408 || got != c.code {
+			t.Errorf("%s: %d %v, want 408 %s", c.name, code, out, c.code)
 		}
 		conn.Close()
 	}
