@@ -46,10 +46,14 @@ const (
 	// Unavailable means a dependency (the database) cannot be reached for
 	// now; nothing was done, and the same request may be sent again.
 	Unavailable
+	// TimedOut means the request did not arrive in time (its body was still
+	// coming when the server stopped waiting); nothing was done, and the
+	// same request may be sent again.
+	TimedOut
 )
 
 var kindNames = [...]string{"internal", "invalid", "not_found", "not_available", "conflict",
-	"unauthorized", "forbidden", "key_reused", "too_large", "rate_limited", "declined", "unsupported", "method_not_allowed", "unavailable"}
+	"unauthorized", "forbidden", "key_reused", "too_large", "rate_limited", "declined", "unsupported", "method_not_allowed", "unavailable", "timed_out"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

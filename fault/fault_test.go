@@ -51,7 +51,7 @@ func TestKindAndCodeThroughWrapping(t *testing.T) {
 
 func TestKindString(t *testing.T) {
 	for k, want := range map[Kind]string{Internal: "internal", Invalid: "invalid", NotAvailable: "not_available",
-		Unsupported: "unsupported", Unavailable: "unavailable", Kind(99): "kind(99)"} {
+		Unsupported: "unsupported", Unavailable: "unavailable", TimedOut: "timed_out", Kind(99): "kind(99)"} {
 		if k.String() != want {
 			t.Errorf("%d: %q", int(k), k.String())
 		}

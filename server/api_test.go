@@ -912,3 +912,82 @@ func TestIdempotencyKeyGivenTwice(t *testing.T) {
 		t.Fatalf("the same key twice: %d %v", code, o)
 	}
 }
+
+// TestSingleHeadersGivenTwice: Authorization, Content-Type and
+// Content-Encoding in two header lines that differ are refused naming each
+// such header, as Idempotency-Key is, instead of being served by the first
+// line; nothing is captured. The same line twice is one value.
+func TestSingleHeadersGivenTwice(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	for _, c := range []struct {
+		name   string
+		lines  [][2]string // header lines added to the request, in order
+		fields string      // the headers the refusal names; "" for none (served)
+	}{
+		{"two merchants' credentials", [][2]string{{"Authorization", e.auth}, {"Authorization", e.other}}, "Authorization"},
+		{"two media types", [][2]string{{"Content-Type", "application/json"}, {"Content-Type", "text/plain"}}, "Content-Type"},
+		{"two encodings", [][2]string{{"Content-Encoding", "identity"}, {"Content-Encoding", "gzip"}}, "Content-Encoding"},
+		{"every repeat named at once", [][2]string{{"Authorization", e.auth}, {"Authorization", e.other},
+			{"Content-Type", "application/json"}, {"Content-Type", "application/xml"}}, "Authorization,Content-Type"},
+		{"the same lines twice", [][2]string{{"Authorization", e.auth}, {"Authorization", e.auth},
+			{"Content-Type", "application/json"}, {"Content-Type", "application/json"}}, ""},
+	} {
+		r, _ := http.NewRequest("POST", e.ts.URL+"/v1/orders/"+id+"/capture", strings.NewReader(`{}`))
+		for _, h := range c.lines {
+			r.Header.Add(h[0], h[1])
+		}
+		if r.Header.Get("Authorization") == "" {
+			r.Header.Set("Authorization", e.auth)
+		}
+		if r.Header.Get("Content-Type") == "" {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		code, _, b := e.send(r)
+		if c.fields == "" {
+			if code != 200 {
+				t.Fatalf("%s: %d %v", c.name, code, b)
+			}
+			continue
+		}
+		wantProblem(t, code, b, 400, "validation_failed")
+		if f := problemFields(b); f != c.fields {
+			t.Fatalf("%s: fields %s, want %s", c.name, f, c.fields)
+		}
+		if o := e.get(id); minor(o["capturedAmount"]) != 0 {
+			t.Fatalf("%s: captured after the refusal: %v", c.name, o["capturedAmount"])
+		}
+	}
+}
+
+// TestTokenEndpointRefusalsBeforeRouting: what the server refuses before
+// routing (a query that does not decode, a header given twice) is answered
+// on /oauth/token in the endpoint's RFC 6749 shape, naming what was wrong,
+// not as a problem document an OAuth client cannot read.
+func TestTokenEndpointRefusalsBeforeRouting(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, c := range []struct {
+		name, query string
+		lines       [][2]string
+		names       string // what error_description must name
+	}{
+		{"a query that does not decode", "?x=%zz", nil, "x"},
+		{"two media types", "", [][2]string{{"Content-Type", "application/x-www-form-urlencoded"}, {"Content-Type", "text/plain"}}, "Content-Type"},
+		{"two keys", "", [][2]string{{"Idempotency-Key", "k1"}, {"Idempotency-Key", "k2"}}, "Idempotency-Key"},
+	} {
+		r, _ := http.NewRequest("POST", e.ts.URL+"/oauth/token"+c.query, strings.NewReader("grant_type=client_credentials"))
+		r.Header.Set("Authorization", e.auth)
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for i, h := range c.lines {
+			if i == 0 {
+				r.Header.Del(h[0])
+			}
+			r.Header.Add(h[0], h[1])
+		}
+		code, h, out := e.send(r)
+		if desc, _ := out["error_description"].(string); code != 400 || out["error"] != "invalid_request" ||
+			!strings.HasPrefix(desc, c.names+" ") || h.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s: %d %v %v", c.name, code, h, out)
+		}
+	}
+}

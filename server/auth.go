@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"mime"
 	"net/http"
 	"slices"
@@ -141,12 +140,8 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := r.ParseForm(); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			oauthFail(w, http.StatusRequestEntityTooLarge, "invalid_request", fmt.Sprintf("the body exceeds %d bytes", mbe.Limit))
-			return
-		}
-		oauthFail(w, http.StatusBadRequest, "invalid_request", "the form body could not be read")
+		fe := bodyReadError(err)
+		oauthFail(w, statusOf[fe.Kind], "invalid_request", fe.Message)
 		return
 	}
 	// RFC 6749 §3.2: no parameter more than once.
@@ -197,6 +192,30 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	}
 	tok, exp := s.issueToken(m.ID, time.Now())
 	writeJSON(w, http.StatusOK, tokenResponse{AccessToken: tok, TokenType: "Bearer", ExpiresIn: exp, Scope: strings.Join(grantedScopes, " ")})
+}
+
+// tokenPath is the OAuth 2.0 token endpoint.
+const tokenPath = "/oauth/token"
+
+// refuse answers a request that Server.serve refuses before routing. On the
+// token endpoint it is an RFC 6749 §5.2 invalid_request, as that endpoint's
+// own refusals are: an OAuth client library reads no problem document.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	var fe *fault.Error
+	if r.Method != http.MethodPost || r.URL.Path != tokenPath || !errors.As(err, &fe) {
+		s.writeError(w, r, err)
+		return
+	}
+	desc := fe.Message
+	if len(fe.Fields) > 0 {
+		parts := make([]string, len(fe.Fields))
+		for i, f := range fe.Fields {
+			parts[i] = f.Field + " " + f.Message
+		}
+		desc = strings.Join(parts, "; ")
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	oauthFail(w, statusOf[fe.Kind], "invalid_request", desc)
 }
 
 // oauthFail answers a token request with an RFC 6749 §5.2 error.

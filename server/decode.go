@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -18,16 +19,12 @@ import (
 
 // decodeBody reads a JSON request body into dst. optional allows an empty
 // body (dst is then left as it is). Failures are problems the client can act
-// on: 415 for a wrong content type, 413 past the body limit, 400 naming every
-// field whose JSON type is wrong.
+// on: 415 for a wrong content type, 413 past the body limit, 408 for a body
+// that did not arrive in time, 400 naming every field whose JSON type is wrong.
 func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return fault.New(fault.TooLarge, "body_too_large", "the request body exceeds %d bytes", mbe.Limit)
-		}
-		return fault.New(fault.Invalid, "malformed_body", "the request body could not be read")
+		return bodyReadError(err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if optional {
@@ -52,6 +49,27 @@ func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 		return err
 	}
 	return decodeJSON(body, dst)
+}
+
+// bodyReadError classifies a failure to read the request body.
+func bodyReadError(err error) *fault.Error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return errBodyTooLarge(mbe.Limit)
+	}
+	// The server's read deadline (http.Server.ReadTimeout) passed while
+	// the body was still coming: the client was too slow, the body is not
+	// malformed, and the same request may be sent again.
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fault.New(fault.TimedOut, "request_timeout", "the request body did not arrive in time")
+	}
+	return fault.New(fault.Invalid, "malformed_body", "the request body could not be read")
+}
+
+// errBodyTooLarge refuses a body past limit bytes, read or declared.
+func errBodyTooLarge(limit int64) *fault.Error {
+	return fault.New(fault.TooLarge, "body_too_large", "the request body exceeds %d bytes", limit)
 }
 
 // bodyEncoding is the request body's Content-Encoding other than identity,

@@ -95,7 +95,7 @@ func operations() []op {
 			body: body, bodyOptional: optional, status: 200, resp: orderR, errs: std})
 	}
 	add(op{method: "POST", path: "/oauth/token", id: "token", summary: "OAuth 2.0 client credentials grant (client id and secret by HTTP Basic or as form fields)",
-		tag: "Authentication", status: 200, resp: tokenResponse{}, errs: []int{400, 401, 413}})
+		tag: "Authentication", status: 200, resp: tokenResponse{}, errs: []int{400, 401, 408, 413}})
 	add(op{method: "GET", path: "/healthz", id: "health", summary: "Liveness", tag: "Operations", status: 200, resp: map[string]string{}})
 	add(op{method: "GET", path: "/readyz", id: "ready", summary: "Readiness (the store answers)", tag: "Operations", status: 200, resp: map[string]string{}, errs: []int{503}})
 	add(op{method: "GET", path: "/metrics", id: "metrics", summary: "Prometheus text exposition", tag: "Operations", status: 200, contentType: "text/plain"})

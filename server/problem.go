@@ -26,6 +26,7 @@ var statusOf = map[fault.Kind]int{
 	fault.Unsupported:      http.StatusUnsupportedMediaType,
 	fault.MethodNotAllowed: http.StatusMethodNotAllowed,
 	fault.Unavailable:      http.StatusServiceUnavailable,
+	fault.TimedOut:         http.StatusRequestTimeout,
 }
 
 var titleOf = map[fault.Kind]string{
@@ -43,6 +44,7 @@ var titleOf = map[fault.Kind]string{
 	fault.Unsupported:      "Unsupported media type",
 	fault.MethodNotAllowed: "Method not allowed",
 	fault.Unavailable:      "Service unavailable",
+	fault.TimedOut:         "Request timeout",
 }
 
 // Problem is an RFC 9457 problem document with kassa's extensions.

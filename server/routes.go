@@ -42,7 +42,7 @@ func (s *Server) routes() {
 	r.PanicHandler = nil // the outer middleware recovers and logs
 	s.router = r
 
-	s.handle(http.MethodPost, "/oauth/token", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { s.handleToken(w, r) })
+	s.handle(http.MethodPost, tokenPath, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { s.handleToken(w, r) })
 	s.handle(http.MethodGet, "/healthz", s.handleHealth)
 	s.handle(http.MethodGet, "/readyz", s.handleReady)
 	s.handle(http.MethodGet, "/metrics", s.handleMetrics)

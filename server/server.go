@@ -179,6 +179,25 @@ func checkQuery(raw string) error {
 	return nil
 }
 
+// singleHeaders are the request headers that must have one value: net/http
+// hands a handler the first of several lines, while a proxy, a log or the
+// client's own record may show another (other credentials, another media
+// type or encoding of the body, another key).
+var singleHeaders = []string{"Authorization", "Content-Type", "Content-Encoding", "Idempotency-Key"}
+
+// checkSingleHeaders refuses a request giving any of singleHeaders in
+// several lines that differ, naming each such header. A line repeated as it
+// is (a proxy adding it again) is one value.
+func checkSingleHeaders(h http.Header) error {
+	var f fault.Fields
+	for _, name := range singleHeaders {
+		if vs := h.Values(name); len(vs) > 1 && slices.ContainsFunc(vs[1:], func(v string) bool { return v != vs[0] }) {
+			f.Add(name, "is given more than once")
+		}
+	}
+	return f.Err()
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.Header.Get("X-Request-Id")
@@ -211,13 +230,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := checkQuery(r.URL.RawQuery); err != nil {
-		s.writeError(rec, r, err)
+		s.refuse(rec, r, err)
 		return
 	}
-	if keys := r.Header.Values("Idempotency-Key"); len(keys) > 1 && slices.ContainsFunc(keys[1:], func(k string) bool { return k != keys[0] }) {
-		// Which one a proxy or the client's log shows is anyone's guess;
-		// a line repeated as it is (a proxy adding it again) is one key.
-		s.writeError(rec, r, fault.Invalidf("Idempotency-Key", "is given more than once"))
+	if err := checkSingleHeaders(r.Header); err != nil {
+		s.refuse(rec, r, err)
+		return
+	}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		// Refused before a byte of the body is read: a client that sent
+		// "Expect: 100-continue" is never asked for it, and the server
+		// reads none of a body it would refuse once read.
+		s.refuse(rec, r, errBodyTooLarge(s.cfg.MaxBodyBytes))
 		return
 	}
 	if r.Method == http.MethodHead {

@@ -115,6 +115,7 @@ type serveConfig struct {
 	webhookURL, webhookSecret, webhookEvents string
 	store, databaseURL                       string
 	orderCacheMB                             int
+	maxConnections                           int
 	cpuProfile                               string
 }
 
@@ -157,6 +158,11 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 		cache = -1 // rejected below
 	}
 	fs.IntVar(&c.orderCacheMB, "order-cache-mb", cache, "memory for the order caches (decoded orders, and responses served to GET /v1/orders/{id}; half each), in MiB; 0 turns them off (KASSA_ORDER_CACHE_MB)")
+	conns, err := strconv.Atoi(envDefault("max-connections", "4096"))
+	if err != nil {
+		conns = 0 // rejected below
+	}
+	fs.IntVar(&c.maxConnections, "max-connections", conns, "connections held open at once; past it, new ones wait in the kernel's backlog until one closes (KASSA_MAX_CONNECTIONS)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "diagnostics: write a CPU profile of the whole run to this file")
 	return fs
 }
@@ -242,6 +248,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kassa: --order-cache-mb must be 0 (off) to 1048576")
 		return 2
 	}
+	if c.maxConnections < 1 {
+		fmt.Fprintln(stderr, "kassa: --max-connections must be at least 1")
+		return 2
+	}
 	if (c.clientID == "") != (c.clientSecret == "") {
 		fmt.Fprintln(stderr, "kassa: --client-id and --client-secret go together")
 		return 2
@@ -291,11 +301,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	ln, err := net.Listen("tcp", c.addr)
+	tcp, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: listen: %v\n", err)
 		return 1
 	}
+	ln := newLimitListener(tcp, c.maxConnections)
 	scheme := "http"
 	if c.tlsCert != "" {
 		scheme = "https"

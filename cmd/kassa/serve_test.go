@@ -208,3 +208,76 @@ func TestHeaderBlockBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionsCapped: past --max-connections, a new connection is not
+// served until one of those open closes (it waits to be accepted, it is not
+// refused), and the server still stops at once while it is at the cap.
+func TestConnectionsCapped(t *testing.T) {
+	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--max-connections", "2")
+	stopped := false
+	defer func() {
+		if !stopped {
+			stopInProcess(t, done)
+		}
+	}()
+	addr := strings.TrimPrefix(base, "http://")
+	// get sends a request on a new connection, which it leaves open, and
+	// returns the answer's status within d, or 0 if none came.
+	get := func(d time.Duration) (net.Conn, *bufio.Reader, int) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: kassa\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		rd := bufio.NewReader(conn)
+		return conn, rd, status(conn, rd, d)
+	}
+	first, _, code1 := get(5 * time.Second)
+	_, _, code2 := get(5 * time.Second)
+	if code1 != 200 || code2 != 200 {
+		t.Fatalf("the first two connections: %d %d", code1, code2)
+	}
+	third, rd, code := get(500 * time.Millisecond)
+	if code != 0 {
+		t.Fatalf("a third connection past the cap of two was served: %d", code)
+	}
+	first.Close()
+	if code := status(third, rd, 5*time.Second); code != 200 {
+		t.Fatalf("the third connection once the first closed: %d", code)
+	}
+	// Two connections are open again, idle: the server must not wait
+	// for a slot they hold to stop accepting.
+	stopped = true
+	stopInProcess(t, done)
+}
+
+// status reads one answer on conn within d: its status, or 0 if none came.
+func status(conn net.Conn, rd *bufio.Reader, d time.Duration) int {
+	conn.SetReadDeadline(time.Now().Add(d))
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestMaxConnectionsChecked: a cap below one, or a KASSA_MAX_CONNECTIONS
+// that is no number, stops the start with a usage error.
+func TestMaxConnectionsChecked(t *testing.T) {
+	for _, c := range []struct{ env, flag string }{{"", "0"}, {"", "-1"}, {"many", ""}} {
+		t.Setenv("KASSA_MAX_CONNECTIONS", c.env)
+		args := []string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0"}
+		if c.flag != "" {
+			args = append(args, "--max-connections", c.flag)
+		}
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--max-connections") {
+			t.Errorf("env %q, flag %q: exit %d, %s", c.env, c.flag, code, errb.String())
+		}
+	}
+}
