@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -178,6 +179,12 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 		}
 		stats.Add(one)
 	}
+	// A merchant whose receiver timed out, could not be reached or answered
+	// that it is overloaded gets no more POSTs this run: each would wait
+	// out the client's timeout while every other merchant's messages waited
+	// for the run. Its unsent messages keep their claim and come back when
+	// the lease ends, without an attempt counted.
+	var unreachable sync.Map
 	sem := make(chan struct{}, opts.Parallel)
 	var wg sync.WaitGroup
 	for _, c := range claims {
@@ -186,11 +193,18 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 			record(c)
 			continue
 		}
-		wg.Add(1)
 		sem <- struct{}{}
+		if _, skip := unreachable.Load(c.msg.MerchantID); skip {
+			<-sem
+			continue
+		}
+		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			c.outcome = post(ctx, opts, c)
+			if code := c.outcome.StatusCode; code == 0 || code == http.StatusTooManyRequests || code >= 500 {
+				unreachable.Store(c.msg.MerchantID, true)
+			}
 			record(c)
 		}()
 	}
@@ -206,21 +220,22 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 	err := l.store.Update(ctx, func(tx storage.Tx) error {
 		claims = nil
 		now, wall := tx.Now(), opts.WallClock()
-		due, err := tx.PendingOutbox(now, opts.Batch)
+		// A window of several batches, so that the merchants due in it
+		// share the batch instead of the oldest backlog taking all of it.
+		due, err := tx.PendingOutbox(now, opts.Batch*claimWindow)
 		if err != nil {
 			return err
 		}
+		// Due on the store's clock, but a deliverer's lease holds.
+		due = slices.DeleteFunc(due, func(m *storage.OutboxMessage) bool { return wall.Before(m.LeaseUntil) })
 		merchants := map[string]*storage.Merchant{}
-		for _, m := range due {
+		for _, m := range inTurn(due, opts.Batch) {
 			mer, ok := merchants[m.MerchantID]
 			if !ok {
 				if mer, err = tx.GetMerchant(m.MerchantID); err != nil {
 					return err
 				}
 				merchants[m.MerchantID] = mer
-			}
-			if wall.Before(m.LeaseUntil) {
-				continue // due on the store's clock, but its deliverer's lease holds
 			}
 			m.Claim = crand.Text()
 			m.LeaseUntil = wall.Add(opts.Lease)
@@ -238,6 +253,33 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 		return nil
 	})
 	return claims, err
+}
+
+// claimWindow is how many batches of due messages a claim looks at.
+const claimWindow = 4
+
+// inTurn takes up to n of the due messages, one merchant after another in
+// turn (each merchant's in due order, merchants in the order of their first
+// due message), so that one merchant's backlog does not fill the batch.
+func inTurn(due []*storage.OutboxMessage, n int) []*storage.OutboxMessage {
+	var order []string
+	queues := map[string][]*storage.OutboxMessage{}
+	for _, m := range due {
+		if _, ok := queues[m.MerchantID]; !ok {
+			order = append(order, m.MerchantID)
+		}
+		queues[m.MerchantID] = append(queues[m.MerchantID], m)
+	}
+	out := make([]*storage.OutboxMessage, 0, min(n, len(due)))
+	for len(out) < n && len(out) < len(due) {
+		for _, id := range order {
+			if q := queues[id]; len(q) > 0 && len(out) < n {
+				out = append(out, q[0])
+				queues[id] = q[1:]
+			}
+		}
+	}
+	return out
 }
 
 // post makes one delivery attempt and describes its outcome.

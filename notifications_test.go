@@ -146,14 +146,19 @@ func newNotifyFixture(t *testing.T, failFirst int, events ...string) *notifyFixt
 
 func (f *notifyFixture) order(t *testing.T, tok string, pm order.PaymentType, amount int64) *order.Order {
 	t.Helper()
+	return f.orderFor(t, f.merchant, tok, pm, amount)
+}
+
+func (f *notifyFixture) orderFor(t *testing.T, merchant, tok string, pm order.PaymentType, amount int64) *order.Order {
+	t.Helper()
 	now := f.clock.Now()
 	ctx := context.Background()
-	if err := f.ledger.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: f.merchant, Country: "SE",
+	if err := f.ledger.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchant, Country: "SE",
 		Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: pm},
 		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := f.ledger.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: f.merchant}, tok, &order.CreateRequest{
+	res, err := f.ledger.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchant}, tok, &order.CreateRequest{
 		Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(amount)}})
 	if err != nil {
 		t.Fatal(err)
@@ -760,5 +765,76 @@ func TestDeliveryRunsReuseConnections(t *testing.T) {
 	defer f.rc.mu.Unlock()
 	if f.rc.conns != 1 || len(f.rc.processed) < 10 {
 		t.Fatalf("%d connections opened for %d notifications over 10 runs, want 1", f.rc.conns, len(f.rc.processed))
+	}
+}
+
+// TestSlowReceiverHoldsUpNoOtherMerchant: a merchant whose receiver does not
+// answer costs a run one wave of timed-out POSTs, not one per message of its
+// backlog: its other messages wait out their lease unsent. And a run takes
+// the merchants in turn, so another merchant's message is among the first
+// posted rather than behind that backlog. Before, a run posted every
+// message of the slow merchant, each waiting out the client's timeout, while
+// every other merchant's notifications waited for the whole run.
+func TestSlowReceiverHoldsUpNoOtherMerchant(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	ctx := context.Background()
+	var received, slowPosts, fastFirst atomic.Int64
+	stuck := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		received.Add(1)
+		slowPosts.Add(1)
+		select {
+		case <-stuck:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(stuck); slow.Close() })
+	f.rc.onPost = func() { fastFirst.CompareAndSwap(0, received.Add(1)) }
+
+	creds, _, err := f.ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ledger.SetWebhook(ctx, creds.MerchantID, kassa.SetWebhookRequest{URL: slow.URL + "/hooks"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		f.orderFor(t, creds.MerchantID, fmt.Sprint("s", i), order.PayAdvanceInvoice, 1000)
+	}
+	f.clock.Advance(time.Second) // the other merchant's message is due after the whole backlog
+	f.order(t, "fast", order.PayAdvanceInvoice, 1000)
+	fast := len(f.log(t))
+
+	opts := kassa.DeliveryOptions{Parallel: 2, AllowPrivateNetworks: true, Client: &http.Client{Timeout: 100 * time.Millisecond}}
+	s, err := f.ledger.DeliverNotifications(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := slowPosts.Load(); n < 1 || n > int64(opts.Parallel) {
+		t.Errorf("the slow receiver got %d POSTs in one run; want one wave, at most %d", n, opts.Parallel)
+	}
+	if at := fastFirst.Load(); at < 1 || at > int64(opts.Parallel) {
+		t.Errorf("the other merchant's first POST was number %d of the run; want it among the first %d", at, opts.Parallel)
+	}
+	if s.Delivered != fast || int64(s.Retrying) != slowPosts.Load() {
+		t.Errorf("stats %+v; want the other merchant's %d delivered and one retry per slow POST (%d)", s, fast, slowPosts.Load())
+	}
+	page, err := f.ledger.ListNotifications(ctx, creds.MerchantID, "", kassa.MaxNotificationPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tried, untried int
+	for _, n := range page.Notifications {
+		switch {
+		case n.Status != "pending":
+			t.Errorf("slow merchant's %s is %s", n.ID, n.Status)
+		case n.Attempts == 1:
+			tried++
+		case n.Attempts == 0:
+			untried++
+		}
+	}
+	if int64(tried) != slowPosts.Load() || tried+untried != len(page.Notifications) || untried == 0 {
+		t.Errorf("slow merchant: %d tried, %d untried of %d; want the unsent ones pending with no attempt", tried, untried, len(page.Notifications))
 	}
 }
