@@ -330,6 +330,8 @@ func (l *Ledger) SessionPaymentStatus(ctx context.Context, merchantID, sessionID
 			ps.PaymentMethod = &pm
 		}
 		switch s.StateAt(now) {
+		case session.StateCompleted: // with a customer token: an order would have been read above
+			ps.Status, ps.Note = "authorized", "the buyer approved; a customer token was made, to create orders with"
 		case session.StateAuthorized:
 			ps.Status, ps.Note = "authorized", "the buyer approved; create the order from the authorization token"
 		case session.StateCancelled:

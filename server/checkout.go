@@ -30,7 +30,7 @@ func (s *Server) checkoutSigned(r *http.Request, p httprouter.Params) bool {
 	if sig == "" {
 		sig = r.PostFormValue("sig")
 	}
-	return sig != "" && sig == s.sign("checkout", p.ByName("merchantId")+"/"+p.ByName("sessionId"))
+	return s.signedBy(sig, "checkout", p.ByName("merchantId")+"/"+p.ByName("sessionId"))
 }
 
 type checkoutForm struct {

@@ -68,7 +68,7 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 	path := "/documents/" + url.PathEscape(p.ByName("merchantId")) + "/" + url.PathEscape(p.ByName("orderId")) + "/" + url.PathEscape(p.ByName("ledgerId"))
 	e, sig := r.URL.Query().Get("expires"), r.URL.Query().Get("signature")
 	exp, err := strconv.ParseInt(e, 10, 64)
-	if err != nil || sig == "" || sig != s.sign("document", path+"?"+e) || time.Now().Unix() >= exp {
+	if err != nil || !s.signedBy(sig, "document", path+"?"+e) || time.Now().Unix() >= exp {
 		s.writeError(w, r, errBadLink)
 		return
 	}

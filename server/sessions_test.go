@@ -409,6 +409,10 @@ func TestSessionApprovalUsedByACustomerToken(t *testing.T) {
 	if code, _, p := e.do("DELETE", "/v1/payment-sessions/"+id, "", e.auth); code != 409 || p["code"] != "session_completed" {
 		t.Fatalf("delete after the customer token: %d %v", code, p)
 	}
+	if _, _, ps := e.do("GET", "/v1/paymentstatus?sessionId="+id, "", e.auth); ps["status"] != "authorized" || ps["paymentMethod"] == nil ||
+		!strings.Contains(ps["note"].(string), "customer token") {
+		t.Fatalf("payment status of a session completed by a customer token: %v", ps)
+	}
 
 	_, _, s = e.do("POST", "/v1/payment-sessions", fill(sessionBody, "a", "b", "late"), e.auth)
 	id, link = s["id"].(string), s["checkoutUrl"].(string)
