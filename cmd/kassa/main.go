@@ -1,9 +1,10 @@
 // Command kassa is the reference server of the kassa payment library: one
-// static binary that serves the /v1 interface over an embedded bbolt store,
-// as a sandbox on a laptop or in CI, or in production.
+// static binary that serves the /v1 interface over an embedded bbolt store
+// (or PostgreSQL, for several replicas), as a sandbox on a laptop or in CI,
+// or in production.
 //
 //	kassa serve                                   run the server (defaults: 127.0.0.1:8080, ./kassa-data)
-//	kassa companies import --country SE file.csv  add a country's companies to the search directory
+//	kassa companies import --country SE file.csv  replace a country's companies in the search directory
 //	kassa version                                 print the version
 //	kassa help                                    print usage
 package main
@@ -168,7 +169,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 }
 
 // loadKey reads the server's signing key from DATA/server.key, creating it on
-// first start. KASSA_KEY (64 hex digits) overrides it. On PostgreSQL the
+// first start. KASSA_KEY (at least 64 hex digits) overrides it. On PostgreSQL the
 // replicas then agree on one key through the database (Store.SigningKey).
 func loadKey(dir string) ([]byte, error) {
 	if v := os.Getenv("KASSA_KEY"); v != "" {
