@@ -53,6 +53,15 @@ func (f *fixture) authorization(tok string) *token.Authorization {
 }
 
 // order creates an order of lines (each unitPrice at 25 % VAT, quantity 1).
+// capturedOrder creates an order of one line of amount and captures it in full.
+func (f *fixture) capturedOrder(t *testing.T, tok string, amount int64) {
+	t.Helper()
+	o := f.order(t, tok, amount)
+	if _, err := f.ledger.Capture(f.ctx, kassa.Call{MerchantID: f.merchant}, o.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (f *fixture) order(t *testing.T, tok string, prices ...int64) *order.Order {
 	t.Helper()
 	if err := f.ledger.PutAuthorization(f.ctx, f.authorization(tok)); err != nil {
@@ -556,17 +565,10 @@ func TestSettlementsBeforeCutoff(t *testing.T) {
 	now := time.Date(2026, 2, 2, 1, 59, 0, 0, time.UTC)
 	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{})
 	l, ctx := f.ledger, f.ctx
-	captureOrder := func(tok string, amount int64) {
-		t.Helper()
-		o := f.order(t, tok, amount)
-		if _, err := l.Capture(ctx, kassa.Call{MerchantID: f.merchant}, o.ID, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 	cutoff := time.Date(2026, 2, 2, 2, 0, 0, 0, time.UTC)
-	captureOrder("before", 5000)
+	f.capturedOrder(t, "before", 5000)
 	now = cutoff
-	captureOrder("at", 700)
+	f.capturedOrder(t, "at", 700)
 	now = cutoff.Add(40 * time.Second)
 
 	made, err := l.RunSettlementsBefore(ctx, cutoff)
@@ -593,20 +595,13 @@ func TestLateItemWaitsForTheNextDay(t *testing.T) {
 	now := cutoff.Add(-time.Hour)
 	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{})
 	l, ctx := f.ledger, f.ctx
-	captureOrder := func(tok string, amount int64) {
-		t.Helper()
-		o := f.order(t, tok, amount)
-		if _, err := l.Capture(ctx, kassa.Call{MerchantID: f.merchant}, o.ID, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	captureOrder("early", 5000)
+	f.capturedOrder(t, "early", 5000)
 	now = cutoff.Add(10 * time.Second)
 	if made, err := l.RunSettlementsBefore(ctx, cutoff); err != nil || len(made) != 1 || made[0].Gross != 5000 {
 		t.Fatalf("first replica's run: %+v %v", made, err)
 	}
 	now = cutoff.Add(-time.Millisecond) // began before the cutoff, committed after the run
-	captureOrder("late", 300)
+	f.capturedOrder(t, "late", 300)
 	now = cutoff.Add(50 * time.Second)
 	if made, err := l.RunSettlementsBefore(ctx, cutoff); err != nil || len(made) != 0 {
 		t.Fatalf("second replica's run, same day: %+v %v; want no second settlement", made, err)
