@@ -930,6 +930,7 @@ func TestSingleHeadersGivenTwice(t *testing.T) {
 		{"two encodings", [][2]string{{"Content-Encoding", "identity"}, {"Content-Encoding", "gzip"}}, "Content-Encoding"},
 		{"every repeat named at once", [][2]string{{"Authorization", e.auth}, {"Authorization", e.other},
 			{"Content-Type", "application/json"}, {"Content-Type", "application/xml"}}, "Authorization,Content-Type"},
+		{"an empty key", [][2]string{{"Idempotency-Key", ""}}, "Idempotency-Key"},
 		{"the same lines twice", [][2]string{{"Authorization", e.auth}, {"Authorization", e.auth},
 			{"Content-Type", "application/json"}, {"Content-Type", "application/json"}}, ""},
 	} {

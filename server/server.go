@@ -185,15 +185,20 @@ func checkQuery(raw string) error {
 // type or encoding of the body, another key).
 var singleHeaders = []string{"Authorization", "Content-Type", "Content-Encoding", "Idempotency-Key"}
 
-// checkSingleHeaders refuses a request giving any of singleHeaders in
-// several lines that differ, naming each such header. A line repeated as it
-// is (a proxy adding it again) is one value.
-func checkSingleHeaders(h http.Header) error {
+// checkHeaders refuses a request giving any of singleHeaders in several
+// lines that differ, naming each such header (a line repeated as it is, a
+// proxy adding it again, is one value), or an empty Idempotency-Key: a
+// client whose key came out empty meant to send one, and served as keyless
+// its retry would run again.
+func checkHeaders(h http.Header) error {
 	var f fault.Fields
 	for _, name := range singleHeaders {
 		if vs := h.Values(name); len(vs) > 1 && slices.ContainsFunc(vs[1:], func(v string) bool { return v != vs[0] }) {
 			f.Add(name, "is given more than once")
 		}
+	}
+	if vs := h.Values("Idempotency-Key"); len(vs) > 0 && vs[0] == "" {
+		f.Add("Idempotency-Key", "is empty; send a unique key, or no header for a request without one")
 	}
 	return f.Err()
 }
@@ -233,7 +238,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.refuse(rec, r, err)
 		return
 	}
-	if err := checkSingleHeaders(r.Header); err != nil {
+	if err := checkHeaders(r.Header); err != nil {
 		s.refuse(rec, r, err)
 		return
 	}
