@@ -52,7 +52,6 @@ func (f *fixture) authorization(tok string) *token.Authorization {
 		CreatedAt:     now, ExpiresAt: now.Add(time.Hour)}
 }
 
-// order creates an order of lines (each unitPrice at 25 % VAT, quantity 1).
 // capturedOrder creates an order of one line of amount and captures it in full.
 func (f *fixture) capturedOrder(t *testing.T, tok string, amount int64) {
 	t.Helper()
@@ -62,6 +61,7 @@ func (f *fixture) capturedOrder(t *testing.T, tok string, amount int64) {
 	}
 }
 
+// order creates an order of lines (each unitPrice at 25 % VAT, quantity 1).
 func (f *fixture) order(t *testing.T, tok string, prices ...int64) *order.Order {
 	t.Helper()
 	if err := f.ledger.PutAuthorization(f.ctx, f.authorization(tok)); err != nil {
@@ -610,6 +610,26 @@ func TestLateItemWaitsForTheNextDay(t *testing.T) {
 	made, err := l.RunSettlementsBefore(ctx, cutoff.Add(24*time.Hour))
 	if err != nil || len(made) != 1 || made[0].Gross != 300 {
 		t.Fatalf("next day's run: %+v %v; want the late capture of 300", made, err)
+	}
+}
+
+// TestSettlementAheadOfTheClockHoldsNothingBack: a settlement made while
+// the clock was a year ahead (a sandbox clock since reset, a host clock set
+// right) does not count as today's, so today's run still settles.
+func TestSettlementAheadOfTheClockHoldsNothingBack(t *testing.T) {
+	cutoff := time.Date(2026, 2, 2, 2, 0, 0, 0, time.UTC)
+	now := cutoff.AddDate(1, 0, 0)
+	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{})
+	f.capturedOrder(t, "ahead", 5000)
+	if made, err := f.ledger.RunSettlements(f.ctx); err != nil || len(made) != 1 {
+		t.Fatalf("run a year ahead: %+v %v", made, err)
+	}
+	now = cutoff.Add(-time.Hour)
+	f.capturedOrder(t, "today", 300)
+	now = cutoff.Add(time.Minute)
+	made, err := f.ledger.RunSettlementsBefore(f.ctx, cutoff)
+	if err != nil || len(made) != 1 || made[0].Gross != 300 {
+		t.Fatalf("today's run after the clock was set back: %+v %v; want today's capture of 300 settled", made, err)
 	}
 }
 

@@ -80,16 +80,18 @@ func (l *Ledger) runSettlements(ctx context.Context, cutoff time.Time) ([]settle
 }
 
 // withoutSettledDay keeps back the items of every merchant, store and
-// currency that already has a settlement made since cutoff: the day was
-// settled by an earlier run (another replica's, a minute before). What is
-// kept back here is an item whose transaction began before the cutoff but
-// committed after that run; it waits for the next day rather than make a
-// second settlement for this one.
+// currency that already has a settlement made in the day from cutoff: the
+// day was settled by an earlier run (another replica's, a minute before).
+// What is kept back here is an item whose transaction began before the
+// cutoff but committed after that run; it waits for the next day rather
+// than make a second settlement for this one. Settlements dated later than
+// that day (a clock that was ahead, then set right) hold nothing back.
 func withoutSettledDay(tx storage.Tx, items []settlement.Item, cutoff time.Time) ([]settlement.Item, error) {
 	type group struct {
 		merchant, store string
 		currency        money.Currency
 	}
+	dayEnd := cutoff.AddDate(0, 0, 1)
 	settled := map[group]bool{}
 	looked := map[string]bool{}
 	for _, it := range items {
@@ -97,14 +99,22 @@ func withoutSettledDay(tx storage.Tx, items []settlement.Item, cutoff time.Time)
 			continue
 		}
 		looked[it.MerchantID] = true
-		q := settlement.Query{CreatedFrom: cutoff, Size: settlement.MaxPageSize}
+		// Newest first, so the walk ends at the first settlement made
+		// before the cutoff instead of reading the merchant's history.
+		q := settlement.Query{Size: 20}
+	walk:
 		for {
 			page, next, err := tx.ListSettlements(it.MerchantID, q)
 			if err != nil {
 				return nil, err
 			}
 			for _, s := range page {
-				settled[group{s.MerchantID, s.StoreID, s.Currency}] = true
+				if s.CreatedAt.Before(cutoff) {
+					break walk
+				}
+				if s.CreatedAt.Before(dayEnd) {
+					settled[group{s.MerchantID, s.StoreID, s.Currency}] = true
+				}
 			}
 			if next == "" {
 				break
