@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"net/http"
 	"sync"
 )
 
@@ -12,21 +13,89 @@ import (
 // descriptor. Without a cap, a flood of idle or slow connections uses up the
 // process's file descriptors, and then opening the store's files and
 // connecting to the database fail too.
+//
+// At the cap, a connection sitting idle between requests (kept alive for a
+// next request that may never come) is closed to make room: otherwise a
+// client holding n idle connections, a request each every IdleTimeout,
+// would keep everyone else out. Only connections busy with a request make
+// new ones wait.
 type limitListener struct {
 	net.Listener
 	slots     chan struct{}
 	done      chan struct{} // closed by Close: Accept stops waiting for a slot
 	closeOnce sync.Once
+
+	mu       sync.Mutex
+	idle     map[*limitConn]struct{} // as http.Server reports them (ConnState)
+	wentIdle chan struct{}           // a connection went idle, for an Accept waiting for room
 }
 
 func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n), done: make(chan struct{})}
+	return &limitListener{Listener: l, slots: make(chan struct{}, n), done: make(chan struct{}),
+		idle: map[*limitConn]struct{}{}, wentIdle: make(chan struct{}, 1)}
+}
+
+// ConnState is the http.Server hook that tells the listener which of its
+// connections are idle.
+func (l *limitListener) ConnState(c net.Conn, state http.ConnState) {
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = tc.NetConn() // TLS: the connection this listener accepted is under it
+	}
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if state != http.StateIdle {
+		delete(l.idle, lc)
+		return
+	}
+	l.idle[lc] = struct{}{}
+	select {
+	case l.wentIdle <- struct{}{}:
+	default:
+	}
+}
+
+// acquire takes a slot for the next connection, closing an idle one to
+// make room when all are taken, or waiting for one to close or go idle. It
+// reports false once the listener is closed.
+func (l *limitListener) acquire() bool {
+	for {
+		select {
+		case l.slots <- struct{}{}:
+			return true
+		default:
+		}
+		l.closeIdle()
+		select {
+		case l.slots <- struct{}{}:
+			return true
+		case <-l.wentIdle: // a busy connection finished its request: close it next turn
+		case <-l.done:
+			return false
+		}
+	}
+}
+
+// closeIdle closes one idle connection, if there is one; its slot frees as it closes.
+func (l *limitListener) closeIdle() {
+	l.mu.Lock()
+	var victim *limitConn
+	for c := range l.idle {
+		victim = c
+		delete(l.idle, c)
+		break
+	}
+	l.mu.Unlock()
+	if victim != nil {
+		victim.Close()
+	}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
+	if !l.acquire() {
 		// http.Server.Shutdown closes the listener and then waits for
 		// Accept to return before it closes idle connections: waiting on
 		// for a slot that only they can free would never end.

@@ -163,7 +163,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	if err != nil {
 		conns = 0 // rejected below
 	}
-	fs.IntVar(&c.maxConnections, "max-connections", conns, "connections held open at once; past it, new ones wait in the kernel's backlog until one closes (KASSA_MAX_CONNECTIONS)")
+	fs.IntVar(&c.maxConnections, "max-connections", conns, "connections held open at once; past it, an idle one is closed to make room, or new ones wait in the kernel's backlog (KASSA_MAX_CONNECTIONS)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "diagnostics: write a CPU profile of the whole run to this file")
 	return fs
 }
@@ -391,7 +391,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		// No request of the API needs large headers; Go's default (1 MiB)
 		// let each unfinished request hold a megabyte before any check.
 		MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn), TLSConfig: tlsConfig}
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn), TLSConfig: tlsConfig,
+		ConnState: ln.ConnState}
 	errc := make(chan error, 1)
 	go func() {
 		if c.tlsCert != "" {

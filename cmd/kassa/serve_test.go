@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -209,9 +210,11 @@ func TestHeaderBlockBounded(t *testing.T) {
 	}
 }
 
-// TestConnectionsCapped: past --max-connections, a new connection is not
-// served until one of those open closes (it waits to be accepted, it is not
-// refused), and the server still stops at once while it is at the cap.
+// TestConnectionsCapped: past --max-connections, a new connection waits to
+// be accepted (it is not refused) while every open one is busy with a
+// request; a connection idle between requests is closed to make room, at
+// once or as soon as one goes idle; and the server still stops at once
+// while it is at the cap.
 func TestConnectionsCapped(t *testing.T) {
 	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--max-connections", "2")
 	stopped := false
@@ -235,21 +238,55 @@ func TestConnectionsCapped(t *testing.T) {
 		rd := bufio.NewReader(conn)
 		return conn, rd, status(conn, rd, d)
 	}
-	first, _, code1 := get(5 * time.Second)
-	_, _, code2 := get(5 * time.Second)
-	if code1 != 200 || code2 != 200 {
-		t.Fatalf("the first two connections: %d %d", code1, code2)
+	// busy opens a connection that has sent part of a request: it holds
+	// its slot until the request is finished or the connection closed.
+	busy := func() net.Conn {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		return conn
 	}
-	third, rd, code := get(500 * time.Millisecond)
+	closedByServer := func(conn net.Conn, rd *bufio.Reader) bool {
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := rd.ReadByte()
+		return errors.Is(err, io.EOF)
+	}
+	first, second := busy(), busy()
+	third, rd3, code := get(500 * time.Millisecond)
 	if code != 0 {
-		t.Fatalf("a third connection past the cap of two was served: %d", code)
+		t.Fatalf("a third connection past the cap of two busy ones was served: %d", code)
+	}
+	// The second finishes its request and goes idle: it gives way to the
+	// third, which was waiting.
+	if _, err := io.WriteString(second, "Host: kassa\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	rd2 := bufio.NewReader(second)
+	if code := status(second, rd2, 5*time.Second); code != 200 {
+		t.Fatalf("the second connection's request: %d", code)
+	}
+	if code := status(third, rd3, 5*time.Second); code != 200 {
+		t.Fatalf("the third connection once the second went idle: %d", code)
+	}
+	if !closedByServer(second, rd2) {
+		t.Fatal("the idle second connection was not closed to make room")
+	}
+	// The third is idle now, the first still busy: a fourth is served at
+	// once, in the idle one's place.
+	if _, _, code := get(5 * time.Second); code != 200 {
+		t.Fatalf("a fourth connection with an idle one at the cap: %d", code)
+	}
+	if !closedByServer(third, rd3) {
+		t.Fatal("the idle third connection was not closed to make room")
 	}
 	first.Close()
-	if code := status(third, rd, 5*time.Second); code != 200 {
-		t.Fatalf("the third connection once the first closed: %d", code)
-	}
-	// Two connections are open again, idle: the server must not wait
-	// for a slot they hold to stop accepting.
+	// Connections are open, one idle: the server must not wait for a slot to
+	// stop accepting.
 	stopped = true
 	stopInProcess(t, done)
 }
