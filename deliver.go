@@ -29,7 +29,7 @@ type DeliveryOptions struct {
 	Client *http.Client
 	// Retry is the backoff schedule; default notify.DefaultRetry.
 	Retry notify.Retry
-	// Batch is how many due messages one run claims; default 50.
+	// Batch is how many due messages one run claims; default 50, at most 10 000.
 	Batch int
 	// Parallel is how many POSTs are in flight at once; default 8.
 	Parallel int
@@ -63,6 +63,7 @@ func (o DeliveryOptions) withDefaults() DeliveryOptions {
 	if o.Batch <= 0 {
 		o.Batch = 50
 	}
+	o.Batch = min(o.Batch, maxBatch)
 	if o.Parallel <= 0 {
 		o.Parallel = 8
 	}
@@ -257,6 +258,10 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 
 // claimWindow is how many batches of due messages a claim looks at.
 const claimWindow = 4
+
+// maxBatch bounds DeliveryOptions.Batch, so that a window of batches stays a
+// sane number of messages to read in one transaction.
+const maxBatch = 10_000
 
 // inTurn takes up to n of the due messages, one merchant after another in
 // turn (each merchant's in due order, merchants in the order of their first

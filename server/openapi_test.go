@@ -82,7 +82,7 @@ var (
 		{name: "updatedFrom", typ: "date-time"}, {name: "updatedTo", typ: "date-time"},
 		{name: "size", typ: "integer", desc: "1 to 1000, default 100"},
 	}
-	std    = []int{400, 401, 404, 409, 413, 415, 422}
+	std    = []int{400, 401, 404, 408, 409, 413, 415, 422}
 	reads  = []int{400, 401, 404}
 	orderR = order.Response{}
 )

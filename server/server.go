@@ -39,7 +39,7 @@ type Config struct {
 	Sandbox bool
 	// Clock is the server's clock (the sandbox test clock when Sandbox is on).
 	Clock *Clock
-	// MaxBodyBytes caps request bodies; default 1 MiB.
+	// MaxBodyBytes caps request bodies; zero or less means the default, 1 MiB.
 	MaxBodyBytes int64
 	// AccessTokenTTL is the lifetime of OAuth access tokens; default 1 h.
 	AccessTokenTTL time.Duration
@@ -77,7 +77,7 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.MaxBodyBytes == 0 {
+	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
 	if cfg.AccessTokenTTL == 0 {
