@@ -224,33 +224,28 @@ func TestConnectionsCapped(t *testing.T) {
 		}
 	}()
 	addr := strings.TrimPrefix(base, "http://")
-	// get sends a request on a new connection, which it leaves open, and
-	// returns the answer's status within d, or 0 if none came.
-	get := func(d time.Duration) (net.Conn, *bufio.Reader, int) {
+	// send opens a connection, which stays open, and writes text on it.
+	send := func(text string) net.Conn {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: kassa\r\n\r\n"); err != nil {
+		if _, err := io.WriteString(conn, text); err != nil {
 			t.Fatal(err)
 		}
+		return conn
+	}
+	// get sends a request on a new connection and returns the answer's
+	// status within d, or 0 if none came.
+	get := func(d time.Duration) (net.Conn, *bufio.Reader, int) {
+		conn := send("GET /healthz HTTP/1.1\r\nHost: kassa\r\n\r\n")
 		rd := bufio.NewReader(conn)
 		return conn, rd, status(conn, rd, d)
 	}
 	// busy opens a connection that has sent part of a request: it holds
 	// its slot until the request is finished or the connection closed.
-	busy := func() net.Conn {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		return conn
-	}
+	busy := func() net.Conn { return send("GET /healthz HTTP/1.1\r\n") }
 	closedByServer := func(conn net.Conn, rd *bufio.Reader) bool {
 		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 		_, err := rd.ReadByte()
