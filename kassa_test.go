@@ -717,7 +717,8 @@ func TestOptionsDefaultEachField(t *testing.T) {
 // rather than stored by the embedded ones only.
 func TestEnsureMerchantRefusesUnstorableText(t *testing.T) {
 	l := kassa.New(memory.New(time.Now), kassa.Options{})
-	for _, mo := range []kassa.MerchantOptions{{Name: "a\x00b"}, {Name: "m", ClientID: "client\xff"}} {
+	for _, mo := range []kassa.MerchantOptions{{Name: "a\x00b"}, {Name: "m", ClientID: "client\xff"},
+		{Name: strings.Repeat("n", kassa.MaxMerchantName+1)}} {
 		_, created, err := l.EnsureMerchant(context.Background(), mo)
 		var fe *fault.Error
 		if created || !errors.As(err, &fe) || fe.Kind != fault.Invalid || len(fe.Fields) != 1 {

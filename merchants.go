@@ -37,6 +37,9 @@ type MerchantOptions struct {
 	FeeBasisPoints, FeeFixedPerCapture int64
 }
 
+// MaxMerchantName bounds a merchant's name, in characters.
+const MaxMerchantName = 200
+
 // EnsureMerchant creates a merchant, or, when one with the client id exists,
 // keeps it and sets the given secret. It returns the credentials (with the
 // secret in clear, the only time it is available) and whether it created one.
@@ -60,13 +63,10 @@ func (l *Ledger) EnsureMerchant(ctx context.Context, mo MerchantOptions) (Creden
 	if len(mo.ClientID) > 200 || len(mo.ClientSecret) > 200 {
 		return Credentials{}, false, fault.Invalidf("clientId", "client id and secret must be at most 200 characters")
 	}
-	// What PostgreSQL cannot hold is refused on every store alike.
-	if !order.Storable(mo.Name) {
-		ff.Add("name", "must be valid UTF-8 without NUL characters")
-	}
-	if !order.Storable(mo.ClientID) {
-		ff.Add("clientId", "must be valid UTF-8 without NUL characters")
-	}
+	// As every text: what PostgreSQL cannot hold (NUL, invalid UTF-8) is
+	// refused on every store alike.
+	order.CheckText(&ff, "name", mo.Name, MaxMerchantName)
+	order.CheckText(&ff, "clientId", mo.ClientID, 200)
 	if err := ff.Err(); err != nil {
 		return Credentials{}, false, err
 	}

@@ -46,10 +46,6 @@ func (s *Server) sandboxCreateMerchant(w http.ResponseWriter, r *http.Request, _
 		s.writeError(w, r, err)
 		return
 	}
-	if len([]rune(req.Name)) > 200 {
-		s.writeError(w, r, fault.Invalidf("name", "must be at most 200 characters"))
-		return
-	}
 	creds, _, err := s.ledger.EnsureMerchant(r.Context(), kassa.MerchantOptions{Name: req.Name, Sandbox: true, RequireAck: req.RequireAck,
 		FeeBasisPoints: req.FeeBasisPoints, FeeFixedPerCapture: req.FeeFixedPerCapture})
 	if err != nil {
