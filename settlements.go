@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/kassahq/kassa/fault"
-	"github.com/kassahq/kassa/money"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 )
@@ -87,12 +86,8 @@ func (l *Ledger) runSettlements(ctx context.Context, cutoff time.Time) ([]settle
 // than make a second settlement for this one. Settlements dated later than
 // that day (a clock that was ahead, then set right) hold nothing back.
 func withoutSettledDay(tx storage.Tx, items []settlement.Item, cutoff time.Time) ([]settlement.Item, error) {
-	type group struct {
-		merchant, store string
-		currency        money.Currency
-	}
 	dayEnd := cutoff.AddDate(0, 0, 1)
-	settled := map[group]bool{}
+	settled := map[settlement.Group]bool{}
 	looked := map[string]bool{}
 	for _, it := range items {
 		if looked[it.MerchantID] {
@@ -113,7 +108,7 @@ func withoutSettledDay(tx storage.Tx, items []settlement.Item, cutoff time.Time)
 					break walk
 				}
 				if s.CreatedAt.Before(dayEnd) {
-					settled[group{s.MerchantID, s.StoreID, s.Currency}] = true
+					settled[s.Group()] = true
 				}
 			}
 			if next == "" {
@@ -123,7 +118,7 @@ func withoutSettledDay(tx storage.Tx, items []settlement.Item, cutoff time.Time)
 		}
 	}
 	return slices.DeleteFunc(items, func(it settlement.Item) bool {
-		return settled[group{it.MerchantID, it.StoreID, it.Currency}]
+		return settled[it.Group()]
 	}), nil
 }
 

@@ -148,10 +148,18 @@ type Env struct {
 	Reference func(merchantID string) (int64, error)
 }
 
-type groupKey struct {
-	merchant, store string
-	currency        money.Currency
+// Group is what a settlement gathers: one merchant's items of one store in
+// one currency.
+type Group struct {
+	Merchant, Store string
+	Currency        money.Currency
 }
+
+// Group is the group the item is settled in.
+func (it Item) Group() Group { return Group{it.MerchantID, it.StoreID, it.Currency} }
+
+// Group is the group the settlement gathers.
+func (s *Settlement) Group() Group { return Group{s.MerchantID, s.StoreID, s.Currency} }
 
 // Run builds one settlement per merchant, store and currency from the queued
 // items. A capture voided before it was settled cancels out: neither it nor
@@ -164,8 +172,8 @@ func Run(items []Item, env Env) ([]Batch, error) {
 			captured[it.LedgerID] = true
 		}
 	}
-	groups := map[groupKey][]Item{}
-	var order []groupKey
+	groups := map[Group][]Item{}
+	var order []Group
 	var dropped []string
 	voidedHere := map[string]bool{}
 	for _, it := range items {
@@ -178,7 +186,7 @@ func Run(items []Item, env Env) ([]Batch, error) {
 			dropped = append(dropped, it.Key)
 			continue
 		}
-		k := groupKey{it.MerchantID, it.StoreID, it.Currency}
+		k := it.Group()
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -186,13 +194,13 @@ func Run(items []Item, env Env) ([]Batch, error) {
 	}
 	sort.Slice(order, func(i, j int) bool {
 		a, b := order[i], order[j]
-		if a.merchant != b.merchant {
-			return a.merchant < b.merchant
+		if a.Merchant != b.Merchant {
+			return a.Merchant < b.Merchant
 		}
-		if a.store != b.store {
-			return a.store < b.store
+		if a.Store != b.Store {
+			return a.Store < b.Store
 		}
-		return a.currency < b.currency
+		return a.Currency < b.Currency
 	})
 	var out []Batch
 	for gi, k := range order {
@@ -203,20 +211,20 @@ func Run(items []Item, env Env) ([]Batch, error) {
 			}
 			return its[i].Key < its[j].Key
 		})
-		n, err := env.Reference(k.merchant)
+		n, err := env.Reference(k.Merchant)
 		if err != nil {
 			return nil, err
 		}
-		s := Settlement{ID: env.IDs.NewID("settlement"), Reference: fmt.Sprintf("S-%06d", n), MerchantID: k.merchant,
-			StoreID: k.store, Currency: k.currency, CreatedAt: env.Now, PeriodStart: its[0].OccurredAt,
+		s := Settlement{ID: env.IDs.NewID("settlement"), Reference: fmt.Sprintf("S-%06d", n), MerchantID: k.Merchant,
+			StoreID: k.Store, Currency: k.Currency, CreatedAt: env.Now, PeriodStart: its[0].OccurredAt,
 			PeriodEnd: its[len(its)-1].OccurredAt, PayoutDate: payoutDate(env.Now)}
 		b := Batch{}
-		fees := env.Fees(k.merchant)
+		fees := env.Fees(k.Merchant)
 		add := func(it Item, t Kind, amount int64) {
 			b.Transactions = append(b.Transactions, Transaction{ID: env.IDs.NewID("settlementTx"), SettlementID: s.ID,
 				Seq: len(b.Transactions) + 1, Type: t, OrderID: it.OrderID, LedgerID: it.LedgerID,
 				DocumentReference: it.DocumentReference, MerchantReference: it.MerchantReference, Amount: amount,
-				Currency: k.currency, OccurredAt: it.OccurredAt})
+				Currency: k.Currency, OccurredAt: it.OccurredAt})
 		}
 		for _, it := range its {
 			b.Keys = append(b.Keys, it.Key)
