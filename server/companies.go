@@ -32,9 +32,10 @@ func (s *Server) searchCompanies(w http.ResponseWriter, r *http.Request, _ httpr
 		s.writeError(w, r, fault.New(fault.RateLimited, "rate_limited", "too many company searches from this address; retry after a second"))
 		return
 	}
-	q := strings.TrimSpace(r.URL.Query().Get("q"))
-	country := r.URL.Query().Get("country")
+	v := r.URL.Query()
 	var f fault.Fields
+	q := strings.TrimSpace(queryValue(&f, v, "q"))
+	country := queryValue(&f, v, "country")
 	switch {
 	case country == "":
 		f.Add("country", "is required")

@@ -9,7 +9,9 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -340,6 +342,22 @@ func jsonKind(t reflect.Type) string {
 	default:
 		return "object"
 	}
+}
+
+// queryValue is the value of a query parameter that takes one. url.Values
+// keeps every repetition and Get answers the first, so
+// "createdFrom=a&createdFrom=b" would filter by a alone while the client, a
+// proxy or a log shows b as well; as with a header given twice, differing
+// values are refused, naming the parameter (the same value twice is one).
+func queryValue(f *fault.Fields, v url.Values, name string) string {
+	vs := v[name]
+	if len(vs) == 0 {
+		return ""
+	}
+	if slices.ContainsFunc(vs[1:], func(s string) bool { return s != vs[0] }) {
+		f.Add(name, "is given more than once")
+	}
+	return vs[0]
 }
 
 // queryList splits a csv query parameter; repeated parameters are joined.

@@ -43,13 +43,14 @@ func (s *Server) notificationRoutes() {
 		var f fault.Fields
 		size := kassa.DefaultNotificationPage
 		if v.Has("size") {
-			size = parseIntParam(&f, "size", v.Get("size"), 1, kassa.MaxNotificationPage)
+			size = parseIntParam(&f, "size", queryValue(&f, v, "size"), 1, kassa.MaxNotificationPage)
 		}
+		fromID := queryValue(&f, v, "fromId")
 		if err := f.Err(); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		page, err := s.ledger.ListNotifications(r.Context(), merchantOf(r.Context()), v.Get("fromId"), size)
+		page, err := s.ledger.ListNotifications(r.Context(), merchantOf(r.Context()), fromID, size)
 		s.answer(w, r, http.StatusOK, page, err)
 	}))
 	s.handle(http.MethodGet, "/v1/notifications/:notificationId", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {

@@ -61,9 +61,10 @@ func parseStatuses(f *fault.Fields, name string, vals []string) []order.Status {
 func parseOrderQuery(r *http.Request) (storage.OrderQuery, error) {
 	v := r.URL.Query()
 	var f fault.Fields
+	one := func(name string) string { return queryValue(&f, v, name) }
 	q := storage.OrderQuery{
-		Q:                  v.Get("q"),
-		Cursor:             v.Get("cursor"),
+		Q:                  one("q"),
+		Cursor:             one("cursor"),
 		IDs:                queryList(v["id"]),
 		StoreIDs:           queryList(v["storeId"]),
 		OrderReferences:    queryList(v["orderReference"]),
@@ -71,14 +72,18 @@ func parseOrderQuery(r *http.Request) (storage.OrderQuery, error) {
 		Status:             parseStatuses(&f, "status", v["status"]),
 		StatusAnd:          parseStatuses(&f, "statusAnd", v["statusAnd"]),
 		StatusNot:          parseStatuses(&f, "statusNot", v["statusNot"]),
-		CreatedFrom:        parseTime(&f, "createdFrom", v.Get("createdFrom")),
-		CreatedTo:          parseTime(&f, "createdTo", v.Get("createdTo")),
-		ExpiresFrom:        parseTime(&f, "expiresFrom", v.Get("expiresFrom")),
-		ExpiresTo:          parseTime(&f, "expiresTo", v.Get("expiresTo")),
+		CreatedFrom:        parseTime(&f, "createdFrom", one("createdFrom")),
+		CreatedTo:          parseTime(&f, "createdTo", one("createdTo")),
+		ExpiresFrom:        parseTime(&f, "expiresFrom", one("expiresFrom")),
+		ExpiresTo:          parseTime(&f, "expiresTo", one("expiresTo")),
 	}
+	// fromId is the deprecated name of cursor: both with different values
+	// would leave one of them unread.
 	cursorParam := "cursor"
-	if q.Cursor == "" {
-		q.Cursor, cursorParam = v.Get("fromId"), "fromId"
+	if fromID := one("fromId"); q.Cursor == "" {
+		q.Cursor, cursorParam = fromID, "fromId"
+	} else if fromID != "" && fromID != q.Cursor {
+		f.Add("fromId", "is the deprecated name of cursor; send one of them")
 	}
 	if q.Cursor != "" && !kassa.ValidCursor(q.Cursor) {
 		f.Add(cursorParam, "is not a cursor from this server (damaged, or from before an upgrade)")
@@ -97,7 +102,7 @@ func parseOrderQuery(r *http.Request) (storage.OrderQuery, error) {
 		q.Categories = append(q.Categories, order.Category(c))
 	}
 	if v.Has("size") {
-		q.Size = parseIntParam(&f, "size", v.Get("size"), 1, storage.MaxPageSize)
+		q.Size = parseIntParam(&f, "size", one("size"), 1, storage.MaxPageSize)
 	}
 	return q, f.Err()
 }
@@ -151,7 +156,12 @@ func (s *Server) orderPaymentStatus(w http.ResponseWriter, r *http.Request, p ht
 
 func (s *Server) paymentStatus(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	q := r.URL.Query()
-	orderID, sessionID := q.Get("orderId"), q.Get("sessionId")
+	var f fault.Fields
+	orderID, sessionID := queryValue(&f, q, "orderId"), queryValue(&f, q, "sessionId")
+	if err := f.Err(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	switch {
 	case orderID == "" && sessionID == "":
 		s.writeError(w, r, fault.Invalidf("orderId", "orderId or sessionId is required"))

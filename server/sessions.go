@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -44,16 +45,24 @@ func (s *Server) sessionRoutes() {
 func parseSessionQuery(r *http.Request) (session.Query, error) {
 	v := r.URL.Query()
 	var f fault.Fields
+	one := func(name string) string { return queryValue(&f, v, name) }
+	// The spec declares updatedFrom twice, the second time for the upper
+	// bound: a client that sends it twice learns the upper bound's name
+	// instead of losing the bound.
+	if vs := v["updatedFrom"]; len(vs) > 1 && slices.ContainsFunc(vs[1:], func(s string) bool { return s != vs[0] }) {
+		f.Add("updatedFrom", "is given more than once; the upper bound of the update time is updatedTo")
+		v["updatedFrom"] = vs[:1]
+	}
 	q := session.Query{
-		Q:                  v.Get("q"),
-		FromID:             v.Get("fromId"),
+		Q:                  one("q"),
+		FromID:             one("fromId"),
 		StoreIDs:           queryList(v["storeId"]),
 		OrderIDs:           queryList(v["orderId"]),
 		MerchantReferences: queryList(v["merchantReference"]),
-		CreatedFrom:        parseTime(&f, "createdFrom", v.Get("createdFrom")),
-		CreatedTo:          parseTime(&f, "createdTo", v.Get("createdTo")),
-		UpdatedFrom:        parseTime(&f, "updatedFrom", v.Get("updatedFrom")),
-		UpdatedTo:          parseTime(&f, "updatedTo", v.Get("updatedTo")),
+		CreatedFrom:        parseTime(&f, "createdFrom", one("createdFrom")),
+		CreatedTo:          parseTime(&f, "createdTo", one("createdTo")),
+		UpdatedFrom:        parseTime(&f, "updatedFrom", one("updatedFrom")),
+		UpdatedTo:          parseTime(&f, "updatedTo", one("updatedTo")),
 	}
 	for _, st := range queryList(v["state"]) {
 		q.States = append(q.States, session.State(st))
@@ -62,7 +71,7 @@ func parseSessionQuery(r *http.Request) (session.Query, error) {
 		q.Sources = append(q.Sources, session.Source(src))
 	}
 	if v.Has("size") {
-		q.Size = parseIntParam(&f, "size", v.Get("size"), 1, 1000)
+		q.Size = parseIntParam(&f, "size", one("size"), 1, 1000)
 	}
 	// Report the shape errors and the query's own errors together.
 	var fe *fault.Error

@@ -21,15 +21,17 @@ func (s *Server) settlementRoutes() {
 	}))
 	s.handle(http.MethodGet, "/v1/settlements/:settlementId/tx", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		var f fault.Fields
+		v := r.URL.Query()
 		size := settlement.DefaultPageSize
-		if v := r.URL.Query(); v.Has("size") {
-			size = parseIntParam(&f, "size", v.Get("size"), 1, settlement.MaxPageSize)
+		if v.Has("size") {
+			size = parseIntParam(&f, "size", queryValue(&f, v, "size"), 1, settlement.MaxPageSize)
 		}
+		fromID := queryValue(&f, v, "fromId")
 		if err := f.Err(); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		page, err := s.ledger.SettlementTransactions(r.Context(), merchantOf(r.Context()), p.ByName("settlementId"), r.URL.Query().Get("fromId"), size)
+		page, err := s.ledger.SettlementTransactions(r.Context(), merchantOf(r.Context()), p.ByName("settlementId"), fromID, size)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -53,11 +55,12 @@ func (s *Server) settlementRoutes() {
 func (s *Server) listSettlements(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	v := r.URL.Query()
 	var f fault.Fields
+	one := func(name string) string { return queryValue(&f, v, name) }
 	q := settlement.Query{StoreIDs: queryList(v["storeId"]), IDs: queryList(v["id"]), References: queryList(v["reference"]),
-		Currencies: queryList(v["currency"]), FromID: v.Get("fromId"),
-		CreatedFrom: parseTime(&f, "createdFrom", v.Get("createdFrom")), CreatedTo: parseTime(&f, "createdTo", v.Get("createdTo"))}
+		Currencies: queryList(v["currency"]), FromID: one("fromId"),
+		CreatedFrom: parseTime(&f, "createdFrom", one("createdFrom")), CreatedTo: parseTime(&f, "createdTo", one("createdTo"))}
 	if v.Has("size") {
-		q.Size = parseIntParam(&f, "size", v.Get("size"), 1, settlement.MaxPageSize)
+		q.Size = parseIntParam(&f, "size", one("size"), 1, settlement.MaxPageSize)
 	}
 	if err := f.Err(); err != nil {
 		s.writeError(w, r, err)
