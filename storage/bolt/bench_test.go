@@ -14,6 +14,7 @@ import (
 
 	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/bolt"
 )
@@ -240,5 +241,54 @@ func BenchmarkListFirstPage(b *testing.B) {
 			}
 			b.ReportMetric(float64(n), "orders/page")
 		})
+	}
+}
+
+// BenchmarkSettlementTransactionsWalk pages through all 8 000 transactions
+// of one settlement, 100 at a time, each page after the last one's id (GET
+// /v1/settlements/{id}/tx?fromId=…). An op is the whole walk.
+func BenchmarkSettlementTransactionsWalk(b *testing.B) {
+	s, err := bolt.Open(filepath.Join(b.TempDir(), "kassa.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const n = 8000
+	batch := settlement.Batch{Settlement: settlement.Settlement{ID: "s1", Reference: "S-000001", MerchantID: "m1",
+		Currency: "SEK", CreatedAt: time.Now()}}
+	for i := range n {
+		batch.Transactions = append(batch.Transactions, settlement.Transaction{ID: fmt.Sprintf("settlementTx-%06d", i),
+			SettlementID: "s1", Seq: i + 1, Type: settlement.KindCapture, OrderID: fmt.Sprintf("order-%06d", i),
+			LedgerID: fmt.Sprintf("ledger-%06d", i), DocumentReference: fmt.Sprint(100000 + i), Amount: 12500, Currency: "SEK",
+			OccurredAt: time.Now()})
+	}
+	ctx := context.Background()
+	if err := s.Update(ctx, func(tx storage.Tx) error { return tx.SaveSettlement(batch) }); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		seen, from := 0, ""
+		for {
+			var page []settlement.Transaction
+			var next string
+			err := s.View(ctx, func(tx storage.Tx) error {
+				var err error
+				page, next, err = tx.SettlementTransactions("m1", "s1", from, 100)
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			seen += len(page)
+			if next == "" {
+				break
+			}
+			from = next
+		}
+		if seen != n {
+			b.Fatalf("walked %d transactions, want %d", seen, n)
+		}
 	}
 }

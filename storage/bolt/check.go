@@ -3,6 +3,7 @@ package bolt
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -23,8 +24,36 @@ func (s *Store) Check() error {
 		if len(errs) > 0 {
 			return fmt.Errorf("bbolt check: %w", errors.Join(errs...))
 		}
-		return checkIndexes(btx)
+		if err := checkIndexes(btx); err != nil {
+			return err
+		}
+		return checkSettleTxIDs(btx)
 	})
+}
+
+// checkSettleTxIDs verifies that the settletxid index names every settlement
+// transaction at its place, and nothing else.
+func checkSettleTxIDs(btx *bbolt.Tx) error {
+	want := map[string]bool{}
+	ids := btx.Bucket(bSettleTxID)
+	err := btx.Bucket(bSettleTx).ForEach(func(k, v []byte) error {
+		var tr struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(v, &tr); err != nil {
+			return fmt.Errorf("settlement transaction %q: %w", k, err)
+		}
+		ik := lp(bytes.Clone(k[:len(k)-4]), tr.ID)
+		if !bytes.Equal(ids.Get(ik), k[len(k)-4:]) {
+			return fmt.Errorf("settlement transaction %q: id index entry %x, want %x", k, ids.Get(ik), k[len(k)-4:])
+		}
+		want[string(ik)] = true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return sameKeys(ids, want, "settlement transaction id index")
 }
 
 func checkIndexes(btx *bbolt.Tx) error {
@@ -85,7 +114,7 @@ func sameKeys(b *bbolt.Bucket, want map[string]bool, what string) error {
 	n := 0
 	err := b.ForEach(func(k, _ []byte) error {
 		if !want[string(k)] {
-			return fmt.Errorf("%s entry %q belongs to no order", what, k)
+			return fmt.Errorf("%s entry %q indexes nothing stored", what, k)
 		}
 		n++
 		return nil

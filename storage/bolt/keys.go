@@ -14,36 +14,41 @@ import (
 // buckets), so a transaction's undo journal only has to remember puts and
 // deletes of plain keys.
 var (
-	bMerchants = []byte("merchants")   // merchant id → JSON
-	bClients   = []byte("clients")     // client id → merchant id
-	bOrders    = []byte("orders")      // lp(merchant) id → lp(meta) JSON; see encodeOrder
-	bIndex     = []byte("orderindex")  // see meta.indexKeys; value present
-	bCounts    = []byte("ordercount")  // lp(merchant) kind lp(value) → uint64 entries
-	bDue       = []byte("orderdue")    // time(expiresAt) lp(merchant) id → empty; expirable orders only
-	bAuth      = []byte("authtokens")  // lp(merchant) token → JSON
-	bCustomer  = []byte("custtokens")  // lp(merchant) id → JSON
-	bSeq       = []byte("sequences")   // lp(merchant) series → uint64
-	bIdem      = []byte("idem")        // lp(merchant) key → storage.EncodeRecord
-	bIdemExp   = []byte("idemexp")     // time(expiresAt) lp(merchant) key → empty
-	bOutbox    = []byte("outbox")      // id → JSON
-	bOutboxDue = []byte("outboxdue")   // time(nextAttempt) id → empty; not done only
-	bOutboxIx  = []byte("outboxix")    // lp(merchant) time(createdAt) id → empty
-	bSessions  = []byte("sessions")    // lp(merchant) id → JSON
-	bSessionIx = []byte("sessionix")   // lp(merchant) 'c' time(createdAt) id | 'x' external | 'o' order → id or empty
-	bSettleQ   = []byte("settleq")     // item key → JSON item (unsettled)
-	bSettle    = []byte("settlements") // lp(merchant) id → JSON settlement
-	bSettleIx  = []byte("settleix")    // lp(merchant) time(createdAt) id → empty
-	bSettleTx  = []byte("settletx")    // lp(merchant) lp(settlement) seq(4 bytes) → JSON transaction
-	bTasks     = []byte("tasks")       // id → JSON task
-	bTaskDue   = []byte("taskdue")     // time(dueAt) id → empty
-	bInfo      = []byte("storeinfo")   // name → uint64 (keyStatusRules)
+	bMerchants  = []byte("merchants")   // merchant id → JSON
+	bClients    = []byte("clients")     // client id → merchant id
+	bOrders     = []byte("orders")      // lp(merchant) id → lp(meta) JSON; see encodeOrder
+	bIndex      = []byte("orderindex")  // see meta.indexKeys; value present
+	bCounts     = []byte("ordercount")  // lp(merchant) kind lp(value) → uint64 entries
+	bDue        = []byte("orderdue")    // time(expiresAt) lp(merchant) id → empty; expirable orders only
+	bAuth       = []byte("authtokens")  // lp(merchant) token → JSON
+	bCustomer   = []byte("custtokens")  // lp(merchant) id → JSON
+	bSeq        = []byte("sequences")   // lp(merchant) series → uint64
+	bIdem       = []byte("idem")        // lp(merchant) key → storage.EncodeRecord
+	bIdemExp    = []byte("idemexp")     // time(expiresAt) lp(merchant) key → empty
+	bOutbox     = []byte("outbox")      // id → JSON
+	bOutboxDue  = []byte("outboxdue")   // time(nextAttempt) id → empty; not done only
+	bOutboxIx   = []byte("outboxix")    // lp(merchant) time(createdAt) id → empty
+	bSessions   = []byte("sessions")    // lp(merchant) id → JSON
+	bSessionIx  = []byte("sessionix")   // lp(merchant) 'c' time(createdAt) id | 'x' external | 'o' order → id or empty
+	bSettleQ    = []byte("settleq")     // item key → JSON item (unsettled)
+	bSettle     = []byte("settlements") // lp(merchant) id → JSON settlement
+	bSettleIx   = []byte("settleix")    // lp(merchant) time(createdAt) id → empty
+	bSettleTx   = []byte("settletx")    // lp(merchant) lp(settlement) seq(4 bytes) → JSON transaction
+	bSettleTxID = []byte("settletxid")  // lp(merchant) lp(settlement) id → seq(4 bytes): where a page after fromId starts
+	bTasks      = []byte("tasks")       // id → JSON task
+	bTaskDue    = []byte("taskdue")     // time(dueAt) id → empty
+	bInfo       = []byte("storeinfo")   // name → uint64 (keyStatusRules)
 )
 
 // keyStatusRules holds the order.StatusRules the status index was built with.
 var keyStatusRules = []byte("statusRules")
 
+// keySettleTxIDs marks a file whose settletxid index covers every settlement
+// transaction (files from before the index get it built once, at Open).
+var keySettleTxIDs = []byte("settleTxIDs")
+
 var buckets = [][]byte{bMerchants, bClients, bOrders, bIndex, bCounts, bDue, bAuth, bCustomer,
-	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bOutboxIx, bSessions, bSessionIx, bSettleQ, bSettle, bSettleIx, bSettleTx, bTasks, bTaskDue, bInfo}
+	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bOutboxIx, bSessions, bSessionIx, bSettleQ, bSettle, bSettleIx, bSettleTx, bSettleTxID, bTasks, bTaskDue, bInfo}
 
 // Index kinds of the order index. Equality kinds are followed by the
 // length-prefixed value, then the order's createdAt and id, so that one

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"slices"
 
 	bbolt "go.etcd.io/bbolt"
@@ -54,4 +55,29 @@ func (s *Store) reindexStatuses(btx *bbolt.Tx) error {
 		}
 	}
 	return info.Put(keyStatusRules, binary.BigEndian.AppendUint64(nil, order.StatusRules))
+}
+
+// indexSettlementTxIDs builds the settletxid index of a file made before it
+// existed, once, at Open: every settlement transaction's id, pointing at its
+// place in the settlement.
+func indexSettlementTxIDs(btx *bbolt.Tx) error {
+	info := btx.Bucket(bInfo)
+	if info.Get(keySettleTxIDs) != nil {
+		return nil
+	}
+	ids := btx.Bucket(bSettleTxID)
+	err := btx.Bucket(bSettleTx).ForEach(func(k, v []byte) error {
+		var tr struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(v, &tr); err != nil || len(k) < 4 {
+			return nil // its pages fail the same way; Open must not
+		}
+		prefix, seq := k[:len(k)-4], k[len(k)-4:]
+		return ids.Put(lp(slices.Clone(prefix), tr.ID), slices.Clone(seq))
+	})
+	if err != nil {
+		return err
+	}
+	return info.Put(keySettleTxIDs, []byte{1})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/order/ordertest"
+	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 )
 
@@ -93,6 +95,70 @@ func TestReindexStatusesOnOpen(t *testing.T) {
 			t.Errorf("reindex changed the version: %d, want %d", got.Version, o.Version)
 		}
 		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A file made before the settlement transaction id index gets it built when
+// opened: paging after a transaction id works, and the consistency check,
+// which fails while the index is missing, passes.
+func TestSettlementTxIDsIndexedOnOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kassa.db")
+	f := ordertest.New()
+	s, err := Open(path, Options{Clock: f.Clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var txs []settlement.Transaction
+	for i := range 5 {
+		txs = append(txs, settlement.Transaction{ID: fmt.Sprintf("tx-%d", i), SettlementID: "s1", Seq: i + 1,
+			Type: settlement.KindCapture, Amount: 100, Currency: "SEK"})
+	}
+	batch := settlement.Batch{Settlement: settlement.Settlement{ID: "s1", Reference: "S-000001", MerchantID: "m1",
+		Currency: "SEK", CreatedAt: f.Clock.Now()}, Transactions: txs}
+	if err := s.Update(ctx, func(tx storage.Tx) error { return tx.SaveSettlement(batch) }); err != nil {
+		t.Fatal(err)
+	}
+	// What the older code left: no index, no mark.
+	err = s.db.Update(func(btx *bbolt.Tx) error {
+		if err := btx.DeleteBucket(bSettleTxID); err != nil {
+			return err
+		}
+		if _, err := btx.CreateBucket(bSettleTxID); err != nil {
+			return err
+		}
+		return btx.Bucket(bInfo).Delete(keySettleTxIDs)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(); err == nil {
+		t.Fatal("the check passed a file whose transactions are not indexed")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(path, Options{Clock: f.Clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Check(); err != nil {
+		t.Fatalf("consistency after indexing: %v", err)
+	}
+	err = s.View(ctx, func(tx storage.Tx) error {
+		page, next, err := tx.SettlementTransactions("m1", "s1", "tx-1", 2)
+		if err != nil {
+			return err
+		}
+		if len(page) != 2 || page[0].ID != "tx-2" || page[1].ID != "tx-3" || next != "tx-3" {
+			t.Fatalf("page after tx-1: %+v, next %q", page, next)
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"slices"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/settlement"
@@ -15,6 +16,10 @@ func settleIxKey(s *settlement.Settlement) []byte {
 
 func settleTxKey(merchantID, settlementID string, seq int) []byte {
 	return binary.BigEndian.AppendUint32(lp(lp(nil, merchantID), settlementID), uint32(seq))
+}
+
+func settleTxIDKey(merchantID, settlementID, id string) []byte {
+	return lp(lp(lp(nil, merchantID), settlementID), id)
 }
 
 func (t *tx) QueueSettlementItems(items []settlement.Item) error {
@@ -65,7 +70,11 @@ func (t *tx) SaveSettlement(b settlement.Batch) error {
 		return err
 	}
 	for i := range b.Transactions {
-		if err := t.putRecord(bSettleTx, settleTxKey(s.MerchantID, s.ID, b.Transactions[i].Seq), &b.Transactions[i]); err != nil {
+		tr := &b.Transactions[i]
+		if err := t.putRecord(bSettleTx, settleTxKey(s.MerchantID, s.ID, tr.Seq), tr); err != nil {
+			return err
+		}
+		if err := t.put(bSettleTxID, settleTxIDKey(s.MerchantID, s.ID, tr.ID), binary.BigEndian.AppendUint32(nil, uint32(tr.Seq))); err != nil {
 			return err
 		}
 	}
@@ -109,26 +118,28 @@ func (t *tx) SettlementTransactions(merchantID, settlementID, fromID string, siz
 		return nil, "", err
 	}
 	prefix := lp(lp(nil, merchantID), settlementID)
+	start := prefix
+	if fromID != "" {
+		// Looked up, not found by decoding the transactions before it: a
+		// walk of a large settlement would otherwise cost the square of its
+		// size.
+		seq := t.st.bucket(bSettleTxID).Get(settleTxIDKey(merchantID, settlementID, fromID))
+		if len(seq) != 4 {
+			return nil, "", fault.Invalidf("fromId", "is not a transaction of this settlement")
+		}
+		start = binary.BigEndian.AppendUint32(slices.Clip(prefix), binary.BigEndian.Uint32(seq)+1)
+	}
 	c := t.st.bucket(bSettleTx).Cursor()
-	k, v := c.Seek(prefix)
-	found := fromID == ""
 	var page []settlement.Transaction
-	for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+	for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if len(page) == size {
+			return page, page[len(page)-1].ID, nil
+		}
 		var tr settlement.Transaction
 		if err := json.Unmarshal(v, &tr); err != nil {
 			return nil, "", fault.Internalf(err, "decode settlement transaction")
 		}
-		if !found {
-			found = tr.ID == fromID
-			continue
-		}
-		if len(page) == size {
-			return page, page[len(page)-1].ID, nil
-		}
 		page = append(page, tr)
-	}
-	if !found {
-		return nil, "", fault.Invalidf("fromId", "is not a transaction of this settlement")
 	}
 	return page, "", nil
 }

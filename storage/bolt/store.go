@@ -132,13 +132,17 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fault.Internalf(err, "open %s", path)
 	}
 	s := &Store{db: db, clock: opts.Clock, opts: opts, done: make(chan struct{}), decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}
-	// One transaction (one commit) at open: the buckets, then the status
-	// index brought up to the current rules.
+	// One transaction (one commit) at open: the buckets, indexes added since
+	// the file was made, then the status index brought up to the current
+	// rules.
 	if err := db.Update(func(tx *bbolt.Tx) error {
 		for _, b := range buckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
+		}
+		if err := indexSettlementTxIDs(tx); err != nil {
+			return err
 		}
 		return s.reindexStatuses(tx)
 	}); err != nil {

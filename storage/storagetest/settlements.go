@@ -132,6 +132,27 @@ func testSettlements(t *testing.T, s storage.Store) {
 		if fmt.Sprint(seqs) != "[1 2 3]" {
 			t.Fatalf("transactions %v", seqs)
 		}
+		txs, next, err := tx.SettlementTransactions("m1", first[0].Settlement.ID, "", 10)
+		if err != nil || len(txs) != 3 || next != "" {
+			t.Fatalf("one page of all: %d, next %q, %v", len(txs), next, err)
+		}
+		rest, next, err := tx.SettlementTransactions("m1", first[0].Settlement.ID, txs[0].ID, 10)
+		if err != nil || len(rest) != 2 || rest[0].Seq != 2 || rest[1].Seq != 3 || next != "" {
+			t.Fatalf("after the first: %+v, next %q, %v", rest, next, err)
+		}
+		if end, next, err := tx.SettlementTransactions("m1", first[0].Settlement.ID, txs[2].ID, 10); err != nil || len(end) != 0 || next != "" {
+			t.Fatalf("after the last: %+v, next %q, %v", end, next, err)
+		}
+		// A transaction of another settlement of the same merchant is no
+		// position in this one.
+		other, _, err := tx.SettlementTransactions("m1", first[1].Settlement.ID, "", 1)
+		if err != nil || len(other) != 1 {
+			t.Fatalf("other settlement: %+v, %v", other, err)
+		}
+		_, _, err = tx.SettlementTransactions("m1", first[0].Settlement.ID, other[0].ID, 10)
+		wantKind(t, err, fault.Invalid)
+		_, _, err = tx.SettlementTransactions("m1", first[0].Settlement.ID, "no-such-tx", 10)
+		wantKind(t, err, fault.Invalid)
 		_, _, err = tx.SettlementTransactions("m2", first[0].Settlement.ID, "", 10)
 		wantKind(t, err, fault.NotFound)
 		return nil
