@@ -338,6 +338,10 @@ func (l *Ledger) SessionPaymentStatus(ctx context.Context, merchantID, sessionID
 			ps.Status, ps.Note = "cancelled", "the session was cancelled or declined"
 		case session.StateExpired:
 			ps.Status, ps.Note = "expired", "the buyer did not complete the checkout in time"
+			if s.AuthorizedAt != nil {
+				// The buyer did finish: it is the merchant's order that never came.
+				ps.Note = "the buyer approved, but the authorization expired before an order was created from it"
+			}
 		default:
 			ps.Status, ps.Note = "pending", "the buyer has not completed the checkout"
 		}

@@ -629,7 +629,11 @@ func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, op
 func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock *server.Clock, settleAt time.Time) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
-	nextSettle := nextAt(clock.Now(), settleAt)
+	// The first pass runs the latest settlement time, not the next: if it
+	// passed while no server ran (a deploy, an outage), that day is settled
+	// now rather than folded into the next day's run. A day already settled
+	// is not settled twice, as with a replica that runs a minute late.
+	nextSettle := settleCutoff(clock.Now(), settleAt)
 	for {
 		// The schedule follows the server's clock, so the sandbox test clock
 		// can move a merchant to the next settlement in seconds.

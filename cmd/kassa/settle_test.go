@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -108,5 +110,59 @@ func TestBadSandboxEnvIsRefused(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "KASSA_SANDBOX") {
 		t.Fatalf("serve with KASSA_SANDBOX=maybe: %d %s", code, errb.String())
+	}
+}
+
+// TestDailySettlementMissedWhileStoppedRunsAtStart: a capture made just
+// before the day's settlement time, and no server running at that time (a
+// deploy, an outage). The server started after it settles that day at once,
+// as the daily run would have; it used to wait for the next day's run, so
+// the day's payout was skipped.
+func TestDailySettlementMissedWhileStoppedRunsAtStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "kassa")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "data")
+	base, stop := startServer(t, bin, data)
+	c := &client{t: t, base: base}
+	c.token("demo", "demo-secret-123")
+	id := c.orderOf("missed-run", 12500)
+	// Half a minute before the next 02:00 (the default --settle-at), so that
+	// no tick of this server reaches the settlement time.
+	var clock struct{ Now time.Time }
+	c.do("GET", "/sandbox/v1/clock", "", "", 200, &clock)
+	next := nextAt(clock.Now, time.Date(0, 1, 1, 2, 0, 0, 0, time.UTC))
+	c.do("POST", "/sandbox/v1/clock", fmt.Sprintf(`{"set":%q}`, next.Add(-30*time.Second).Format(time.RFC3339Nano)), "", 200, nil)
+	c.do("POST", "/v1/orders/"+id+"/capture", "", "capture-missed-run", 200, nil)
+	stop()
+
+	// The server is down while the settlement time passes.
+	sc := server.NewClock(true)
+	if err := sc.PersistTo(filepath.Join(data, "sandbox-clock.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Advance(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	base, stop = startServer(t, bin, data)
+	defer stop()
+	c = &client{t: t, base: base}
+	c.token("demo", "demo-secret-123")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := c.settlements()
+		if len(got) == 1 && got[0].GrossAmount.MinorUnits == 12500 {
+			return
+		}
+		if len(got) > 1 || time.Now().After(deadline) {
+			t.Fatalf("settlements after a start past the missed run: %+v, want one of 125.00", got)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
