@@ -33,9 +33,20 @@ const (
 	ExpiryReminderBefore = 24 * time.Hour
 )
 
-// autoCaptureRetry is how long a due auto-capture waits while the order is
-// blocked (awaiting acknowledgement or on hold) before it looks again.
-const autoCaptureRetry = time.Minute
+// A due auto-capture whose order is blocked (awaiting acknowledgement or on
+// hold) looks again after autoCaptureRetry, doubling each time up to
+// autoCaptureRetryMax: an order can stay blocked until it expires, weeks of
+// a look a minute. What unblocks it (acknowledge, a hold approved) brings
+// the capture forward itself (unblockAutoCapture), so the wait costs nothing
+// then.
+const (
+	autoCaptureRetry    = time.Minute
+	autoCaptureRetryMax = time.Hour
+)
+
+func autoCaptureRetryAfter(attempts int) time.Duration {
+	return min(autoCaptureRetry<<min(attempts, 10), autoCaptureRetryMax)
+}
 
 func scheduleAutoCapture(tx storage.Tx, o *order.Order) error {
 	if o.AutoCapture == nil || !o.AutoCapture.Enabled {
@@ -43,6 +54,24 @@ func scheduleAutoCapture(tx storage.Tx, o *order.Order) error {
 	}
 	return tx.ScheduleTask(&storage.Task{ID: "autocapture-" + o.ID, Kind: TaskAutoCapture, MerchantID: o.MerchantID,
 		OrderID: o.ID, DueAt: o.CreatedAt.Add(time.Duration(o.AutoCapture.DelayMinutes) * time.Minute)})
+}
+
+// unblockAutoCapture runs after an operation that may have unblocked an
+// auto-capture order: if its delay has passed and it can be captured now,
+// the auto-capture is due at once instead of at its backed-off retry.
+func unblockAutoCapture(tx storage.Tx, o *order.Order, env order.Env) error {
+	if o.AutoCapture == nil || !o.AutoCapture.Enabled {
+		return nil
+	}
+	due := o.CreatedAt.Add(time.Duration(o.AutoCapture.DelayMinutes) * time.Minute)
+	if due.After(env.Now) {
+		return nil // the task scheduled at creation is still ahead
+	}
+	if _, err := o.Require(o.Uncaptured.ID, order.ActionCapture, env); err != nil {
+		return nil
+	}
+	return tx.ScheduleTask(&storage.Task{ID: "autocapture-" + o.ID, Kind: TaskAutoCapture, MerchantID: o.MerchantID,
+		OrderID: o.ID, DueAt: env.Now})
 }
 
 func scheduleAckReminder(tx storage.Tx, o *order.Order) error {
@@ -170,7 +199,7 @@ func (l *Ledger) autoCapture(tx storage.Tx, task *storage.Task) (taskOutcome, er
 	if _, err := o.Require(o.Uncaptured.ID, order.ActionCapture, env); err != nil {
 		if o.HasStatus(order.StatusUncaptured, env.Now) && !o.Expired(env.Now) && o.Hold != order.HoldFraudDeny {
 			// Still open but blocked (acknowledgement, hold): look again later.
-			task.DueAt, task.Attempts = env.Now.Add(autoCaptureRetry), task.Attempts+1
+			task.DueAt, task.Attempts = env.Now.Add(autoCaptureRetryAfter(task.Attempts)), task.Attempts+1
 			return outcomeRescheduled, tx.ScheduleTask(task)
 		}
 		return outcomeNone, nil // closed: nothing to capture

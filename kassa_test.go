@@ -780,3 +780,92 @@ func TestExportWritesOutsideTheTransaction(t *testing.T) {
 		t.Fatalf("export: %d bytes, %v", w.n, err)
 	}
 }
+
+// TestBlockedAutoCaptureBacksOffAndRunsOnAcknowledge: an auto-capture order
+// awaiting acknowledgement is looked at again less and less often while it
+// stays blocked (it used to be every minute until the order expired, 40 000
+// transactions for one order), and the acknowledgement brings the capture
+// forward to the next run instead of leaving it to the backed-off time.
+func TestBlockedAutoCaptureBacksOffAndRunsOnAcknowledge(t *testing.T) {
+	now := time.Date(2026, 2, 2, 9, 0, 0, 0, time.UTC)
+	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{})
+	l, ctx, merchant := f.ledger, f.ctx, f.merchant
+	a := f.authorization("adv")
+	a.PaymentMethod.Type = order.PayAdvanceInvoice
+	if err := l.PutAuthorization(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchant}, "adv", &order.CreateRequest{
+		Country: "SE", Currency: "SEK", Locale: "sv-SE", AutoCapture: &order.AutoCapture{Enabled: true, DelayMinutes: 30},
+		TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(int64(5000))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Order.ID
+	// A day of the job running every minute while the order stays blocked.
+	looks := 0
+	for range 24 * 60 {
+		now = now.Add(time.Minute)
+		st, err := l.RunTasks(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.AutoCaptured != 0 {
+			t.Fatal("captured an order awaiting acknowledgement")
+		}
+		looks += st.Rescheduled
+	}
+	if looks > 40 {
+		t.Fatalf("a blocked auto-capture was looked at %d times in a day; want it to back off", looks)
+	}
+	if looks < 5 {
+		t.Fatalf("a blocked auto-capture was looked at %d times in a day; want it retried", looks)
+	}
+	if _, err := l.Acknowledge(ctx, kassa.Call{MerchantID: merchant}, id); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	if n, err := l.RunAutoCapture(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("the run right after the acknowledgement captured %d (%v), want 1", n, err)
+	}
+	o, _, _ := l.GetOrder(ctx, merchant, id)
+	if o.Amounts().Captured != 5000 {
+		t.Fatalf("captured %d, want 5000", o.Amounts().Captured)
+	}
+}
+
+// TestAutoCaptureRunsWhenTheHoldIsApproved: an auto-capture held back by a
+// risk review runs at the next job after the hold is approved, not at its
+// backed-off retry.
+func TestAutoCaptureRunsWhenTheHoldIsApproved(t *testing.T) {
+	now := time.Date(2026, 2, 2, 9, 0, 0, 0, time.UTC)
+	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{})
+	l, ctx, merchant := f.ledger, f.ctx, f.merchant
+	a := f.authorization("held")
+	a.RiskTags = []order.RiskTag{order.RiskPossibleFraud}
+	if err := l.PutAuthorization(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchant}, "held", &order.CreateRequest{
+		Country: "SE", Currency: "SEK", Locale: "sv-SE", AutoCapture: &order.AutoCapture{Enabled: true, DelayMinutes: 30},
+		TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(int64(7000))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 6 * 60 {
+		now = now.Add(time.Minute)
+		if n, err := l.RunAutoCapture(ctx, 10); err != nil || n != 0 {
+			t.Fatalf("while on hold: captured %d (%v)", n, err)
+		}
+	}
+	if _, err := l.ResolveHold(ctx, kassa.Call{MerchantID: merchant}, res.Order.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	if n, err := l.RunAutoCapture(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("the run right after the approval captured %d (%v), want 1", n, err)
+	}
+	if o, _, _ := l.GetOrder(ctx, merchant, res.Order.ID); o.Amounts().Captured != 7000 {
+		t.Fatalf("captured %d, want 7000", o.Amounts().Captured)
+	}
+}

@@ -234,8 +234,11 @@ func (l *Ledger) CancelLedger(ctx context.Context, call Call, orderID, ledgerID 
 
 // Acknowledge confirms an order that awaits acknowledgement.
 func (l *Ledger) Acknowledge(ctx context.Context, call Call, orderID string) (*Result, error) {
-	return l.mutate(ctx, call, "acknowledge", orderID, nil, nil, func(_ storage.Tx, o *order.Order, env order.Env) error {
-		return o.Acknowledge(env)
+	return l.mutate(ctx, call, "acknowledge", orderID, nil, nil, func(tx storage.Tx, o *order.Order, env order.Env) error {
+		if err := o.Acknowledge(env); err != nil {
+			return err
+		}
+		return unblockAutoCapture(tx, o, env)
 	})
 }
 
@@ -347,8 +350,11 @@ func (l *Ledger) MarkLedger(ctx context.Context, call Call, orderID, ledgerID st
 
 // ResolveHold ends a risk review of an order on hold.
 func (l *Ledger) ResolveHold(ctx context.Context, call Call, orderID string, approve bool) (*Result, error) {
-	return l.mutate(ctx, call, "resolveHold", orderID, nil, approve, func(_ storage.Tx, o *order.Order, env order.Env) error {
-		return o.ResolveHold(approve, env)
+	return l.mutate(ctx, call, "resolveHold", orderID, nil, approve, func(tx storage.Tx, o *order.Order, env order.Env) error {
+		if err := o.ResolveHold(approve, env); err != nil {
+			return err
+		}
+		return unblockAutoCapture(tx, o, env)
 	})
 }
 
