@@ -81,9 +81,11 @@ func (t *tx) PutSession(s *session.Session) error {
 			return err
 		}
 	} else {
-		if old.ExternalSessionID != "" && old.ExternalSessionID != s.ExternalSessionID {
-			if err := t.del(bSessionIx, sessionLookupKey(s.MerchantID, 'x', old.ExternalSessionID)); err != nil {
-				return err
+		for kind, v := range map[byte][2]string{'x': {old.ExternalSessionID, s.ExternalSessionID}, 'o': {old.OrderID, s.OrderID}} {
+			if v[0] != "" && v[0] != v[1] {
+				if err := t.del(bSessionIx, sessionLookupKey(s.MerchantID, kind, v[0])); err != nil {
+					return err
+				}
 			}
 		}
 		if !old.CreatedAt.Equal(s.CreatedAt) {
