@@ -8,6 +8,9 @@ import (
 	"fmt"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"github.com/kassahq/kassa/session"
+	"github.com/kassahq/kassa/storage"
 )
 
 // Check verifies the file: bbolt's own consistency check (pages, freelist),
@@ -96,6 +99,9 @@ func checkIndexes(btx *bbolt.Tx) error {
 	if err := sameKeys(btx.Bucket(bDue), due, "expiry index"); err != nil {
 		return err
 	}
+	if err := checkSessionIndex(btx); err != nil {
+		return err
+	}
 	seen := 0
 	err = btx.Bucket(bCounts).ForEach(func(k, v []byte) error {
 		seen++
@@ -131,4 +137,42 @@ func splitOrderKey(k []byte) (merchant, id string, err error) {
 		return "", "", fmt.Errorf("bad order key %q", k)
 	}
 	return string(k[n : n+int(l)]), string(bytes.Clone(k[n+int(l):])), nil
+}
+
+// checkSessionIndex: the session index holds exactly the entries of the
+// stored sessions (sessionEntries), with their values.
+func checkSessionIndex(btx *bbolt.Tx) error {
+	want := map[string][]byte{}
+	err := btx.Bucket(bSessions).ForEach(func(k, v []byte) error {
+		var s session.Session
+		if err := storage.DecodeRecord(v, &s); err != nil {
+			return fmt.Errorf("session %q: %w", k, err)
+		}
+		for _, e := range sessionEntries(&s) {
+			if _, dup := want[string(e.key)]; dup {
+				return fmt.Errorf("session index entry %q belongs to two sessions", e.key)
+			}
+			want[string(e.key)] = e.value
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	n := 0
+	err = btx.Bucket(bSessionIx).ForEach(func(k, v []byte) error {
+		w, ok := want[string(k)]
+		if !ok {
+			return fmt.Errorf("session index entry %q belongs to no session", k)
+		}
+		if !bytes.Equal(v, w) {
+			return fmt.Errorf("session index entry %q is %q, want %q", k, v, w)
+		}
+		n++
+		return nil
+	})
+	if err == nil && n != len(want) {
+		err = fmt.Errorf("session index has %d entries, want %d", n, len(want))
+	}
+	return err
 }

@@ -29,7 +29,7 @@ var (
 	bOutboxDue  = []byte("outboxdue")   // time(nextAttempt) id → empty; not done only
 	bOutboxIx   = []byte("outboxix")    // lp(merchant) time(createdAt) id → empty
 	bSessions   = []byte("sessions")    // lp(merchant) id → JSON
-	bSessionIx  = []byte("sessionix")   // lp(merchant) 'c' time(createdAt) id | 'x' external | 'o' order → id or empty
+	bSessionIx  = []byte("sessionix")   // lp(merchant) 'c'|'s'|'m'|'u'|'x'|'o' …; see sessionEntries
 	bSettleQ    = []byte("settleq")     // item key → JSON item (unsettled)
 	bSettle     = []byte("settlements") // lp(merchant) id → JSON settlement
 	bSettleIx   = []byte("settleix")    // lp(merchant) time(createdAt) id → empty

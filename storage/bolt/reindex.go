@@ -8,6 +8,8 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/session"
+	"github.com/kassahq/kassa/storage"
 )
 
 // reindexStatuses brings the status index up to order.StatusRules when the
@@ -80,4 +82,39 @@ func indexSettlementTxIDs(btx *bbolt.Tx) error {
 		return err
 	}
 	return info.Put(keySettleTxIDs, []byte{1})
+}
+
+// reindexSessions rebuilds the session index from the sessions when the file
+// holds an older set of its kinds (sessionIndexVersion): files written before
+// the storeId, merchantReference and updatedAt entries existed get them, and
+// any entry no session accounts for is dropped. It runs at Open, in the
+// transaction that creates the buckets, before any other.
+func (s *Store) reindexSessions(btx *bbolt.Tx) error {
+	info := btx.Bucket(bInfo)
+	if v := info.Get(keySessionIndex); len(v) == 8 && binary.BigEndian.Uint64(v) >= sessionIndexVersion {
+		return nil
+	}
+	if err := btx.DeleteBucket(bSessionIx); err != nil {
+		return err
+	}
+	ix, err := btx.CreateBucket(bSessionIx)
+	if err != nil {
+		return err
+	}
+	err = btx.Bucket(bSessions).ForEach(func(_, v []byte) error {
+		var ss session.Session
+		if err := storage.DecodeRecord(v, &ss); err != nil {
+			return nil // its reads fail the same way (and Check names it); Open must not
+		}
+		for _, e := range sessionEntries(&ss) {
+			if err := ix.Put(e.key, e.value); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return info.Put(keySessionIndex, binary.BigEndian.AppendUint64(nil, sessionIndexVersion))
 }

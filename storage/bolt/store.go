@@ -134,7 +134,7 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{db: db, clock: opts.Clock, opts: opts, done: make(chan struct{}), decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}
 	// One transaction (one commit) at open: the buckets, indexes added since
 	// the file was made, then the status index brought up to the current
-	// rules.
+	// rules and the session index to its current kinds.
 	if err := db.Update(func(tx *bbolt.Tx) error {
 		for _, b := range buckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -144,7 +144,10 @@ func Open(path string, opts Options) (*Store, error) {
 		if err := indexSettlementTxIDs(tx); err != nil {
 			return err
 		}
-		return s.reindexStatuses(tx)
+		if err := s.reindexStatuses(tx); err != nil {
+			return err
+		}
+		return s.reindexSessions(tx)
 	}); err != nil {
 		db.Close()
 		return nil, fault.Internalf(err, "initialize %s", path)

@@ -507,8 +507,12 @@ func (t *tx) PutSession(s *session.Session) error {
 			return err
 		}
 	}
-	if old, err := t.GetSession(s.MerchantID, s.ID); err == nil && old.ExternalSessionID != "" && old.ExternalSessionID != s.ExternalSessionID {
-		t.del("sessionix/" + s.MerchantID + "/x/" + old.ExternalSessionID)
+	if old, err := t.GetSession(s.MerchantID, s.ID); err == nil {
+		for kind, v := range map[string][2]string{"x": {old.ExternalSessionID, s.ExternalSessionID}, "o": {old.OrderID, s.OrderID}} {
+			if v[0] != "" && v[0] != v[1] {
+				t.del("sessionix/" + s.MerchantID + "/" + kind + "/" + v[0])
+			}
+		}
 	}
 	return t.put("session/"+s.MerchantID+"/"+s.ID, s)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/order/ordertest"
+	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
@@ -125,3 +126,120 @@ func TestExplainListPlans(t *testing.T) {
 		os.WriteFile(out, []byte(doc.String()), 0o644)
 	}
 }
+
+// TestExplainSessionPlans loads 20 000 sessions of one merchant (plus 2 000
+// of another) and prints, for each session list filter, the first-page time
+// and the EXPLAIN ANALYZE of the chunk query ListSessions runs; it fails when
+// an indexed filter's plan does not use its index or reads the table
+// sequentially. docs/postgres.md shows its output: KASSA_EXPLAIN=1
+// KASSA_TEST_DATABASE_URL=… go test -run ExplainSessionPlans -v ./storage/postgres/
+func TestExplainSessionPlans(t *testing.T) {
+	if os.Getenv("KASSA_EXPLAIN") == "" {
+		t.Skip("KASSA_EXPLAIN not set: the plan dump loads 22 000 sessions")
+	}
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.FreshSchema(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	n := 0
+	ids := idFunc(func(kind string) string { n++; return fmt.Sprintf("%s-%06d", kind, n) })
+	for _, m := range []struct {
+		id string
+		n  int
+	}{{"m1", 20_000}, {"m2", 2_000}} {
+		for from := 0; from < m.n; from += 2000 {
+			if err := s.Update(ctx, func(tx storage.Tx) error {
+				for i := from; i < min(from+2000, m.n); i++ {
+					r := &session.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
+						StoreID: fmt.Sprint("store-", i%20), MerchantReference: fmt.Sprint("PO-", i),
+						OrderLines:       []order.LineInput{{Description: ptr("x"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(1000)), Vat: ptr(int64(2500))}},
+						ExpiresInMinutes: ptr(int64(session.MaxTTLMinutes))}
+					created := start.Add(time.Duration(i) * time.Minute)
+					ss, err := session.New(m.id, session.SourceCheckout, r, ids, created, func(id string) string { return "/checkout/" + id })
+					if err != nil {
+						return err
+					}
+					if i%10 == 0 {
+						ss.State, ss.OrderID, ss.UpdatedAt = session.StateCompleted, fmt.Sprint("order-", i), created.Add(time.Hour)
+					}
+					if err := tx.PutSession(ss); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := s.pool.Exec(ctx, "ANALYZE sessions"); err != nil {
+		t.Fatal(err)
+	}
+	day := start.Add(4 * 24 * time.Hour)
+	queries := []struct {
+		name, index string // index: the one the plan must use ("" for filters without one)
+		q           session.Query
+	}{
+		{"no filter", "sessions_created", session.Query{}},
+		{"orderId=nope", "sessions_order", session.Query{OrderIDs: []string{"nope"}}},
+		{"orderId (two)", "sessions_order", session.Query{OrderIDs: []string{"order-1230", "order-40"}}},
+		{"merchantReference", "sessions_merchant_ref", session.Query{MerchantReferences: []string{"PO-4242"}}},
+		{"storeId=store-3", "sessions_store", session.Query{StoreIDs: []string{"store-3"}}},
+		{"storeId=store-3 + merchantReference", "", session.Query{StoreIDs: []string{"store-3"}, MerchantReferences: []string{"PO-4243"}}},
+		{"createdFrom/To (one day)", "sessions_created", session.Query{CreatedFrom: day, CreatedTo: day.Add(24 * time.Hour)}},
+		{"updatedFrom/To (one hour)", "sessions_updated", session.Query{UpdatedFrom: day, UpdatedTo: day.Add(time.Hour)}},
+		{"state=completed (no index)", "", session.Query{States: []session.State{session.StateCompleted}}},
+		{"q (no index)", "", session.Query{Q: "PO-4242"}},
+	}
+	var doc strings.Builder
+	for _, c := range queries {
+		c.q.Size = 100
+		var got int
+		began := time.Now()
+		if err := s.View(ctx, func(tx storage.Tx) error {
+			page, _, err := tx.ListSessions("m1", c.q)
+			got = len(page)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(began)
+		conds, args := sessionWhere(c.q)
+		where := strings.Join(append([]string{"merchant_id = $1"}, conds...), " AND ")
+		sql := `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) SELECT id, created_key, body FROM sessions WHERE ` + where +
+			fmt.Sprintf(` ORDER BY created_key DESC, id DESC LIMIT $%d`, len(args)+2)
+		rows, err := s.pool.Query(ctx, sql, append(append([]any{"m1"}, args...), pageChunk)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			rows.Scan(&line)
+			plan = append(plan, line)
+		}
+		rows.Close()
+		text := strings.Join(plan, "\n")
+		if strings.Contains(text, "Seq Scan") || c.index != "" && !strings.Contains(text, c.index) {
+			t.Errorf("%s: the plan does not use %s:\n%s", c.name, c.index, text)
+		}
+		fmt.Fprintf(&doc, "#### %s: %d sessions, first page %.1f ms\n\n    WHERE %s\n", c.name, got, float64(took.Microseconds())/1000, where)
+		for _, line := range plan {
+			fmt.Fprintf(&doc, "    %s\n", line)
+		}
+		doc.WriteString("\n")
+	}
+	t.Log("\n" + doc.String())
+	if out := os.Getenv("KASSA_EXPLAIN_OUT"); out != "" {
+		os.WriteFile(out, []byte(doc.String()), 0o644)
+	}
+}
+
+type idFunc func(kind string) string
+
+func (f idFunc) NewID(kind string) string { return f(kind) }
+
+func ptr[T any](v T) *T { return &v }

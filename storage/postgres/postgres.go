@@ -121,11 +121,16 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 }
 
 // migrate applies, in order, every embedded migration not yet recorded in
-// schema_migrations, each in its own transaction, while holding a session
-// advisory lock so that concurrent starts wait for each other.
+// schema_migrations, each in its own transaction, then fills the session
+// columns rows lack, while holding a session advisory lock so that
+// concurrent starts wait for each other (and none lists sessions by a
+// column not yet filled).
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	return withSessionLock(ctx, pool, lockMigrate, "migration", func(conn *pgxpool.Conn) error {
-		return applyMigrations(ctx, conn)
+		if err := applyMigrations(ctx, conn); err != nil {
+			return err
+		}
+		return fillSessionColumns(ctx, conn)
 	})
 }
 

@@ -332,7 +332,7 @@ func (t *tx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
 func (t *tx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxMessage, string, error) {
 	return pageNewest(t, "outbox", merchantID, fromID, size,
 		fault.NotFoundf("notification_not_found", "notification %s not found", fromID),
-		func(*storage.OutboxMessage) bool { return true }, func(m *storage.OutboxMessage) string { return m.ID })
+		func(*storage.OutboxMessage) bool { return true }, func(m *storage.OutboxMessage) string { return m.ID }, nil)
 }
 
 // Tasks.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/order/ordertest"
+	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/postgres"
 )
 
 // A database indexed under older status rules is reindexed when a replica
@@ -170,5 +173,77 @@ func TestReindexResumesFromItsPosition(t *testing.T) {
 	var left int
 	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM store_info WHERE name = 'statusRulesSweep'`).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("sweep row left: %d (%v)", left, err)
+	}
+}
+
+// A database the previous build wrote (sessions without the filter columns
+// of migration 6) gets them when replicas start, two at once: the filters
+// find its sessions by store, reference and update time, and a row whose
+// body cannot be decoded does not stop the start.
+func TestSessionColumnsFilledOnOpen(t *testing.T) {
+	dbURL := freshSchema(t)
+	ctx := context.Background()
+	s := open(t, dbURL)
+	// Back to the schema of migration 5, with rows as that build wrote them.
+	for _, sql := range []string{
+		`ALTER TABLE sessions DROP COLUMN store_id, DROP COLUMN merchant_ref, DROP COLUMN updated_key`,
+		`DELETE FROM schema_migrations WHERE version = 6`,
+	} {
+		if _, err := s.Pool().Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	var want []string
+	for i := range 600 {
+		body := `{"id":"s-` + strconv.Itoa(1000+i) + `","merchantId":"m1","source":"checkout","state":"cancelled","storeId":"store-` + strconv.Itoa(i%3) +
+			`","merchantReference":"PO-` + strconv.Itoa(i) + `","createdAt":"` + start.Add(time.Duration(i)*time.Second).Format(time.RFC3339Nano) +
+			`","updatedAt":"` + start.Add(time.Duration(i)*time.Second+time.Hour).Format(time.RFC3339Nano) + `","expiresAt":"` + start.Add(48*time.Hour).Format(time.RFC3339Nano) + `"}`
+		if _, err := s.Pool().Exec(ctx, `INSERT INTO sessions (merchant_id, id, created_key, body) VALUES ('m1', $1, $2, $3)`,
+			"s-"+strconv.Itoa(1000+i), storage.AppendTimeKey(nil, start.Add(time.Duration(i)*time.Second)), []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 1 && i >= 500 && i < 560 {
+			want = append([]string{"s-" + strconv.Itoa(1000+i)}, want...)
+		}
+	}
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO sessions (merchant_id, id, created_key, body) VALUES ('m1', 'broken', $1, 'not json')`,
+		storage.AppendTimeKey(nil, start)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	stores := make([]*postgres.Store, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range stores {
+		wg.Go(func() { stores[i], errs[i] = postgres.Open(ctx, dbURL, postgres.Options{}) })
+	}
+	wg.Wait()
+	for i, st := range stores {
+		if errs[i] != nil {
+			t.Fatalf("replica %d: %v", i, errs[i])
+		}
+		defer st.Close()
+	}
+	q := session.Query{StoreIDs: []string{"store-1"}, UpdatedFrom: start.Add(500*time.Second + time.Hour), UpdatedTo: start.Add(560*time.Second + time.Hour), Size: 100}
+	for i, st := range stores {
+		var got []string
+		if err := st.View(ctx, func(tx storage.Tx) error {
+			page, _, err := tx.ListSessions("m1", q)
+			for _, ss := range page {
+				got = append(got, ss.ID)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("replica %d: %v, want %v", i, got, want)
+		}
+	}
+	var unfilled int
+	if err := stores[0].Pool().QueryRow(ctx, `SELECT count(*) FROM sessions WHERE updated_key IS NULL`).Scan(&unfilled); err != nil || unfilled != 1 {
+		t.Fatalf("%d rows unfilled (%v), want only the broken one", unfilled, err)
 	}
 }

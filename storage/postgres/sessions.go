@@ -1,9 +1,13 @@
 package postgres
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/session"
@@ -17,9 +21,11 @@ const pageChunk = 256
 // created_key, body) newest first, starting strictly after the row fromID
 // (missing when there is no such row), keeps those match accepts, and
 // returns up to size of them with the id to continue from ("" on the last
-// page). It reads in chunks, so a selective filter does not load the table.
+// page). conds are further SQL conditions on the rows, with their args
+// numbered from $2: they only narrow the rows read, match decides. It reads
+// in chunks, so a selective filter does not load the table.
 func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, missing error,
-	match func(*T) bool, idOf func(*T) string) ([]*T, string, error) {
+	match func(*T) bool, idOf func(*T) string, conds []string, args ...any) ([]*T, string, error) {
 	var key []byte
 	id := fromID
 	if fromID != "" {
@@ -31,16 +37,20 @@ func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, missin
 			return nil, "", missing
 		}
 	}
+	where := strings.Join(append([]string{"merchant_id = $1"}, conds...), " AND ")
+	args = append([]any{merchantID}, args...)
+	n := len(args)
 	var page []*T
 	for {
 		var rows pgx.Rows
 		var err error
 		if key == nil {
-			rows, err = t.tx.Query(t.ctx, `SELECT id, created_key, body FROM `+table+` WHERE merchant_id = $1
-				ORDER BY created_key DESC, id DESC LIMIT $2`, merchantID, pageChunk)
+			rows, err = t.tx.Query(t.ctx, `SELECT id, created_key, body FROM `+table+` WHERE `+where+`
+				ORDER BY created_key DESC, id DESC LIMIT `+fmt.Sprintf("$%d", n+1), append(args, pageChunk)...)
 		} else {
-			rows, err = t.tx.Query(t.ctx, `SELECT id, created_key, body FROM `+table+` WHERE merchant_id = $1
-				AND (created_key, id) < ($2, $3) ORDER BY created_key DESC, id DESC LIMIT $4`, merchantID, key, id, pageChunk)
+			rows, err = t.tx.Query(t.ctx, `SELECT id, created_key, body FROM `+table+` WHERE `+where+
+				fmt.Sprintf(` AND (created_key, id) < ($%d, $%d) ORDER BY created_key DESC, id DESC LIMIT $%d`, n+1, n+2, n+3),
+				append(args, key, id, pageChunk)...)
 		}
 		if err != nil {
 			return nil, "", dbErr(err, table)
@@ -109,10 +119,11 @@ func (t *tx) PutSession(s *session.Session) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec("session", `INSERT INTO sessions (merchant_id, id, external_id, order_id, created_key, body)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (merchant_id, id) DO UPDATE
-		SET external_id = EXCLUDED.external_id, order_id = EXCLUDED.order_id, body = EXCLUDED.body`,
-		s.MerchantID, s.ID, nullIfEmpty(s.ExternalSessionID), nullIfEmpty(s.OrderID), timeKey(s.CreatedAt), b)
+	_, err = t.exec("session", `INSERT INTO sessions (merchant_id, id, external_id, order_id, store_id, merchant_ref, updated_key, created_key, body)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (merchant_id, id) DO UPDATE
+		SET external_id = EXCLUDED.external_id, order_id = EXCLUDED.order_id, store_id = EXCLUDED.store_id,
+		merchant_ref = EXCLUDED.merchant_ref, updated_key = EXCLUDED.updated_key, body = EXCLUDED.body`,
+		append(sessionColumns(s), timeKey(s.CreatedAt), b)...)
 	if fault.CodeOf(err) == "conflict" {
 		// Another transaction inserted the same reference after the check
 		// above looked: the same answer the check gives.
@@ -121,11 +132,109 @@ func (t *tx) PutSession(s *session.Session) error {
 	return err
 }
 
+// sessionColumns are the columns of s beside its id, creation key and body
+// that lookups and list filters use.
+func sessionColumns(s *session.Session) []any {
+	return []any{s.MerchantID, s.ID, nullIfEmpty(s.ExternalSessionID), nullIfEmpty(s.OrderID), s.StoreID, s.MerchantReference, timeKey(s.UpdatedAt)}
+}
+
+// ListSessions reads only the rows the indexed filters allow (orderId,
+// merchantReference, storeId, created and updated ranges; the planner picks
+// the index, see docs/postgres.md) and checks each with q.Match, which alone
+// decides what matches. state, source and q have no column: state depends on
+// the time, source has two values and q is a substring.
 func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Session, string, error) {
+	conds, args := sessionWhere(q)
 	now := t.now
 	return pageNewest(t, "sessions", merchantID, q.FromID, q.Size,
 		fault.NotFoundf("session_not_found", "session %s not found", q.FromID),
-		func(s *session.Session) bool { return q.Match(s, now) }, func(s *session.Session) string { return s.ID })
+		func(s *session.Session) bool { return q.Match(s, now) }, func(s *session.Session) string { return s.ID },
+		conds, args...)
+}
+
+// sessionWhere is the SQL conditions of q's indexed filters, arguments from $2.
+func sessionWhere(q session.Query) ([]string, []any) {
+	var conds []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, fmt.Sprintf(cond, len(args)+1))
+	}
+	// One value is an equality, so that the (merchant, value, created)
+	// index yields the page in order; PostgreSQL 15 sorts for = ANY.
+	in := func(col string, vs []string) {
+		switch len(vs) {
+		case 0:
+		case 1:
+			add(col+" = $%d", vs[0])
+		default:
+			add(col+" = ANY($%d)", vs)
+		}
+	}
+	in("order_id", q.OrderIDs)
+	in("merchant_ref", q.MerchantReferences)
+	in("store_id", q.StoreIDs)
+	if !q.CreatedFrom.IsZero() {
+		add("created_key >= $%d", timeKey(q.CreatedFrom))
+	}
+	if !q.CreatedTo.IsZero() {
+		add("created_key < $%d", timeKey(q.CreatedTo))
+	}
+	if !q.UpdatedFrom.IsZero() {
+		add("updated_key >= $%d", timeKey(q.UpdatedFrom))
+	}
+	if !q.UpdatedTo.IsZero() {
+		add("updated_key < $%d", timeKey(q.UpdatedTo))
+	}
+	return conds, args
+}
+
+// fillSessionColumns fills the filter columns of sessions written before
+// migration 6, or since by an older build, from their bodies. It runs at
+// Open under the migration lock, so no replica of this build lists by a
+// column still empty. A row whose body changed since it was read (an older
+// replica writing) is left for the next start; one that cannot be decoded is
+// left too: its reads fail the same way.
+func fillSessionColumns(ctx context.Context, conn *pgxpool.Conn) error {
+	var after [2]string
+	for {
+		rows, err := conn.Query(ctx, `SELECT merchant_id, id, body FROM sessions WHERE updated_key IS NULL
+			AND (merchant_id, id) > ($1, $2) ORDER BY merchant_id, id LIMIT $3`, after[0], after[1], reindexBatch)
+		if err != nil {
+			return fmt.Errorf("postgres: fill session columns: %w", err)
+		}
+		type row struct {
+			MerchantID, ID string
+			Body           []byte
+		}
+		batch, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+		if err != nil {
+			return fmt.Errorf("postgres: fill session columns: %w", err)
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		after = [2]string{batch[len(batch)-1].MerchantID, batch[len(batch)-1].ID}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			for _, r := range batch {
+				s, err := decode[session.Session]("session", r.Body)
+				if err != nil {
+					continue
+				}
+				if _, err := tx.Exec(ctx, `UPDATE sessions SET store_id = $3, merchant_ref = $4, updated_key = $5
+					WHERE merchant_id = $1 AND id = $2 AND body = $6`, r.MerchantID, r.ID, s.StoreID, s.MerchantReference, timeKey(s.UpdatedAt), r.Body); err != nil {
+					return fmt.Errorf("session %s/%s: %w", r.MerchantID, r.ID, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("postgres: fill session columns: %w", err)
+		}
+		if len(batch) < reindexBatch {
+			return nil
+		}
+	}
 }
 
 // Settlements.
@@ -216,7 +325,7 @@ func (t *tx) GetSettlement(merchantID, id string) (*settlement.Settlement, error
 func (t *tx) ListSettlements(merchantID string, q settlement.Query) ([]*settlement.Settlement, string, error) {
 	return pageNewest(t, "settlements", merchantID, q.FromID, q.Size,
 		fault.NotFoundf("settlement_not_found", "settlement %s not found", q.FromID),
-		q.Match, func(s *settlement.Settlement) string { return s.ID })
+		q.Match, func(s *settlement.Settlement) string { return s.ID }, nil)
 }
 
 func (t *tx) SettlementTransactions(merchantID, settlementID, fromID string, size int) ([]settlement.Transaction, string, error) {

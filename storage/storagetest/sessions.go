@@ -3,6 +3,7 @@ package storagetest
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,6 +126,219 @@ func testSessions(t *testing.T, s storage.Store) {
 	}
 	view(t, s, func(tx storage.Tx) error {
 		_, _, err := tx.ListSessions("m1", session.Query{FromID: "no-such-session", Size: 10})
+		wantKind(t, err, fault.NotFound)
+		return nil
+	})
+}
+
+// testSessionFilters checks every session list filter, alone and combined,
+// against Query.Page over all of the merchant's sessions (the definition of
+// a page): after the indexed fields of sessions change (the old value must
+// no longer match, the new one must), with ties in created time, and when
+// paging with fromId from every session, whether it matches or not.
+func testSessionFilters(t *testing.T, s storage.Store) {
+	ids := &ids{}
+	at := func(min int) time.Time { return Start.Add(time.Duration(min) * time.Minute) }
+	mk := func(merchant string, created time.Time, store, ref string, src session.Source, ttl int64) *session.Session {
+		r := &session.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", StoreID: store, MerchantReference: ref,
+			OrderLines: []order.LineInput{line("Tiles", 1, 10000, 2500)}, ExpiresInMinutes: ptr(ttl)}
+		ss, err := session.New(merchant, src, r, ids, created, func(id string) string { return "/checkout/" + id })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ss
+	}
+	var all []*session.Session // m1's, current versions
+	put := func(ss ...*session.Session) {
+		t.Helper()
+		update(t, s, func(tx storage.Tx) error {
+			for _, x := range ss {
+				if err := tx.PutSession(x); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, x := range ss {
+			if x.MerchantID != "m1" {
+				continue
+			}
+			if i := slices.IndexFunc(all, func(y *session.Session) bool { return y.ID == x.ID }); i >= 0 {
+				all[i] = x
+			} else {
+				all = append(all, x)
+			}
+		}
+	}
+	// 24 sessions: three stores, references shared in pairs, every third a
+	// payment session, every fifth expiring after ten minutes; sessions 8–11
+	// are created at the same instant (ties), as are 20 and 21.
+	for i := 0; i < 24; i++ {
+		created := at(i)
+		switch {
+		case i >= 8 && i <= 11:
+			created = at(8)
+		case i == 21:
+			created = at(20)
+		}
+		src, ttl := session.SourceCheckout, int64(session.MaxTTLMinutes)
+		if i%3 == 0 {
+			src = session.SourcePayment
+		}
+		if i%5 == 0 {
+			ttl = 10
+		}
+		put(mk("m1", created, fmt.Sprint("store-", i%3), fmt.Sprint("PO-", i/2), src, ttl))
+	}
+	// Another merchant with the same stores, references and times.
+	for i := 0; i < 6; i++ {
+		put(mk("m2", at(i), fmt.Sprint("store-", i%3), fmt.Sprint("PO-", i/2), session.SourceCheckout, session.MaxTTLMinutes))
+	}
+	// Changes after creation.
+	changeAt := Start.Add(time.Hour)
+	ref := all[4] // PO-2 → PO-99, updated an hour in
+	if err := ref.Update(&session.UpdateRequest{MerchantReference: ptr("PO-99")}, ids, changeAt); err != nil {
+		t.Fatal(err)
+	}
+	done := all[7] // completed with order-1, then (directly) order-2
+	if err := done.Authorize(order.Customer{CompanyID: "5560000001"}, order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, "at-7", time.Time{}, changeAt); err != nil {
+		t.Fatal(err)
+	}
+	if err := done.Complete("order-1", changeAt.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	put(ref, done)
+	moved := *all[10] // store-1 → store-9, updated half a microsecond past a minute boundary
+	moved.StoreID, moved.UpdatedAt = "store-9", changeAt.Add(2*time.Minute+500*time.Nanosecond)
+	renamed := *done
+	renamed.OrderID, renamed.UpdatedAt = "order-2", changeAt.Add(3*time.Minute)
+	put(&moved, &renamed)
+	cancelled := *all[12]
+	if err := cancelled.Cancel("", changeAt.Add(4*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	put(&cancelled)
+
+	view(t, s, func(tx storage.Tx) error {
+		if _, err := tx.GetSessionByOrderID("m1", "order-1"); fault.KindOf(err) != fault.NotFound {
+			t.Errorf("by the order id a session no longer has: %v, want not found", err)
+		}
+		if got, err := tx.GetSessionByOrderID("m1", "order-2"); err != nil || got.ID != done.ID {
+			t.Errorf("by its new order id: %v %v", got, err)
+		}
+		return nil
+	})
+
+	sorted := slices.Clone(all)
+	slices.SortFunc(sorted, func(a, b *session.Session) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	list := func(q session.Query) ([]string, string) {
+		var page []*session.Session
+		var next string
+		view(t, s, func(tx storage.Tx) error {
+			var err error
+			page, next, err = tx.ListSessions("m1", q)
+			return err
+		})
+		var got []string
+		for _, ss := range page {
+			got = append(got, ss.ID)
+		}
+		return got, next
+	}
+	idsOf := func(ss []*session.Session) []string {
+		var out []string
+		for _, x := range ss {
+			out = append(out, x.ID)
+		}
+		return out
+	}
+	queries := map[string]session.Query{
+		"none":                     {},
+		"orderId":                  {OrderIDs: []string{"order-2"}},
+		"orderId old":              {OrderIDs: []string{"order-1"}},
+		"orderId unknown":          {OrderIDs: []string{"nope"}},
+		"reference":                {MerchantReferences: []string{"PO-4"}},
+		"reference old":            {MerchantReferences: []string{"PO-2"}},
+		"reference new":            {MerchantReferences: []string{"PO-99"}},
+		"references":               {MerchantReferences: []string{"PO-99", "PO-4", "PO-5", "PO-10", "nope"}},
+		"store":                    {StoreIDs: []string{"store-1"}},
+		"store new":                {StoreIDs: []string{"store-9"}},
+		"stores":                   {StoreIDs: []string{"store-0", "store-9"}},
+		"state":                    {States: []session.State{session.StateExpired}},
+		"states":                   {States: []session.State{session.StateCompleted, session.StateCancelled}},
+		"source":                   {Sources: []session.Source{session.SourcePayment}},
+		"q":                        {Q: "po-1"},
+		"created":                  {CreatedFrom: at(8), CreatedTo: at(20)},
+		"created from":             {CreatedFrom: at(20)},
+		"created to":               {CreatedTo: at(9)},
+		"created empty":            {CreatedFrom: at(9), CreatedTo: at(9)},
+		"updated":                  {UpdatedFrom: changeAt},
+		"updated window":           {UpdatedFrom: changeAt, UpdatedTo: changeAt.Add(2 * time.Minute)},
+		"updated sub-µs to":        {UpdatedFrom: changeAt, UpdatedTo: changeAt.Add(2*time.Minute + 400*time.Nanosecond)},
+		"updated sub-µs from":      {UpdatedFrom: changeAt.Add(2*time.Minute + 600*time.Nanosecond)},
+		"updated sub-µs exact":     {UpdatedFrom: changeAt.Add(2*time.Minute + 500*time.Nanosecond), UpdatedTo: changeAt.Add(2*time.Minute + 501*time.Nanosecond)},
+		"updated to":               {UpdatedTo: at(9)},
+		"store+reference":          {StoreIDs: []string{"store-1"}, MerchantReferences: []string{"PO-5", "PO-8", "PO-99"}},
+		"store+reference none":     {StoreIDs: []string{"store-2"}, MerchantReferences: []string{"PO-99"}},
+		"orderId+store":            {OrderIDs: []string{"order-2"}, StoreIDs: []string{"store-1"}},
+		"orderId+store none":       {OrderIDs: []string{"order-2"}, StoreIDs: []string{"store-2"}},
+		"store+created":            {StoreIDs: []string{"store-1", "store-2"}, CreatedFrom: at(8), CreatedTo: at(21)},
+		"reference+created":        {MerchantReferences: []string{"PO-4", "PO-5", "PO-10"}, CreatedTo: at(10)},
+		"store+updated":            {StoreIDs: []string{"store-9", "store-1"}, UpdatedFrom: changeAt},
+		"updated+created":          {UpdatedFrom: changeAt, CreatedFrom: at(8), CreatedTo: at(9)},
+		"store+state":              {StoreIDs: []string{"store-0"}, States: []session.State{session.StateExpired, session.StateCreated}},
+		"store+source+q":           {StoreIDs: []string{"store-0", "store-1"}, Sources: []session.Source{session.SourcePayment}, Q: "PO-"},
+		"everything":               {StoreIDs: []string{"store-1", "store-9"}, MerchantReferences: []string{"PO-5", "PO-99"}, CreatedFrom: at(0), CreatedTo: at(30), UpdatedFrom: Start, UpdatedTo: Now(), States: []session.State{session.StateCreated}, Sources: []session.Source{session.SourceCheckout}, Q: "PO"},
+		"reference+updated window": {MerchantReferences: []string{"PO-5", "PO-99"}, UpdatedFrom: changeAt, UpdatedTo: changeAt.Add(time.Minute)},
+	}
+	for name, q := range queries {
+		for _, size := range []int{1, 2, 3, 100} {
+			q.Size = size
+			if err := q.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			// Every page from the start, and one page from every session.
+			var want, got []string
+			q.FromID = ""
+			full, _ := q.Page(sorted, Now())
+			for pages := 0; ; pages++ {
+				page, next := list(q)
+				got = append(got, page...)
+				if next == "" || pages > 30 {
+					break
+				}
+				q.FromID = next
+			}
+			for _, x := range sorted {
+				if q.Match(x, Now()) {
+					want = append(want, x.ID)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s, size %d: walked %v, want %v", name, size, got, want)
+			}
+			if size == 100 && !slices.Equal(idsOf(full), want) {
+				t.Fatalf("%s: the expectation is inconsistent", name)
+			}
+			for _, from := range sorted {
+				q.FromID = from.ID
+				wantPage, wantNext := q.Page(sorted, Now())
+				gotPage, gotNext := list(q)
+				if !slices.Equal(gotPage, idsOf(wantPage)) || gotNext != wantNext {
+					t.Errorf("%s, size %d, from %s: %v next %q, want %v next %q", name, size, from.ID, gotPage, gotNext, idsOf(wantPage), wantNext)
+				}
+			}
+		}
+	}
+	view(t, s, func(tx storage.Tx) error {
+		_, _, err := tx.ListSessions("m1", session.Query{FromID: "no-such-session", StoreIDs: []string{"store-1"}, Size: 10})
+		wantKind(t, err, fault.NotFound)
+		_, _, err = tx.ListSessions("m2", session.Query{FromID: all[0].ID, OrderIDs: []string{"order-2"}, Size: 10})
 		wantKind(t, err, fault.NotFound)
 		return nil
 	})
