@@ -8,3 +8,11 @@ func SetWallClock(t interface{ Cleanup(func()) }, now func() time.Time) {
 	wallClock = now
 	t.Cleanup(func() { wallClock = old })
 }
+
+// SetSettlementRunSize lowers how many queued items one settlement run
+// reads, for a test, and restores it at cleanup.
+func SetSettlementRunSize(t interface{ Cleanup(func()) }, n int) {
+	old := settlementRunSize
+	settlementRunSize = n
+	t.Cleanup(func() { settlementRunSize = old })
+}

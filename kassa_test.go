@@ -613,6 +613,37 @@ func TestLateItemWaitsForTheNextDay(t *testing.T) {
 	}
 }
 
+// countdownIDs mints ids that sort before every id it minted earlier, so
+// the queue's item keys (ledger ids) sort opposite to when they occurred.
+type countdownIDs struct{ n atomic.Int64 }
+
+func (c *countdownIDs) NewID(string) string { return fmt.Sprintf("id-%08d", 99_999_999-c.n.Add(1)) }
+
+// TestRunLargerThanOneReadSettlesTheOldest: when more items are pending
+// than one run reads, the daily run settles the oldest and leaves the rest
+// for the next day's, whatever order their keys sort in; reading by key
+// settled the newest each day and left the oldest waiting forever.
+func TestRunLargerThanOneReadSettlesTheOldest(t *testing.T) {
+	kassa.SetSettlementRunSize(t, 2)
+	cutoff := time.Date(2026, 2, 2, 2, 0, 0, 0, time.UTC)
+	now := cutoff.Add(-3 * time.Hour)
+	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{IDs: &countdownIDs{}})
+	for i, amount := range []int64{1000, 2000, 4000} {
+		now = cutoff.Add(time.Duration(i-3) * time.Hour)
+		f.capturedOrder(t, fmt.Sprint("t", i), amount)
+	}
+	now = cutoff.Add(time.Minute)
+	made, err := f.ledger.RunSettlementsBefore(f.ctx, cutoff)
+	if err != nil || len(made) != 1 || made[0].Gross != 3000 {
+		t.Fatalf("first day's run: %+v %v; want the two oldest captures, 1000 and 2000", made, err)
+	}
+	now = cutoff.Add(24*time.Hour + time.Minute)
+	made, err = f.ledger.RunSettlementsBefore(f.ctx, cutoff.Add(24*time.Hour))
+	if err != nil || len(made) != 1 || made[0].Gross != 4000 {
+		t.Fatalf("next day's run: %+v %v; want the capture left over, 4000", made, err)
+	}
+}
+
 // TestSettlementAheadOfTheClockHoldsNothingBack: a settlement made while
 // the clock was a year ahead (a sandbox clock since reset, a host clock set
 // right) does not count as today's, so today's run still settles.

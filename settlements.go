@@ -11,6 +11,11 @@ import (
 	"github.com/kassahq/kassa/storage"
 )
 
+// settlementRunSize is how many queued items one run reads: the oldest
+// (the store returns the queue oldest first), so what a run leaves over is
+// the next run's first. A variable so tests can lower it.
+var settlementRunSize = 100_000
+
 // RunSettlements settles everything captured, refunded or voided since the
 // last run: one settlement per merchant, store and currency, saved together
 // with the removal of the items it settles, in one transaction, so a crash
@@ -36,7 +41,7 @@ func (l *Ledger) runSettlements(ctx context.Context, cutoff time.Time) ([]settle
 	var made []settlement.Settlement
 	err := l.store.Update(ctx, func(tx storage.Tx) error {
 		made = nil
-		items, err := tx.PendingSettlementItems(100_000)
+		items, err := tx.PendingSettlementItems(settlementRunSize)
 		if err != nil {
 			return err
 		}

@@ -105,7 +105,15 @@ type Tx interface {
 	// Settlements. Captures, refunds and voids are queued as settlement items
 	// in the transaction that makes them; a run saves its batches and removes
 	// the items they settle in one transaction.
+	// QueueSettlementItems queues items under their keys; an item queued
+	// again under its key replaces it, at its new OccurredAt.
 	QueueSettlementItems(items []settlement.Item) error
+	// PendingSettlementItems returns up to limit queued items, oldest first
+	// by OccurredAt, ties by Key: a run that reads only part of a large
+	// queue takes the oldest, and what it leaves is the next run's first,
+	// so no item waits behind newer ones (keys are random ids; key order
+	// would leave those sorting late unread for as long as the queue is
+	// larger than a run reads).
 	PendingSettlementItems(limit int) ([]settlement.Item, error)
 	// SaveSettlement stores a batch's settlement (when it has one) and its
 	// transactions, and removes its keys from the queue.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -16,7 +17,8 @@ import (
 // Check verifies the file: bbolt's own consistency check (pages, freelist),
 // then kassa's: every order has a meta record whose version matches it, every
 // index entry, counter and expiry entry belongs to a stored order and every
-// order has all of its entries. Tests run it after every test and after each
+// order has all of its entries; the settlement transaction id index and the
+// settlement queue's oldest-first index match what they index exactly. Tests run it after every test and after each
 // simulated crash; an operator can run it on a copy of a production file.
 func (s *Store) Check() error {
 	return s.db.View(func(btx *bbolt.Tx) error {
@@ -30,8 +32,31 @@ func (s *Store) Check() error {
 		if err := checkIndexes(btx); err != nil {
 			return err
 		}
-		return checkSettleTxIDs(btx)
+		if err := checkSettleTxIDs(btx); err != nil {
+			return err
+		}
+		return checkSettleQueue(btx)
 	})
+}
+
+// checkSettleQueue verifies that the settleqix index holds every queued
+// item once, at its occurrence time, and nothing else.
+func checkSettleQueue(btx *bbolt.Tx) error {
+	want := map[string]bool{}
+	err := btx.Bucket(bSettleQ).ForEach(func(k, v []byte) error {
+		var it struct {
+			OccurredAt time.Time `json:"occurredAt"`
+		}
+		if err := json.Unmarshal(v, &it); err != nil {
+			return fmt.Errorf("settlement item %q: %w", k, err)
+		}
+		want[string(settleQIxKey(it.OccurredAt, string(k)))] = true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return sameKeys(btx.Bucket(bSettleQIx), want, "settlement queue index")
 }
 
 // checkSettleTxIDs verifies that the settletxid index names every settlement

@@ -31,6 +31,7 @@ var (
 	bSessions   = []byte("sessions")    // lp(merchant) id → JSON
 	bSessionIx  = []byte("sessionix")   // lp(merchant) 'c'|'s'|'m'|'u'|'x'|'o' …; see sessionEntries
 	bSettleQ    = []byte("settleq")     // item key → JSON item (unsettled)
+	bSettleQIx  = []byte("settleqix")   // time(occurredAt) item key → empty: the queue oldest first
 	bSettle     = []byte("settlements") // lp(merchant) id → JSON settlement
 	bSettleIx   = []byte("settleix")    // lp(merchant) time(createdAt) id → empty
 	bSettleTx   = []byte("settletx")    // lp(merchant) lp(settlement) seq(4 bytes) → JSON transaction
@@ -47,8 +48,12 @@ var keyStatusRules = []byte("statusRules")
 // transaction (files from before the index get it built once, at Open).
 var keySettleTxIDs = []byte("settleTxIDs")
 
+// keySettleQOrder marks a file whose settleqix index covers the settlement
+// queue (files from before the index get it built once, at Open).
+var keySettleQOrder = []byte("settleQOrder")
+
 var buckets = [][]byte{bMerchants, bClients, bOrders, bIndex, bCounts, bDue, bAuth, bCustomer,
-	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bOutboxIx, bSessions, bSessionIx, bSettleQ, bSettle, bSettleIx, bSettleTx, bSettleTxID, bTasks, bTaskDue, bInfo}
+	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bOutboxIx, bSessions, bSessionIx, bSettleQ, bSettleQIx, bSettle, bSettleIx, bSettleTx, bSettleTxID, bTasks, bTaskDue, bInfo}
 
 // Index kinds of the order index. Equality kinds are followed by the
 // length-prefixed value, then the order's createdAt and id, so that one

@@ -118,3 +118,20 @@ func (s *Store) reindexSessions(btx *bbolt.Tx) error {
 	}
 	return info.Put(keySessionIndex, binary.BigEndian.AppendUint64(nil, sessionIndexVersion))
 }
+
+// indexSettlementQueue builds the settleqix index of a file made before it
+// existed, once, at Open: every queued item at its occurrence time.
+func indexSettlementQueue(btx *bbolt.Tx) error {
+	info := btx.Bucket(bInfo)
+	if info.Get(keySettleQOrder) != nil {
+		return nil
+	}
+	ix := btx.Bucket(bSettleQIx)
+	err := btx.Bucket(bSettleQ).ForEach(func(k, v []byte) error {
+		return ix.Put(settleQIxKey(decodeOccurred(v), string(k)), present)
+	})
+	if err != nil {
+		return err
+	}
+	return info.Put(keySettleQOrder, []byte{1})
+}

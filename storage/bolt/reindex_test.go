@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -157,6 +158,77 @@ func TestSettlementTxIDsIndexedOnOpen(t *testing.T) {
 		}
 		if len(page) != 2 || page[0].ID != "tx-2" || page[1].ID != "tx-3" || next != "tx-3" {
 			t.Fatalf("page after tx-1: %+v, next %q", page, next)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A file made before the settlement queue's oldest-first index gets it built
+// when opened: the queue reads oldest first, and the consistency check,
+// which fails while the index is missing or names a stale place, passes.
+func TestSettlementQueueIndexedOnOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kassa.db")
+	f := ordertest.New()
+	s, err := Open(path, Options{Clock: f.Clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	start := f.Clock.Now()
+	var items []settlement.Item
+	for i, key := range []string{"z", "m", "a"} {
+		items = append(items, settlement.Item{Key: key, MerchantID: "m1", Currency: "SEK", LedgerID: key,
+			Kind: settlement.KindCapture, Amount: 100, OccurredAt: start.Add(time.Duration(i) * time.Minute)})
+	}
+	if err := s.Update(ctx, func(tx storage.Tx) error { return tx.QueueSettlementItems(items) }); err != nil {
+		t.Fatal(err)
+	}
+	// A stale place is an inconsistency.
+	stale := settleQIxKey(start.Add(time.Hour), "m")
+	if err := s.db.Update(func(btx *bbolt.Tx) error { return btx.Bucket(bSettleQIx).Put(stale, present) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(); err == nil {
+		t.Fatal("the check passed a queue index naming an item twice")
+	}
+	// What the older code left: no index, no mark.
+	err = s.db.Update(func(btx *bbolt.Tx) error {
+		if err := btx.DeleteBucket(bSettleQIx); err != nil {
+			return err
+		}
+		if _, err := btx.CreateBucket(bSettleQIx); err != nil {
+			return err
+		}
+		return btx.Bucket(bInfo).Delete(keySettleQOrder)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(); err == nil {
+		t.Fatal("the check passed a file whose queue is not indexed")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(path, Options{Clock: f.Clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Check(); err != nil {
+		t.Fatalf("consistency after indexing: %v", err)
+	}
+	err = s.View(ctx, func(tx storage.Tx) error {
+		got, err := tx.PendingSettlementItems(10)
+		if err != nil {
+			return err
+		}
+		if len(got) != 3 || got[0].Key != "z" || got[1].Key != "m" || got[2].Key != "a" {
+			t.Fatalf("pending after indexing: %+v", got)
 		}
 		return nil
 	})

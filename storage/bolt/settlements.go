@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"slices"
+	"time"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/settlement"
@@ -22,22 +23,58 @@ func settleTxIDKey(merchantID, settlementID, id string) []byte {
 	return lp(lp(lp(nil, merchantID), settlementID), id)
 }
 
+// settleQIxKey is an item's place in the queue's oldest-first index.
+func settleQIxKey(occurred time.Time, itemKey string) []byte {
+	return append(putTime(make([]byte, 0, timeLen+len(itemKey)), occurred), itemKey...)
+}
+
+// decodeOccurred reads the occurrence time of a queued item's JSON; an item
+// that does not decode sorts as the zero time (its reads fail anyway, and
+// Check names it).
+func decodeOccurred(v []byte) time.Time {
+	var it struct {
+		OccurredAt time.Time `json:"occurredAt"`
+	}
+	_ = json.Unmarshal(v, &it)
+	return it.OccurredAt
+}
+
 func (t *tx) QueueSettlementItems(items []settlement.Item) error {
 	for i := range items {
-		if err := t.putRecord(bSettleQ, []byte(items[i].Key), &items[i]); err != nil {
+		k := []byte(items[i].Key)
+		// An item queued again under its key leaves its old place in the
+		// index, or the queue would list it twice.
+		if old := t.get(bSettleQ, k); old != nil {
+			if err := t.del(bSettleQIx, settleQIxKey(decodeOccurred(old), items[i].Key)); err != nil {
+				return err
+			}
+		}
+		if err := t.putRecord(bSettleQ, k, &items[i]); err != nil {
+			return err
+		}
+		if err := t.put(bSettleQIx, settleQIxKey(items[i].OccurredAt, items[i].Key), present); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// PendingSettlementItems walks the queue oldest first, ties by key.
 func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
 	if err := t.check(false); err != nil {
 		return nil, err
 	}
 	var out []settlement.Item
-	c := t.st.bucket(bSettleQ).Cursor()
-	for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
+	q := t.st.bucket(bSettleQ)
+	c := t.st.bucket(bSettleQIx).Cursor()
+	for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+		if len(k) < timeLen {
+			return nil, fault.Internalf(nil, "settlement queue index key %q is too short", k)
+		}
+		v := q.Get(k[timeLen:])
+		if v == nil {
+			return nil, fault.Internalf(nil, "settlement queue index names %q, which is not queued", k[timeLen:])
+		}
 		var it settlement.Item
 		if err := json.Unmarshal(v, &it); err != nil {
 			return nil, fault.Internalf(err, "decode settlement item")
@@ -52,8 +89,12 @@ func (t *tx) SaveSettlement(b settlement.Batch) error {
 		return err
 	}
 	for _, k := range b.Keys {
-		if t.get(bSettleQ, []byte(k)) == nil {
+		v := t.get(bSettleQ, []byte(k))
+		if v == nil {
 			return fault.Conflictf("settlement_item_gone", "settlement item %s is not pending", k)
+		}
+		if err := t.del(bSettleQIx, settleQIxKey(decodeOccurred(v), k)); err != nil {
+			return err
 		}
 		if err := t.del(bSettleQ, []byte(k)); err != nil {
 			return err

@@ -144,6 +144,9 @@ func Open(path string, opts Options) (*Store, error) {
 		if err := indexSettlementTxIDs(tx); err != nil {
 			return err
 		}
+		if err := indexSettlementQueue(tx); err != nil {
+			return err
+		}
 		if err := s.reindexStatuses(tx); err != nil {
 			return err
 		}

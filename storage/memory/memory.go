@@ -549,23 +549,24 @@ func (t *tx) QueueSettlementItems(items []settlement.Item) error {
 }
 
 func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
-	var keys []string
+	var out []settlement.Item
 	for k := range t.s.data {
 		if strings.HasPrefix(k, "settleq/") {
-			keys = append(keys, k)
+			var it settlement.Item
+			if _, err := t.get(k, &it); err != nil {
+				return nil, err
+			}
+			out = append(out, it)
 		}
 	}
-	sort.Strings(keys)
-	var out []settlement.Item
-	for _, k := range keys {
-		if len(out) == limit {
-			break
+	slices.SortFunc(out, func(a, b settlement.Item) int {
+		if c := a.OccurredAt.Compare(b.OccurredAt); c != 0 {
+			return c
 		}
-		var it settlement.Item
-		if _, err := t.get(k, &it); err != nil {
-			return nil, err
-		}
-		out = append(out, it)
+		return strings.Compare(a.Key, b.Key)
+	})
+	if len(out) > limit {
+		out = out[:max(limit, 0)]
 	}
 	return out, nil
 }

@@ -245,8 +245,9 @@ func (t *tx) QueueSettlementItems(items []settlement.Item) error {
 		if err != nil {
 			return err
 		}
-		if err := t.later("settlement item", nil, `INSERT INTO settlement_queue (key, body) VALUES ($1, $2)
-			ON CONFLICT (key) DO UPDATE SET body = EXCLUDED.body`, items[i].Key, b); err != nil {
+		if err := t.later("settlement item", nil, `INSERT INTO settlement_queue (key, occurred_key, body) VALUES ($1, $2, $3)
+			ON CONFLICT (key) DO UPDATE SET occurred_key = EXCLUDED.occurred_key, body = EXCLUDED.body`,
+			items[i].Key, timeKey(items[i].OccurredAt), b); err != nil {
 			return err
 		}
 	}
@@ -256,13 +257,14 @@ func (t *tx) QueueSettlementItems(items []settlement.Item) error {
 // PendingSettlementItems, in an Update, first takes the settlement-run lock:
 // runs on several replicas wait for each other, and a later run sees the
 // items an earlier one removed as gone.
+// The queue is read oldest first, ties by key (index settlement_queue_occurred).
 func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
 	if t.writable {
 		if err := t.advisoryLock(lockSettlement); err != nil {
 			return nil, err
 		}
 	}
-	bs, err := t.bodies("settlement queue", `SELECT body FROM settlement_queue ORDER BY key LIMIT $1`, limit)
+	bs, err := t.bodies("settlement queue", `SELECT body FROM settlement_queue ORDER BY occurred_key, key LIMIT $1`, limit)
 	if err != nil {
 		return nil, err
 	}

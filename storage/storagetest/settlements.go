@@ -158,3 +158,59 @@ func testSettlements(t *testing.T, s storage.Store) {
 		return nil
 	})
 }
+
+// testSettlementOrder: the queue is read oldest first by OccurredAt, ties by
+// key, whatever order the keys sort in, so that a run reading only part of
+// a large queue takes the oldest items and none waits forever behind keys
+// that sort early. An item queued again under its key with another time
+// moves to its new place instead of appearing twice.
+func testSettlementOrder(t *testing.T, s storage.Store) {
+	item := func(key string, at time.Time) settlement.Item {
+		return settlement.Item{Key: key, MerchantID: "m1", StoreID: "a", Currency: "SEK", OrderID: "o-" + key,
+			LedgerID: key, Kind: settlement.KindCapture, Amount: 100, OccurredAt: at}
+	}
+	// Keys sort opposite to time; two share a time; one is a nanosecond
+	// after another; one is given in another zone than the rest.
+	zone := time.FixedZone("CEST", 2*60*60)
+	update(t, s, func(tx storage.Tx) error {
+		return tx.QueueSettlementItems([]settlement.Item{
+			item("a-new", Start.Add(2*time.Hour)),
+			item("a-nano", Start.Add(time.Hour+time.Nanosecond)),
+			item("m-mid", Start.Add(time.Hour)),
+			item("b-tie", Start.Add(time.Hour)),
+			item("q-zone", Start.Add(30*time.Minute).In(zone)),
+			item("z-old", Start),
+		})
+	})
+	pending := func(limit int) []string {
+		var keys []string
+		view(t, s, func(tx storage.Tx) error {
+			items, err := tx.PendingSettlementItems(limit)
+			for _, it := range items {
+				keys = append(keys, it.Key)
+			}
+			return err
+		})
+		return keys
+	}
+	want := func(got []string, want ...string) {
+		t.Helper()
+		if !slices.Equal(got, want) {
+			t.Fatalf("pending %v, want %v", got, want)
+		}
+	}
+	want(pending(100), "z-old", "q-zone", "b-tie", "m-mid", "a-nano", "a-new")
+	want(pending(2), "z-old", "q-zone")
+
+	update(t, s, func(tx storage.Tx) error {
+		return tx.QueueSettlementItems([]settlement.Item{item("z-old", Start.Add(3*time.Hour))})
+	})
+	want(pending(100), "q-zone", "b-tie", "m-mid", "a-nano", "a-new", "z-old")
+	want(pending(3), "q-zone", "b-tie", "m-mid")
+
+	update(t, s, func(tx storage.Tx) error {
+		return tx.SaveSettlement(settlement.Batch{Keys: []string{"q-zone", "b-tie"}})
+	})
+	want(pending(100), "m-mid", "a-nano", "a-new", "z-old")
+	want(pending(1), "m-mid")
+}
