@@ -11,21 +11,31 @@
 -- microseconds and would round it. It backfills the rows queued before this
 -- migration, and fills the column of a row a replica of an older build
 -- inserts during a rolling upgrade (it does not write the column).
+-- kassa_occurred_at finds the time in a body without casting it to jsonb,
+-- which refuses a \u0000 escape that older builds may have stored in a
+-- merchant's text: the migration must not stop a start over one row.
+-- Inside a JSON string every quote is escaped, so the key's pattern only
+-- matches the key itself.
 CREATE FUNCTION kassa_time_key(ts text) RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT AS $$
     SELECT int8send(extract(epoch FROM regexp_replace(ts, '\.[0-9]+', '')::timestamptz)::bigint # (1::bigint << 63))
         || int4send(coalesce(rpad(substring(ts FROM '\.([0-9]+)'), 9, '0'), '0')::integer)
 $$;
 
+CREATE FUNCTION kassa_occurred_at(body bytea) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT substring(convert_from(body, 'UTF8') FROM '"occurredAt":"([^"]+)"')
+$$;
+
 ALTER TABLE settlement_queue ADD COLUMN occurred_key bytea;
-UPDATE settlement_queue SET occurred_key = kassa_time_key(convert_from(body, 'UTF8')::jsonb ->> 'occurredAt');
+UPDATE settlement_queue SET occurred_key = kassa_time_key(kassa_occurred_at(body));
 ALTER TABLE settlement_queue ALTER COLUMN occurred_key SET NOT NULL;
 CREATE INDEX settlement_queue_occurred ON settlement_queue (occurred_key, key);
 
 CREATE FUNCTION kassa_settlement_queue_occurred() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    NEW.occurred_key := kassa_time_key(convert_from(NEW.body, 'UTF8')::jsonb ->> 'occurredAt');
+    NEW.occurred_key := kassa_time_key(kassa_occurred_at(NEW.body));
     RETURN NEW;
 END $$;
 CREATE TRIGGER settlement_queue_occurred BEFORE INSERT ON settlement_queue
