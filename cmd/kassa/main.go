@@ -105,6 +105,20 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
 	}
 }
 
+// noArguments reports whether the command line held nothing after its
+// flags, and says what it held otherwise. Parsing stops at the first
+// argument that is no flag, so "--sandbox false" would leave "false" and
+// every flag after it unread: the server would start with the sandbox on,
+// and on the default store if --store followed.
+func noArguments(fs *flag.FlagSet, stderr io.Writer) bool {
+	if fs.NArg() == 0 {
+		return true
+	}
+	fmt.Fprintf(stderr, "kassa %s: unexpected argument %q, and the flags after it were not read (a boolean flag takes its value after \"=\": --sandbox=false)\n",
+		fs.Name(), fs.Arg(0))
+	return false
+}
+
 type serveConfig struct {
 	addr, data, clientID, clientSecret, tlsCert, tlsKey, baseURL string
 	sandbox                                                      bool
@@ -214,6 +228,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	if code, done := parseFlags(fs, args); done {
 		return code
+	}
+	if !noArguments(fs, stderr) {
+		return 2
 	}
 	settleAt, err := time.Parse("15:04", c.settleAt)
 	if err != nil {
@@ -712,6 +729,9 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	dbURL := fs.String("database-url", envDefault("database-url", ""), "PostgreSQL URL for --store postgres (KASSA_DATABASE_URL)")
 	if code, done := parseFlags(fs, args); done {
 		return code
+	}
+	if !noArguments(fs, stderr) {
+		return 2
 	}
 	// A sandbox's settlements are dated by its clock, as the server's daily
 	// run dates them: by real time, a run after the clock was moved on would

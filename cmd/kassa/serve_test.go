@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -312,4 +313,54 @@ func TestMaxConnectionsChecked(t *testing.T) {
 			t.Errorf("env %q, flag %q: exit %d, %s", c.env, c.flag, code, errb.String())
 		}
 	}
+}
+
+// TestStrayArgumentsRefused: "--sandbox false" leaves "false" as an argument,
+// and the flag parser stops there; serve and settle refuse it instead of
+// running with the sandbox on and the flags after it ignored (here the
+// --store postgres that would have been meant).
+func TestStrayArgumentsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--addr", "127.0.0.1:0", "--sandbox", "false", "--store", "postgres"},
+		{"serve", "--addr", "127.0.0.1:0", "extra"},
+		{"settle", "extra"},
+	} {
+		dir := t.TempDir()
+		args = append(args[:1:1], append([]string{"--data", filepath.Join(dir, "data")}, args[1:]...)...)
+		var out, errb lockedBuffer
+		done := make(chan int, 1)
+		go func() { done <- run(args, &out, &errb) }()
+		var code int
+		select {
+		case code = <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%v: still running after 10 s", args)
+			stopInProcess(t, done)
+			continue
+		}
+		if code != 2 || strings.Contains(out.String(), "listening") || !strings.Contains(errb.String(), "unexpected argument") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
+		}
+		if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+			t.Errorf("%v: data directory made for a command line that was refused: %v", args, err)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a running server may write while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
