@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -262,6 +263,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
+	if c.baseURL != "" {
+		if err := checkBaseURL(c.baseURL); err != nil {
+			fmt.Fprintf(stderr, "kassa: bad --base-url %q: %v\n", c.baseURL, err)
+			return 2
+		}
+	}
 	if c.orderCacheMB < 0 || c.orderCacheMB > 1<<20 {
 		fmt.Fprintln(stderr, "kassa: --order-cache-mb must be 0 (off) to 1048576")
 		return 2
@@ -442,6 +449,27 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// checkBaseURL refuses a --base-url the links could not be made from: they
+// are the base with a path appended (checkout links, document links, Location
+// headers), so a base without scheme or host, or with a query or fragment,
+// would hand buyers and merchants broken links while the server looked fine.
+func checkBaseURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("want an absolute http:// or https:// URL")
+	case u.Host == "" || u.Opaque != "":
+		return errors.New("no host")
+	case u.User != nil:
+		return errors.New("must not carry credentials")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(s, "#"):
+		return errors.New("links append a path to it: no query or fragment")
+	}
+	return nil
 }
 
 // maxHeaderBytes bounds a request's header block (431 past it).

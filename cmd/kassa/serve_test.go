@@ -364,3 +364,33 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestBadBaseURLRefused: links are the base URL with a path appended, so a
+// base they cannot be made from stops the start instead of serving broken
+// checkout and document links; a base with a path prefix is fine.
+func TestBadBaseURLRefused(t *testing.T) {
+	for _, bad := range []string{"pay.example.com", "not a url", "ftp://pay.example.com", "https://",
+		"https://pay.example.com/?a=1", "https://pay.example.com/#top", "https://u:p@pay.example.com", "https:pay.example.com"} {
+		dir := t.TempDir()
+		var out, errb lockedBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run([]string{"serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0", "--base-url", bad}, &out, &errb)
+		}()
+		select {
+		case code := <-done:
+			if code != 2 || !strings.Contains(errb.String(), "--base-url") {
+				t.Errorf("--base-url %q: exit %d, %s", bad, code, errb.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("--base-url %q: served", bad)
+			stopInProcess(t, done)
+		}
+	}
+	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
+		"--base-url", "https://pay.example.com/kassa/")
+	stopInProcess(t, done)
+	if base != "https://pay.example.com/kassa" {
+		t.Fatalf("base %q", base)
+	}
+}
