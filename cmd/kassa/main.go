@@ -233,6 +233,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if !noArguments(fs, stderr) {
 		return 2
 	}
+	if c.addr == "" {
+		// net.Listen takes "" as ":0": every interface, on a port of the
+		// kernel's choosing, where the default is the loopback only.
+		fmt.Fprintln(stderr, "kassa: --addr (KASSA_ADDR) is empty; give host:port, e.g. 127.0.0.1:8080 (\":8080\" listens on every interface)")
+		return 2
+	}
 	settleAt, err := time.Parse("15:04", c.settleAt)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: bad --settle-at %q (want HH:MM)\n", c.settleAt)

@@ -394,3 +394,23 @@ func TestBadBaseURLRefused(t *testing.T) {
 		t.Fatalf("base %q", base)
 	}
 }
+
+// TestEmptyAddrRefused: KASSA_ADDR set but empty (a template that expanded to
+// nothing) is refused, instead of listening on every interface at a random
+// port where the default listens on the loopback only.
+func TestEmptyAddrRefused(t *testing.T) {
+	t.Setenv("KASSA_ADDR", "")
+	dir := t.TempDir()
+	var out, errb lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- run([]string{"serve", "--data", filepath.Join(dir, "data")}, &out, &errb) }()
+	select {
+	case code := <-done:
+		if code != 2 || !strings.Contains(errb.String(), "--addr") {
+			t.Fatalf("exit %d, %s", code, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("served: %s", out.String())
+		stopInProcess(t, done)
+	}
+}
