@@ -680,7 +680,11 @@ func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, op
 func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock *server.Clock, settleAt time.Time) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
-	nextSettle := nextAt(clock.Now(), settleAt)
+	// The first run is due at once, for the latest settlement time: a
+	// server that was down then (a restart or deploy across it) would
+	// otherwise leave that day unsettled, its items waiting a day more. A
+	// day settled already is found so and makes nothing.
+	nextSettle := settleCutoff(clock.Now(), settleAt)
 	for {
 		// The schedule follows the server's clock, so the sandbox test clock
 		// can move a merchant to the next settlement in seconds.

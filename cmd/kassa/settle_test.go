@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -108,5 +110,64 @@ func TestBadSandboxEnvIsRefused(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "KASSA_SANDBOX") {
 		t.Fatalf("serve with KASSA_SANDBOX=maybe: %d %s", code, errb.String())
+	}
+}
+
+// TestDailyRunMissedWhileDownRunsAtStart: a server that was down at the
+// settlement time (a restart or deploy across it) runs the day's settlement
+// when it starts, instead of leaving the day unsettled until the next one.
+// A server that finds the day settled already makes nothing more.
+func TestDailyRunMissedWhileDownRunsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	clock := server.NewClock(true)
+	if err := clock.PersistTo(filepath.Join(dir, "sandbox-clock.json")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l := kassa.New(st, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clock.Now()
+	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	one := int64(1)
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{Country: "SE", Currency: "SEK",
+		Locale: "sv-SE", OrderLines: []order.LineInput{{Description: new("tiles"), Quantity: &one, UnitPrice: new(int64(10000)), Vat: new(int64(2500))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID}, res.Order.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The server was down over the next settlement time: it starts a
+	// minute after it.
+	settleAt := now.Add(time.Hour).UTC()
+	if err := clock.Advance(time.Hour + time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	settlements := func() int {
+		page, err := l.ListSettlements(ctx, creds.MerchantID, settlement.Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(page.Settlements)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for start := range 2 {
+		jobs, stop := context.WithTimeout(ctx, 2*time.Second)
+		runJobs(jobs, l, log, clock, settleAt)
+		stop()
+		if n := settlements(); n != 1 {
+			t.Fatalf("start %d: %d settlements, want 1", start+1, n)
+		}
 	}
 }
