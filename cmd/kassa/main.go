@@ -43,6 +43,7 @@ import (
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/bolt"
 	"github.com/kassahq/kassa/storage/postgres"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=…".
@@ -592,7 +593,13 @@ func companies(args []string, stdout, stderr io.Writer) int {
 func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64) (storage.Store, error) {
 	switch kind {
 	case "bolt":
-		return bolt.Open(filepath.Join(data, "kassa.db"), bolt.Options{Clock: clock, DecodedOrderBytes: cacheBytes})
+		path := filepath.Join(data, "kassa.db")
+		st, err := bolt.Open(path, bolt.Options{Clock: clock, DecodedOrderBytes: cacheBytes})
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			// bbolt says only "timeout": the file lock is held.
+			return nil, fmt.Errorf("%s is in use by another process: another kassa serve or kassa settle on this data directory", path)
+		}
+		return st, err
 	case "postgres":
 		if databaseURL == "" {
 			return nil, errors.New("--store postgres needs --database-url (or KASSA_DATABASE_URL)")

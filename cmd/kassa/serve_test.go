@@ -414,3 +414,23 @@ func TestEmptyAddrRefused(t *testing.T) {
 		stopInProcess(t, done)
 	}
 }
+
+// TestSecondServerOnOneDataDirectory: a second serve on a data directory a
+// running one holds says so and exits, rather than answering a bare
+// "timeout" (or waiting for the file lock for ever).
+func TestSecondServerOnOneDataDirectory(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	_, first := serveInProcess(t, "--data", data, "--addr", "127.0.0.1:0")
+	defer stopInProcess(t, first)
+	var out, errb lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- run([]string{"serve", "--data", data, "--addr", "127.0.0.1:0"}, &out, &errb) }()
+	select {
+	case code := <-done:
+		if code != 1 || !strings.Contains(errb.String(), "in use by another process") {
+			t.Fatalf("second serve: exit %d, %s", code, errb.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("second serve still running: %s", out.String())
+	}
+}
