@@ -253,7 +253,7 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 			if isLost {
 				return lost.err
 			}
-			return err
+			return readOnlyUnavailable(err)
 		}
 		pause := time.Duration(rand.IntN(min(attempt*5, 50))+1) * time.Millisecond
 		if isLost {
@@ -329,6 +329,21 @@ func retryable(err error) bool {
 	}
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "55P03")
+}
+
+// readOnlyUnavailable answers a write the database refused as read-only
+// (25006: a standby the address points at during a failover, or
+// default_transaction_read_only) as store_unavailable, 503 with Retry-After,
+// rather than an internal error: the refusal aborted the transaction, so
+// nothing was written, and the same request succeeds once the address
+// reaches the primary again.
+func readOnlyUnavailable(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "25006" {
+		return err
+	}
+	return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
+		Message: "the database is read-only (a standby?); nothing was done, retry shortly", Err: err}
 }
 
 // connLost is the error of a transaction whose connection broke before its
