@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -42,6 +43,7 @@ import (
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/bolt"
 	"github.com/kassahq/kassa/storage/postgres"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=…".
@@ -103,6 +105,20 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
 	default:
 		return 2, true
 	}
+}
+
+// noArguments reports whether the command line held nothing after its
+// flags, and says what it held otherwise. Parsing stops at the first
+// argument that is no flag, so "--sandbox false" would leave "false" and
+// every flag after it unread: the server would start with the sandbox on,
+// and on the default store if --store followed.
+func noArguments(fs *flag.FlagSet, stderr io.Writer) bool {
+	if fs.NArg() == 0 {
+		return true
+	}
+	fmt.Fprintf(stderr, "kassa %s: unexpected argument %q, and the flags after it were not read (a boolean flag takes its value after \"=\": --sandbox=false)\n",
+		fs.Name(), fs.Arg(0))
+	return false
 }
 
 type serveConfig struct {
@@ -215,6 +231,15 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
+	if !noArguments(fs, stderr) {
+		return 2
+	}
+	if c.addr == "" {
+		// net.Listen takes "" as ":0": every interface, on a port of the
+		// kernel's choosing, where the default is the loopback only.
+		fmt.Fprintln(stderr, "kassa: --addr (KASSA_ADDR) is empty; give host:port, e.g. 127.0.0.1:8080 (\":8080\" listens on every interface)")
+		return 2
+	}
 	settleAt, err := time.Parse("15:04", c.settleAt)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: bad --settle-at %q (want HH:MM)\n", c.settleAt)
@@ -244,6 +269,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if c.baseURL != "" {
+		if err := checkBaseURL(c.baseURL); err != nil {
+			fmt.Fprintf(stderr, "kassa: bad --base-url %q: %v\n", c.baseURL, err)
+			return 2
+		}
 	}
 	if c.orderCacheMB < 0 || c.orderCacheMB > 1<<20 {
 		fmt.Fprintln(stderr, "kassa: --order-cache-mb must be 0 (off) to 1048576")
@@ -427,6 +458,27 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// checkBaseURL refuses a --base-url the links could not be made from: they
+// are the base with a path appended (checkout links, document links, Location
+// headers), so a base without scheme or host, or with a query or fragment,
+// would hand buyers and merchants broken links while the server looked fine.
+func checkBaseURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("want an absolute http:// or https:// URL")
+	case u.Host == "" || u.Opaque != "":
+		return errors.New("no host")
+	case u.User != nil:
+		return errors.New("must not carry credentials")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(s, "#"):
+		return errors.New("links append a path to it: no query or fragment")
+	}
+	return nil
+}
+
 // maxHeaderBytes bounds a request's header block (431 past it).
 const maxHeaderBytes = 64 << 10
 
@@ -541,7 +593,13 @@ func companies(args []string, stdout, stderr io.Writer) int {
 func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64) (storage.Store, error) {
 	switch kind {
 	case "bolt":
-		return bolt.Open(filepath.Join(data, "kassa.db"), bolt.Options{Clock: clock, DecodedOrderBytes: cacheBytes})
+		path := filepath.Join(data, "kassa.db")
+		st, err := bolt.Open(path, bolt.Options{Clock: clock, DecodedOrderBytes: cacheBytes})
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			// bbolt says only "timeout": the file lock is held.
+			return nil, fmt.Errorf("%s is in use by another process: another kassa serve or kassa settle on this data directory", path)
+		}
+		return st, err
 	case "postgres":
 		if databaseURL == "" {
 			return nil, errors.New("--store postgres needs --database-url (or KASSA_DATABASE_URL)")
@@ -716,6 +774,9 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	dbURL := fs.String("database-url", envDefault("database-url", ""), "PostgreSQL URL for --store postgres (KASSA_DATABASE_URL)")
 	if code, done := parseFlags(fs, args); done {
 		return code
+	}
+	if !noArguments(fs, stderr) {
+		return 2
 	}
 	// A sandbox's settlements are dated by its clock, as the server's daily
 	// run dates them: by real time, a run after the clock was moved on would

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -311,5 +312,125 @@ func TestMaxConnectionsChecked(t *testing.T) {
 		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--max-connections") {
 			t.Errorf("env %q, flag %q: exit %d, %s", c.env, c.flag, code, errb.String())
 		}
+	}
+}
+
+// TestStrayArgumentsRefused: "--sandbox false" leaves "false" as an argument,
+// and the flag parser stops there; serve and settle refuse it instead of
+// running with the sandbox on and the flags after it ignored (here the
+// --store postgres that would have been meant).
+func TestStrayArgumentsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--addr", "127.0.0.1:0", "--sandbox", "false", "--store", "postgres"},
+		{"serve", "--addr", "127.0.0.1:0", "extra"},
+		{"settle", "extra"},
+	} {
+		dir := t.TempDir()
+		args = append(args[:1:1], append([]string{"--data", filepath.Join(dir, "data")}, args[1:]...)...)
+		var out, errb lockedBuffer
+		done := make(chan int, 1)
+		go func() { done <- run(args, &out, &errb) }()
+		var code int
+		select {
+		case code = <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%v: still running after 10 s", args)
+			stopInProcess(t, done)
+			continue
+		}
+		if code != 2 || strings.Contains(out.String(), "listening") || !strings.Contains(errb.String(), "unexpected argument") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
+		}
+		if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+			t.Errorf("%v: data directory made for a command line that was refused: %v", args, err)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a running server may write while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestBadBaseURLRefused: links are the base URL with a path appended, so a
+// base they cannot be made from stops the start instead of serving broken
+// checkout and document links; a base with a path prefix is fine.
+func TestBadBaseURLRefused(t *testing.T) {
+	for _, bad := range []string{"pay.example.com", "not a url", "ftp://pay.example.com", "https://",
+		"https://pay.example.com/?a=1", "https://pay.example.com/#top", "https://u:p@pay.example.com", "https:pay.example.com"} {
+		dir := t.TempDir()
+		var out, errb lockedBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run([]string{"serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0", "--base-url", bad}, &out, &errb)
+		}()
+		select {
+		case code := <-done:
+			if code != 2 || !strings.Contains(errb.String(), "--base-url") {
+				t.Errorf("--base-url %q: exit %d, %s", bad, code, errb.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("--base-url %q: served", bad)
+			stopInProcess(t, done)
+		}
+	}
+	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
+		"--base-url", "https://pay.example.com/kassa/")
+	stopInProcess(t, done)
+	if base != "https://pay.example.com/kassa" {
+		t.Fatalf("base %q", base)
+	}
+}
+
+// TestEmptyAddrRefused: KASSA_ADDR set but empty (a template that expanded to
+// nothing) is refused, instead of listening on every interface at a random
+// port where the default listens on the loopback only.
+func TestEmptyAddrRefused(t *testing.T) {
+	t.Setenv("KASSA_ADDR", "")
+	dir := t.TempDir()
+	var out, errb lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- run([]string{"serve", "--data", filepath.Join(dir, "data")}, &out, &errb) }()
+	select {
+	case code := <-done:
+		if code != 2 || !strings.Contains(errb.String(), "--addr") {
+			t.Fatalf("exit %d, %s", code, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("served: %s", out.String())
+		stopInProcess(t, done)
+	}
+}
+
+// TestSecondServerOnOneDataDirectory: a second serve on a data directory a
+// running one holds says so and exits, rather than answering a bare
+// "timeout" (or waiting for the file lock for ever).
+func TestSecondServerOnOneDataDirectory(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	_, first := serveInProcess(t, "--data", data, "--addr", "127.0.0.1:0")
+	defer stopInProcess(t, first)
+	var out, errb lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- run([]string{"serve", "--data", data, "--addr", "127.0.0.1:0"}, &out, &errb) }()
+	select {
+	case code := <-done:
+		if code != 1 || !strings.Contains(errb.String(), "in use by another process") {
+			t.Fatalf("second serve: exit %d, %s", code, errb.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("second serve still running: %s", out.String())
 	}
 }

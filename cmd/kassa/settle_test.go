@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"os/exec"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -113,56 +113,61 @@ func TestBadSandboxEnvIsRefused(t *testing.T) {
 	}
 }
 
-// TestDailySettlementMissedWhileStoppedRunsAtStart: a capture made just
-// before the day's settlement time, and no server running at that time (a
-// deploy, an outage). The server started after it settles that day at once,
-// as the daily run would have; it used to wait for the next day's run, so
-// the day's payout was skipped.
-func TestDailySettlementMissedWhileStoppedRunsAtStart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+// TestDailyRunMissedWhileDownRunsAtStart: a server that was down at the
+// settlement time (a restart or deploy across it) runs the day's settlement
+// when it starts, instead of leaving the day unsettled until the next one.
+// A server that finds the day settled already makes nothing more.
+func TestDailyRunMissedWhileDownRunsAtStart(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "kassa")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	data := filepath.Join(dir, "data")
-	base, stop := startServer(t, bin, data)
-	c := &client{t: t, base: base}
-	c.token("demo", "demo-secret-123")
-	id := c.orderOf("missed-run", 12500)
-	// Half a minute before the next 02:00 (the default --settle-at), so that
-	// no tick of this server reaches the settlement time.
-	var clock struct{ Now time.Time }
-	c.do("GET", "/sandbox/v1/clock", "", "", 200, &clock)
-	next := nextAt(clock.Now, time.Date(0, 1, 1, 2, 0, 0, 0, time.UTC))
-	c.do("POST", "/sandbox/v1/clock", fmt.Sprintf(`{"set":%q}`, next.Add(-30*time.Second).Format(time.RFC3339Nano)), "", 200, nil)
-	c.do("POST", "/v1/orders/"+id+"/capture", "", "capture-missed-run", 200, nil)
-	stop()
-
-	// The server is down while the settlement time passes.
-	sc := server.NewClock(true)
-	if err := sc.PersistTo(filepath.Join(data, "sandbox-clock.json")); err != nil {
+	clock := server.NewClock(true)
+	if err := clock.PersistTo(filepath.Join(dir, "sandbox-clock.json")); err != nil {
 		t.Fatal(err)
 	}
-	if err := sc.Advance(time.Minute); err != nil {
+	ctx := context.Background()
+	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{Clock: clock.Now})
+	if err != nil {
 		t.Fatal(err)
 	}
-
-	base, stop = startServer(t, bin, data)
-	defer stop()
-	c = &client{t: t, base: base}
-	c.token("demo", "demo-secret-123")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := c.settlements()
-		if len(got) == 1 && got[0].GrossAmount.MinorUnits == 12500 {
-			return
+	defer st.Close()
+	l := kassa.New(st, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clock.Now()
+	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	one := int64(1)
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{Country: "SE", Currency: "SEK",
+		Locale: "sv-SE", OrderLines: []order.LineInput{{Description: new("tiles"), Quantity: &one, UnitPrice: new(int64(10000)), Vat: new(int64(2500))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID}, res.Order.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The server was down over the next settlement time: it starts a
+	// minute after it.
+	settleAt := now.Add(time.Hour).UTC()
+	if err := clock.Advance(time.Hour + time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	settlements := func() int {
+		page, err := l.ListSettlements(ctx, creds.MerchantID, settlement.Query{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if len(got) > 1 || time.Now().After(deadline) {
-			t.Fatalf("settlements after a start past the missed run: %+v, want one of 125.00", got)
+		return len(page.Settlements)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for start := range 2 {
+		jobs, stop := context.WithTimeout(ctx, 2*time.Second)
+		runJobs(jobs, l, log, clock, settleAt)
+		stop()
+		if n := settlements(); n != 1 {
+			t.Fatalf("start %d: %d settlements, want 1", start+1, n)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -57,7 +57,8 @@ var migrations embed.FS
 type Options struct {
 	// Clock is the store's time (tx.Now); default time.Now.
 	Clock func() time.Time
-	// MaxConns caps the connection pool; default 32.
+	// MaxConns caps the connection pool; default: pool_max_conns of the
+	// URL, or else 32.
 	MaxConns int32
 	// DecodedOrderBytes bounds the cache of decoded orders (package
 	// ordercache): 0 is its default, negative none.
@@ -98,9 +99,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// A handshake takes milliseconds; the URL's connect_timeout overrides.
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
-	cfg.MaxConns = 32
-	if opts.MaxConns > 0 {
+	switch {
+	case opts.MaxConns > 0:
 		cfg.MaxConns = opts.MaxConns
+	case !setsPoolSize(url):
+		cfg.MaxConns = 32
+	case cfg.MaxConns < 2:
+		// Exclusive holds its lock on one connection while fn works on
+		// another: with one, kassa serve would hang at start.
+		return nil, errors.New("postgres: pool_max_conns must be at least 2")
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -118,6 +125,19 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		opts.Clock = time.Now
 	}
 	return &Store{pool: pool, clock: opts.Clock, decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}, nil
+}
+
+// setsPoolSize reports whether the URL gives pool_max_conns: the one way
+// kassa serve has to size the pool, for replicas that together must stay
+// under the database's max_connections. pgxpool has read it by then, and
+// keeps no sign of whether it was given.
+func setsPoolSize(url string) bool {
+	cc, err := pgx.ParseConfig(url)
+	if err != nil {
+		return false
+	}
+	_, ok := cc.RuntimeParams["pool_max_conns"]
+	return ok
 }
 
 // migrate applies, in order, every embedded migration not yet recorded in
@@ -238,7 +258,7 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 			if isLost {
 				return lost.err
 			}
-			return err
+			return readOnlyUnavailable(err)
 		}
 		pause := time.Duration(rand.IntN(min(attempt*5, 50))+1) * time.Millisecond
 		if isLost {
@@ -314,6 +334,21 @@ func retryable(err error) bool {
 	}
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "55P03")
+}
+
+// readOnlyUnavailable answers a write the database refused as read-only
+// (25006: a standby the address points at during a failover, or
+// default_transaction_read_only) as store_unavailable, 503 with Retry-After,
+// rather than an internal error: the refusal aborted the transaction, so
+// nothing was written, and the same request succeeds once the address
+// reaches the primary again.
+func readOnlyUnavailable(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "25006" {
+		return err
+	}
+	return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
+		Message: "the database is read-only (a standby?); nothing was done, retry shortly", Err: err}
 }
 
 // connLost is the error of a transaction whose connection broke before its
