@@ -263,8 +263,11 @@ func (l *Ledger) remind(tx storage.Tx, task *storage.Task) (taskOutcome, error) 
 		}
 		return outcomeReminded, n.send(notify.TopicAcknowledgementReminder, o.ID, map[string]string{"orderId": o.ID})
 	default:
+		// Remind exactly when the merchant can act on it, by capturing or
+		// extending: an order denied for fraud offers only cancel, and its
+		// authorization lapsing needs nothing from the merchant.
 		uncaptured := o.Amounts().Uncaptured
-		if uncaptured == 0 || o.Cancelled || o.Expired(now) {
+		if uncaptured == 0 || o.Cancelled || o.Expired(now) || o.Hold == order.HoldFraudDeny {
 			return outcomeNone, nil
 		}
 		return outcomeReminded, n.send(notify.TopicExpiryReminder, o.ID, ExpiryReminderData{OrderID: o.ID,

@@ -838,3 +838,50 @@ func TestSlowReceiverHoldsUpNoOtherMerchant(t *testing.T) {
 		t.Errorf("slow merchant: %d tried, %d untried of %d; want the unsent ones pending with no attempt", tried, untried, len(page.Notifications))
 	}
 }
+
+// The expiry reminder asks the merchant to capture or extend before the
+// authorization lapses. An order denied for fraud can do neither (it offers
+// only cancel), so it gets none; an order still on hold can be extended and
+// gets one, like an ordinary order.
+func TestExpiryReminderSkipsAFraudDeniedOrder(t *testing.T) {
+	f := newNotifyFixture(t, 0, notify.TopicExpiryReminder)
+	ctx := context.Background()
+	now := f.clock.Now()
+	mk := func(tok string, tags ...order.RiskTag) *order.Order {
+		t.Helper()
+		if err := f.ledger.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: f.merchant, Country: "SE",
+			Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
+			RiskTags: tags, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.ledger.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: f.merchant}, tok, &order.CreateRequest{
+			Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(int64(1000))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Order
+	}
+	plain := mk("plain")
+	onHold := mk("held", order.RiskPossibleFraud)
+	mk("blacklisted", order.RiskBlacklisted)
+	denied := mk("denied", order.RiskPossibleFraud)
+	if _, err := f.ledger.ResolveHold(ctx, kassa.Call{MerchantID: f.merchant}, denied.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(plain.ExpiresAt.Sub(f.clock.Now()) - kassa.ExpiryReminderBefore + time.Minute)
+	if _, err := f.ledger.RunTasks(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range f.log(t) {
+		if n.Type == notify.TopicExpiryReminder {
+			got = append(got, n.OrderID)
+		}
+	}
+	slices.Sort(got)
+	want := []string{plain.ID, onHold.ID}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("expiry reminders for %v, want %v (the plain and the held order, not the denied ones)", got, want)
+	}
+}
