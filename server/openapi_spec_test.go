@@ -121,6 +121,14 @@ func TestOpenAPIStatesSpecShapes(t *testing.T) {
 	prop("CreateSessionRequest", "storeId", "maxLength", float64(100))
 	prop("CreateSessionRequest", "vatMode", "enum", enum("inclVat", "exclVat"))
 	prop("UpdateSessionRequest", "merchantReference", "maxLength", float64(50))
+	// kassa's own limits on customer fields (docs/decisions.md).
+	for _, name := range []string{"OrderCustomerData", "CustomerTokenCustomerData", "EditCustomerRequest", "CompanyContact"} {
+		prop(name, "email", "maxLength", float64(254))
+		prop(name, "phone", "maxLength", float64(30))
+	}
+	prop("OrderCustomerData", "companyId", "maxLength", float64(50))
+	prop("OrderCustomerData", "country", "maxLength", float64(50))
+	prop("InvoiceChannelInput", "details", "maxLength", float64(200))
 
 	// Deprecated (spec, Versioning 2): the fromId parameter of GET /v1/orders,
 	// the list's lastId, and the old payment status with its successor Link.

@@ -281,9 +281,9 @@ var bounds = map[reflect.Type]map[string]bound{
 		"streetAddress": {"maxLength": 100}, "city": {"maxLength": 50}, "country": {"maxLength": 50}, "postalCode": {"maxLength": 10}},
 	reflect.TypeOf(order.CustomerInput{}):         customerBounds,
 	reflect.TypeOf(customerTokenCustomerData{}):   customerBounds,
-	reflect.TypeOf(order.Contact{}):               {"firstName": {"maxLength": 200}, "lastName": {"maxLength": 200}},
-	reflect.TypeOf(order.EditCustomerRequest{}):   {"reference1": {"maxLength": 200}, "reference2": {"maxLength": 200}},
-	reflect.TypeOf(order.InvoiceChannelInput{}):   {"type": channelType, "destination": channelDestination},
+	reflect.TypeOf(order.Contact{}):               {"firstName": {"maxLength": 200}, "lastName": {"maxLength": 200}, "email": emailBound, "phone": phoneBound},
+	reflect.TypeOf(order.EditCustomerRequest{}):   {"reference1": {"maxLength": 200}, "reference2": {"maxLength": 200}, "email": emailBound, "phone": phoneBound},
+	reflect.TypeOf(order.InvoiceChannelInput{}):   {"type": channelType, "destination": channelDestination, "details": {"maxLength": 200}},
 	reflect.TypeOf(order.InvoiceChannel{}):        {"type": channelType, "destination": channelDestination, "state": {"enum": []string{"disabled", "enabled"}}},
 	reflect.TypeOf(advanceInvoicePaymentMethod{}): {"provider": {"enum": []string{"service"}}, "type": {"enum": []string{"advanceInvoice"}}},
 	reflect.TypeOf(token.CreateCustomerRequest{}): {"storeId": {"maxLength": 100}},
@@ -308,7 +308,11 @@ var (
 	channelType        = bound{"enum": []string{"email", "edi", "snailmail", "kivra"}}
 	channelDestination = bound{"enum": []string{"default", "channelOnly"}}
 	createOrderBounds  = map[string]bound{"reference": {"maxLength": 50}, "settlementReference": {"maxLength": 50}, "storeId": {"maxLength": 100}, "vatMode": {"enum": []string{"inclVat", "exclVat"}}}
-	customerBounds     = map[string]bound{"firstName": {"maxLength": 200}, "lastName": {"maxLength": 200}, "reference1": {"maxLength": 200}, "reference2": {"maxLength": 200}}
+	customerBounds     = map[string]bound{"firstName": {"maxLength": 200}, "lastName": {"maxLength": 200}, "reference1": {"maxLength": 200}, "reference2": {"maxLength": 200},
+		"companyId": {"maxLength": 50}, "country": {"maxLength": 50}, "email": emailBound, "phone": phoneBound}
+	// kassa's own limits where the spec states none (docs/decisions.md, Money and lines).
+	emailBound = bound{"maxLength": 254, "description": "an email address: text@text, no whitespace"}
+	phoneBound = bound{"maxLength": 30}
 )
 
 func strs[T ~string](vs []T) []string {
