@@ -40,8 +40,8 @@ import (
 var update = flag.Bool("update", false, "rewrite server/openapi.json")
 
 type param struct {
-	name, in, desc, typ string
-	required, csv       bool
+	name, in, desc, typ       string
+	required, csv, deprecated bool
 }
 
 type op struct {
@@ -63,7 +63,7 @@ var (
 	orderQuery = []param{
 		{name: "q", typ: "string", desc: "exact order id, orderReference or merchantReference"},
 		{name: "cursor", typ: "string", desc: "nextCursor of the previous page"},
-		{name: "fromId", typ: "string", desc: "deprecated; same as cursor"},
+		{name: "fromId", typ: "string", desc: "deprecated; same as cursor", deprecated: true},
 		{name: "id", csv: true, desc: "order ids"}, {name: "storeId", csv: true}, {name: "orderReference", csv: true},
 		{name: "merchantReference", csv: true}, {name: "status", csv: true, desc: "orders having any of these statuses"},
 		{name: "statusAnd", csv: true, desc: "orders having all of these statuses"},
@@ -143,7 +143,7 @@ func operations() []op {
 	tok("POST", "/v1/authorization-tokens/{token}/order", "createOrder", "Create an order from an authorization token", order.CreateRequest{}, 200, kassa.CreateOrderResponse{})
 	add(op{method: "GET", path: "/v1/customer-tokens/{token}", id: "getCustomerToken", summary: "Get a customer token", tag: "Payments", auth: true, status: 200, resp: token.Record{}, errs: reads})
 	tok("DELETE", "/v1/customer-tokens/{token}", "revokeCustomerToken", "Revoke a customer token", nil, 200, token.Record{})
-	tok("POST", "/v1/customer-tokens/{token}/order", "createCustomerTokenOrder", "Create an order from a customer token (CustomerTokenOrderRequest: no locale or customer; shippingAddress)", order.CreateRequest{}, 200, kassa.CreateOrderResponse{})
+	tok("POST", "/v1/customer-tokens/{token}/order", "createCustomerTokenOrder", "Create an order from a customer token (CustomerTokenOrderRequest: no customer; shippingAddress)", customerTokenOrderRequest{}, 200, kassa.CreateOrderResponse{})
 
 	for _, api := range []struct{ base, param, tag, name string }{
 		{"/v1/sessions", "id", "Checkout", "Session"}, {"/v1/payment-sessions", "sessionId", "Payments", "PaymentSession"}} {
@@ -213,10 +213,39 @@ type fixtureList struct {
 	Fixtures []sandbox.Fixture `json:"fixtures"`
 }
 
+// Spec shapes that the server decodes into a Go type it shares with another
+// shape: each gets a defined type of its own here, so that it gets a schema of
+// its own, with the fields of the Go type that the shape lacks left out
+// (omitFields) and fields whose shape differs given another type (fieldTypes).
+type (
+	// customerTokenOrderRequest is the spec's CustomerTokenOrderRequest: the
+	// CreateOrderRequest without customer (refused) and with shippingAddress.
+	// A locale is optional there (the spec has none; the server checks one sent).
+	customerTokenOrderRequest order.CreateRequest
+	// customerTokenCustomerData is the spec's CustomerTokenCustomerData:
+	// OrderCustomerData without shippingAddress (refused).
+	customerTokenCustomerData order.CustomerInput
+	// advanceInvoicePaymentMethod is the payment method edit payment method
+	// takes: provider service, type advanceInvoice only.
+	advanceInvoicePaymentMethod order.PaymentMethod
+)
+
+var omitFields = map[reflect.Type][]string{
+	reflect.TypeOf(order.CreateRequest{}):       {"shippingAddress"},
+	reflect.TypeOf(customerTokenOrderRequest{}): {"customer"},
+	reflect.TypeOf(customerTokenCustomerData{}): {"shippingAddress"},
+}
+
+var fieldTypes = map[reflect.Type]map[string]reflect.Type{
+	reflect.TypeOf(token.CreateCustomerRequest{}):    {"customer": reflect.TypeOf(customerTokenCustomerData{})},
+	reflect.TypeOf(order.EditPaymentMethodRequest{}): {"paymentMethod": reflect.TypeOf(advanceInvoicePaymentMethod{})},
+}
+
 // Request bodies: fields the spec (or kassa) requires.
 var requiredFields = map[reflect.Type][]string{
 	reflect.TypeOf(order.LineInput{}):                {"description", "quantity"},
-	reflect.TypeOf(order.CreateRequest{}):            {"country", "currency"},
+	reflect.TypeOf(order.CreateRequest{}):            {"country", "currency", "locale"},
+	reflect.TypeOf(customerTokenOrderRequest{}):      {"country", "currency"},
 	reflect.TypeOf(order.EditRequest{}):              {"orderLines", "totalOrderAmount", "totalOrderAmountExclVat", "totalOrderVatAmount"},
 	reflect.TypeOf(capture.PartialRequest{}):         {"orderLines", "totalCaptureAmount"},
 	reflect.TypeOf(refund.PartialRequest{}):          {"orderLines", "totalRefundAmount"},
@@ -244,27 +273,46 @@ var bounds = map[reflect.Type]map[string]bound{
 		"totalAmount": amountBound, "totalVatAmount": amountBound, "unitDiscountAmount": amountBound, "unitPrice": amountBound,
 		"vat": {"minimum": 0, "maximum": 10000}, "type": {"enum": order.LineTypes},
 	},
-	reflect.TypeOf(order.TotalsInput{}):   {"totalOrderAmount": totalBound, "totalOrderAmountExclVat": totalBound, "totalOrderVatAmount": totalBound},
-	reflect.TypeOf(order.CreateRequest{}): {"reference": {"maxLength": 50}, "settlementReference": {"maxLength": 50}, "storeId": {"maxLength": 100}, "vatMode": {"enum": []string{"inclVat", "exclVat"}}},
-	reflect.TypeOf(order.AutoCapture{}):   {"delayMinutes": {"minimum": 0, "maximum": 10080}},
+	reflect.TypeOf(order.TotalsInput{}):         {"totalOrderAmount": totalBound, "totalOrderAmountExclVat": totalBound, "totalOrderVatAmount": totalBound},
+	reflect.TypeOf(order.CreateRequest{}):       createOrderBounds,
+	reflect.TypeOf(customerTokenOrderRequest{}): createOrderBounds,
+	reflect.TypeOf(order.AutoCapture{}):         {"delayMinutes": {"minimum": 0, "maximum": 10080}},
 	reflect.TypeOf(order.Address{}): {"attentionName": {"maxLength": 100}, "careOf": {"maxLength": 100}, "companyName": {"maxLength": 100},
 		"streetAddress": {"maxLength": 100}, "city": {"maxLength": 50}, "country": {"maxLength": 50}, "postalCode": {"maxLength": 10}},
-	reflect.TypeOf(order.CustomerInput{}):    {"firstName": {"maxLength": 200}, "lastName": {"maxLength": 200}, "reference1": {"maxLength": 200}, "reference2": {"maxLength": 200}},
-	reflect.TypeOf(capture.PartialRequest{}): {"totalCaptureAmount": totalBound},
-	reflect.TypeOf(capture.FullRequest{}):    {"totalCaptureAmount": totalBound},
-	reflect.TypeOf(refund.PartialRequest{}):  {"totalRefundAmount": totalBound, "note": {"maxLength": 200}},
-	reflect.TypeOf(refund.FullRequest{}):     {"note": {"maxLength": 200}},
-	reflect.TypeOf(order.ReferenceRequest{}): {"reference": {"maxLength": 50}, "settlementReference": {"maxLength": 50}},
-	reflect.TypeOf(order.RecourseRequest{}):  {"reason": {"minLength": 1, "maxLength": 200}},
-	reflect.TypeOf(session.CreateRequest{}):  {"merchantReference": {"maxLength": 50}, "externalSessionId": {"maxLength": 100}, "expiresInMinutes": {"minimum": 1, "maximum": 10080}},
-	reflect.TypeOf(sandbox.TokenRequest{}):   {"amount": {"minimum": 1, "maximum": 1000000000}},
-	reflect.TypeOf(riskRequest{}):            {"decision": {"enum": []string{"approve", "deny"}}},
-	reflect.TypeOf(markRequest{}):            {"status": {"enum": []string{"reminder1", "reminder2", "debtCollection", "invoiceDeliveryFailure"}}},
+	reflect.TypeOf(order.CustomerInput{}):         customerBounds,
+	reflect.TypeOf(customerTokenCustomerData{}):   customerBounds,
+	reflect.TypeOf(order.Contact{}):               {"firstName": {"maxLength": 200}, "lastName": {"maxLength": 200}, "email": emailBound, "phone": phoneBound},
+	reflect.TypeOf(order.EditCustomerRequest{}):   {"reference1": {"maxLength": 200}, "reference2": {"maxLength": 200}, "email": emailBound, "phone": phoneBound},
+	reflect.TypeOf(order.InvoiceChannelInput{}):   {"type": channelType, "destination": channelDestination, "details": {"maxLength": 200}},
+	reflect.TypeOf(order.InvoiceChannel{}):        {"type": channelType, "destination": channelDestination, "state": {"enum": []string{"disabled", "enabled"}}},
+	reflect.TypeOf(advanceInvoicePaymentMethod{}): {"provider": {"enum": []string{"service"}}, "type": {"enum": []string{"advanceInvoice"}}},
+	reflect.TypeOf(token.CreateCustomerRequest{}): {"storeId": {"maxLength": 100}},
+	reflect.TypeOf(session.UpdateRequest{}):       {"merchantReference": {"maxLength": 50}},
+	reflect.TypeOf(OrderList{}):                   {"lastId": {"deprecated": true, "description": "deprecated: the same value as nextCursor"}},
+	reflect.TypeOf(capture.PartialRequest{}):      {"totalCaptureAmount": totalBound},
+	reflect.TypeOf(capture.FullRequest{}):         {"totalCaptureAmount": totalBound},
+	reflect.TypeOf(refund.PartialRequest{}):       {"totalRefundAmount": totalBound, "note": {"maxLength": 200}},
+	reflect.TypeOf(refund.FullRequest{}):          {"note": {"maxLength": 200}},
+	reflect.TypeOf(order.ReferenceRequest{}):      {"reference": {"maxLength": 50}, "settlementReference": {"maxLength": 50}},
+	reflect.TypeOf(order.RecourseRequest{}):       {"reason": {"minLength": 1, "maxLength": 200}},
+	reflect.TypeOf(session.CreateRequest{}): {"merchantReference": {"maxLength": 50}, "externalSessionId": {"maxLength": 100}, "expiresInMinutes": {"minimum": 1, "maximum": 10080},
+		"storeId": {"maxLength": 100}, "vatMode": {"enum": []string{"inclVat", "exclVat"}}},
+	reflect.TypeOf(sandbox.TokenRequest{}): {"amount": {"minimum": 1, "maximum": 1000000000}},
+	reflect.TypeOf(riskRequest{}):          {"decision": {"enum": []string{"approve", "deny"}}},
+	reflect.TypeOf(markRequest{}):          {"status": {"enum": []string{"reminder1", "reminder2", "debtCollection", "invoiceDeliveryFailure"}}},
 }
 
 var (
-	amountBound = bound{"minimum": -1000000000, "maximum": 1000000000}
-	totalBound  = bound{"minimum": 0, "maximum": 1000000000}
+	amountBound        = bound{"minimum": -1000000000, "maximum": 1000000000}
+	totalBound         = bound{"minimum": 0, "maximum": 1000000000}
+	channelType        = bound{"enum": []string{"email", "edi", "snailmail", "kivra"}}
+	channelDestination = bound{"enum": []string{"default", "channelOnly"}}
+	createOrderBounds  = map[string]bound{"reference": {"maxLength": 50}, "settlementReference": {"maxLength": 50}, "storeId": {"maxLength": 100}, "vatMode": {"enum": []string{"inclVat", "exclVat"}}}
+	customerBounds     = map[string]bound{"firstName": {"maxLength": 200}, "lastName": {"maxLength": 200}, "reference1": {"maxLength": 200}, "reference2": {"maxLength": 200},
+		"companyId": {"maxLength": 50}, "country": {"maxLength": 50}, "email": emailBound, "phone": phoneBound}
+	// kassa's own limits where the spec states none (docs/decisions.md, Money and lines).
+	emailBound = bound{"maxLength": 254, "description": "an email address: text@text, no whitespace"}
+	phoneBound = bound{"maxLength": 30}
 )
 
 func strs[T ~string](vs []T) []string {
@@ -306,6 +354,9 @@ var names = map[reflect.Type]string{
 	reflect.TypeOf(order.Contact{}):               "CompanyContact",
 	reflect.TypeOf(order.PaymentMethod{}):         "SelectedPaymentMethod",
 	reflect.TypeOf(order.CreateRequest{}):         "CreateOrderRequest",
+	reflect.TypeOf(customerTokenOrderRequest{}):   "CustomerTokenOrderRequest",
+	reflect.TypeOf(customerTokenCustomerData{}):   "CustomerTokenCustomerData",
+	reflect.TypeOf(advanceInvoicePaymentMethod{}): "AdvanceInvoicePaymentMethod",
 	reflect.TypeOf(order.EditRequest{}):           "EditLedgerOrderRequest",
 	reflect.TypeOf(capture.FullRequest{}):         "FullCaptureRequest",
 	reflect.TypeOf(capture.PartialRequest{}):      "PartialCaptureRequest",
@@ -409,7 +460,17 @@ func (g *gen) object(t reflect.Type) map[string]any {
 			if name == "" {
 				name = f.Name
 			}
-			s := g.schema(f.Type)
+			if slices.Contains(omitFields[t], name) {
+				continue
+			}
+			ft := f.Type
+			if o, ok := fieldTypes[t][name]; ok {
+				ft = o
+				if f.Type.Kind() == reflect.Pointer {
+					ft = reflect.PointerTo(o)
+				}
+			}
+			s := g.schema(ft)
 			if b, ok := bounds[t][name]; ok {
 				if _, isRef := s["$ref"]; !isRef {
 					for k, v := range b {
@@ -448,6 +509,9 @@ func markRequests(t reflect.Type) {
 	requestTypes[t] = true
 	for i := 0; i < t.NumField(); i++ {
 		markRequests(t.Field(i).Type)
+	}
+	for _, o := range fieldTypes[t] {
+		markRequests(o)
 	}
 }
 
@@ -504,6 +568,9 @@ func buildOpenAPI() map[string]any {
 			if q.desc != "" {
 				p["description"] = q.desc
 			}
+			if q.deprecated {
+				p["deprecated"] = true
+			}
 			params = append(params, p)
 		}
 		if o.idem {
@@ -545,6 +612,7 @@ func buildOpenAPI() map[string]any {
 		}
 		if o.deprecated {
 			headers["Deprecation"] = map[string]any{"schema": map[string]any{"type": "string"}}
+			headers["Link"] = map[string]any{"description": `the successor operation, rel="successor-version"`, "schema": map[string]any{"type": "string"}}
 		}
 		ok["headers"] = headers
 		switch {
