@@ -2,6 +2,8 @@ package kassa
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/kassahq/kassa/capture"
@@ -33,19 +35,19 @@ const (
 	ExpiryReminderBefore = 24 * time.Hour
 )
 
-// A due auto-capture whose order is blocked (awaiting acknowledgement or on
-// hold) looks again after autoCaptureRetry, doubling each time up to
-// autoCaptureRetryMax: an order can stay blocked until it expires, weeks of
-// a look a minute. What unblocks it (acknowledge, a hold approved) brings
-// the capture forward itself (unblockAutoCapture), so the wait costs nothing
-// then.
+// A task that cannot be done yet looks again after taskRetry, doubling each
+// time up to taskRetryMax: an auto-capture order can stay blocked (awaiting
+// acknowledgement, on hold) until it expires, weeks of a look a minute, and
+// a task that fails may fail for as long. What unblocks an auto-capture
+// (acknowledge, a hold approved) brings the capture forward itself
+// (unblockAutoCapture), so the wait costs nothing then.
 const (
-	autoCaptureRetry    = time.Minute
-	autoCaptureRetryMax = time.Hour
+	taskRetry    = time.Minute
+	taskRetryMax = time.Hour
 )
 
-func autoCaptureRetryAfter(attempts int) time.Duration {
-	return min(autoCaptureRetry<<min(attempts, 10), autoCaptureRetryMax)
+func taskRetryAfter(attempts int) time.Duration {
+	return min(taskRetry<<min(attempts, 10), taskRetryMax)
 }
 
 func scheduleAutoCapture(tx storage.Tx, o *order.Order) error {
@@ -96,11 +98,14 @@ func scheduleTokenExpiry(tx storage.Tx, merchantID, tok string, at time.Time) er
 
 // TaskStats counts what one RunTasks did, by effect.
 type TaskStats struct {
-	AutoCaptured   int `json:"autoCaptured"`
-	TokensExpired  int `json:"tokensExpired"`
-	RemindersSent  int `json:"remindersSent"`
-	Rescheduled    int `json:"rescheduled"`
-	NothingToDo    int `json:"nothingToDo"`
+	AutoCaptured  int `json:"autoCaptured"`
+	TokensExpired int `json:"tokensExpired"`
+	RemindersSent int `json:"remindersSent"`
+	Rescheduled   int `json:"rescheduled"`
+	NothingToDo   int `json:"nothingToDo"`
+	// Failed counts tasks that failed and were set aside to try again later
+	// (the error is RunTasks' own).
+	Failed         int `json:"failed"`
 	TasksProcessed int `json:"tasksProcessed"`
 }
 
@@ -109,28 +114,44 @@ type TaskStats struct {
 // runs safely beside API traffic and on several replicas (a store hands a
 // due task to one transaction at a time), and a crash either did all of a
 // task or none of it: nothing is done twice.
+//
+// A task that fails (a record it cannot read, a bug it runs into) is set
+// aside to try again after a growing delay, and the run goes on: the
+// earliest task failing on every run would otherwise hold up every task of
+// every merchant behind it. RunTasks then reports the failures as its
+// error, beside the counts. A store that cannot be reached ends the run.
 func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
 	var stats TaskStats
 	if err := checkLimit(limit); err != nil {
 		return stats, err
 	}
+	var failures []error
 	for range limit {
 		var outcome taskOutcome
-		found := false
+		var claimed *storage.Task
 		err := l.store.Update(ctx, func(tx storage.Tx) error {
-			found, outcome = false, outcomeNone
+			claimed, outcome = nil, outcomeNone
 			due, err := tx.DueTasks(tx.Now(), 1)
 			if err != nil || len(due) == 0 {
 				return err
 			}
-			found = true
+			claimed = due[0]
 			outcome, err = l.runTask(tx, due[0])
 			return err
 		})
-		if err != nil {
-			return stats, err
+		if err != nil && claimed != nil && ctx.Err() == nil && !fault.Is(err, fault.Unavailable) {
+			if err := l.setTaskAside(ctx, claimed); err != nil {
+				return stats, errors.Join(append(failures, err)...)
+			}
+			stats.Failed++
+			stats.TasksProcessed++
+			failures = append(failures, fmt.Errorf("task %s (%s, order %s): %w", claimed.ID, claimed.Kind, claimed.OrderID, err))
+			continue
 		}
-		if !found {
+		if err != nil {
+			return stats, errors.Join(append(failures, err)...)
+		}
+		if claimed == nil {
 			break
 		}
 		stats.TasksProcessed++
@@ -147,7 +168,25 @@ func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
 			stats.NothingToDo++
 		}
 	}
-	return stats, nil
+	return stats, errors.Join(failures...)
+}
+
+// setTaskAside makes a task that failed due again after a delay that grows
+// with its attempts, if it is still the one that failed: one another
+// replica has taken, done or moved meanwhile is left to it.
+func (l *Ledger) setTaskAside(ctx context.Context, failed *storage.Task) error {
+	return l.store.Update(ctx, func(tx storage.Tx) error {
+		due, err := tx.DueTasks(tx.Now(), 1)
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		t := due[0]
+		if t.ID != failed.ID || !t.DueAt.Equal(failed.DueAt) || t.Attempts != failed.Attempts {
+			return nil
+		}
+		t.DueAt, t.Attempts = tx.Now().Add(taskRetryAfter(t.Attempts)), t.Attempts+1
+		return tx.ScheduleTask(t)
+	})
 }
 
 type taskOutcome int
@@ -199,7 +238,7 @@ func (l *Ledger) autoCapture(tx storage.Tx, task *storage.Task) (taskOutcome, er
 	if _, err := o.Require(o.Uncaptured.ID, order.ActionCapture, env); err != nil {
 		if o.HasStatus(order.StatusUncaptured, env.Now) && !o.Expired(env.Now) && o.Hold != order.HoldFraudDeny {
 			// Still open but blocked (acknowledgement, hold): look again later.
-			task.DueAt, task.Attempts = env.Now.Add(autoCaptureRetryAfter(task.Attempts)), task.Attempts+1
+			task.DueAt, task.Attempts = env.Now.Add(taskRetryAfter(task.Attempts)), task.Attempts+1
 			return outcomeRescheduled, tx.ScheduleTask(task)
 		}
 		return outcomeNone, nil // closed: nothing to capture

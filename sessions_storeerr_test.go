@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/fault"
@@ -96,5 +97,94 @@ func TestSessionsPassStoreErrorsOn(t *testing.T) {
 	}
 	if st := rec.Session.StateAt(rec.Session.UpdatedAt); st != session.StateAuthorized {
 		t.Errorf("session %s after the failed delete, want it still authorized", st)
+	}
+}
+
+// poisonedStore fails every read of one order with an internal error, as a
+// record no build can decode would.
+type poisonedStore struct {
+	storage.Store
+	poisoned *string
+}
+
+func (s poisonedStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	return s.Store.Update(ctx, func(tx storage.Tx) error { return fn(poisonedTx{tx, *s.poisoned}) })
+}
+
+type poisonedTx struct {
+	storage.Tx
+	poisoned string
+}
+
+func (t poisonedTx) GetOrder(merchantID, orderID string) (*order.Order, error) {
+	if orderID == t.poisoned {
+		return nil, fault.Internalf(nil, "decode order %s: unexpected end of JSON input", orderID)
+	}
+	return t.Tx.GetOrder(merchantID, orderID)
+}
+
+// TestFailingTaskHoldsUpNoOtherTask: a task that fails every time (here an
+// auto-capture whose order cannot be read) is set aside with a growing
+// delay, and the tasks due after it still run. It used to be taken first
+// by every run and fail it, so no auto-capture, token expiry or reminder of
+// any merchant ran again.
+func TestFailingTaskHoldsUpNoOtherTask(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	var poisoned string
+	l := kassa.New(poisonedStore{memory.New(func() time.Time { return now }), &poisoned}, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := kassa.Call{MerchantID: creds.MerchantID}
+	autoOrder := func(tok string) string {
+		t.Helper()
+		if err := l.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+			PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := l.CreateOrderFromAuthorization(ctx, call, tok, &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
+			AutoCapture: &order.AutoCapture{Enabled: true, DelayMinutes: 10},
+			OrderLines:  []order.LineInput{{Description: ptr("tiles"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(10000)), Vat: ptr(int64(2500))}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Order.ID
+	}
+	bad := autoOrder("t-bad")
+	now = now.Add(time.Second) // due a second after the bad one
+	good := autoOrder("t-good")
+	poisoned = bad
+
+	now = now.Add(15 * time.Minute)
+	st, err := l.RunTasks(ctx, 10)
+	if err == nil {
+		t.Fatal("a failed task was not reported")
+	}
+	if st.AutoCaptured != 1 || st.Failed != 1 {
+		t.Fatalf("stats %+v, want the good order captured and one failure", st)
+	}
+	o, _, err := l.GetOrder(ctx, creds.MerchantID, good)
+	if err != nil || o.Amounts().Captured != 10000 {
+		t.Fatalf("the order due after the failing one: %v", err)
+	}
+	// Set aside: not taken again at once, but again after its delay, and
+	// captured once it can be read.
+	if st, err := l.RunTasks(ctx, 10); err != nil || st.TasksProcessed != 0 {
+		t.Fatalf("run right after: %+v %v, want nothing due", st, err)
+	}
+	now = now.Add(time.Minute)
+	if st, _ := l.RunTasks(ctx, 10); st.Failed != 1 {
+		t.Fatalf("run a minute later: %+v, want the task tried again", st)
+	}
+	now = now.Add(90 * time.Second)
+	if st, _ := l.RunTasks(ctx, 10); st.TasksProcessed != 0 {
+		t.Fatalf("the second delay is longer than the first: %+v", st)
+	}
+	poisoned = ""
+	now = now.Add(time.Minute)
+	if st, err := l.RunTasks(ctx, 10); err != nil || st.AutoCaptured != 1 {
+		t.Fatalf("once readable: %+v %v, want it captured", st, err)
 	}
 }
