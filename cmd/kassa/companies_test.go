@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kassahq/kassa/storage/bolt"
 )
 
 func TestCompaniesImport(t *testing.T) {
@@ -65,8 +67,24 @@ func TestNextSettlementTime(t *testing.T) {
 
 func TestSettleCommand(t *testing.T) {
 	dir := t.TempDir()
+	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
 	var out, errb bytes.Buffer
 	if code := run([]string{"settle", "--data", dir}, &out, &errb); code != 0 || !strings.Contains(out.String(), "0 settlements") {
 		t.Fatalf("settle on an empty store: %d %s %s", code, out.String(), errb.String())
+	}
+	// A directory with no store is a mistake, not a run with nothing to do;
+	// and it is left as it was.
+	other := t.TempDir()
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"settle", "--data", other}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "no store at") {
+		t.Fatalf("settle on a directory without a store: %d %s %s", code, out.String(), errb.String())
+	}
+	if fileExists(filepath.Join(other, "kassa.db")) {
+		t.Fatal("settle made a store in a directory that had none")
 	}
 }

@@ -792,8 +792,15 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	var db storage.Store
 	var err error
 	if *kind == "bolt" {
+		path := filepath.Join(*data, "kassa.db")
+		if !fileExists(path) {
+			// Opening would make an empty store and report "0 settlements":
+			// a mistyped directory would look like a run with nothing to do.
+			fmt.Fprintf(stderr, "kassa: no store at %s (--data names the server's data directory)\n", path)
+			return 1
+		}
 		// A running server holds the file: fail fast instead of waiting for it.
-		db, err = bolt.Open(filepath.Join(*data, "kassa.db"), bolt.Options{Timeout: 2 * time.Second, Clock: clock.Now})
+		db, err = bolt.Open(path, bolt.Options{Timeout: 2 * time.Second, Clock: clock.Now})
 	} else {
 		db, err = openStore(*kind, *data, *dbURL, clock.Now, 0)
 	}
