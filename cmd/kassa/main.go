@@ -445,6 +445,17 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		log.Info("shutting down", "signal", s.String())
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		// A second signal (an operator pressing Ctrl-C again, a supervisor
+		// that will not wait) cuts the grace short: connections still open
+		// are closed now, and the store still closes in order.
+		go func() {
+			select {
+			case s := <-sig:
+				log.Warn("second signal: not waiting for the requests still open", "signal", s.String())
+				cancel()
+			case <-sctx.Done():
+			}
+		}()
 		// Shutdown stops accepting and waits for in-flight requests to finish.
 		if err := hs.Shutdown(sctx); err != nil {
 			// Clients still sending or reading after the grace (a slow
