@@ -900,3 +900,31 @@ func TestAutoCaptureRunsWhenTheHoldIsApproved(t *testing.T) {
 		t.Fatalf("captured %d, want 7000", o.Amounts().Captured)
 	}
 }
+
+// TestServeOrderJSONSharesTheCachedBody: ServeOrderJSON hands out the body
+// OrderJSON copies, and a caller changing its OrderJSON copy changes
+// nothing another reader gets.
+func TestServeOrderJSONSharesTheCachedBody(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "t-serve", 10000)
+	own, err := f.ledger.OrderJSON(f.ctx, f.merchant, o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(own)
+	for i := range own {
+		own[i] = 'x'
+	}
+	for range 2 { // the first read may render, the second is served from the cache
+		var got string
+		if err := f.ledger.ServeOrderJSON(f.ctx, f.merchant, o.ID, func(b []byte) { got = string(b) }); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("ServeOrderJSON gave %.80s…, want the body OrderJSON gave", got)
+		}
+	}
+	if err := f.ledger.ServeOrderJSON(f.ctx, f.merchant, "no-such-order", func([]byte) { t.Fatal("write called for an error") }); fault.KindOf(err) != fault.NotFound {
+		t.Fatalf("unknown order: %v", err)
+	}
+}

@@ -93,8 +93,33 @@ func bounded(apply func(tx storage.Tx, o *order.Order, env order.Env) error) fun
 // (another replica included) is never hidden. The bytes are the caller's
 // own: a copy of the cached ones.
 func (l *Ledger) OrderJSON(ctx context.Context, merchantID, orderID string) ([]byte, error) {
-	var body []byte
-	err := l.store.View(ctx, func(tx storage.Tx) error {
+	body, shared, err := l.orderJSON(ctx, merchantID, orderID)
+	if shared {
+		body = bytes.Clone(body)
+	}
+	return body, err
+}
+
+// ServeOrderJSON is OrderJSON for a caller that only writes the body out:
+// write gets it once the read is over, and for a cached order it is the
+// cache's own copy, which write must not change. Without the per-request
+// copy a GET allocates about half as much under a read-heavy load, and the
+// garbage collector, whose cycles set the tail latency of reads, runs half
+// as often.
+func (l *Ledger) ServeOrderJSON(ctx context.Context, merchantID, orderID string, write func(body []byte)) error {
+	body, _, err := l.orderJSON(ctx, merchantID, orderID)
+	if err != nil {
+		return err
+	}
+	write(body)
+	return nil
+}
+
+// orderJSON reads the order's response body, reporting whether it is the
+// cache's copy (shared with every other reader, never to be changed).
+func (l *Ledger) orderJSON(ctx context.Context, merchantID, orderID string) (body []byte, shared bool, err error) {
+	err = l.store.View(ctx, func(tx storage.Tx) error {
+		body, shared = nil, false
 		now := tx.Now()
 		if l.cache != nil {
 			v, err := tx.OrderVersion(merchantID, orderID)
@@ -102,7 +127,7 @@ func (l *Ledger) OrderJSON(ctx context.Context, merchantID, orderID string) ([]b
 				return err
 			}
 			if b, ok := l.cache.Get(merchantID, orderID, v, now, wallClock()); ok {
-				body = bytes.Clone(b)
+				body, shared = b, true
 				return nil
 			}
 		}
@@ -118,7 +143,7 @@ func (l *Ledger) OrderJSON(ctx context.Context, merchantID, orderID string) ([]b
 		body = res.Body
 		return nil
 	})
-	return body, err
+	return body, shared, err
 }
 
 // GetOrder reads an order of the merchant. It also returns the time the read

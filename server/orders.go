@@ -15,12 +15,12 @@ import (
 )
 
 func (s *Server) getOrder(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	body, err := s.ledger.OrderJSON(r.Context(), merchantOf(r.Context()), p.ByName("orderId"))
+	err := s.ledger.ServeOrderJSON(r.Context(), merchantOf(r.Context()), p.ByName("orderId"), func(body []byte) {
+		writeRaw(w, http.StatusOK, body)
+	})
 	if err != nil {
 		s.writeError(w, r, err)
-		return
 	}
-	writeRaw(w, http.StatusOK, body)
 }
 
 // OrderList is the spec's GetOrdersResponse.
