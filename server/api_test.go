@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kassahq/kassa"
 )
 
 // req sends a request with extra headers; body "" sends none.
@@ -990,5 +992,44 @@ func TestTokenEndpointRefusalsBeforeRouting(t *testing.T) {
 			!strings.HasPrefix(desc, c.names+" ") || h.Get("Cache-Control") != "no-store" {
 			t.Errorf("%s: %d %v %v", c.name, code, h, out)
 		}
+	}
+}
+
+// TestBasicCredentialsFormEncoded: RFC 6749 §2.3.1 has an OAuth client
+// form-urlencode its id and secret before Basic authentication (Go's
+// golang.org/x/oauth2 and others do), so a ':' in a client id or a '+', '/'
+// or '%' in a secret arrives escaped. Both the token endpoint and Basic on
+// the API take them so, and as sent (curl -u).
+func TestBasicCredentialsFormEncoded(t *testing.T) {
+	e := newSessionEnv(t)
+	id, secret := "shop:7 ab", "p+w/d=%x 9!"
+	if _, _, err := e.ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "odd", ClientID: id, ClientSecret: secret}); err != nil {
+		t.Fatal(err)
+	}
+	encoded := basic(url.QueryEscape(id), url.QueryEscape(secret))
+	token := func(auth string) int {
+		r, _ := http.NewRequest("POST", e.ts.URL+"/oauth/token", strings.NewReader("grant_type=client_credentials"))
+		r.Header.Set("Authorization", auth)
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		code, _, _ := e.send(r)
+		return code
+	}
+	if code := token(encoded); code != 200 {
+		t.Errorf("token with form-encoded Basic credentials: %d, want 200", code)
+	}
+	if code := token(basic(url.QueryEscape(id), url.QueryEscape("wrong"))); code != 401 {
+		t.Errorf("token with a wrong encoded secret: %d, want 401", code)
+	}
+	r, _ := http.NewRequest("GET", e.ts.URL+"/v1/orders", nil)
+	r.Header.Set("Authorization", encoded)
+	if code, _, _ := e.send(r); code != 200 {
+		t.Errorf("API with form-encoded Basic credentials: %d, want 200", code)
+	}
+	// As sent, unencoded, for an id without ':' (Basic cannot carry one).
+	if _, _, err := e.ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "plain", ClientID: "plain", ClientSecret: "a+b%41"}); err != nil {
+		t.Fatal(err)
+	}
+	if code := token(basic("plain", "a+b%41")); code != 200 {
+		t.Errorf("token with a secret sent as it is: %d, want 200", code)
 	}
 }

@@ -9,11 +9,13 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/storage"
 )
 
 type ctxKey int
@@ -110,7 +112,7 @@ func (s *Server) authenticate(r *http.Request) (string, error) {
 		if !ok {
 			return "", errUnauthorized
 		}
-		m, err := s.ledger.Authenticate(r.Context(), id, secret)
+		m, err := s.authenticateBasic(r.Context(), id, secret)
 		if err != nil {
 			return "", err
 		}
@@ -178,15 +180,18 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		oauthFail(w, http.StatusBadRequest, "invalid_request", "authenticate with Basic or with client_id and client_secret, not both")
 		return
 	}
+	authenticate := s.authenticateBasic
 	if !ok {
+		// Form parameters arrive decoded already.
 		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+		authenticate = s.ledger.Authenticate
 	}
 	if id == "" || secret == "" {
 		w.Header().Set("WWW-Authenticate", `Basic realm="kassa"`)
 		oauthFail(w, http.StatusUnauthorized, "invalid_client", "client id and secret are required")
 		return
 	}
-	m, err := s.ledger.Authenticate(r.Context(), id, secret)
+	m, err := authenticate(r.Context(), id, secret)
 	if err != nil {
 		if fault.Is(err, fault.Unauthorized) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="kassa"`)
@@ -231,3 +236,22 @@ func oauthFail(w http.ResponseWriter, status int, code, description string) {
 
 // grantedScopes is what every token grants; a request may name any of them.
 var grantedScopes = []string{"orders", "payments", "settlements"}
+
+// authenticateBasic checks Basic credentials as sent and, when those are
+// refused and carry escapes, as RFC 6749 §2.3.1 has an OAuth client send
+// them: the id and the secret each form-urlencoded first (Go's
+// golang.org/x/oauth2 does), so that a ':' in an id, or a '+', '/' or '%'
+// in a secret, reach kassa escaped. Clients that send them as they are
+// (curl -u) match the first check.
+func (s *Server) authenticateBasic(ctx context.Context, id, secret string) (*storage.Merchant, error) {
+	m, err := s.ledger.Authenticate(ctx, id, secret)
+	if err == nil || !fault.Is(err, fault.Unauthorized) {
+		return m, err
+	}
+	did, ierr := url.QueryUnescape(id)
+	dsecret, serr := url.QueryUnescape(secret)
+	if ierr != nil || serr != nil || (did == id && dsecret == secret) {
+		return m, err
+	}
+	return s.ledger.Authenticate(ctx, did, dsecret)
+}

@@ -29,6 +29,8 @@ type sessionEnv struct {
 	clock *Clock
 	auth  string
 	other string // Basic credentials of a second merchant
+	// ledger is the server's, for merchants a test sets up itself.
+	ledger *kassa.Ledger
 }
 
 func newSessionEnv(t *testing.T) *sessionEnv { return newEnv(t, true) }
@@ -56,7 +58,7 @@ func newEnv(t testing.TB, validate bool) *sessionEnv {
 	creds, _, _ := ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{ClientID: "m1", ClientSecret: "s1"})
 	_ = creds
 	ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{ClientID: "m2", ClientSecret: "s2"})
-	return &sessionEnv{t: t, ts: ts, clock: clock, auth: basic("m1", "s1"), other: basic("m2", "s2")}
+	return &sessionEnv{t: t, ts: ts, clock: clock, auth: basic("m1", "s1"), other: basic("m2", "s2"), ledger: ledger}
 }
 
 // openStore opens the store the HTTP tests run on: bbolt, or PostgreSQL
