@@ -277,11 +277,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if c.orderCacheMB < 0 || c.orderCacheMB > 1<<20 {
-		fmt.Fprintln(stderr, "kassa: --order-cache-mb must be 0 (off) to 1048576")
+		fmt.Fprintln(stderr, "kassa: --order-cache-mb (KASSA_ORDER_CACHE_MB) must be a whole number from 0 (off) to 1048576")
 		return 2
 	}
 	if c.maxConnections < 1 {
-		fmt.Fprintln(stderr, "kassa: --max-connections must be at least 1")
+		fmt.Fprintln(stderr, "kassa: --max-connections (KASSA_MAX_CONNECTIONS) must be a whole number, at least 1")
 		return 2
 	}
 	if (c.clientID == "") != (c.clientSecret == "") {

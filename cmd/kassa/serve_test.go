@@ -309,7 +309,7 @@ func TestMaxConnectionsChecked(t *testing.T) {
 			args = append(args, "--max-connections", c.flag)
 		}
 		var out, errb bytes.Buffer
-		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--max-connections") {
+		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--max-connections (KASSA_MAX_CONNECTIONS)") {
 			t.Errorf("env %q, flag %q: exit %d, %s", c.env, c.flag, code, errb.String())
 		}
 	}
