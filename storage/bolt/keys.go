@@ -44,6 +44,10 @@ var (
 // keyStatusRules holds the order.StatusRules the status index was built with.
 var keyStatusRules = []byte("statusRules")
 
+// keyLastCommit holds the bbolt transaction id of the last commit this
+// build made (markOurs).
+var keyLastCommit = []byte("lastCommit")
+
 // keySettleTxIDs marks a file whose settletxid index covers every settlement
 // transaction (files from before the index get it built once, at Open).
 var keySettleTxIDs = []byte("settleTxIDs")

@@ -59,79 +59,101 @@ func (s *Store) reindexStatuses(btx *bbolt.Tx) error {
 	return info.Put(keyStatusRules, binary.BigEndian.AppendUint64(nil, order.StatusRules))
 }
 
-// indexSettlementTxIDs builds the settletxid index of a file made before it
-// existed, once, at Open: every settlement transaction's id, pointing at its
-// place in the settlement.
+// rebuildIndex fills the index bucket ix from scratch at Open, unless the
+// file's mark says it holds version (or later) of that index already. It
+// runs for a file made before the index existed, or last written by a
+// build that did not keep it up (forgetIndexesAfterOtherWriters).
+func rebuildIndex(btx *bbolt.Tx, mark, ix []byte, version uint64, fill func(ix *bbolt.Bucket) error) error {
+	info := btx.Bucket(bInfo)
+	if v := info.Get(mark); len(v) == 8 && binary.BigEndian.Uint64(v) >= version {
+		return nil
+	}
+	if err := btx.DeleteBucket(ix); err != nil {
+		return err
+	}
+	b, err := btx.CreateBucket(ix)
+	if err != nil {
+		return err
+	}
+	if err := fill(b); err != nil {
+		return err
+	}
+	return info.Put(mark, binary.BigEndian.AppendUint64(nil, version))
+}
+
+// indexSettlementTxIDs builds the settletxid index: every settlement
+// transaction's id, pointing at its place in the settlement.
 func indexSettlementTxIDs(btx *bbolt.Tx) error {
-	info := btx.Bucket(bInfo)
-	if info.Get(keySettleTxIDs) != nil {
-		return nil
-	}
-	ids := btx.Bucket(bSettleTxID)
-	err := btx.Bucket(bSettleTx).ForEach(func(k, v []byte) error {
-		var tr struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(v, &tr); err != nil || len(k) < 4 {
-			return nil // its pages fail the same way; Open must not
-		}
-		prefix, seq := k[:len(k)-4], k[len(k)-4:]
-		return ids.Put(lp(slices.Clone(prefix), tr.ID), slices.Clone(seq))
-	})
-	if err != nil {
-		return err
-	}
-	return info.Put(keySettleTxIDs, []byte{1})
-}
-
-// reindexSessions rebuilds the session index from the sessions when the file
-// holds an older set of its kinds (sessionIndexVersion): files written before
-// the storeId, merchantReference and updatedAt entries existed get them, and
-// any entry no session accounts for is dropped. It runs at Open, in the
-// transaction that creates the buckets, before any other.
-func (s *Store) reindexSessions(btx *bbolt.Tx) error {
-	info := btx.Bucket(bInfo)
-	if v := info.Get(keySessionIndex); len(v) == 8 && binary.BigEndian.Uint64(v) >= sessionIndexVersion {
-		return nil
-	}
-	if err := btx.DeleteBucket(bSessionIx); err != nil {
-		return err
-	}
-	ix, err := btx.CreateBucket(bSessionIx)
-	if err != nil {
-		return err
-	}
-	err = btx.Bucket(bSessions).ForEach(func(_, v []byte) error {
-		var ss session.Session
-		if err := storage.DecodeRecord(v, &ss); err != nil {
-			return nil // its reads fail the same way (and Check names it); Open must not
-		}
-		for _, e := range sessionEntries(&ss) {
-			if err := ix.Put(e.key, e.value); err != nil {
-				return err
+	return rebuildIndex(btx, keySettleTxIDs, bSettleTxID, 1, func(ids *bbolt.Bucket) error {
+		return btx.Bucket(bSettleTx).ForEach(func(k, v []byte) error {
+			var tr struct {
+				ID string `json:"id"`
 			}
-		}
-		return nil
+			if err := json.Unmarshal(v, &tr); err != nil || len(k) < 4 {
+				return nil // its pages fail the same way; Open must not
+			}
+			prefix, seq := k[:len(k)-4], k[len(k)-4:]
+			return ids.Put(lp(slices.Clone(prefix), tr.ID), slices.Clone(seq))
+		})
 	})
-	if err != nil {
-		return err
-	}
-	return info.Put(keySessionIndex, binary.BigEndian.AppendUint64(nil, sessionIndexVersion))
 }
 
-// indexSettlementQueue builds the settleqix index of a file made before it
-// existed, once, at Open: every queued item at its occurrence time.
+// reindexSessions builds the session index from the sessions, for files
+// holding an older set of its kinds (sessionIndexVersion): files written
+// before the storeId, merchantReference and updatedAt entries existed get
+// them, and any entry no session accounts for is dropped.
+func (s *Store) reindexSessions(btx *bbolt.Tx) error {
+	return rebuildIndex(btx, keySessionIndex, bSessionIx, sessionIndexVersion, func(ix *bbolt.Bucket) error {
+		return btx.Bucket(bSessions).ForEach(func(_, v []byte) error {
+			var ss session.Session
+			if err := storage.DecodeRecord(v, &ss); err != nil {
+				return nil // its reads fail the same way (and Check names it); Open must not
+			}
+			for _, e := range sessionEntries(&ss) {
+				if err := ix.Put(e.key, e.value); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// indexSettlementQueue builds the settleqix index: every queued item at its
+// occurrence time.
 func indexSettlementQueue(btx *bbolt.Tx) error {
+	return rebuildIndex(btx, keySettleQOrder, bSettleQIx, 1, func(ix *bbolt.Bucket) error {
+		return btx.Bucket(bSettleQ).ForEach(func(k, v []byte) error {
+			return ix.Put(settleQIxKey(decodeOccurred(v), string(k)), present)
+		})
+	})
+}
+
+// markOurs records, in the transaction about to commit, that this build
+// made it: every commit of this store does, so a file whose last commit is
+// not so marked was last written by something else, an older build after
+// a rollback above all. storeinfo sits in the root page, which a commit
+// writes anyway.
+func markOurs(btx *bbolt.Tx) error {
+	return btx.Bucket(bInfo).Put(keyLastCommit, binary.BigEndian.AppendUint64(nil, uint64(btx.ID())))
+}
+
+// forgetIndexesAfterOtherWriters drops the marks of the indexes built once
+// at Open when the file's last commit is not one of this build's: an older
+// build (a rollback, then this build again) writes orders, sessions and
+// settlements without keeping up the indexes it does not know, so each is
+// rebuilt. A crash leaves the mark of the last commit in place, so a
+// restart after one rebuilds nothing. A file from before the mark existed
+// is rebuilt once.
+func forgetIndexesAfterOtherWriters(btx *bbolt.Tx) error {
 	info := btx.Bucket(bInfo)
-	if info.Get(keySettleQOrder) != nil {
+	if v := info.Get(keyLastCommit); len(v) == 8 && binary.BigEndian.Uint64(v) == uint64(btx.ID())-1 {
 		return nil
 	}
-	ix := btx.Bucket(bSettleQIx)
-	err := btx.Bucket(bSettleQ).ForEach(func(k, v []byte) error {
-		return ix.Put(settleQIxKey(decodeOccurred(v), string(k)), present)
-	})
-	if err != nil {
-		return err
+	for _, k := range [][]byte{keySettleTxIDs, keySettleQOrder, keySessionIndex, keyStatusRules} {
+		if err := info.Delete(k); err != nil {
+			return err
+		}
 	}
-	return info.Put(keySettleQOrder, []byte{1})
+	return nil
 }

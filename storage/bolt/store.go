@@ -141,6 +141,9 @@ func Open(path string, opts Options) (*Store, error) {
 				return err
 			}
 		}
+		if err := forgetIndexesAfterOtherWriters(tx); err != nil {
+			return err
+		}
 		if err := indexSettlementTxIDs(tx); err != nil {
 			return err
 		}
@@ -150,7 +153,10 @@ func Open(path string, opts Options) (*Store, error) {
 		if err := s.reindexStatuses(tx); err != nil {
 			return err
 		}
-		return s.reindexSessions(tx)
+		if err := s.reindexSessions(tx); err != nil {
+			return err
+		}
+		return markOurs(tx)
 	}); err != nil {
 		db.Close()
 		return nil, fault.Internalf(err, "initialize %s", path)
@@ -302,7 +308,7 @@ func (s *Store) commit(batch []*call) {
 			if !wrote {
 				return errNothing
 			}
-			return nil
+			return markOurs(btx)
 		})
 		switch {
 		case aborted >= 0:
