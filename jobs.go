@@ -126,14 +126,22 @@ func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
 		return stats, err
 	}
 	var failures []error
+	failed := map[string]bool{}
 	for range limit {
 		var outcome taskOutcome
 		var claimed *storage.Task
+		again := false
 		err := l.store.Update(ctx, func(tx storage.Tx) error {
-			claimed, outcome = nil, outcomeNone
+			claimed, outcome, again = nil, outcomeNone, false
 			due, err := tx.DueTasks(tx.Now(), 1)
 			if err != nil || len(due) == 0 {
 				return err
+			}
+			if failed[due[0].ID] {
+				// Failed in this run and not set aside (another replica
+				// held it then): leave it to the next run.
+				again = true
+				return nil
 			}
 			claimed = due[0]
 			outcome, err = l.runTask(tx, due[0])
@@ -143,6 +151,7 @@ func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
 			if err := l.setTaskAside(ctx, claimed); err != nil {
 				return stats, errors.Join(append(failures, err)...)
 			}
+			failed[claimed.ID] = true
 			stats.Failed++
 			stats.TasksProcessed++
 			failures = append(failures, fmt.Errorf("task %s (%s, order %s): %w", claimed.ID, claimed.Kind, claimed.OrderID, err))
@@ -151,7 +160,7 @@ func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
 		if err != nil {
 			return stats, errors.Join(append(failures, err)...)
 		}
-		if claimed == nil {
+		if claimed == nil || again {
 			break
 		}
 		stats.TasksProcessed++
@@ -173,7 +182,10 @@ func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
 
 // setTaskAside makes a task that failed due again after a delay that grows
 // with its attempts, if it is still the one that failed: one another
-// replica has taken, done or moved meanwhile is left to it.
+// replica has taken, done or moved meanwhile is left to it. It looks at the
+// earliest due task it can claim, which is the failed one unless another
+// replica holds that one now or an earlier one fell due; then nothing is
+// set aside, and RunTasks stops when the failed task comes round again.
 func (l *Ledger) setTaskAside(ctx context.Context, failed *storage.Task) error {
 	return l.store.Update(ctx, func(tx storage.Tx) error {
 		due, err := tx.DueTasks(tx.Now(), 1)

@@ -105,15 +105,26 @@ func TestSessionsPassStoreErrorsOn(t *testing.T) {
 type poisonedStore struct {
 	storage.Store
 	poisoned *string
+	// pinned keeps the poisoned order's task where it is, as when another
+	// replica holds it while this one would set it aside.
+	pinned bool
 }
 
 func (s poisonedStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
-	return s.Store.Update(ctx, func(tx storage.Tx) error { return fn(poisonedTx{tx, *s.poisoned}) })
+	return s.Store.Update(ctx, func(tx storage.Tx) error { return fn(poisonedTx{tx, *s.poisoned, s.pinned}) })
 }
 
 type poisonedTx struct {
 	storage.Tx
 	poisoned string
+	pinned   bool
+}
+
+func (t poisonedTx) ScheduleTask(task *storage.Task) error {
+	if t.pinned && task.OrderID == t.poisoned {
+		return nil
+	}
+	return t.Tx.ScheduleTask(task)
 }
 
 func (t poisonedTx) GetOrder(merchantID, orderID string) (*order.Order, error) {
@@ -132,7 +143,7 @@ func TestFailingTaskHoldsUpNoOtherTask(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	var poisoned string
-	l := kassa.New(poisonedStore{memory.New(func() time.Time { return now }), &poisoned}, kassa.Options{})
+	l := kassa.New(poisonedStore{Store: memory.New(func() time.Time { return now }), poisoned: &poisoned}, kassa.Options{})
 	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
 	if err != nil {
 		t.Fatal(err)
@@ -186,5 +197,35 @@ func TestFailingTaskHoldsUpNoOtherTask(t *testing.T) {
 	now = now.Add(time.Minute)
 	if st, err := l.RunTasks(ctx, 10); err != nil || st.AutoCaptured != 1 {
 		t.Fatalf("once readable: %+v %v, want it captured", st, err)
+	}
+}
+
+// TestTaskFailingAgainEndsTheRun: a failed task that could not be set aside
+// (another replica held it) and comes round again in the same run ends the
+// run, instead of being taken and failed up to the run's limit.
+func TestTaskFailingAgainEndsTheRun(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	poisoned := ""
+	l := kassa.New(poisonedStore{Store: memory.New(func() time.Time { return now }), poisoned: &poisoned, pinned: true}, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
+		AutoCapture: &order.AutoCapture{Enabled: true, DelayMinutes: 10},
+		OrderLines:  []order.LineInput{{Description: ptr("tiles"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(10000)), Vat: ptr(int64(2500))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poisoned = res.Order.ID
+	now = now.Add(15 * time.Minute)
+	st, err := l.RunTasks(ctx, 50)
+	if err == nil || st.Failed != 1 || st.TasksProcessed != 1 {
+		t.Fatalf("stats %+v (%v), want the task failed once and the run ended", st, err)
 	}
 }

@@ -740,16 +740,15 @@ func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock 
 func runTasks(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger) {
 	const batch = 1000
 	for ctx.Err() == nil {
+		// A run that set failing tasks aside answers their errors beside
+		// what it did: both are logged, and a full batch goes on.
 		s, err := ledger.RunTasks(ctx, batch)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Error("scheduled tasks", "err", err)
-			}
-			return
-		}
 		if s.TasksProcessed > 0 {
 			log.Info("scheduled tasks", "autoCaptured", s.AutoCaptured, "tokensExpired", s.TokensExpired,
-				"remindersSent", s.RemindersSent, "rescheduled", s.Rescheduled)
+				"remindersSent", s.RemindersSent, "rescheduled", s.Rescheduled, "failed", s.Failed)
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Error("scheduled tasks", "err", err)
 		}
 		if s.TasksProcessed < batch {
 			return
