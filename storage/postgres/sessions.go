@@ -264,7 +264,7 @@ func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
 			return nil, err
 		}
 	}
-	bs, err := t.bodies("settlement queue", `SELECT body FROM settlement_queue ORDER BY occurred_key, key LIMIT $1`, limit)
+	bs, err := t.bodies("settlement queue", `SELECT body FROM settlement_queue ORDER BY occurred_key, key COLLATE "C" LIMIT $1`, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,9 @@ $$;
 ALTER TABLE settlement_queue ADD COLUMN occurred_key bytea;
 UPDATE settlement_queue SET occurred_key = kassa_time_key(kassa_occurred_at(body));
 ALTER TABLE settlement_queue ALTER COLUMN occurred_key SET NOT NULL;
-CREATE INDEX settlement_queue_occurred ON settlement_queue (occurred_key, key);
+-- Ties order by the key's bytes, as in bbolt, whatever the database's
+-- collation (en_US would order "abc:void" after "abcd").
+CREATE INDEX settlement_queue_occurred ON settlement_queue (occurred_key, key COLLATE "C");
 
 CREATE FUNCTION kassa_settlement_queue_occurred() RETURNS trigger
 LANGUAGE plpgsql AS $$
