@@ -225,6 +225,9 @@ func (p *sessionPlanner) plan() source {
 	type candidate struct {
 		count func() func() bool // a fresh key walk of the set: step reports false when done
 		build func() source
+		// collects: build reads and sorts the whole set (the update-time
+		// range, which is not in list order), where the others stream.
+		collects bool
 	}
 	var cands []candidate
 	values := func(kind byte, vs []string) {
@@ -232,7 +235,7 @@ func (p *sessionPlanner) plan() source {
 			return
 		}
 		mk := func() source { return p.values(kind, vs) }
-		cands = append(cands, candidate{func() func() bool { s := mk(); return func() bool { return s.next() != nil } }, mk})
+		cands = append(cands, candidate{func() func() bool { s := mk(); return func() bool { return s.next() != nil } }, mk, false})
 	}
 	values(sixRef, q.MerchantReferences)
 	values(sixStore, q.StoreIDs)
@@ -242,22 +245,36 @@ func (p *sessionPlanner) plan() source {
 			for step := p.updatedPositions(&ps); step(); {
 			}
 			return p.sorted(ps)
-		}})
+		}, true})
+	}
+	// A set to collect that is larger than this is not collected for every
+	// page: the creation index, walked newest first and checked with Match,
+	// finds a page of a range that wide sooner.
+	collectAtMost := 20 * (q.Size + 1)
+	choose := func(c candidate, size int) source {
+		if c.collects && size > collectAtMost {
+			return p.values(sixCreated, nil)
+		}
+		return c.build()
 	}
 	switch len(cands) {
 	case 0:
 		return p.values(sixCreated, nil)
 	case 1:
-		return cands[0].build()
+		size := 0
+		for step := cands[0].count(); size <= collectAtMost && step(); {
+			size++
+		}
+		return choose(cands[0], size)
 	}
 	steps := make([]func() bool, len(cands))
 	for i, c := range cands {
 		steps[i] = c.count()
 	}
-	for {
+	for size := 0; ; size++ {
 		for i, step := range steps {
 			if !step() {
-				return cands[i].build()
+				return choose(cands[i], size)
 			}
 		}
 	}
