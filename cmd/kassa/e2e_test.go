@@ -21,15 +21,7 @@ import (
 // refund → read. Then it stops the server with SIGTERM and checks that a
 // restart on the same data still serves the order.
 func TestEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "kassa")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	dir, bin := buildKassa(t)
 	data := filepath.Join(dir, "data")
 	base, stop := startServer(t, bin, data)
 
@@ -220,3 +212,19 @@ func (c *client) order(id string) apiOrder {
 }
 
 var _ = os.Getenv
+
+// buildKassa builds the kassa binary into a new temporary directory, for a
+// test that runs it as a process; it returns the directory and the binary.
+// Such tests are skipped with -short.
+func buildKassa(t *testing.T) (dir, bin string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dir = t.TempDir()
+	bin = filepath.Join(dir, "kassa")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return dir, bin
+}

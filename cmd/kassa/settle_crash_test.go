@@ -19,14 +19,7 @@ import (
 // capture and refund must be in exactly one settlement, and every
 // settlement's transactions must sum to its net.
 func TestSettlementRunKilledMidway(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "kassa")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	dir, bin := buildKassa(t)
 	data := filepath.Join(dir, "data")
 	var wantCaptured, wantRefunded int64
 	const rounds, ordersPerRound = 6, 12

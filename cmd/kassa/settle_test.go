@@ -32,36 +32,15 @@ func TestSettleUsesTheSandboxClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := kassa.New(st, kassa.Options{})
-	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := clock.Now()
-	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	one := int64(1)
-	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{Country: "SE", Currency: "SEK",
-		Locale: "sv-SE", OrderLines: []order.LineInput{{Description: new("tiles"), Quantity: &one, UnitPrice: new(int64(10000)), Vat: new(int64(2500))}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID}, res.Order.ID, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, st, creds := sandboxCapture(t, dir, clock)
 	st.Close()
 
 	var out, errb bytes.Buffer
 	if code := run([]string{"settle", "--data", dir}, &out, &errb); code != 0 {
 		t.Fatalf("settle: %d %s %s", code, out.String(), errb.String())
 	}
-	st, err = bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{Clock: clock.Now})
+	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{Clock: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,30 +103,9 @@ func TestDailyRunMissedWhileDownRunsAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	l := kassa.New(st, kassa.Options{})
-	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := clock.Now()
-	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	one := int64(1)
-	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{Country: "SE", Currency: "SEK",
-		Locale: "sv-SE", OrderLines: []order.LineInput{{Description: new("tiles"), Quantity: &one, UnitPrice: new(int64(10000)), Vat: new(int64(2500))}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID}, res.Order.ID, nil); err != nil {
-		t.Fatal(err)
-	}
+	l, st, creds := sandboxCapture(t, dir, clock)
+	defer st.Close()
 	// The server was down over the next settlement time: it starts a
 	// minute after it.
 	settleAt := now.Add(time.Hour).UTC()
@@ -170,4 +128,35 @@ func TestDailyRunMissedWhileDownRunsAtStart(t *testing.T) {
 			t.Fatalf("start %d: %d settlements, want 1", start+1, n)
 		}
 	}
+}
+
+// sandboxCapture opens the bolt store of dir on clock, makes a sandbox
+// merchant and captures one order of 100.00 SEK, queued for settlement.
+func sandboxCapture(t *testing.T, dir string, clock *server.Clock) (*kassa.Ledger, *bolt.Store, kassa.Credentials) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := kassa.New(st, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clock.Now()
+	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	one := int64(1)
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{Country: "SE", Currency: "SEK",
+		Locale: "sv-SE", OrderLines: []order.LineInput{{Description: new("tiles"), Quantity: &one, UnitPrice: new(int64(10000)), Vat: new(int64(2500))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID}, res.Order.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	return l, st, creds
 }

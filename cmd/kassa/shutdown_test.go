@@ -16,14 +16,7 @@ import (
 // exits, cleanly, instead of the second signal being ignored while a stuck
 // client holds the shutdown.
 func TestSecondSignalCutsTheGraceShort(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "kassa")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	dir, bin := buildKassa(t)
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
 		"--client-id", "demo", "--client-secret", "demo-secret-123")
 	stdout, err := cmd.StdoutPipe()

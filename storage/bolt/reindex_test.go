@@ -123,34 +123,8 @@ func TestSettlementTxIDsIndexedOnOpen(t *testing.T) {
 	if err := s.Update(ctx, func(tx storage.Tx) error { return tx.SaveSettlement(batch) }); err != nil {
 		t.Fatal(err)
 	}
-	// What the older code left: no index, no mark.
-	err = s.db.Update(func(btx *bbolt.Tx) error {
-		if err := btx.DeleteBucket(bSettleTxID); err != nil {
-			return err
-		}
-		if _, err := btx.CreateBucket(bSettleTxID); err != nil {
-			return err
-		}
-		return btx.Bucket(bInfo).Delete(keySettleTxIDs)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Check(); err == nil {
-		t.Fatal("the check passed a file whose transactions are not indexed")
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s, err = Open(path, Options{Clock: f.Clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopenWithoutIndex(t, s, path, Options{Clock: f.Clock.Now}, bSettleTxID, keySettleTxIDs)
 	defer s.Close()
-	if err := s.Check(); err != nil {
-		t.Fatalf("consistency after indexing: %v", err)
-	}
 	err = s.View(ctx, func(tx storage.Tx) error {
 		page, next, err := tx.SettlementTransactions("m1", "s1", "tx-1", 2)
 		if err != nil {
@@ -194,34 +168,8 @@ func TestSettlementQueueIndexedOnOpen(t *testing.T) {
 	if err := s.Check(); err == nil {
 		t.Fatal("the check passed a queue index naming an item twice")
 	}
-	// What the older code left: no index, no mark.
-	err = s.db.Update(func(btx *bbolt.Tx) error {
-		if err := btx.DeleteBucket(bSettleQIx); err != nil {
-			return err
-		}
-		if _, err := btx.CreateBucket(bSettleQIx); err != nil {
-			return err
-		}
-		return btx.Bucket(bInfo).Delete(keySettleQOrder)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Check(); err == nil {
-		t.Fatal("the check passed a file whose queue is not indexed")
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s, err = Open(path, Options{Clock: f.Clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopenWithoutIndex(t, s, path, Options{Clock: f.Clock.Now}, bSettleQIx, keySettleQOrder)
 	defer s.Close()
-	if err := s.Check(); err != nil {
-		t.Fatalf("consistency after indexing: %v", err)
-	}
 	err = s.View(ctx, func(tx storage.Tx) error {
 		got, err := tx.PendingSettlementItems(10)
 		if err != nil {
@@ -322,4 +270,38 @@ func TestIndexesRebuiltAfterAnOlderBuildWrote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// reopenWithoutIndex leaves the file as the code before an index left it (no
+// index, no mark), checks that Check sees that, and reopens it: the reopened
+// store must have built the index and pass Check.
+func reopenWithoutIndex(t *testing.T, s *Store, path string, opts Options, index, mark []byte) *Store {
+	t.Helper()
+	err := s.db.Update(func(btx *bbolt.Tx) error {
+		if err := btx.DeleteBucket(index); err != nil {
+			return err
+		}
+		if _, err := btx.CreateBucket(index); err != nil {
+			return err
+		}
+		return btx.Bucket(bInfo).Delete(mark)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(); err == nil {
+		t.Fatalf("the check passed a file without its %s index", index)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(); err != nil {
+		s.Close()
+		t.Fatalf("consistency after indexing %s: %v", index, err)
+	}
+	return s
 }
