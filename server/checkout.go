@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"html/template"
 	"net/http"
@@ -49,6 +51,7 @@ type checkoutView struct {
 	Searched  bool
 	Errors    []fieldError
 	Notice    string
+	Script    template.JS
 	Amount    func(int64) string
 	MethodTxt map[order.PaymentType]string
 }
@@ -101,7 +104,7 @@ button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
 <input type="hidden" name="sig" value="{{.Sig}}">
 <fieldset><legend>1. Find your company</legend>
 <label for="q">Company name or registration number</label>
-<input type="search" id="q" name="q" value="{{.Form.Q}}" autocomplete="organization">
+<input type="search" id="q" name="q" value="{{.Form.Q}}" autocomplete="organization" data-country="{{.S.Country}}">
 <button type="submit" id="search">Search</button>
 </fieldset></form>
 
@@ -132,21 +135,7 @@ button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
 <button type="submit" name="action" value="approve" id="approve">Approve purchase</button>
 <button type="submit" name="action" value="decline" id="decline" formnovalidate>Decline</button>
 </form>
-<script>
-// Progressive enhancement: search as you type. Without JavaScript the Search button does the same.
-(function(){var q=document.getElementById('q'),box=document.getElementById('results'),t;
-if(!q||!window.fetch)return;
-q.addEventListener('input',function(){clearTimeout(t);t=setTimeout(function(){
-if(q.value.trim().length<2)return;
-fetch('/v1/headless/search/companies?country={{.S.Country}}&q='+encodeURIComponent(q.value)).then(function(r){return r.ok?r.json():null}).then(function(d){
-if(!d)return;box.textContent='';
-if(!d.companies.length){var p=document.createElement('p');p.textContent='No company matched.';box.appendChild(p);return}
-d.companies.forEach(function(c,i){var div=document.createElement('div');div.className='choice';
-var r=document.createElement('input');r.type='radio';r.name='companyId';r.id='company-'+i;r.value=c.companyId;
-var l=document.createElement('label');l.htmlFor=r.id;l.textContent=c.companyName+' ('+c.companyId+')';
-div.appendChild(r);div.appendChild(document.createTextNode(' '));div.appendChild(l);box.appendChild(div)});
-document.querySelector('input[name=q][type=hidden]').value=q.value;});},250)});})();
-</script>
+<script>{{.Script}}</script>
 {{else if eq (print .S.State) "authorized"}}<h2 id="result">Purchase approved</h2>
 <p>Thank you. {{with .S.Buyer}}{{.CompanyName}} {{end}}approved this purchase{{with .S.PaymentMethod}} by {{index $.MethodTxt .Type}}{{end}}. You can close this page.</p>
 {{with .S.MerchantURLs.Confirmation}}<p><a href="{{.}}">Back to the shop</a></p>{{end}}
@@ -158,6 +147,45 @@ document.querySelector('input[name=q][type=hidden]').value=q.value;});},250)});}
 <input type="{{.Type}}" id="{{.ID}}" name="{{.ID}}" value="{{.Value}}" autocomplete="{{.Auto}}"{{with .Err}} aria-invalid="true" aria-describedby="{{$.ID}}-error"{{end}}>
 {{with .Err}}<p class="error" id="{{$.ID}}-error">{{.}}</p>{{end}}{{end}}`))
 
+// checkoutScript is the page's one script. The policy lets it run by its
+// hash rather than by 'unsafe-inline', so that markup slipped into the page
+// (were escaping ever to miss a field) could not run a script of its own;
+// it takes what varies, the country, from the page rather than from the
+// template, to keep one hash for every page.
+const checkoutScript = `
+// Progressive enhancement: search as you type. Without JavaScript the Search button does the same.
+(function(){var q=document.getElementById('q'),box=document.getElementById('results'),t;
+if(!q||!window.fetch)return;
+q.addEventListener('input',function(){clearTimeout(t);t=setTimeout(function(){
+if(q.value.trim().length<2)return;
+fetch('/v1/headless/search/companies?country='+encodeURIComponent(q.dataset.country)+'&q='+encodeURIComponent(q.value)).then(function(r){return r.ok?r.json():null}).then(function(d){
+if(!d)return;box.textContent='';
+if(!d.companies.length){var p=document.createElement('p');p.textContent='No company matched.';box.appendChild(p);return}
+d.companies.forEach(function(c,i){var div=document.createElement('div');div.className='choice';
+var r=document.createElement('input');r.type='radio';r.name='companyId';r.id='company-'+i;r.value=c.companyId;
+var l=document.createElement('label');l.htmlFor=r.id;l.textContent=c.companyName+' ('+c.companyId+')';
+div.appendChild(r);div.appendChild(document.createTextNode(' '));div.appendChild(l);box.appendChild(div)});
+document.querySelector('input[name=q][type=hidden]').value=q.value;});},250)});})();
+`
+
+// checkoutPolicy lets the checkout load only from kassa, run only its own
+// script, post its forms only to kassa, and not be framed by another site
+// that could trick the buyer into clicking Approve.
+var checkoutPolicy = func() string {
+	sum := sha256.Sum256([]byte(checkoutScript))
+	return "default-src 'self'; script-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) +
+		"'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+}()
+
+// pageHeaders are the headers of a page kassa serves to browsers: its
+// address holds a signature, so no Referer carries it to another site.
+func pageHeaders(w http.ResponseWriter, policy string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", policy)
+}
+
 type fieldView struct{ ID, Label, Value, Auto, Type, Err string }
 
 func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httprouter.Params, status int, form checkoutForm, errs []fieldError, notice string) {
@@ -167,7 +195,7 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 		return
 	}
 	v := checkoutView{S: sess, Sig: s.sign("checkout", p.ByName("merchantId")+"/"+p.ByName("sessionId")), Terms: sess.Terms(),
-		Action: r.URL.Path, Form: form, Errors: errs, Notice: notice, MethodTxt: methodNames,
+		Action: r.URL.Path, Script: checkoutScript, Form: form, Errors: errs, Notice: notice, MethodTxt: methodNames,
 		Amount: func(m int64) string { return money.New(m, sess.Currency).Formatted() }}
 	if form.Q != "" {
 		v.Searched = true
@@ -178,9 +206,9 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 			v.Results = append(v.Results, company.Match{CompanyID: c.ID, CompanyName: c.Name})
 		}
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	pageHeaders(w, checkoutPolicy)
+	w.Header().Set("X-Frame-Options", "DENY") // for browsers without frame-ancestors
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'")
 	w.WriteHeader(status)
 	if err := checkoutTemplate.Execute(w, v); err != nil {
 		s.log.ErrorContext(r.Context(), "render checkout", "err", err)
@@ -205,7 +233,7 @@ func (s *Server) checkoutFailure(w http.ResponseWriter, r *http.Request, err err
 	default:
 		s.log.ErrorContext(r.Context(), "checkout", "err", err)
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	pageHeaders(w, documentPolicy)
 	w.WriteHeader(status)
 	template.Must(template.New("e").Parse(`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Checkout</title></head><body><main><h1>Checkout</h1><p role="alert">{{.}}</p></main></body></html>`)).Execute(w, msg)
 }

@@ -27,6 +27,10 @@ func (s *Server) DocumentURL(o *order.Order, l *order.Ledger) string {
 	return s.cfg.BaseURL + path + "?expires=" + e + "&signature=" + s.sign("document", path+"?"+e)
 }
 
+// documentPolicy: a document is markup and inline style alone, so nothing
+// else may load or run in it.
+const documentPolicy = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+
 var errBadLink = fault.New(fault.Forbidden, "document_link_invalid", "the document link is invalid or has expired")
 
 type vatRow struct {
@@ -109,7 +113,7 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 	}
 	tot := order.SumLines(l.Lines, o.VATMode)
 	v.Net, v.VAT, v.Gross = amount(tot.Net), amount(tot.VAT), amount(tot.Gross)
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	pageHeaders(w, documentPolicy)
 	w.Header().Set("Cache-Control", "private, no-store")
 	if err := documentTemplate.Execute(w, v); err != nil {
 		s.log.ErrorContext(r.Context(), "render document", "err", err)

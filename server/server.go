@@ -210,6 +210,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		id = newRequestID()
 	}
 	w.Header().Set("X-Request-Id", id)
+	// No response is to be read as another type than it says: a JSON body
+	// holding merchant text must never be sniffed into HTML.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	ctx := context.WithValue(r.Context(), requestIDKey, id)
 	r = r.WithContext(ctx)
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
