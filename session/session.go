@@ -160,6 +160,9 @@ type UpdateRequest struct {
 	PaymentMethods    []string             `json:"paymentMethods,omitempty"`
 	MerchantURLs      *MerchantURLs        `json:"merchantUrls,omitempty"`
 	Metadata          map[string]string    `json:"metadata,omitempty"`
+	// VatMode cannot change: it may only repeat the session's own, since
+	// lines without totals are read in it.
+	VatMode *string `json:"vatMode,omitempty"`
 	order.TotalsInput
 }
 
@@ -351,8 +354,14 @@ func (r *UpdateRequest) check(f *fault.Fields, s *Session, ids order.IDSource) (
 	checkURLs(f, r.MerchantURLs)
 	order.CheckMetadata(f, r.Metadata)
 	var mode *money.VATMode
+	if r.VatMode != nil && !money.VATMode(*r.VatMode).Valid() {
+		f.Add("vatMode", "must be inclVat or exclVat")
+	}
 	if s != nil {
 		mode = &s.VATMode
+		if r.VatMode != nil && money.VATMode(*r.VatMode).Valid() && money.VATMode(*r.VatMode) != s.VATMode {
+			f.Add("vatMode", "is %s for this session and cannot change; create a new session for the other mode", s.VATMode)
+		}
 		if r.PaymentMethods != nil {
 			pms = methods(f, s.Country, r.PaymentMethods)
 		}

@@ -278,3 +278,24 @@ func TestLifecycleProperty(t *testing.T) {
 		}
 	})
 }
+
+// TestUpdateKeepsTheVATMode: lines sent without totals are read in the
+// session's VAT mode, so an update that names another mode is refused,
+// naming vatMode, instead of being taken in the old mode without a word
+// (unit prices meant net read as gross). The session's own mode is
+// accepted.
+func TestUpdateKeepsTheVATMode(t *testing.T) {
+	s := open(t, newReq())
+	before := s.Totals
+	err := s.Update(&UpdateRequest{VatMode: ordertest.Ptr("exclVat"),
+		OrderLines: []order.LineInput{ordertest.Line("Tiles", 2, 10000, 2500)}}, &ordertest.IDs{}, t0)
+	if fe, ok := err.(*fault.Error); !ok || fe.Kind != fault.Invalid || len(fe.Fields) != 1 || fe.Fields[0].Field != "vatMode" {
+		t.Fatalf("another VAT mode: %v, want invalid naming vatMode", err)
+	}
+	if s.Totals != before {
+		t.Fatalf("a refused update changed the totals: %+v", s.Totals)
+	}
+	if err := s.Update(&UpdateRequest{VatMode: ordertest.Ptr("inclVat"), MerchantReference: ordertest.Ptr("PO-2")}, &ordertest.IDs{}, t0); err != nil {
+		t.Fatalf("the session's own mode: %v", err)
+	}
+}
