@@ -354,12 +354,14 @@ func (r *UpdateRequest) check(f *fault.Fields, s *Session, ids order.IDSource) (
 	checkURLs(f, r.MerchantURLs)
 	order.CheckMetadata(f, r.Metadata)
 	var mode *money.VATMode
-	if r.VatMode != nil && !money.VATMode(*r.VatMode).Valid() {
+	// "" is no mode, as on create.
+	given := r.VatMode != nil && *r.VatMode != ""
+	if given && !money.VATMode(*r.VatMode).Valid() {
 		f.Add("vatMode", "must be inclVat or exclVat")
 	}
 	if s != nil {
 		mode = &s.VATMode
-		if r.VatMode != nil && money.VATMode(*r.VatMode).Valid() && money.VATMode(*r.VatMode) != s.VATMode {
+		if given && money.VATMode(*r.VatMode).Valid() && money.VATMode(*r.VatMode) != s.VATMode {
 			f.Add("vatMode", "is %s for this session and cannot change; create a new session for the other mode", s.VATMode)
 		}
 		if r.PaymentMethods != nil {

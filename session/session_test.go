@@ -298,4 +298,7 @@ func TestUpdateKeepsTheVATMode(t *testing.T) {
 	if err := s.Update(&UpdateRequest{VatMode: ordertest.Ptr("inclVat"), MerchantReference: ordertest.Ptr("PO-2")}, &ordertest.IDs{}, t0); err != nil {
 		t.Fatalf("the session's own mode: %v", err)
 	}
+	if err := s.Update(&UpdateRequest{VatMode: ordertest.Ptr(""), MerchantReference: ordertest.Ptr("PO-3")}, &ordertest.IDs{}, t0); err != nil {
+		t.Fatalf("an empty vatMode, as create takes it: %v", err)
+	}
 }

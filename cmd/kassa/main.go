@@ -452,6 +452,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			select {
 			case s := <-sig:
 				log.Warn("second signal: not waiting for the requests still open", "signal", s.String())
+				// A third one ends the process at once, as with no handler.
+				signal.Stop(sig)
 				cancel()
 			case <-sctx.Done():
 			}

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"slices"
@@ -23,6 +24,9 @@ func (s *Store) reindexStatuses(btx *bbolt.Tx) error {
 	info := btx.Bucket(bInfo)
 	if v := info.Get(keyStatusRules); len(v) == 8 && binary.BigEndian.Uint64(v) >= order.StatusRules {
 		return nil
+	}
+	if onRebuild != nil {
+		onRebuild(keyStatusRules)
 	}
 	now := s.clock().UTC()
 	type stale struct {
@@ -77,6 +81,9 @@ func rebuildIndex(btx *bbolt.Tx, mark, ix []byte, version uint64, fill func(ix *
 	}
 	if err := fill(b); err != nil {
 		return err
+	}
+	if onRebuild != nil {
+		onRebuild(mark)
 	}
 	return info.Put(mark, binary.BigEndian.AppendUint64(nil, version))
 }
@@ -135,8 +142,21 @@ func indexSettlementQueue(btx *bbolt.Tx) error {
 // a rollback above all. storeinfo sits in the root page, which a commit
 // writes anyway.
 func markOurs(btx *bbolt.Tx) error {
-	return btx.Bucket(bInfo).Put(keyLastCommit, binary.BigEndian.AppendUint64(nil, uint64(btx.ID())))
+	return btx.Bucket(bInfo).Put(keyLastCommit, lastCommitMark(uint64(btx.ID())))
 }
+
+// openIndexes is the version of the set of indexes Open builds and every
+// write keeps up. Raise it when one is added or changed: the mark carries
+// it, so a build that marks its commits but does not keep the new index (a
+// rollback to it, then this build again) is taken for another writer.
+const openIndexes = 1
+
+func lastCommitMark(txid uint64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, txid), openIndexes)
+}
+
+// onRebuild, when set (tests), is told of each index Open rebuilds.
+var onRebuild func(mark []byte)
 
 // forgetIndexesAfterOtherWriters drops the marks of the indexes built once
 // at Open when the file's last commit is not one of this build's: an older
@@ -147,7 +167,7 @@ func markOurs(btx *bbolt.Tx) error {
 // is rebuilt once.
 func forgetIndexesAfterOtherWriters(btx *bbolt.Tx) error {
 	info := btx.Bucket(bInfo)
-	if v := info.Get(keyLastCommit); len(v) == 8 && binary.BigEndian.Uint64(v) == uint64(btx.ID())-1 {
+	if bytes.Equal(info.Get(keyLastCommit), lastCommitMark(uint64(btx.ID())-1)) {
 		return nil
 	}
 	for _, k := range [][]byte{keySettleTxIDs, keySettleQOrder, keySessionIndex, keyStatusRules} {

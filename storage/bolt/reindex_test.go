@@ -305,3 +305,77 @@ func reopenWithoutIndex(t *testing.T, s *Store, path string, opts Options, index
 	}
 	return s
 }
+
+// TestReopenAfterOwnWritesRebuildsNothing: a file this build wrote last
+// (commits, a commit that changed nothing, reads, a close; and a crash,
+// which keeps the last commit's mark as well) is opened without rebuilding
+// any index: every commit marks the file, and Open reads the mark.
+func TestReopenAfterOwnWritesRebuildsNothing(t *testing.T) {
+	var rebuilt []string
+	onRebuild = func(mark []byte) { rebuilt = append(rebuilt, string(mark)) }
+	t.Cleanup(func() { onRebuild = nil })
+	for _, noSync := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "kassa.db")
+		f := ordertest.New()
+		opts := Options{Clock: f.Clock.Now, NoSync: noSync}
+		s, err := Open(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rebuilt) == 0 {
+			t.Fatal("a new file built no index (the hook is not called)")
+		}
+		ctx := context.Background()
+		o := f.Order(t)
+		o.MerchantID = "m1"
+		if err := s.Update(ctx, func(tx storage.Tx) error { return tx.CreateOrder(o) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Update(ctx, func(tx storage.Tx) error { return nil }); err != nil { // nothing to commit
+			t.Fatal(err)
+		}
+		if err := s.View(ctx, func(tx storage.Tx) error { _, err := tx.GetOrder("m1", o.ID); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rebuilt = nil
+		s, err = Open(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if len(rebuilt) != 0 {
+			t.Fatalf("NoSync %v: reopening a file this build wrote rebuilt %v", noSync, rebuilt)
+		}
+		// A mark of another set of indexes is another writer's.
+		err = func() error {
+			db, err := bbolt.Open(path, 0o600, nil)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return db.Update(func(btx *bbolt.Tx) error {
+				v := btx.Bucket(bInfo).Get(keyLastCommit)
+				mark := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(btx.ID())), openIndexes-1)
+				if len(v) != 16 {
+					return fmt.Errorf("mark %x", v)
+				}
+				return btx.Bucket(bInfo).Put(keyLastCommit, mark)
+			})
+		}()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err = Open(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if len(rebuilt) == 0 {
+			t.Fatalf("NoSync %v: a file marked by a build with other indexes was not rebuilt", noSync)
+		}
+		rebuilt = nil
+	}
+}

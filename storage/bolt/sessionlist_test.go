@@ -86,6 +86,7 @@ func sessionQueries() []struct {
 		{"created (60 s)", session.Query{CreatedFrom: at(1000), CreatedTo: at(1060), Size: 10}},
 		{"updated (60 s)", session.Query{UpdatedFrom: at(1000), UpdatedTo: at(1060), Size: 10}},
 		{"updated (all)", session.Query{UpdatedFrom: at(-1), Size: 10}},
+		{"updated (old, 300 s)", session.Query{UpdatedFrom: at(0), UpdatedTo: at(300), Size: 10}},
 		{"state=completed", session.Query{States: []session.State{session.StateCompleted}, Size: 10}},
 		{"q", session.Query{Q: "PO-4242", Size: 10}},
 	}
@@ -123,10 +124,12 @@ func TestSessionListWalksAnIndex(t *testing.T) {
 		"storeId+merchantReference": {1, 1},
 		"created (60 s)":            {10, 11},
 		// The range's entries are collected (keys only) and sorted; decoding stops after a page.
-		"updated (60 s)":  {10, 11},
-		"updated (all)":   {10, 11},  // too wide to collect: the creation index, newest first
-		"state=completed": {10, 110}, // no index: every tenth matches
-		"q":               {1, 5000}, // no index: a substring of four fields
+		"updated (60 s)": {10, 11},
+		"updated (all)":  {10, 11}, // too wide to collect: the creation index, newest first
+		// An old range with an end is collected: the creation walk would read every newer session.
+		"updated (old, 300 s)": {10, 11},
+		"state=completed":      {10, 110}, // no index: every tenth matches
+		"q":                    {1, 5000}, // no index: a substring of four fields
 	}
 	for _, c := range sessionQueries() {
 		if err := s.View(context.Background(), func(stx storage.Tx) error {

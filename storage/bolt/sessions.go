@@ -247,12 +247,15 @@ func (p *sessionPlanner) plan() source {
 			return p.sorted(ps)
 		}, true})
 	}
-	// A set to collect that is larger than this is not collected for every
-	// page: the creation index, walked newest first and checked with Match,
-	// finds a page of a range that wide sooner.
+	// An open-ended update range ("updated since") larger than this is not
+	// collected for every page: the creation index, walked newest first and
+	// checked with Match, finds its page sooner, since what was created
+	// since was updated since. A range with an end may lie far behind the
+	// newest sessions, where that walk would read every newer one: it is
+	// collected (keys only) whatever its size.
 	collectAtMost := 20 * (q.Size + 1)
 	choose := func(c candidate, size int) source {
-		if c.collects && size > collectAtMost {
+		if c.collects && size > collectAtMost && q.UpdatedTo.IsZero() {
 			return p.values(sixCreated, nil)
 		}
 		return c.build()
