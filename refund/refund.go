@@ -174,7 +174,8 @@ func apply(o *order.Order, ledgerID string, lines []order.Line, note string, ev 
 	}
 	if gross > left.Gross {
 		return nil, fault.InvalidCode("refund_exceeds_captured", "totalRefundAmount",
-			"refunding %d would pass what remains refundable on %s, %d", gross, ledgerID, left.Gross)
+			"refunding %d would pass what remains refundable on %s, %d%s", gross, ledgerID, left.Gross,
+			order.RoundingHint(lines, o.VATMode, gross-left.Gross))
 	}
 	// A credit note must not return VAT that was never invoiced (a refund at
 	// 25 % of a capture at 0 %), which the gross bound alone lets through. A

@@ -264,3 +264,41 @@ func TestPaidStatusDoesNotDependOnOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitRefundRoundingRefusalNamesTheTolerance: in exclVat, refunding a
+// captured 2 × 1002 at 25 % (2 505 with VAT) one unit at a time rounds each
+// unit's VAT up to 1 253, so the second unit passes what is left by 1. The
+// refusal names the ±1 VAT tolerance, as capture's and edit's do, and
+// following it refunds the rest exactly.
+func TestSplitRefundRoundingRefusalNamesTheTolerance(t *testing.T) {
+	f := ordertest.New()
+	r := ordertest.CreateRequest(ordertest.Line("a", 2, 1002, 2500))
+	r.VatMode = "exclVat"
+	o := f.Create(t, r, ordertest.Authorization(2505))
+	c, err := capture.Full(o, nil, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refund.Partial(o, c.ID, partial(1002, ordertest.Line("a", 1, 1002, 2500)), f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	const hint = "totalVatAmount may be sent 1 lower"
+	second := partial(1002, ordertest.Line("a", 1, 1002, 2500))
+	_, err = refund.Partial(o.Clone(), c.ID, second, f.Env())
+	wantFault(t, err, fault.Invalid, "refund_exceeds_captured", "totalRefundAmount")
+	if !strings.Contains(err.Error(), hint) {
+		t.Fatalf("refund refusal %q does not name the tolerance", err)
+	}
+	second.OrderLines[0].TotalVatAmount = p(250)
+	if _, err := refund.Partial(o, c.ID, second, f.Env()); err != nil {
+		t.Fatalf("following the hint: %v", err)
+	}
+	if left := o.Refundable(o.Ledger(c.ID)); left.Gross != 0 {
+		t.Fatalf("%d left refundable, want none", left.Gross)
+	}
+	// A refusal by more than rounding says nothing about it.
+	_, err = refund.Partial(o.Clone(), c.ID, partial(5, ordertest.Line("b", 1, 5, 0)), f.Env())
+	if err == nil || strings.Contains(err.Error(), hint) {
+		t.Fatalf("refusal %v", err)
+	}
+}
