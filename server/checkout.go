@@ -260,7 +260,10 @@ func (s *Server) checkoutSubmit(w http.ResponseWriter, r *http.Request, p httpro
 		Email: get("email"), Phone: get("phone"), Street: get("street"), PostalCode: get("postalCode"), City: get("city"),
 		PaymentMethod: get("paymentMethod")}
 	redirect := func() {
-		http.Redirect(w, r, r.URL.Path+"?sig="+url.QueryEscape(r.PostFormValue("sig")), http.StatusSeeOther)
+		// The link's own signature, wherever the submit carried it (the
+		// page's form sends it in the body, other clients in the address).
+		sig := s.sign("checkout", p.ByName("merchantId")+"/"+p.ByName("sessionId"))
+		http.Redirect(w, r, r.URL.Path+"?sig="+url.QueryEscape(sig), http.StatusSeeOther)
 	}
 	if get("action") == "decline" {
 		if _, err := s.ledger.DeclineSession(r.Context(), p.ByName("merchantId"), p.ByName("sessionId")); err != nil && !fault.Is(err, fault.NotAvailable) {

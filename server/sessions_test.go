@@ -432,3 +432,32 @@ func TestSessionApprovalUsedByACustomerToken(t *testing.T) {
 		t.Fatalf("payment status after the token expired: %v", ps)
 	}
 }
+
+// TestCheckoutRedirectKeepsTheLink: a submit whose signature is in the
+// address only (a client of its own, not the page's form) is redirected to
+// the page with that link's signature, not to "?sig=", which the page
+// refuses as invalid.
+func TestCheckoutRedirectKeepsTheLink(t *testing.T) {
+	e := newSessionEnv(t)
+	_, _, s := e.do("POST", "/v1/sessions", fill(sessionBody, "a", "b", "redir"), e.auth)
+	link := s["checkoutUrl"].(string)
+	u, _ := url.Parse(link)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.PostForm(e.ts.URL+u.Path+"?sig="+url.QueryEscape(u.Query().Get("sig")), url.Values{"action": {"decline"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, _ := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || loc == nil || loc.Path != u.Path || loc.Query().Get("sig") != u.Query().Get("sig") {
+		t.Fatalf("decline with the signature in the address: %d, Location %q, want 303 to %s", resp.StatusCode, resp.Header.Get("Location"), link)
+	}
+	page, err := http.Get(e.ts.URL + loc.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	page.Body.Close()
+	if page.StatusCode != http.StatusOK {
+		t.Fatalf("the page redirected to: %d, want 200", page.StatusCode)
+	}
+}
