@@ -3,10 +3,8 @@ package bolt
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -44,13 +42,11 @@ func (s *Store) Check() error {
 func checkSettleQueue(btx *bbolt.Tx) error {
 	want := map[string]bool{}
 	err := btx.Bucket(bSettleQ).ForEach(func(k, v []byte) error {
-		var it struct {
-			OccurredAt time.Time `json:"occurredAt"`
-		}
-		if err := json.Unmarshal(v, &it); err != nil {
+		at, err := queuedOccurred(v)
+		if err != nil {
 			return fmt.Errorf("settlement item %q: %w", k, err)
 		}
-		want[string(settleQIxKey(it.OccurredAt, string(k)))] = true
+		want[string(settleQIxKey(at, string(k)))] = true
 		return nil
 	})
 	if err != nil {
@@ -65,15 +61,12 @@ func checkSettleTxIDs(btx *bbolt.Tx) error {
 	want := map[string]bool{}
 	ids := btx.Bucket(bSettleTxID)
 	err := btx.Bucket(bSettleTx).ForEach(func(k, v []byte) error {
-		var tr struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(v, &tr); err != nil {
+		ik, seq, err := settleTxIDEntry(k, v)
+		if err != nil {
 			return fmt.Errorf("settlement transaction %q: %w", k, err)
 		}
-		ik := lp(bytes.Clone(k[:len(k)-4]), tr.ID)
-		if !bytes.Equal(ids.Get(ik), k[len(k)-4:]) {
-			return fmt.Errorf("settlement transaction %q: id index entry %x, want %x", k, ids.Get(ik), k[len(k)-4:])
+		if !bytes.Equal(ids.Get(ik), seq) {
+			return fmt.Errorf("settlement transaction %q: id index entry %x, want %x", k, ids.Get(ik), seq)
 		}
 		want[string(ik)] = true
 		return nil

@@ -3,7 +3,6 @@ package bolt
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"slices"
 
 	bbolt "go.etcd.io/bbolt"
@@ -93,14 +92,11 @@ func rebuildIndex(btx *bbolt.Tx, mark, ix []byte, version uint64, fill func(ix *
 func indexSettlementTxIDs(btx *bbolt.Tx) error {
 	return rebuildIndex(btx, keySettleTxIDs, bSettleTxID, 1, func(ids *bbolt.Bucket) error {
 		return btx.Bucket(bSettleTx).ForEach(func(k, v []byte) error {
-			var tr struct {
-				ID string `json:"id"`
+			key, seq, err := settleTxIDEntry(k, v)
+			if err != nil {
+				return nil // its pages fail the same way (and Check names it); Open must not
 			}
-			if err := json.Unmarshal(v, &tr); err != nil || len(k) < 4 {
-				return nil // its pages fail the same way; Open must not
-			}
-			prefix, seq := k[:len(k)-4], k[len(k)-4:]
-			return ids.Put(lp(slices.Clone(prefix), tr.ID), slices.Clone(seq))
+			return ids.Put(key, seq)
 		})
 	})
 }

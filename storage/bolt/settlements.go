@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -28,15 +29,38 @@ func settleQIxKey(occurred time.Time, itemKey string) []byte {
 	return append(putTime(make([]byte, 0, timeLen+len(itemKey)), occurred), itemKey...)
 }
 
-// decodeOccurred reads the occurrence time of a queued item's JSON; an item
-// that does not decode sorts as the zero time (its reads fail anyway, and
-// Check names it).
-func decodeOccurred(v []byte) time.Time {
+// queuedOccurred reads the occurrence time of a queued item's JSON.
+func queuedOccurred(v []byte) (time.Time, error) {
 	var it struct {
 		OccurredAt time.Time `json:"occurredAt"`
 	}
-	_ = json.Unmarshal(v, &it)
-	return it.OccurredAt
+	err := json.Unmarshal(v, &it)
+	return it.OccurredAt, err
+}
+
+// decodeOccurred is queuedOccurred for the write and rebuild paths: an item
+// that does not decode sorts as the zero time (its reads fail anyway, and
+// Check names it).
+func decodeOccurred(v []byte) time.Time {
+	at, _ := queuedOccurred(v)
+	return at
+}
+
+// settleTxIDEntry is the settletxid entry of a stored settlement
+// transaction (key k, JSON v): its id under the settlement's prefix, and
+// its place. The write path builds the same key from the record it has
+// (settleTxIDKey).
+func settleTxIDEntry(k, v []byte) (key, seq []byte, err error) {
+	var tr struct {
+		ID string `json:"id"`
+	}
+	if len(k) < 4 {
+		return nil, nil, fmt.Errorf("settlement transaction key %q is too short", k)
+	}
+	if err := json.Unmarshal(v, &tr); err != nil {
+		return nil, nil, err
+	}
+	return lp(bytes.Clone(k[:len(k)-4]), tr.ID), bytes.Clone(k[len(k)-4:]), nil
 }
 
 func (t *tx) QueueSettlementItems(items []settlement.Item) error {
