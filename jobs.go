@@ -50,30 +50,36 @@ func taskRetryAfter(attempts int) time.Duration {
 	return min(taskRetry<<min(attempts, 10), taskRetryMax)
 }
 
-func scheduleAutoCapture(tx storage.Tx, o *order.Order) error {
+// autoCaptureDue is when an order's auto-capture falls due: its delay after
+// creation (the zero time for an order without one).
+func autoCaptureDue(o *order.Order) time.Time {
+	if o.AutoCapture == nil {
+		return time.Time{}
+	}
+	return o.CreatedAt.Add(time.Duration(o.AutoCapture.DelayMinutes) * time.Minute)
+}
+
+// scheduleAutoCapture (re)schedules the order's auto-capture task for at;
+// tasks are replaced by id.
+func scheduleAutoCapture(tx storage.Tx, o *order.Order, at time.Time) error {
 	if o.AutoCapture == nil || !o.AutoCapture.Enabled {
 		return nil
 	}
 	return tx.ScheduleTask(&storage.Task{ID: "autocapture-" + o.ID, Kind: TaskAutoCapture, MerchantID: o.MerchantID,
-		OrderID: o.ID, DueAt: o.CreatedAt.Add(time.Duration(o.AutoCapture.DelayMinutes) * time.Minute)})
+		OrderID: o.ID, DueAt: at})
 }
 
 // unblockAutoCapture runs after an operation that may have unblocked an
 // auto-capture order: if its delay has passed and it can be captured now,
 // the auto-capture is due at once instead of at its backed-off retry.
 func unblockAutoCapture(tx storage.Tx, o *order.Order, env order.Env) error {
-	if o.AutoCapture == nil || !o.AutoCapture.Enabled {
-		return nil
-	}
-	due := o.CreatedAt.Add(time.Duration(o.AutoCapture.DelayMinutes) * time.Minute)
-	if due.After(env.Now) {
-		return nil // the task scheduled at creation is still ahead
+	if o.AutoCapture == nil || !o.AutoCapture.Enabled || autoCaptureDue(o).After(env.Now) {
+		return nil // none, or the task scheduled at creation is still ahead
 	}
 	if _, err := o.Require(o.Uncaptured.ID, order.ActionCapture, env); err != nil {
 		return nil
 	}
-	return tx.ScheduleTask(&storage.Task{ID: "autocapture-" + o.ID, Kind: TaskAutoCapture, MerchantID: o.MerchantID,
-		OrderID: o.ID, DueAt: env.Now})
+	return scheduleAutoCapture(tx, o, env.Now)
 }
 
 func scheduleAckReminder(tx storage.Tx, o *order.Order) error {

@@ -42,7 +42,7 @@ func (l *Ledger) createOrder(tx storage.Tx, merchantID string, req *order.Create
 	if err := tx.CreateOrder(o); err != nil {
 		return nil, err
 	}
-	if err := scheduleAutoCapture(tx, o); err != nil {
+	if err := scheduleAutoCapture(tx, o, autoCaptureDue(o)); err != nil {
 		return nil, err
 	}
 	if err := scheduleExpiryReminder(tx, o); err != nil {
