@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // limitListener holds at most n accepted connections open at once. Once n
@@ -25,14 +26,18 @@ type limitListener struct {
 	done      chan struct{} // closed by Close: Accept stops waiting for a slot
 	closeOnce sync.Once
 
+	// open holds the connections accepted and not yet closed; it changes
+	// once per connection, not per request, so the hook each request runs
+	// (ConnState) takes no lock.
 	mu       sync.Mutex
-	idle     map[*limitConn]struct{} // as http.Server reports them (ConnState)
-	wentIdle chan struct{}           // a connection went idle, for an Accept waiting for room
+	open     map[*limitConn]struct{}
+	waiting  atomic.Bool   // an Accept waits for room
+	wentIdle chan struct{} // a connection went idle, for an Accept waiting for room
 }
 
 func newLimitListener(l net.Listener, n int) *limitListener {
 	return &limitListener{Listener: l, slots: make(chan struct{}, n), done: make(chan struct{}),
-		idle: map[*limitConn]struct{}{}, wentIdle: make(chan struct{}, 1)}
+		open: map[*limitConn]struct{}{}, wentIdle: make(chan struct{}, 1)}
 }
 
 // ConnState is the http.Server hook that tells the listener which of its
@@ -45,16 +50,12 @@ func (l *limitListener) ConnState(c net.Conn, state http.ConnState) {
 	if !ok {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if state != http.StateIdle {
-		delete(l.idle, lc)
-		return
-	}
-	l.idle[lc] = struct{}{}
-	select {
-	case l.wentIdle <- struct{}{}:
-	default:
+	lc.idle.Store(state == http.StateIdle)
+	if state == http.StateIdle && l.waiting.Load() {
+		select {
+		case l.wentIdle <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -68,12 +69,17 @@ func (l *limitListener) acquire() bool {
 			return true
 		default:
 		}
+		// Waiting is announced before the look for an idle connection, so
+		// one that goes idle after the look signals wentIdle.
+		l.waiting.Store(true)
 		l.closeIdle()
 		select {
 		case l.slots <- struct{}{}:
+			l.waiting.Store(false)
 			return true
 		case <-l.wentIdle: // a busy connection finished its request: close it next turn
 		case <-l.done:
+			l.waiting.Store(false)
 			return false
 		}
 	}
@@ -83,10 +89,14 @@ func (l *limitListener) acquire() bool {
 func (l *limitListener) closeIdle() {
 	l.mu.Lock()
 	var victim *limitConn
-	for c := range l.idle {
-		victim = c
-		delete(l.idle, c)
-		break
+	for c := range l.open {
+		// Claimed, so that a connection is closed once; one whose next
+		// request starts meanwhile is closed all the same, as before (the
+		// client retries; nothing ran).
+		if c.idle.CompareAndSwap(true, false) {
+			victim = c
+			break
+		}
 	}
 	l.mu.Unlock()
 	if victim != nil {
@@ -106,7 +116,17 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.slots
 		return nil, err
 	}
-	return &limitConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+	lc := &limitConn{Conn: c}
+	lc.release = sync.OnceFunc(func() {
+		l.mu.Lock()
+		delete(l.open, lc)
+		l.mu.Unlock()
+		<-l.slots
+	})
+	l.mu.Lock()
+	l.open[lc] = struct{}{}
+	l.mu.Unlock()
+	return lc, nil
 }
 
 func (l *limitListener) Close() error {
@@ -120,6 +140,7 @@ func (l *limitListener) Close() error {
 type limitConn struct {
 	net.Conn
 	release func()
+	idle    atomic.Bool // between requests, as http.Server reports it (ConnState)
 }
 
 func (c *limitConn) Close() error {
