@@ -3,8 +3,6 @@ package server
 import (
 	"cmp"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -55,16 +53,10 @@ func TestDocumentLinkChangesOnlyOnTheHour(t *testing.T) {
 // buyer reads.
 func documentLines(t *testing.T, link string) (string, []map[string]string) {
 	t.Helper()
-	resp, err := http.Get(link)
-	if err != nil {
-		t.Fatal(err)
+	code, _, page := fetchPage(t, link)
+	if code != 200 {
+		t.Fatalf("document %s: %d %s", link, code, page)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("document %s: %d %s", link, resp.StatusCode, b)
-	}
-	page := string(b)
 	title := regexp.MustCompile(`<h1>([^<]*)</h1>`).FindStringSubmatch(page)
 	_, table, ok := strings.Cut(page, "<caption>Lines</caption>")
 	table, _, _ = strings.Cut(table, "</table>")

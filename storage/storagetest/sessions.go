@@ -81,16 +81,8 @@ func testSessions(t *testing.T, s storage.Store) {
 		}
 		var got []string
 		for pages := 0; pages < 100; pages++ {
-			var page []*session.Session
-			var next string
-			view(t, s, func(tx storage.Tx) error {
-				var err error
-				page, next, err = tx.ListSessions("m1", q)
-				return err
-			})
-			for _, ss := range page {
-				got = append(got, ss.ID)
-			}
+			page, next := sessionPage(t, s, "m1", q)
+			got = append(got, page...)
 			if next == "" {
 				return got
 			}
@@ -236,20 +228,7 @@ func testSessionFilters(t *testing.T, s storage.Store) {
 		}
 		return strings.Compare(b.ID, a.ID)
 	})
-	list := func(q session.Query) ([]string, string) {
-		var page []*session.Session
-		var next string
-		view(t, s, func(tx storage.Tx) error {
-			var err error
-			page, next, err = tx.ListSessions("m1", q)
-			return err
-		})
-		var got []string
-		for _, ss := range page {
-			got = append(got, ss.ID)
-		}
-		return got, next
-	}
+	list := func(q session.Query) ([]string, string) { return sessionPage(t, s, "m1", q) }
 	idsOf := func(ss []*session.Session) []string {
 		var out []string
 		for _, x := range ss {
@@ -342,4 +321,22 @@ func testSessionFilters(t *testing.T, s storage.Store) {
 		wantKind(t, err, fault.NotFound)
 		return nil
 	})
+}
+
+// sessionPage lists one page of the merchant's sessions: their ids, and the
+// id to continue from.
+func sessionPage(t *testing.T, s storage.Store, merchantID string, q session.Query) ([]string, string) {
+	t.Helper()
+	var page []*session.Session
+	var next string
+	view(t, s, func(tx storage.Tx) error {
+		var err error
+		page, next, err = tx.ListSessions(merchantID, q)
+		return err
+	})
+	var ids []string
+	for _, ss := range page {
+		ids = append(ids, ss.ID)
+	}
+	return ids, next
 }
