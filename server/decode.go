@@ -354,10 +354,17 @@ func queryValue(f *fault.Fields, v url.Values, name string) string {
 	if len(vs) == 0 {
 		return ""
 	}
-	if slices.ContainsFunc(vs[1:], func(s string) bool { return s != vs[0] }) {
+	if differ(vs) {
 		f.Add(name, "is given more than once")
 	}
 	return vs[0]
+}
+
+// differ reports whether a parameter or header that takes one value was
+// given several that are not all the same: the rule for query parameters
+// (queryValue) and for single headers (checkHeaders) alike.
+func differ(vs []string) bool {
+	return len(vs) > 1 && slices.ContainsFunc(vs[1:], func(v string) bool { return v != vs[0] })
 }
 
 // queryList splits a csv query parameter; repeated parameters are joined.

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -193,7 +192,7 @@ var singleHeaders = []string{"Authorization", "Content-Type", "Content-Encoding"
 func checkHeaders(h http.Header) error {
 	var f fault.Fields
 	for _, name := range singleHeaders {
-		if vs := h.Values(name); len(vs) > 1 && slices.ContainsFunc(vs[1:], func(v string) bool { return v != vs[0] }) {
+		if differ(h.Values(name)) {
 			f.Add(name, "is given more than once")
 		}
 	}
