@@ -24,7 +24,13 @@ import (
 // be handed to the buyer.
 func (s *Server) CheckoutURL(merchantID, sessionID string) string {
 	path := "/checkout/" + url.PathEscape(merchantID) + "/" + url.PathEscape(sessionID)
-	return s.cfg.BaseURL + path + "?sig=" + s.sign("checkout", merchantID+"/"+sessionID)
+	return s.cfg.BaseURL + path + "?sig=" + s.checkoutSig(merchantID, sessionID)
+}
+
+// checkoutSig is the signature of a session's checkout link: what the link
+// carries, the page's form sends back, and the page's redirects keep.
+func (s *Server) checkoutSig(merchantID, sessionID string) string {
+	return s.sign("checkout", merchantID+"/"+sessionID)
 }
 
 func (s *Server) checkoutSigned(r *http.Request, p httprouter.Params) bool {
@@ -194,7 +200,7 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 		s.checkoutFailure(w, r, err)
 		return
 	}
-	v := checkoutView{S: sess, Sig: s.sign("checkout", p.ByName("merchantId")+"/"+p.ByName("sessionId")), Terms: sess.Terms(),
+	v := checkoutView{S: sess, Sig: s.checkoutSig(p.ByName("merchantId"), p.ByName("sessionId")), Terms: sess.Terms(),
 		Action: r.URL.Path, Script: checkoutScript, Form: form, Errors: errs, Notice: notice, MethodTxt: methodNames,
 		Amount: func(m int64) string { return money.New(m, sess.Currency).Formatted() }}
 	if form.Q != "" {
@@ -262,7 +268,7 @@ func (s *Server) checkoutSubmit(w http.ResponseWriter, r *http.Request, p httpro
 	redirect := func() {
 		// The link's own signature, wherever the submit carried it (the
 		// page's form sends it in the body, other clients in the address).
-		sig := s.sign("checkout", p.ByName("merchantId")+"/"+p.ByName("sessionId"))
+		sig := s.checkoutSig(p.ByName("merchantId"), p.ByName("sessionId"))
 		http.Redirect(w, r, r.URL.Path+"?sig="+url.QueryEscape(sig), http.StatusSeeOther)
 	}
 	if get("action") == "decline" {
