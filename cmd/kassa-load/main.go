@@ -19,10 +19,29 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"time"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// startCPUProfile profiles this process into path until the returned func is
+// called; the load tool shares the machine's cores with the server, so its own
+// cost per flow is part of what bounds the figures.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "crash" {
@@ -43,6 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dur := fs.Duration("duration", 30*time.Second, "how long to run the mix")
 	mix := fs.String("mix", "get=1,list=1", "reads per order in the flow: get=N,list=N")
 	baselines := fs.Bool("baselines", false, "also measure the static-handler, commit-path and bbolt Batch baselines, and GET at half of peak")
+	cpuProfile := fs.String("cpuprofile", "", "diagnostics: write a CPU profile of the mix (not the baselines) to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -56,7 +76,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	tl := newTally()
 	var lost []pending
 	fmt.Fprintf(stdout, "load: %d clients for %s against %s (mix get=%d list=%d)\n", *conc, *dur, *addr, gets, lists)
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		fmt.Fprintln(stderr, "kassa-load: -cpuprofile:", err)
+		return 2
+	}
 	st, el := runLoad(ctx, c, *conc, *dur, gets, lists, tl, &lost, stderr)
+	stopProfile()
 	mps := st.report(stdout, el)
 	bad := verify(ctx, c, tl, stdout)
 	if *baselines {
