@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
@@ -89,7 +90,12 @@ func (l *Ledger) EnsureMerchant(ctx context.Context, mo MerchantOptions) (Creden
 		default:
 			return err
 		}
-		m.Salt, m.SecretHash = salt, hashSecret(salt, mo.ClientSecret)
+		// The same secret again (every restart of a server given its
+		// credentials) keeps its hash: access tokens are bound to it
+		// (CredentialTag), and only a new secret should end them.
+		if created || subtle.ConstantTimeCompare(hashSecret(m.Salt, mo.ClientSecret), m.SecretHash) != 1 {
+			m.Salt, m.SecretHash = salt, hashSecret(salt, mo.ClientSecret)
+		}
 		creds = Credentials{MerchantID: m.ID, ClientID: m.ClientID, ClientSecret: mo.ClientSecret}
 		return tx.PutMerchant(m)
 	})
@@ -114,6 +120,16 @@ func (l *Ledger) Authenticate(ctx context.Context, clientID, secret string) (*st
 		return nil, fault.New(fault.Unauthorized, "unauthorized", "unknown client or wrong secret")
 	}
 	return m, nil
+}
+
+// CredentialTag names a merchant's current client secret without revealing
+// it: access tokens carry it, so that setting a new secret ends the tokens
+// the old one obtained.
+func CredentialTag(m *storage.Merchant) string {
+	h := sha256.New()
+	h.Write([]byte("kassa credential\x00"))
+	h.Write(m.SecretHash)
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:12])
 }
 
 // Merchant reads a merchant by id.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -1031,5 +1032,70 @@ func TestBasicCredentialsFormEncoded(t *testing.T) {
 	}
 	if code := token(basic("plain", "a+b%41")); code != 200 {
 		t.Errorf("token with a secret sent as it is: %d, want 200", code)
+	}
+}
+
+// TestAccessTokenEndsWithItsSecret: a merchant's access tokens are bound to
+// the client secret they were obtained with. Setting a new secret (a leaked
+// one rotated) ends them at once, not an hour later; giving the same secret
+// again (every restart of a server started with its credentials) ends
+// nothing; tokens of builds that did not bind them stay valid until expiry.
+func TestAccessTokenEndsWithItsSecret(t *testing.T) {
+	e := newSessionEnv(t)
+	ctx := context.Background()
+	ensure := func(secret string) {
+		t.Helper()
+		if _, _, err := e.ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "rotating", ClientID: "rot", ClientSecret: secret}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := func(secret string) (int, string) {
+		r, _ := http.NewRequest("POST", e.ts.URL+"/oauth/token", strings.NewReader("grant_type=client_credentials"))
+		r.Header.Set("Authorization", basic("rot", secret))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		code, _, body := e.send(r)
+		tok, _ := body["access_token"].(string)
+		return code, tok
+	}
+	list := func(tok string) int {
+		r, _ := http.NewRequest("GET", e.ts.URL+"/v1/orders", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		code, _, _ := e.send(r)
+		return code
+	}
+	ensure("first-secret-1")
+	code, old := token("first-secret-1")
+	if code != 200 || old == "" {
+		t.Fatalf("token: %d %q", code, old)
+	}
+	ensure("first-secret-1")
+	if code := list(old); code != 200 {
+		t.Errorf("token after the same secret was given again: %d, want 200", code)
+	}
+
+	m, err := e.ledger.Authenticate(ctx, "rot", "first-secret-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(map[string]any{"m": m.ID, "e": time.Now().Add(time.Hour).Unix()})
+	p := base64.RawURLEncoding.EncodeToString(payload)
+	legacy := "kat_" + p + "." + (&Server{cfg: Config{Key: []byte("0123456789abcdef0123456789abcdef")}}).sign("access", p)
+	if code := list(legacy); code != 200 {
+		t.Errorf("token without a credential claim: %d, want 200 until it expires", code)
+	}
+
+	ensure("second-secret-2")
+	if code := list(old); code != 401 {
+		t.Errorf("token obtained with the replaced secret: %d, want 401", code)
+	}
+	if code, _ := token("first-secret-1"); code != 401 {
+		t.Errorf("token endpoint with the replaced secret: %d, want 401", code)
+	}
+	code, fresh := token("second-secret-2")
+	if code != 200 || list(fresh) != 200 {
+		t.Errorf("token with the new secret: %d, then %d; want 200, 200", code, list(fresh))
+	}
+	if code := list("kat_" + p + ".forged"); code != 401 {
+		t.Errorf("token with a wrong signature: %d, want 401", code)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/storage"
 )
@@ -35,18 +36,22 @@ func requestID(ctx context.Context) string {
 	return id
 }
 
-// accessClaims are what a bearer token asserts: merchant and expiry.
+// accessClaims are what a bearer token asserts: merchant, the client secret
+// it was obtained with (kassa.CredentialTag) and expiry.
 type accessClaims struct {
 	Merchant string `json:"m"`
-	Expires  int64  `json:"e"`
+	// Credential is empty in tokens of builds before it: they stay valid
+	// until they expire, so that a rolling upgrade logs no client out.
+	Credential string `json:"c,omitempty"`
+	Expires    int64  `json:"e"`
 }
 
 // issueToken signs an access token. Tokens are stateless (HMAC-SHA256 with
 // the server's key) so that every replica sharing the key accepts them and a
 // restart does not log merchants out.
-func (s *Server) issueToken(merchantID string, now time.Time) (string, int64) {
+func (s *Server) issueToken(m *storage.Merchant, now time.Time) (string, int64) {
 	exp := now.Add(s.cfg.AccessTokenTTL)
-	payload, _ := json.Marshal(accessClaims{Merchant: merchantID, Expires: exp.Unix()})
+	payload, _ := json.Marshal(accessClaims{Merchant: m.ID, Credential: kassa.CredentialTag(m), Expires: exp.Unix()})
 	p := base64.RawURLEncoding.EncodeToString(payload)
 	return "kat_" + p + "." + s.sign("access", p), int64(s.cfg.AccessTokenTTL / time.Second)
 }
@@ -65,24 +70,24 @@ func (s *Server) signedBy(sig, purpose, msg string) bool {
 	return sig != "" && hmac.Equal([]byte(sig), []byte(s.sign(purpose, msg)))
 }
 
-func (s *Server) verifyToken(tok string, now time.Time) (string, bool) {
+func (s *Server) verifyToken(tok string, now time.Time) (accessClaims, bool) {
 	rest, ok := strings.CutPrefix(tok, "kat_")
 	if !ok {
-		return "", false
+		return accessClaims{}, false
 	}
 	p, sig, ok := strings.Cut(rest, ".")
 	if !ok || !s.signedBy(sig, "access", p) {
-		return "", false
+		return accessClaims{}, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(p)
 	if err != nil {
-		return "", false
+		return accessClaims{}, false
 	}
 	var c accessClaims
 	if json.Unmarshal(raw, &c) != nil || c.Merchant == "" || now.Unix() >= c.Expires {
-		return "", false
+		return accessClaims{}, false
 	}
-	return c.Merchant, true
+	return c, true
 }
 
 var errUnauthorized = fault.New(fault.Unauthorized, "unauthorized", "send a valid access token as 'authorization: Bearer …' (or client credentials as Basic)")
@@ -95,18 +100,23 @@ func (s *Server) authenticate(r *http.Request) (string, error) {
 	cred = strings.TrimSpace(cred)
 	switch strings.ToLower(scheme) {
 	case "bearer":
-		m, ok := s.verifyToken(cred, time.Now())
+		c, ok := s.verifyToken(cred, time.Now())
 		if !ok {
 			return "", errUnauthorized
 		}
-		// The merchant must still exist (a token outlives nothing it names).
-		if _, err := s.ledger.Merchant(r.Context(), m); err != nil {
+		// The merchant must still exist and hold the secret the token was
+		// obtained with (a token outlives nothing it names).
+		m, err := s.ledger.Merchant(r.Context(), c.Merchant)
+		if err != nil {
 			if fault.Is(err, fault.NotFound) {
 				return "", errUnauthorized
 			}
 			return "", err
 		}
-		return m, nil
+		if c.Credential != "" && !hmac.Equal([]byte(c.Credential), []byte(kassa.CredentialTag(m))) {
+			return "", errUnauthorized
+		}
+		return m.ID, nil
 	case "basic":
 		id, secret, ok := r.BasicAuth()
 		if !ok {
@@ -201,7 +211,7 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	tok, exp := s.issueToken(m.ID, time.Now())
+	tok, exp := s.issueToken(m, time.Now())
 	writeJSON(w, http.StatusOK, tokenResponse{AccessToken: tok, TokenType: "Bearer", ExpiresIn: exp, Scope: strings.Join(grantedScopes, " ")})
 }
 
