@@ -110,10 +110,18 @@ type TaskStats struct {
 	Rescheduled   int `json:"rescheduled"`
 	NothingToDo   int `json:"nothingToDo"`
 	// Failed counts tasks that failed and were set aside to try again later
-	// (the error is RunTasks' own).
+	// (RunTasks answers their errors as a *TasksSetAside).
 	Failed         int `json:"failed"`
 	TasksProcessed int `json:"tasksProcessed"`
 }
+
+// TasksSetAside is RunTasks' error when the only failures were tasks it set
+// aside to try again later: the run itself went on, and TaskStats.Failed
+// counts them. Any other error of RunTasks ended the run.
+type TasksSetAside struct{ Failures []error }
+
+func (e *TasksSetAside) Error() string   { return errors.Join(e.Failures...).Error() }
+func (e *TasksSetAside) Unwrap() []error { return e.Failures }
 
 // RunTasks works through up to limit (at least 1) due tasks, earliest first. Each task is
 // claimed, done and deleted (or rescheduled) in one transaction, so the job
@@ -183,7 +191,10 @@ func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
 			stats.NothingToDo++
 		}
 	}
-	return stats, errors.Join(failures...)
+	if len(failures) > 0 {
+		return stats, &TasksSetAside{Failures: failures}
+	}
+	return stats, nil
 }
 
 // setTaskAside makes a task that failed due again after a delay that grows

@@ -1,15 +1,22 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/notify"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
 )
 
 func TestNotificationsOverHTTP(t *testing.T) {
@@ -138,5 +145,68 @@ func TestSandboxDeliveryDrainsWhatIsDue(t *testing.T) {
 	defer mu.Unlock()
 	if received != due {
 		t.Fatalf("received %d of %d", received, due)
+	}
+}
+
+// unreadableOrderStore fails every read of one order inside a write, as a
+// record no build can decode would.
+type unreadableOrderStore struct {
+	storage.Store
+	orderID *string
+}
+
+func (s unreadableOrderStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	return s.Store.Update(ctx, func(tx storage.Tx) error { return fn(unreadableOrderTx{tx, *s.orderID}) })
+}
+
+type unreadableOrderTx struct {
+	storage.Tx
+	orderID string
+}
+
+func (t unreadableOrderTx) GetOrder(merchantID, orderID string) (*order.Order, error) {
+	if orderID == t.orderID {
+		return nil, fault.Internalf(nil, "decode order %s: unexpected end of JSON input", orderID)
+	}
+	return t.Tx.GetOrder(merchantID, orderID)
+}
+
+// TestSandboxTasksJobAnswersTasksSetAside: a task that fails is set aside and
+// the run goes on, so the sandbox job answers 200 with what it did and the
+// failure counted, as the periodic job logs it; it used to answer 500 and
+// hide that the other due tasks had run.
+func TestSandboxTasksJobAnswersTasksSetAside(t *testing.T) {
+	clock := NewClock(true)
+	var unreadable string
+	st := unreadableOrderStore{Store: openStore(t, clock.Now), orderID: &unreadable}
+	ledger := kassa.New(st, kassa.Options{})
+	srv := New(Config{Ledger: ledger, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Key: []byte("0123456789abcdef0123456789abcdef"), Sandbox: true, Clock: clock})
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{ClientID: "m1", ClientSecret: "s1", Sandbox: true})
+	e := &sessionEnv{t: t, ts: ts, clock: clock, auth: basic("m1", "s1"), ledger: ledger}
+
+	autoCaptured := func() string {
+		tok := e.mint("5560000001", "invoice")
+		code, _, o := e.req("POST", "/v1/authorization-tokens/"+tok+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE",
+			"autoCapture":{"enabled":true,"delayMinutes":10},
+			"orderLines":[{"description":"tiles","quantity":1,"unitPrice":10000,"vat":2500}]}`, e.auth, nil)
+		if code != 200 {
+			t.Fatalf("create: %d %v", code, o)
+		}
+		return o["orderId"].(string)
+	}
+	bad := autoCaptured()
+	good := autoCaptured()
+	unreadable = bad
+	if err := clock.Advance(15 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stats := e.req("POST", "/sandbox/v1/jobs/tasks", "", e.auth, nil)
+	if code != 200 || stats["failed"] != 1.0 || stats["autoCaptured"] != 1.0 {
+		t.Fatalf("tasks job: %d %v, want 200 with one failed and one auto-captured", code, stats)
+	}
+	if code, _, o := e.req("GET", "/v1/orders/"+good, "", e.auth, nil); code != 200 || !slices.Contains(o["status"].([]any), any("fullyCaptured")) {
+		t.Fatalf("the readable order: %d %v, want it captured", code, o["status"])
 	}
 }
