@@ -212,6 +212,8 @@ const (
 // otherwise names match when every query word is a prefix of some word of
 // the name. Order: the exact name, names starting with the query
 // (alphabetical), names whose first word matches, any other match.
+// In a country without a check-digit rule (an imported one) a query is
+// searched as a name unless it is a listed number.
 // exactMatch is true for the number or for an exact normalized name.
 func (d *Directory) Search(country, q string, limit int) []Match {
 	d.mu.RLock()
@@ -231,7 +233,10 @@ func (d *Directory) Search(country, q string, limit int) []Match {
 		c := ix.companies[i]
 		return append(out, Match{CompanyID: c.ID, CompanyName: c.Name, ExactMatch: true})
 	}
-	if ValidNumber(country, n) {
+	// A well-formed number that is not listed is no company; but only where
+	// numbers carry a check digit: elsewhere any 4–20 alphanumerics pass, so
+	// "Acme" would read as a number and its name never be searched.
+	if HasCheckDigit(country) && ValidNumber(country, n) {
 		return out
 	}
 	qt := Tokens(q)

@@ -80,3 +80,23 @@ func TestCompanySearchRateLimit(t *testing.T) {
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// A country imported with `kassa companies import` and no checksum rule (any
+// 4–20 alphanumerics is a number there) is still searched by name: a name
+// query that is also shaped like a number found nothing.
+func TestCompanySearchImportedCountryByName(t *testing.T) {
+	dir := company.NewDirectory()
+	dir.Set("GB", []company.Company{{ID: "GB123456", Name: "Acme Widgets Ltd", Country: "GB"},
+		{ID: "AB12CD34", Name: "Zeta & Sons", Country: "GB"}})
+	h := New(Config{Companies: dir, CompanySearchRate: 1000, Logger: quiet}).Handler()
+	for q, want := range map[string]string{"Acme": "GB123456", "acme widgets": "GB123456", "Zeta": "AB12CD34",
+		"Widgets": "GB123456", "GB123456": "GB123456", "gb-123 456": "GB123456"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?"+url.Values{"q": {q}, "country": {"GB"}}.Encode(), nil))
+		var res CompanySearchResponse
+		json.Unmarshal(rec.Body.Bytes(), &res)
+		if rec.Code != 200 || len(res.Companies) != 1 || res.Companies[0].CompanyID != want {
+			t.Errorf("q=%q: %d %+v, want %s", q, rec.Code, res, want)
+		}
+	}
+}
