@@ -257,6 +257,9 @@ func (d *Directory) Search(country, q string, limit int) []Match {
 	// 2. Names whose words each start with a query word, in any order: the
 	// intersection of each word's posting list (sorted by company, which is
 	// alphabetical), ranked by whether the first word matches.
+	// Longest first, so that allPrefixed's first fit is a full matching.
+	longest := slices.Clone(qt)
+	slices.SortStableFunc(longest, func(a, b string) int { return len(b) - len(a) })
 	cands := ix.postings(qt[0])
 	for _, t := range qt[1:] {
 		cands = intersect(cands, ix.postings(t))
@@ -273,7 +276,7 @@ func (d *Directory) Search(country, q string, limit int) []Match {
 			continue // already found in step 1
 		}
 		words := ix.words[idx]
-		if !allPrefixed(qt, words) {
+		if !allPrefixed(longest, words) {
 			continue // two query words matched the same word of the name
 		}
 		h := hit{rankAllTokens, idx}
@@ -331,7 +334,13 @@ func intersect(a, b []int32) []int32 {
 	return out
 }
 
-// allPrefixed reports whether every query word is a prefix of a distinct word.
+// allPrefixed reports whether every query word is a prefix of a distinct
+// word, given the query words longest first. Taking the first free word
+// that fits is then never wrong: the words two query words start are either
+// disjoint or nested (one query word starts the other), and the longer one,
+// placed first, leaves the shorter one every word it could take instead. In
+// another order "s" could take "stockholm" from "sto", which fits nothing
+// else, though "sven" was free for "s".
 func allPrefixed(q, words []string) bool {
 	used := make([]bool, len(words))
 	for _, t := range q {

@@ -100,3 +100,21 @@ func TestCompanySearchImportedCountryByName(t *testing.T) {
 		}
 	}
 }
+
+// Every query word must start a different word of the name; which word a
+// short query word takes must not keep a longer one from its only match
+// ("s sto" is "Sven" and "Stockholm", though "s" also starts "Stockholm").
+func TestCompanySearchWordsMatchedAsAWhole(t *testing.T) {
+	dir := company.NewDirectory()
+	dir.Set("SE", []company.Company{{ID: "5560360793", Name: "Stockholm Sven AB", Country: "SE"}})
+	h := New(Config{Companies: dir, CompanySearchRate: 1000, Logger: quiet}).Handler()
+	for _, q := range []string{"s sto", "sto s", "sven sto", "s s"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?"+url.Values{"q": {q}, "country": {"SE"}}.Encode(), nil))
+		var res CompanySearchResponse
+		json.Unmarshal(rec.Body.Bytes(), &res)
+		if rec.Code != 200 || len(res.Companies) != 1 {
+			t.Errorf("q=%q: %d %+v, want Stockholm Sven AB", q, rec.Code, res)
+		}
+	}
+}
