@@ -243,6 +243,40 @@ func (d *Directory) Search(country, q string, limit int) []Match {
 	if len(qt) == 0 {
 		return nil
 	}
+	out = ix.searchName(qt, limit)
+	// A name is indexed without its legal form, so while a buyer types one
+	// ("Approved Byggvaror A", "Göta Bygg AB (p") the last word matched
+	// nothing of the company, which vanished until the form was complete.
+	// Such a word may also start a word of a name ("Göta Bygg Park"): those
+	// names come first, then the names matching without it.
+	if last := qt[len(qt)-1]; len(out) < limit && len(qt) > 1 && legalFormPrefix(last) {
+		for _, m := range ix.searchName(qt[:len(qt)-1], limit) {
+			if len(out) == limit {
+				break
+			}
+			if !slices.ContainsFunc(out, func(o Match) bool { return o.CompanyID == m.CompanyID }) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// legalFormPrefix reports whether w begins a legal form (Tokens drops the
+// whole form, so w is a part of one).
+func legalFormPrefix(w string) bool {
+	for f := range legalForms {
+		if strings.HasPrefix(f, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// searchName finds up to limit companies whose names match the query words
+// qt, best first (see Search).
+func (ix *index) searchName(qt []string, limit int) []Match {
+	var out []Match
 	qn := strings.Join(qt, " ")
 	// 1. Names that start with the query: one binary search, alphabetical.
 	start := sort.SearchStrings(ix.norm, qn)
