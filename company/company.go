@@ -212,6 +212,8 @@ const (
 // otherwise names match when every query word is a prefix of some word of
 // the name. Order: the exact name, names starting with the query
 // (alphabetical), names whose first word matches, any other match.
+// In a country without a check-digit rule (an imported one) a query is
+// searched as a name unless it is a listed number.
 // exactMatch is true for the number or for an exact normalized name.
 func (d *Directory) Search(country, q string, limit int) []Match {
 	d.mu.RLock()
@@ -231,13 +233,50 @@ func (d *Directory) Search(country, q string, limit int) []Match {
 		c := ix.companies[i]
 		return append(out, Match{CompanyID: c.ID, CompanyName: c.Name, ExactMatch: true})
 	}
-	if ValidNumber(country, n) {
+	// A well-formed number that is not listed is no company; but only where
+	// numbers carry a check digit: elsewhere any 4–20 alphanumerics pass, so
+	// "Acme" would read as a number and its name never be searched.
+	if HasCheckDigit(country) && ValidNumber(country, n) {
 		return out
 	}
 	qt := Tokens(q)
 	if len(qt) == 0 {
 		return nil
 	}
+	out = ix.searchName(qt, limit)
+	// A name is indexed without its legal form, so while a buyer types one
+	// ("Approved Byggvaror A", "Göta Bygg AB (p") the last word matched
+	// nothing of the company, which vanished until the form was complete.
+	// Such a word may also start a word of a name ("Göta Bygg Park"): those
+	// names come first, then the names matching without it.
+	if last := qt[len(qt)-1]; len(out) < limit && len(qt) > 1 && legalFormPrefix(last) {
+		for _, m := range ix.searchName(qt[:len(qt)-1], limit) {
+			if len(out) == limit {
+				break
+			}
+			if !slices.ContainsFunc(out, func(o Match) bool { return o.CompanyID == m.CompanyID }) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// legalFormPrefix reports whether w begins a legal form (Tokens drops the
+// whole form, so w is a part of one).
+func legalFormPrefix(w string) bool {
+	for f := range legalForms {
+		if strings.HasPrefix(f, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// searchName finds up to limit companies whose names match the query words
+// qt, best first (see Search).
+func (ix *index) searchName(qt []string, limit int) []Match {
+	var out []Match
 	qn := strings.Join(qt, " ")
 	// 1. Names that start with the query: one binary search, alphabetical.
 	start := sort.SearchStrings(ix.norm, qn)
@@ -252,6 +291,9 @@ func (d *Directory) Search(country, q string, limit int) []Match {
 	// 2. Names whose words each start with a query word, in any order: the
 	// intersection of each word's posting list (sorted by company, which is
 	// alphabetical), ranked by whether the first word matches.
+	// Longest first, so that allPrefixed's first fit is a full matching.
+	longest := slices.Clone(qt)
+	slices.SortStableFunc(longest, func(a, b string) int { return len(b) - len(a) })
 	cands := ix.postings(qt[0])
 	for _, t := range qt[1:] {
 		cands = intersect(cands, ix.postings(t))
@@ -268,7 +310,7 @@ func (d *Directory) Search(country, q string, limit int) []Match {
 			continue // already found in step 1
 		}
 		words := ix.words[idx]
-		if !allPrefixed(qt, words) {
+		if !allPrefixed(longest, words) {
 			continue // two query words matched the same word of the name
 		}
 		h := hit{rankAllTokens, idx}
@@ -326,7 +368,13 @@ func intersect(a, b []int32) []int32 {
 	return out
 }
 
-// allPrefixed reports whether every query word is a prefix of a distinct word.
+// allPrefixed reports whether every query word is a prefix of a distinct
+// word, given the query words longest first. Taking the first free word
+// that fits is then never wrong: the words two query words start are either
+// disjoint or nested (one query word starts the other), and the longer one,
+// placed first, leaves the shorter one every word it could take instead. In
+// another order "s" could take "stockholm" from "sto", which fits nothing
+// else, though "sven" was free for "s".
 func allPrefixed(q, words []string) bool {
 	used := make([]bool, len(words))
 	for _, t := range q {

@@ -68,6 +68,17 @@ func ValidNumber(country, n string) bool {
 	}
 }
 
+// HasCheckDigit reports whether ValidNumber checks country's numbers by a
+// check digit (SE, NO, FI, DK), so that a query passing it is a number and
+// not a name.
+func HasCheckDigit(country string) bool {
+	switch country {
+	case "SE", "NO", "FI", "DK":
+		return true
+	}
+	return false
+}
+
 func luhn(d []int) bool {
 	sum := 0
 	for i := range d {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,3 +81,70 @@ func TestCompanySearchRateLimit(t *testing.T) {
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// A country imported with `kassa companies import` and no checksum rule (any
+// 4–20 alphanumerics is a number there) is still searched by name: a name
+// query that is also shaped like a number found nothing.
+func TestCompanySearchImportedCountryByName(t *testing.T) {
+	dir := company.NewDirectory()
+	dir.Set("GB", []company.Company{{ID: "GB123456", Name: "Acme Widgets Ltd", Country: "GB"},
+		{ID: "AB12CD34", Name: "Zeta & Sons", Country: "GB"}})
+	h := New(Config{Companies: dir, CompanySearchRate: 1000, Logger: quiet}).Handler()
+	for q, want := range map[string]string{"Acme": "GB123456", "acme widgets": "GB123456", "Zeta": "AB12CD34",
+		"Widgets": "GB123456", "GB123456": "GB123456", "gb-123 456": "GB123456"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?"+url.Values{"q": {q}, "country": {"GB"}}.Encode(), nil))
+		var res CompanySearchResponse
+		json.Unmarshal(rec.Body.Bytes(), &res)
+		if rec.Code != 200 || len(res.Companies) != 1 || res.Companies[0].CompanyID != want {
+			t.Errorf("q=%q: %d %+v, want %s", q, rec.Code, res, want)
+		}
+	}
+}
+
+// Every query word must start a different word of the name; which word a
+// short query word takes must not keep a longer one from its only match
+// ("s sto" is "Sven" and "Stockholm", though "s" also starts "Stockholm").
+func TestCompanySearchWordsMatchedAsAWhole(t *testing.T) {
+	dir := company.NewDirectory()
+	dir.Set("SE", []company.Company{{ID: "5560360793", Name: "Stockholm Sven AB", Country: "SE"}})
+	h := New(Config{Companies: dir, CompanySearchRate: 1000, Logger: quiet}).Handler()
+	for _, q := range []string{"s sto", "sto s", "sven sto", "s s"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?"+url.Values{"q": {q}, "country": {"SE"}}.Encode(), nil))
+		var res CompanySearchResponse
+		json.Unmarshal(rec.Body.Bytes(), &res)
+		if rec.Code != 200 || len(res.Companies) != 1 {
+			t.Errorf("q=%q: %d %+v, want Stockholm Sven AB", q, rec.Code, res)
+		}
+	}
+}
+
+// Names are indexed without their legal form, so a query that ends inside
+// one, as it does while a buyer types it, still finds the company.
+func TestCompanySearchWhileTypingALegalForm(t *testing.T) {
+	dir := company.NewDirectory()
+	dir.Set("SE", []company.Company{{ID: "5560000001", Name: "Approved Byggvaror AB", Country: "SE"},
+		{ID: "5567080121", Name: "Göta Bygg AB (publ)", Country: "SE"}, {ID: "5560360793", Name: "Approved Alfa AB", Country: "SE"},
+		{ID: "5561414474", Name: "Göta Bygg Park Aktiebolag", Country: "SE"}})
+	h := New(Config{Companies: dir, CompanySearchRate: 1000, Logger: quiet}).Handler()
+	for q, want := range map[string]string{"Approved Byggvaror A": "5560000001", "Approved Byggvaror AB": "5560000001",
+		"Göta Bygg AB (p": "5567080121", "Göta Bygg AB (pub": "5567080121", "Göta Bygg AB (publ)": "5567080121"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?"+url.Values{"q": {q}, "country": {"SE"}}.Encode(), nil))
+		var res CompanySearchResponse
+		json.Unmarshal(rec.Body.Bytes(), &res)
+		if rec.Code != 200 || !slices.ContainsFunc(res.Companies, func(m company.Match) bool { return m.CompanyID == want }) {
+			t.Errorf("q=%q: %d %+v, want %s among them", q, rec.Code, res, want)
+		}
+	}
+	// A word that begins a legal form but starts a word of a name matches
+	// that name first: "Approved A" is Approved Alfa, then Approved Byggvaror.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?"+url.Values{"q": {"Approved A"}, "country": {"SE"}}.Encode(), nil))
+	var res CompanySearchResponse
+	json.Unmarshal(rec.Body.Bytes(), &res)
+	if len(res.Companies) != 2 || res.Companies[0].CompanyID != "5560360793" || res.Companies[1].CompanyID != "5560000001" {
+		t.Errorf("q=Approved A: %+v", res)
+	}
+}

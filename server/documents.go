@@ -50,13 +50,17 @@ type documentView struct {
 	// that every line reads quantity × (unit price − unit discount) = total
 	// without widening the many documents that have no discount.
 	Discounted bool
+	// Void marks an invoice voided after it was issued: its link still
+	// works, and without the mark it read as an invoice to pay.
+	Void bool
 }
 
 var documentTemplate = template.Must(template.New("doc").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} {{.Reference}}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} {{.Reference}}{{if .Void}} (void){{end}}</title>
 <style>body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}table{border-collapse:collapse;width:100%}
 th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-align:right}</style></head>
-<body><h1>{{.Title}} {{.Reference}}</h1>
+<body><h1>{{.Title}} {{.Reference}}{{if .Void}} (void){{end}}</h1>
+{{if .Void}}<p><strong>This invoice is void: nothing is payable on it.</strong></p>{{end}}
 <p>Order {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, merchant reference {{.MerchantReference}}{{end}}. Date {{.Date}}.</p>
 <p>Buyer: {{.Buyer.CompanyName}} {{.Buyer.CompanyID}}</p>
 {{if .Note}}<p>Note: {{.Note}}</p>{{end}}
@@ -89,7 +93,7 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 	amount := func(v int64) string { return money.New(v, o.Currency).Formatted() }
 	v := documentView{Title: "Invoice", Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
 		MerchantReference: o.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"), Note: l.Note,
-		Buyer: o.Customer, Lines: l.Lines, Currency: string(o.Currency), Amount: amount}
+		Buyer: o.Customer, Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void()}
 	if l.Kind == order.LedgerRefund {
 		v.Title = "Credit note"
 	}

@@ -145,3 +145,23 @@ func TestDocumentShowsUnitDiscount(t *testing.T) {
 		}
 	}
 }
+
+// A voided invoice keeps its link (the buyer may hold it), so the document
+// itself must say it is void rather than read as an invoice to pay.
+func TestDocumentOfVoidedInvoiceSaysVoid(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice")
+	id := o["id"].(string)
+	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	link := o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string)
+	if title, _ := documentLines(t, link); strings.Contains(title, "void") {
+		t.Fatalf("live invoice reads %q", title)
+	}
+	if code, _, b := e.req("DELETE", "/v1/orders/"+id+"/"+capID, "", e.auth, nil); code != 200 {
+		t.Fatalf("void: %d %v", code, b)
+	}
+	if title, _ := documentLines(t, link); !strings.HasPrefix(title, "Invoice ") || !strings.HasSuffix(title, " (void)") {
+		t.Fatalf("voided invoice reads %q, want it marked void", title)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -99,5 +100,50 @@ func TestSettlementRunShowsOnlyTheCallersSettlements(t *testing.T) {
 	}
 	if code, _, l := e.req("GET", "/v1/settlements", "", e.auth, nil); code != 200 || len(l["settlements"].([]any)) != 1 {
 		t.Fatalf("the owner's settlements after the other's run: %d %v", code, l)
+	}
+}
+
+// The order's settlementReference is the merchant's key for matching a
+// payout in its books: every settlement transaction of the order carries it
+// as it was when the capture or refund was made, in JSON and in the CSV.
+func TestSettlementTransactionsCarryTheOrdersSettlementReference(t *testing.T) {
+	e := newSessionEnv(t)
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE",
+		"reference":"PO-7","settlementReference":"=ACC,42","orderLines":[{"description":"Tiles","quantity":1,"unitPrice":10000,"vat":2500}]}`, e.auth, nil)
+	if code != 200 {
+		t.Fatalf("create order: %d %v", code, b)
+	}
+	id := b["orderId"].(string)
+	_, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/reference", `{"reference":"PO-7","settlementReference":"ACC-43"}`, e.auth, nil); code != 200 {
+		t.Fatalf("set reference: %d %v", code, b)
+	}
+	e.req("POST", "/v1/orders/"+id+"/refund/"+capID, "", e.auth, nil)
+	_, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil)
+	sid := run["settlements"].([]any)[0].(map[string]any)["id"].(string)
+	_, _, page := e.req("GET", "/v1/settlements/"+sid+"/tx", "", e.auth, nil)
+	want := map[string]string{"capture": "=ACC,42", "refund": "ACC-43"}
+	txs := page["transactions"].([]any)
+	for _, tx := range txs {
+		tx := tx.(map[string]any)
+		if w, ok := want[tx["type"].(string)]; ok && tx["settlementReference"] != w {
+			t.Errorf("%s transaction: settlementReference %v, want %q", tx["type"], tx["settlementReference"], w)
+		}
+	}
+	r, _ := http.NewRequest("GET", e.ts.URL+"/v1/settlements/"+sid+"/export.csv", nil)
+	r.Header.Set("Authorization", e.auth)
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rows, err := csv.NewReader(resp.Body).ReadAll()
+	if err != nil || len(rows) != len(txs)+2 {
+		t.Fatalf("csv %v %v", rows, err)
+	}
+	col := slices.Index(rows[0], "orderSettlementReference")
+	if col < 0 || rows[1][col] != "'=ACC,42" || rows[2][col] != "ACC-43" || rows[len(rows)-1][col] != "" {
+		t.Fatalf("csv column orderSettlementReference (%d) in %v", col, rows)
 	}
 }

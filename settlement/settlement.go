@@ -42,7 +42,10 @@ type Item struct {
 	Amount            int64          `json:"amount"` // positive minor units including VAT
 	DocumentReference string         `json:"documentReference,omitempty"`
 	MerchantReference string         `json:"merchantReference,omitempty"`
-	OccurredAt        time.Time      `json:"occurredAt"`
+	// SettlementReference is the order's settlementReference: the key the
+	// merchant's books match a payout by.
+	SettlementReference string    `json:"settlementReference,omitempty"`
+	OccurredAt          time.Time `json:"occurredAt"`
 }
 
 // NewItems lists what an operation made settleable: the captures, refunds
@@ -62,7 +65,8 @@ func NewItems(before, after *order.Order) []Item {
 	item := func(l *order.Ledger, k Kind, key string) Item {
 		return Item{Key: key, MerchantID: after.MerchantID, StoreID: after.StoreID, Currency: after.Currency,
 			OrderID: after.ID, LedgerID: l.ID, Kind: k, Amount: order.SumLines(l.Lines, after.VATMode).Gross,
-			DocumentReference: l.DocumentReference, MerchantReference: after.MerchantReference, OccurredAt: after.UpdatedAt}
+			DocumentReference: l.DocumentReference, MerchantReference: after.MerchantReference,
+			SettlementReference: after.SettlementReference, OccurredAt: after.UpdatedAt}
 	}
 	var out []Item
 	for i := range after.Captured {
@@ -119,17 +123,19 @@ type Settlement struct {
 // Transaction is one line of a settlement, signed as it affects the payout:
 // captures positive; refunds, fees and adjustments negative.
 type Transaction struct {
-	ID                string         `json:"id"`
-	SettlementID      string         `json:"settlementId"`
-	Seq               int            `json:"seq"` // order within the settlement, from 1
-	Type              Kind           `json:"type"`
-	OrderID           string         `json:"orderId"`
-	LedgerID          string         `json:"ledgerId"`
-	DocumentReference string         `json:"documentReference,omitempty"`
-	MerchantReference string         `json:"merchantReference,omitempty"`
-	Amount            int64          `json:"amount"`
-	Currency          money.Currency `json:"currency"`
-	OccurredAt        time.Time      `json:"occurredAt"`
+	ID                string `json:"id"`
+	SettlementID      string `json:"settlementId"`
+	Seq               int    `json:"seq"` // order within the settlement, from 1
+	Type              Kind   `json:"type"`
+	OrderID           string `json:"orderId"`
+	LedgerID          string `json:"ledgerId"`
+	DocumentReference string `json:"documentReference,omitempty"`
+	MerchantReference string `json:"merchantReference,omitempty"`
+	// SettlementReference is the order's, as when the item was made.
+	SettlementReference string         `json:"settlementReference,omitempty"`
+	Amount              int64          `json:"amount"`
+	Currency            money.Currency `json:"currency"`
+	OccurredAt          time.Time      `json:"occurredAt"`
 }
 
 // Batch is a settlement with its transactions.
@@ -223,7 +229,8 @@ func Run(items []Item, env Env) ([]Batch, error) {
 		add := func(it Item, t Kind, amount int64) {
 			b.Transactions = append(b.Transactions, Transaction{ID: env.IDs.NewID("settlementTx"), SettlementID: s.ID,
 				Seq: len(b.Transactions) + 1, Type: t, OrderID: it.OrderID, LedgerID: it.LedgerID,
-				DocumentReference: it.DocumentReference, MerchantReference: it.MerchantReference, Amount: amount,
+				DocumentReference: it.DocumentReference, MerchantReference: it.MerchantReference,
+				SettlementReference: it.SettlementReference, Amount: amount,
 				Currency: k.Currency, OccurredAt: it.OccurredAt})
 		}
 		for _, it := range its {

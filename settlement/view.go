@@ -42,21 +42,23 @@ func (s *Settlement) View() Record {
 
 // TransactionRecord is a transaction as the API returns it.
 type TransactionRecord struct {
-	ID                string       `json:"id"`
-	SettlementID      string       `json:"settlementId"`
-	Type              Kind         `json:"type"`
-	OrderID           string       `json:"orderId"`
-	LedgerID          string       `json:"ledgerId"`
-	DocumentReference string       `json:"documentReference,omitempty"`
-	MerchantReference string       `json:"merchantReference,omitempty"`
-	Amount            money.Record `json:"amount"`
-	OccurredAt        time.Time    `json:"occurredAt"`
+	ID                string `json:"id"`
+	SettlementID      string `json:"settlementId"`
+	Type              Kind   `json:"type"`
+	OrderID           string `json:"orderId"`
+	LedgerID          string `json:"ledgerId"`
+	DocumentReference string `json:"documentReference,omitempty"`
+	MerchantReference string `json:"merchantReference,omitempty"`
+	// SettlementReference is the order's settlementReference.
+	SettlementReference string       `json:"settlementReference,omitempty"`
+	Amount              money.Record `json:"amount"`
+	OccurredAt          time.Time    `json:"occurredAt"`
 }
 
 // View renders t.
 func (t *Transaction) View() TransactionRecord {
 	return TransactionRecord{ID: t.ID, SettlementID: t.SettlementID, Type: t.Type, OrderID: t.OrderID, LedgerID: t.LedgerID,
-		DocumentReference: t.DocumentReference, MerchantReference: t.MerchantReference,
+		DocumentReference: t.DocumentReference, MerchantReference: t.MerchantReference, SettlementReference: t.SettlementReference,
 		Amount: money.New(t.Amount, t.Currency).Record(), OccurredAt: t.OccurredAt.UTC()}
 }
 
@@ -106,19 +108,23 @@ func textCell(s string) string {
 
 // WriteCSV writes a settlement's transactions for accounting: a header, one
 // row per transaction (amounts as decimals with two digits), and a final
-// row with the totals, whose amount is the net payout.
+// row with the totals, whose amount is the net payout. The first column is
+// the settlement's own reference; the order's settlementReference is the
+// last, orderSettlementReference, added after the columns readers already
+// had.
 func WriteCSV(w io.Writer, s *Settlement, txs []Transaction) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"settlementReference", "seq", "type", "occurredAt", "orderId", "ledgerId", "documentReference",
-		"merchantReference", "amount", "currency"})
+		"merchantReference", "amount", "currency", "orderSettlementReference"})
 	var sum int64
 	for _, t := range txs {
 		sum += t.Amount
 		cw.Write([]string{s.Reference, strconv.Itoa(t.Seq), string(t.Type), t.OccurredAt.UTC().Format(time.RFC3339), t.OrderID,
-			t.LedgerID, t.DocumentReference, textCell(t.MerchantReference), money.New(t.Amount, t.Currency).Amount(), string(t.Currency)})
+			t.LedgerID, t.DocumentReference, textCell(t.MerchantReference), money.New(t.Amount, t.Currency).Amount(), string(t.Currency),
+			textCell(t.SettlementReference)})
 	}
 	cw.Write([]string{s.Reference, "", "net", s.CreatedAt.UTC().Format(time.RFC3339), "", "", "", "",
-		money.New(sum, s.Currency).Amount(), string(s.Currency)})
+		money.New(sum, s.Currency).Amount(), string(s.Currency), ""})
 	cw.Flush()
 	return cw.Error()
 }

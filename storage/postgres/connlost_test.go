@@ -188,6 +188,26 @@ func TestConnectionCutJustBeforeCommitRunsAgain(t *testing.T) {
 	}
 }
 
+// TestConnectionCutBeforeALoneCommitRunsAgain: a transaction whose
+// commit's round trip holds no write sends COMMIT alone, and on a
+// connection that has not run kassa's COMMIT before, pgx first prepares it
+// in a round trip of its own. A connection cut before that answers the
+// prepare, not COMMIT, which was never sent: the transaction runs again,
+// rather than failing as a commit of unknown outcome (a 500 through HTTP).
+func TestConnectionCutBeforeALoneCommitRunsAgain(t *testing.T) {
+	app := "kassa_cut_" + rand.Text()[:8]
+	u := freshSchema(t)
+	ctx := context.Background()
+	// The merchant is made through another pool, so that the store under
+	// test has never sent COMMIT on any of its connections.
+	creds, _, err := kassa.New(openNow(t, u), kassa.Options{}).EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openNow(t, u+"&application_name="+app)
+	cutOnFirstAttempt(t, s, app, creds.MerchantID, "read only", func(storage.Tx, *storage.Merchant, bool) error { return nil })
+}
+
 // proxy forwards TCP connections to the test database, and can be cut off
 // and brought back on the same address, as a database restart looks to kassa.
 type proxy struct {

@@ -220,10 +220,13 @@ func (w *wire) commit() error {
 	var pre pgx.ErrPreprocessingBatch
 	answered, preprocessing := errors.As(err, &pe), errors.As(err, &pre)
 	fatal := answered && pe.Severity == "FATAL"
-	if pgconn.SafeToRetry(err) || !reached && w.conn.Conn().IsClosed() && (preprocessing || fatal) {
+	if pgconn.SafeToRetry(err) || w.conn.Conn().IsClosed() && (preprocessing || !reached && fatal) {
 		// COMMIT never ran: not a byte of the round trip was sent, or the
 		// server ended the connection at an earlier statement (a FATAL in
-		// the held part, or in the prepare round trip). It may run again.
+		// the held part), or in the prepare round trip, which pgx finishes
+		// before it sends any statement of the batch, so also when COMMIT
+		// goes alone and its own first read is the prepare's answer. It
+		// may run again.
 		return &connLost{dbErr(err, "commit")}
 	}
 	var h *heldErr
