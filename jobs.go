@@ -273,7 +273,15 @@ func (l *Ledger) autoCapture(tx storage.Tx, task *storage.Task) (taskOutcome, er
 		return outcomeNone, nil // closed: nothing to capture
 	}
 	if _, err := capture.Full(o, nil, env); err != nil {
-		return outcomeNone, nil
+		if fault.Is(err, fault.Invalid) || fault.Is(err, fault.NotAvailable) {
+			// The rules refuse capturing what remains (it would pass the
+			// authorization, or sum below zero): the merchant's to resolve,
+			// and no later run would capture it either.
+			return outcomeNone, nil
+		}
+		// The store failed (the invoice number could not be taken): the
+		// task stays, to be set aside and run again.
+		return outcomeNone, err
 	}
 	if err := tx.QueueSettlementItems(settlement.NewItems(before, o)); err != nil {
 		return outcomeNone, err

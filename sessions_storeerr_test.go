@@ -230,3 +230,65 @@ func TestTaskFailingAgainEndsTheRun(t *testing.T) {
 		t.Fatalf("stats %+v (%v), want the task failed once and the run ended", st, err)
 	}
 }
+
+// sequenceFailingStore fails taking a document number while failing is set,
+// as a store error in the middle of a transaction would.
+type sequenceFailingStore struct {
+	storage.Store
+	failing *bool
+}
+
+func (s sequenceFailingStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	return s.Store.Update(ctx, func(tx storage.Tx) error { return fn(sequenceFailingTx{tx, *s.failing}) })
+}
+
+type sequenceFailingTx struct {
+	storage.Tx
+	failing bool
+}
+
+func (t sequenceFailingTx) NextSequence(merchantID, series string) (int64, error) {
+	if t.failing {
+		return 0, fault.Internalf(nil, "next %s number: disk I/O error", series)
+	}
+	return t.Tx.NextSequence(merchantID, series)
+}
+
+// TestAutoCaptureKeptWhenTheInvoiceNumberFails: an auto-capture whose invoice
+// number cannot be taken (a store failure) is set aside and captured by a
+// later run. The failure used to be taken for a refusal of the rules: the
+// task was deleted and the order never captured, with no error anywhere.
+func TestAutoCaptureKeptWhenTheInvoiceNumberFails(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	failing := false
+	l := kassa.New(sequenceFailingStore{Store: memory.New(func() time.Time { return now }), failing: &failing}, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
+		AutoCapture: &order.AutoCapture{Enabled: true, DelayMinutes: 10},
+		OrderLines:  []order.LineInput{{Description: ptr("tiles"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(10000)), Vat: ptr(int64(2500))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing = true
+	now = now.Add(15 * time.Minute)
+	if st, err := l.RunTasks(ctx, 10); err == nil || st.Failed != 1 || st.AutoCaptured != 0 {
+		t.Fatalf("run while numbers fail: %+v (%v), want the task failed and set aside", st, err)
+	}
+	failing = false
+	now = now.Add(2 * time.Minute)
+	if st, err := l.RunTasks(ctx, 10); err != nil || st.AutoCaptured != 1 {
+		t.Fatalf("run once numbers work: %+v (%v), want the order auto-captured", st, err)
+	}
+	o, _, err := l.GetOrder(ctx, creds.MerchantID, res.Order.ID)
+	if err != nil || o.Amounts().Captured != 10000 {
+		t.Fatalf("order after the runs: %v, captured %d, want 10000", err, o.Amounts().Captured)
+	}
+}
