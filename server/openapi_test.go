@@ -192,14 +192,18 @@ func operations() []op {
 	sb := func(method, path, id, summary string, body any, status int, resp any, errs []int) {
 		add(op{method: method, path: path, id: id, summary: summary, tag: "Sandbox", auth: true, body: body, status: status, resp: resp, errs: errs})
 	}
+	// The sandbox's changes to an order take an Idempotency-Key as the API's do.
+	sbKeyed := func(method, path, id, summary string, body any, status int, resp any, errs []int) {
+		add(op{method: method, path: path, id: id, summary: summary, tag: "Sandbox", auth: true, idem: true, body: body, status: status, resp: resp, errs: errs})
+	}
 	sb("POST", "/sandbox/v1/authorization-tokens", "sandboxMintToken", "A buyer who completed checkout: mint an authorization token (see the buyer fixtures)", sandbox.TokenRequest{}, 201, sandbox.TokenResponse{}, []int{400, 401, 402, 413, 415})
 	sb("POST", "/sandbox/v1/merchants", "sandboxCreateMerchant", "Create a sandbox merchant; the secret is shown only here", merchantRequest{}, 201, kassa.Credentials{}, []int{400, 401})
 	sb("GET", "/sandbox/v1/clock", "sandboxGetClock", "Read the test clock", nil, 200, clockState{}, []int{401})
 	sb("POST", "/sandbox/v1/clock", "sandboxSetClock", "Move the test clock forward: exactly one of advance (a duration such as 36h) or set (an RFC 3339 time)", clockRequest{}, 200, clockState{}, []int{400, 401})
 	sb("GET", "/sandbox/v1/fixtures", "sandboxFixtures", "The deterministic buyer fixtures", nil, 200, fixtureList{}, []int{401})
-	sb("POST", "/sandbox/v1/orders/{orderId}/ledgers/{ledgerId}/payments", "sandboxPay", "The buyer pays (part of) a captured invoice", paymentRequest{}, 200, orderR, std)
-	sb("POST", "/sandbox/v1/orders/{orderId}/ledgers/{ledgerId}/status", "sandboxMark", "Set reminder1, reminder2, debtCollection or invoiceDeliveryFailure on a capture", markRequest{}, 200, orderR, std)
-	sb("POST", "/sandbox/v1/orders/{orderId}/risk", "sandboxRisk", "End the risk review of an order on hold: approve or deny", riskRequest{}, 200, orderR, std)
+	sbKeyed("POST", "/sandbox/v1/orders/{orderId}/ledgers/{ledgerId}/payments", "sandboxPay", "The buyer pays (part of) a captured invoice", paymentRequest{}, 200, orderR, std)
+	sbKeyed("POST", "/sandbox/v1/orders/{orderId}/ledgers/{ledgerId}/status", "sandboxMark", "Set reminder1, reminder2, debtCollection or invoiceDeliveryFailure on a capture", markRequest{}, 200, orderR, std)
+	sbKeyed("POST", "/sandbox/v1/orders/{orderId}/risk", "sandboxRisk", "End the risk review of an order on hold: approve or deny", riskRequest{}, 200, orderR, std)
 	sb("POST", "/sandbox/v1/settlements/run", "sandboxSettle", "Run settlements now (otherwise daily)", nil, 200, settlementRunResponse{}, []int{401})
 	sb("POST", "/sandbox/v1/jobs/autocapture", "sandboxAutoCapture", "Run the auto-capture job now (otherwise every minute)", nil, 200, map[string]int{}, []int{401})
 	sb("POST", "/sandbox/v1/jobs/tasks", "sandboxTasks", "Run the due scheduled tasks now: auto-capture, token expiry, reminders (otherwise every minute)", nil, 200, kassa.TaskStats{}, []int{401})
