@@ -134,6 +134,7 @@ type serveConfig struct {
 	orderCacheMB                             int
 	maxConnections                           int
 	cpuProfile                               string
+	idempotencyTTL                           string
 }
 
 // envDefault reads KASSA_<NAME> as a flag's default.
@@ -180,6 +181,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 		conns = 0 // rejected below
 	}
 	fs.IntVar(&c.maxConnections, "max-connections", conns, "connections held open at once; past it, an idle one is closed to make room, or new ones wait in the kernel's backlog (KASSA_MAX_CONNECTIONS)")
+	fs.StringVar(&c.idempotencyTTL, "idempotency-ttl", envDefault("idempotency-ttl", "24h"), "how long an Idempotency-Key is remembered, from 1h to 720h (KASSA_IDEMPOTENCY_TTL)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "diagnostics: write a CPU profile of the whole run to this file")
 	return fs
 }
@@ -243,6 +245,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	settleAt, err := time.Parse("15:04", c.settleAt)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: bad --settle-at %q (want HH:MM)\n", c.settleAt)
+		return 2
+	}
+	// Shorter than a client's retry window would let a retried capture run
+	// twice; longer only grows the store.
+	idempotencyTTL, err := time.ParseDuration(c.idempotencyTTL)
+	if err != nil || idempotencyTTL < time.Hour || idempotencyTTL > 720*time.Hour {
+		fmt.Fprintf(stderr, "kassa: bad --idempotency-ttl %q (KASSA_IDEMPOTENCY_TTL): want a duration from 1h to 720h, e.g. 48h\n", c.idempotencyTTL)
 		return 2
 	}
 	if c.badSandboxEnv && !flagSet(fs, "sandbox") {
@@ -369,6 +378,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	var srv *server.Server
 	ledger := kassa.New(server.InstrumentStore(db, metrics), kassa.Options{
 		OrderCacheBytes: cacheBytes,
+		IdempotencyTTL:  idempotencyTTL,
 		DocumentURL:     func(o *order.Order, l *order.Ledger) string { return srv.DocumentURL(o, l) },
 		CheckoutURL:     func(merchantID, sessionID string) string { return srv.CheckoutURL(merchantID, sessionID) },
 	})

@@ -434,3 +434,26 @@ func TestSecondServerOnOneDataDirectory(t *testing.T) {
 		t.Fatalf("second serve still running: %s", out.String())
 	}
 }
+
+// TestIdempotencyTTLFlag: the retention of Idempotency-Keys is configurable
+// (design.md) within bounds: under an hour a retried capture could run twice.
+func TestIdempotencyTTLFlag(t *testing.T) {
+	for _, bad := range []string{"10m", "721h", "-24h", "a day", ""} {
+		var out, errb lockedBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--idempotency-ttl", bad}, &out, &errb)
+		}()
+		select {
+		case code := <-done:
+			if code != 2 || !strings.Contains(errb.String(), "--idempotency-ttl") {
+				t.Errorf("--idempotency-ttl %q: exit %d, %s", bad, code, errb.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("--idempotency-ttl %q: served", bad)
+			stopInProcess(t, done)
+		}
+	}
+	_, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--idempotency-ttl", "72h")
+	stopInProcess(t, done)
+}
