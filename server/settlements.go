@@ -6,6 +6,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/money"
 	"github.com/kassahq/kassa/settlement"
 )
 
@@ -59,6 +60,13 @@ func (s *Server) listSettlements(w http.ResponseWriter, r *http.Request, _ httpr
 	q := settlement.Query{StoreIDs: queryList(v["storeId"]), IDs: queryList(v["id"]), References: queryList(v["reference"]),
 		Currencies: queryList(v["currency"]), FromID: one("fromId"),
 		CreatedFrom: parseTime(&f, "createdFrom", one("createdFrom")), CreatedTo: parseTime(&f, "createdTo", one("createdTo"))}
+	for _, c := range q.Currencies {
+		// A code no settlement can have ("sek") would list nothing, as if
+		// there were no settlements in SEK.
+		if _, ok := money.ParseCurrency(c); !ok {
+			f.Add("currency", "%q is not an ISO 4217 code (upper case, e.g. SEK)", c)
+		}
+	}
 	if v.Has("size") {
 		q.Size = parseIntParam(&f, "size", one("size"), 1, settlement.MaxPageSize)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/csv"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -100,6 +101,28 @@ func TestSettlementRunShowsOnlyTheCallersSettlements(t *testing.T) {
 	}
 	if code, _, l := e.req("GET", "/v1/settlements", "", e.auth, nil); code != 200 || len(l["settlements"].([]any)) != 1 {
 		t.Fatalf("the owner's settlements after the other's run: %d %v", code, l)
+	}
+}
+
+// TestSettlementListCurrencyFilter: a currency filter that is no ISO 4217
+// code ("sek") is a 400 naming it, not an empty list that reads as "no
+// settlements in SEK".
+func TestSettlementListCurrencyFilter(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice")
+	e.req("POST", "/v1/orders/"+o["id"].(string)+"/capture", "", e.auth, nil)
+	if code, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil); code != 200 {
+		t.Fatalf("run: %d %v", code, run)
+	}
+	if code, _, l := e.req("GET", "/v1/settlements?currency=SEK", "", e.auth, nil); code != 200 || len(l["settlements"].([]any)) != 1 {
+		t.Fatalf("currency=SEK: %d %v, want the settlement", code, l)
+	}
+	for _, bad := range []string{"sek", "SEK,xyz", "KRONA"} {
+		code, _, b := e.req("GET", "/v1/settlements?currency="+bad, "", e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if !strings.Contains(fmt.Sprint(b["errors"]), "currency") {
+			t.Errorf("currency=%s: errors %v, want one naming currency", bad, b["errors"])
+		}
 	}
 }
 
