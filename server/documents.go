@@ -39,7 +39,8 @@ type vatRow struct {
 }
 
 type documentView struct {
-	Title, Reference, OrderID, OrderReference, MerchantReference, Date, Note string
+	// Noun names the document in a sentence ("invoice", "receipt").
+	Title, Noun, Reference, OrderID, OrderReference, MerchantReference, Date, Note string
 	Buyer                                                                    order.Customer
 	Lines                                                                    []order.Line
 	VATRows                                                                  []vatRow
@@ -60,7 +61,7 @@ var documentTemplate = template.Must(template.New("doc").Parse(`<!doctype html>
 <style>body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}table{border-collapse:collapse;width:100%}
 th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-align:right}</style></head>
 <body><h1>{{.Title}} {{.Reference}}{{if .Void}} (void){{end}}</h1>
-{{if .Void}}<p><strong>This invoice is void: nothing is payable on it.</strong></p>{{end}}
+{{if .Void}}<p><strong>This {{.Noun}} is void: nothing is payable on it.</strong></p>{{end}}
 <p>Order {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, merchant reference {{.MerchantReference}}{{end}}. Date {{.Date}}.</p>
 <p>Buyer: {{.Buyer.CompanyName}} {{.Buyer.CompanyID}}</p>
 {{if .Note}}<p>Note: {{.Note}}</p>{{end}}
@@ -91,11 +92,16 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 		return
 	}
 	amount := func(v int64) string { return money.New(v, o.Currency).Formatted() }
-	v := documentView{Title: "Invoice", Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
+	v := documentView{Title: "Invoice", Noun: "invoice", Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
 		MerchantReference: o.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"), Note: l.Note,
 		Buyer: o.Customer, Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void()}
-	if l.Kind == order.LedgerRefund {
-		v.Title = "Credit note"
+	switch {
+	case l.Kind == order.LedgerRefund:
+		v.Title, v.Noun = "Credit note", "credit note"
+	case o.PaymentMethod.Category() == order.CategoryCard:
+		// A card (or PayPal) capture is paid when it is made: the spec
+		// sends a card receipt, not an invoice to pay.
+		v.Title, v.Noun = "Receipt", "receipt"
 	}
 	byRate := map[int64]*[3]int64{}
 	var rates []int64

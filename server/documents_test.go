@@ -165,3 +165,18 @@ func TestDocumentOfVoidedInvoiceSaysVoid(t *testing.T) {
 		t.Fatalf("voided invoice reads %q, want it marked void", title)
 	}
 }
+
+// TestDocumentOfACardCaptureIsAReceipt: the spec resends "an invoice or card
+// receipt"; a card capture is paid when made, so its document is a receipt,
+// not an invoice that reads as still to be paid.
+func TestDocumentOfACardCaptureIsAReceipt(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, c := range []struct{ pm, want string }{{"card", "Receipt "}, {"invoice", "Invoice "}} {
+		o := e.order("5560000001", c.pm)
+		_, _, o = e.req("POST", "/v1/orders/"+o["id"].(string)+"/capture", "", e.auth, nil)
+		link := o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string)
+		if title, _ := documentLines(t, link); !strings.HasPrefix(title, c.want) {
+			t.Errorf("%s capture's document reads %q, want %q…", c.pm, title, c.want)
+		}
+	}
+}
