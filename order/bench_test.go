@@ -72,3 +72,36 @@ func BenchmarkResponseBuildJSON(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkResponseLineByLine renders an order of n lines captured one line
+// at a time, each capture then refunded: n captures and n refunds, the
+// largest such order MaxStoredLines allows at n = 1000.
+func BenchmarkResponseLineByLine(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("lines=%d", n), func(b *testing.B) {
+			f := ordertest.New()
+			lines := make([]order.LineInput, n)
+			for i := range lines {
+				lines[i] = ordertest.Line(fmt.Sprintf("Article %d", i), 1, int64(1000+i), 2500)
+			}
+			o := f.Order(b, lines...)
+			for len(o.Uncaptured.Lines) > 0 {
+				l := o.Uncaptured.Lines[0]
+				if _, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{ordertest.ByID(l.ID)},
+					TotalCaptureAmount: ordertest.Ptr(l.TotalAmount)}, f.Env()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range o.Captured {
+				if _, err := refund.Full(o, o.Captured[i].ID, nil, f.Env()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			now := f.Clock.Now()
+			b.ReportAllocs()
+			for b.Loop() {
+				o.Response(now, f.Policy, nil)
+			}
+		})
+	}
+}

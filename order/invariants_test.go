@@ -736,6 +736,17 @@ func (m *machine) check(t *rapid.T) {
 			t.Fatalf("void ledger offers %v", s.AvailableActions)
 		}
 	}
+	// A response sums the refunds of all captures at once; what it offers is
+	// what Actions, which every operation checks through Require, offers.
+	for _, s := range append(append([]order.SubOrder{r.Uncaptured}, r.Captured...), r.Refunded...) {
+		var got []order.Action
+		for _, a := range s.AvailableActions {
+			got = append(got, a.Type)
+		}
+		if want := o.Actions(o.Ledger(s.LedgerID), now, m.f.Policy); !slices.Equal(got, want) {
+			t.Fatalf("sub-order %s: the response offers %v, Actions %v", s.LedgerID, got, want)
+		}
+	}
 }
 
 // applied and refused count outcomes per operation, so that a run shows it

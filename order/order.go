@@ -207,27 +207,31 @@ func (o *Order) Amounts() Amounts {
 }
 
 // RefundedOf is what has been refunded against capture ledger id.
-func (o *Order) RefundedOf(id string) int64 {
-	var sum int64
-	for i := range o.Refunded {
-		if o.Refunded[i].RefundOf == id {
-			sum += SumLines(o.Refunded[i].Lines, o.VATMode).Gross
-		}
-	}
-	return sum
-}
+func (o *Order) RefundedOf(id string) int64 { return o.refundsOf(id).Gross }
 
 // Refundable is what capture l still holds after its refunds: the gross a
 // refund may give back, and the VAT it may credit.
 func (o *Order) Refundable(l *Ledger) Totals {
-	t := SumLines(l.Lines, o.VATMode)
+	return SumLines(l.Lines, o.VATMode).minus(o.refundsOf(l.ID))
+}
+
+// refundsOf sums the refunds of capture id.
+func (o *Order) refundsOf(id string) Totals {
+	var t Totals
 	for i := range o.Refunded {
-		if o.Refunded[i].RefundOf == l.ID {
-			r := SumLines(o.Refunded[i].Lines, o.VATMode)
-			t.Gross, t.Net, t.VAT, t.Sum = t.Gross-r.Gross, t.Net-r.Net, t.VAT-r.VAT, t.Sum-r.Sum
+		if o.Refunded[i].RefundOf == id {
+			t = t.plus(SumLines(o.Refunded[i].Lines, o.VATMode))
 		}
 	}
 	return t
+}
+
+func (t Totals) plus(u Totals) Totals {
+	return Totals{Gross: t.Gross + u.Gross, Net: t.Net + u.Net, VAT: t.VAT + u.VAT, Sum: t.Sum + u.Sum}
+}
+
+func (t Totals) minus(u Totals) Totals {
+	return Totals{Gross: t.Gross - u.Gross, Net: t.Net - u.Net, VAT: t.VAT - u.VAT, Sum: t.Sum - u.Sum}
 }
 
 // Ledger finds a sub-order by id.
@@ -334,6 +338,24 @@ func (o *Order) ExpiryCap(p Policy) time.Time { return o.CreatedAt.Add(p.MaxExpi
 // Actions computes the availableActions of ledger l at now. It is the one place
 // that decides what is offered; every operation checks it through Require.
 func (o *Order) Actions(l *Ledger, now time.Time, p Policy) []Action {
+	return o.actions(l, now, p, nil)
+}
+
+// refundsByCapture sums the refunds of each capture, keyed by capture id, so
+// that a response reads each refund once: looked up per capture, an order
+// captured and refunded line by line costs the square of its lines.
+func (o *Order) refundsByCapture() map[string]Totals {
+	m := make(map[string]Totals, len(o.Refunded))
+	for i := range o.Refunded {
+		id := o.Refunded[i].RefundOf
+		m[id] = m[id].plus(SumLines(o.Refunded[i].Lines, o.VATMode))
+	}
+	return m
+}
+
+// actions is Actions with the refunds of each capture summed beforehand
+// (refundsByCapture), or nil to sum them here.
+func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunds map[string]Totals) []Action {
 	var acts []Action
 	switch l.Kind {
 	case LedgerUncaptured:
@@ -369,15 +391,20 @@ func (o *Order) Actions(l *Ledger, now time.Time, p Policy) []Action {
 		if l.Void() {
 			return nil
 		}
-		if o.Refundable(l).Gross > 0 {
+		if refunds == nil {
+			refunds = map[string]Totals{l.ID: o.refundsOf(l.ID)}
+		}
+		captured := SumLines(l.Lines, o.VATMode).Gross
+		left := captured - refunds[l.ID].Gross // Refundable(l).Gross; captured − RefundedOf(l.ID)
+		if left > 0 {
 			acts = append(acts, ActionRefund, ActionPartialRefund)
 		}
 		acts = append(acts, ActionResendOrderInvoice)
-		if o.PaymentMethod.IsInvoice() && o.RefundedOf(l.ID) == 0 && l.Paid == 0 && l.Recourse == "" {
+		if o.PaymentMethod.IsInvoice() && left == captured && l.Paid == 0 && l.Recourse == "" {
 			acts = append(acts, ActionVoid)
 		}
 		// Recourse hands an unpaid claim back to the merchant: there must be one.
-		if o.PaymentMethod.IsInvoice() && !l.HasStatus(SubFullyPaid) && l.Recourse == "" && o.Outstanding(l) > 0 {
+		if o.PaymentMethod.IsInvoice() && !l.HasStatus(SubFullyPaid) && l.Recourse == "" && left-l.Paid > 0 {
 			acts = append(acts, ActionRecourseOrderInvoice)
 		}
 	case LedgerRefund:

@@ -126,13 +126,14 @@ func (o *Order) Response(now time.Time, p Policy, docURL DocumentURLFunc) Respon
 	if r.RiskProfile.Tags == nil {
 		r.RiskProfile.Tags = []RiskTag{}
 	}
+	refunds := o.refundsByCapture()
 	for i := range o.Captured {
-		r.Captured = append(r.Captured, o.subOrder(&o.Captured[i], now, p, docURL))
+		r.Captured = append(r.Captured, o.subOrder(&o.Captured[i], now, p, docURL, refunds))
 	}
 	for i := range o.Refunded {
-		r.Refunded = append(r.Refunded, o.subOrder(&o.Refunded[i], now, p, docURL))
+		r.Refunded = append(r.Refunded, o.subOrder(&o.Refunded[i], now, p, docURL, refunds))
 	}
-	r.Uncaptured = o.subOrder(&o.Uncaptured, now, p, docURL)
+	r.Uncaptured = o.subOrder(&o.Uncaptured, now, p, docURL, refunds)
 	for _, e := range o.Events {
 		r.Events = append(r.Events, EventOut{ID: e.ID, OrderID: e.OrderID, LedgerID: e.LedgerID,
 			CreatedAt: e.CreatedAt.UTC(), Amount: m(e.Amount), Type: e.Type})
@@ -140,7 +141,7 @@ func (o *Order) Response(now time.Time, p Policy, docURL DocumentURLFunc) Respon
 	return r
 }
 
-func (o *Order) subOrder(l *Ledger, now time.Time, p Policy, docURL DocumentURLFunc) SubOrder {
+func (o *Order) subOrder(l *Ledger, now time.Time, p Policy, docURL DocumentURLFunc, refunds map[string]Totals) SubOrder {
 	t := SumLines(l.Lines, o.VATMode)
 	s := SubOrder{
 		LedgerID: l.ID, CreatedAt: l.CreatedAt.UTC(), AvailableActions: []ActionRef{},
@@ -153,7 +154,7 @@ func (o *Order) subOrder(l *Ledger, now time.Time, p Policy, docURL DocumentURLF
 	if s.Status == nil {
 		s.Status = []SubStatus{}
 	}
-	for _, a := range o.Actions(l, now, p) {
+	for _, a := range o.actions(l, now, p, refunds) {
 		s.AvailableActions = append(s.AvailableActions, ActionRef{Type: a})
 	}
 	for _, ln := range l.Lines {

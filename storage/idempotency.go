@@ -1,20 +1,39 @@
 package storage
 
 import (
+	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 )
 
-// idempotencyFramed marks the framed encoding; a record in the older
-// encoding is a JSON object and starts with '{'.
-const idempotencyFramed = 0x01
+// Markers of the framed encodings; a record in the older encoding is a JSON
+// object and starts with '{'.
+const (
+	idempotencyFramed     = 0x01 // the answer as it is
+	idempotencyCompressed = 0x02 // the answer deflated
+)
+
+// CompressAnswerAbove is the answer size past which a record keeps its answer
+// deflated. Every answer of a capture or refund is the whole order, and a key
+// is kept for a day, so an order captured and refunded line by line stores
+// the square of its size: 4 GB for 1 000 lines in bbolt. Deflate keeps about
+// a seventh of such an answer. Smaller answers, the common ones, are kept as
+// they are: compressing them saves little and costs each mutation CPU.
+const CompressAnswerAbove = 64 << 10
+
+// maxInflated bounds what a compressed answer may inflate to, so that a
+// damaged record cannot make a read allocate without limit.
+const maxInflated = 1 << 30
 
 // MarshalBinary encodes the record for a store: a marker byte, the length of
 // the record's JSON without the answer, that JSON, and the answer's bytes as
-// they are. The answer is most of a record (a capture answers with the whole
-// order, tens of kilobytes); as a JSON field it would be base64, a third
-// larger and costly to encode and to compress, on every mutation.
+// they are, or deflated when it is larger than CompressAnswerAbove. The
+// answer is most of a record (a capture answers with the whole order, tens of
+// kilobytes); as a JSON field it would be base64, a third larger and costly
+// to encode and to compress, on every mutation.
 func (r *IdempotencyRecord) MarshalBinary() ([]byte, error) {
 	head := *r
 	head.Body = nil
@@ -22,17 +41,30 @@ func (r *IdempotencyRecord) MarshalBinary() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(h)+len(r.Body))
-	b = append(b, idempotencyFramed)
+	marker, body := byte(idempotencyFramed), r.Body
+	if len(r.Body) > CompressAnswerAbove {
+		var buf bytes.Buffer
+		buf.Grow(len(r.Body) / 4)
+		w, _ := flate.NewWriter(&buf, flate.BestSpeed) // the level is valid
+		if _, err := w.Write(r.Body); err != nil {
+			return nil, err
+		}
+		if err := w.Close(); err != nil {
+			return nil, err
+		}
+		marker, body = idempotencyCompressed, buf.Bytes()
+	}
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(h)+len(body))
+	b = append(b, marker)
 	b = binary.AppendUvarint(b, uint64(len(h)))
 	b = append(b, h...)
-	return append(b, r.Body...), nil
+	return append(b, body...), nil
 }
 
-// UnmarshalBinary decodes either encoding: the framed one of MarshalBinary,
-// or a JSON object as stores wrote before it.
+// UnmarshalBinary decodes any encoding: the framed ones of MarshalBinary,
+// or a JSON object as stores wrote before them.
 func (r *IdempotencyRecord) UnmarshalBinary(b []byte) error {
-	if len(b) == 0 || b[0] != idempotencyFramed {
+	if len(b) == 0 || (b[0] != idempotencyFramed && b[0] != idempotencyCompressed) {
 		*r = IdempotencyRecord{}
 		err := json.Unmarshal(b, r)
 		if len(r.Body) == 0 {
@@ -48,6 +80,19 @@ func (r *IdempotencyRecord) UnmarshalBinary(b []byte) error {
 	*r = IdempotencyRecord{}
 	if err := json.Unmarshal(head, r); err != nil {
 		return err
+	}
+	if b[0] == idempotencyCompressed {
+		inflated, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(body)), maxInflated+1))
+		if err != nil {
+			return errors.New("idempotency record: bad compressed answer: " + err.Error())
+		}
+		if len(inflated) > maxInflated {
+			return errors.New("idempotency record: compressed answer too large")
+		}
+		if len(inflated) > 0 {
+			r.Body = inflated
+		}
+		return nil
 	}
 	if len(body) > 0 {
 		r.Body = append([]byte(nil), body...)

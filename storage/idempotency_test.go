@@ -3,7 +3,9 @@ package storage_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +73,51 @@ func FuzzIdempotencyRecordDecoding(f *testing.F) {
 			t.Fatalf("round trip: %v, %+v != %+v", err, r2, r)
 		}
 	})
+}
+
+// The answer of a capture or refund is the whole order, kept a day per key:
+// an order captured and refunded line by line under keys stored the square
+// of its size (4 GB for 1 000 lines in bbolt). Large answers are kept
+// deflated, and read back byte for byte.
+func TestIdempotencyRecordLargeAnswerIsCompressed(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	var answer bytes.Buffer
+	answer.WriteString(`{"id":"o-1","events":[`)
+	for i := 0; answer.Len() <= storage.CompressAnswerAbove*4; i++ {
+		if i > 0 {
+			answer.WriteByte(',')
+		}
+		fmt.Fprintf(&answer, `{"id":"ev-%06d","orderId":"o-1","amount":{"amount":"%d.00","currency":"SEK","minorUnits":%d00},"type":"partialCapture"}`, i, 1000+i, 1000+i)
+	}
+	answer.WriteString(`]}`)
+	small := []byte(strings.Repeat("x", storage.CompressAnswerAbove))
+	for _, r := range []storage.IdempotencyRecord{
+		{MerchantID: "m", Key: "big", Status: 200, Body: answer.Bytes(), CreatedAt: at, ExpiresAt: at},
+		{MerchantID: "m", Key: "at-the-bound", Status: 200, Body: small, CreatedAt: at, ExpiresAt: at},
+	} {
+		b, err := r.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		compressed := len(r.Body) > storage.CompressAnswerAbove
+		if compressed && len(b) > len(r.Body)/3 {
+			t.Fatalf("%s: a %d-byte answer is kept in %d bytes", r.Key, len(r.Body), len(b))
+		}
+		if !compressed && !bytes.HasSuffix(b, r.Body) {
+			t.Fatalf("%s: an answer of %d bytes is not stored as is", r.Key, len(r.Body))
+		}
+		var got storage.IdempotencyRecord
+		if err := got.UnmarshalBinary(b); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, r) {
+			t.Fatalf("%s: the answer did not come back byte for byte", r.Key)
+		}
+		if compressed {
+			// A damaged compressed answer is an error, never another answer.
+			if err := got.UnmarshalBinary(b[:len(b)-len(b)/3]); err == nil {
+				t.Fatalf("%s: a truncated record decoded", r.Key)
+			}
+		}
+	}
 }

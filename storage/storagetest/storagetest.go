@@ -13,11 +13,13 @@
 package storagetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -500,6 +502,18 @@ func testIdempotency(t *testing.T, s storage.Store) {
 	})
 	// A swept key can be used again.
 	update(t, s, func(tx storage.Tx) error { return tx.PutIdempotency(&old) })
+	// An answer large enough to be kept deflated comes back byte for byte.
+	big := *r
+	big.Key = "big"
+	big.Body = []byte(`{"events":[` + strings.Repeat(`{"type":"partialCapture","amount":{"minorUnits":100}},`, 2*storage.CompressAnswerAbove/50) + `{}]}`)
+	update(t, s, func(tx storage.Tx) error { return tx.PutIdempotency(&big) })
+	view(t, s, func(tx storage.Tx) error {
+		got, err := tx.GetIdempotency("m1", "big")
+		if err != nil || got == nil || !bytes.Equal(got.Body, big.Body) {
+			t.Fatalf("large answer: %v, %v", err, got != nil)
+		}
+		return nil
+	})
 	// The limit bounds one sweep; the next sweep takes the rest.
 	update(t, s, func(tx storage.Tx) error {
 		for i := range 5 {
