@@ -135,6 +135,7 @@ type serveConfig struct {
 	maxConnections                           int
 	cpuProfile                               string
 	idempotencyTTL                           string
+	maxBodyMB                                int
 }
 
 // envDefault reads KASSA_<NAME> as a flag's default.
@@ -181,6 +182,11 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 		conns = 0 // rejected below
 	}
 	fs.IntVar(&c.maxConnections, "max-connections", conns, "connections held open at once; past it, an idle one is closed to make room, or new ones wait in the kernel's backlog (KASSA_MAX_CONNECTIONS)")
+	bodyMB, err := strconv.Atoi(envDefault("max-body-mb", "1"))
+	if err != nil {
+		bodyMB = 0 // rejected below
+	}
+	fs.IntVar(&c.maxBodyMB, "max-body-mb", bodyMB, "largest request body in MiB, 1 to 64; 1000 order lines of long non-ASCII text, or a client that escapes it as \\uXXXX, can need 2 to 5 (KASSA_MAX_BODY_MB)")
 	fs.StringVar(&c.idempotencyTTL, "idempotency-ttl", envDefault("idempotency-ttl", "24h"), "how long an Idempotency-Key is remembered, from 1h to 720h (KASSA_IDEMPOTENCY_TTL)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "diagnostics: write a CPU profile of the whole run to this file")
 	return fs
@@ -289,6 +295,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kassa: --order-cache-mb (KASSA_ORDER_CACHE_MB) must be a whole number from 0 (off) to 1048576")
 		return 2
 	}
+	if c.maxBodyMB < 1 || c.maxBodyMB > 64 {
+		fmt.Fprintln(stderr, "kassa: --max-body-mb (KASSA_MAX_BODY_MB) must be a whole number from 1 to 64")
+		return 2
+	}
 	if c.maxConnections < 1 {
 		fmt.Fprintln(stderr, "kassa: --max-connections (KASSA_MAX_CONNECTIONS) must be a whole number, at least 1")
 		return 2
@@ -383,7 +393,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		CheckoutURL:     func(merchantID, sessionID string) string { return srv.CheckoutURL(merchantID, sessionID) },
 	})
 	srv = server.New(server.Config{
-		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock,
+		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock, MaxBodyBytes: int64(c.maxBodyMB) << 20,
 		Metrics: metrics, Version: Version, Companies: dir, Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox},
 		Ready: func(ctx context.Context) error {
 			// A real read: an empty transaction never reaches PostgreSQL

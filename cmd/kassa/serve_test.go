@@ -457,3 +457,47 @@ func TestIdempotencyTTLFlag(t *testing.T) {
 	_, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--idempotency-ttl", "72h")
 	stopInProcess(t, done)
 }
+
+// TestMaxBodyFlag: the body cap (1 MiB by default) can be raised, since 1000
+// order lines of long non-ASCII text can pass it while every field is within
+// its bounds; values outside 1–64 MiB are refused.
+func TestMaxBodyFlag(t *testing.T) {
+	for _, bad := range []string{"0", "65", "-1", "big"} {
+		var out, errb lockedBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--max-body-mb", bad}, &out, &errb)
+		}()
+		select {
+		case code := <-done:
+			if code != 2 || !strings.Contains(errb.String(), "max-body-mb") {
+				t.Errorf("--max-body-mb %q: exit %d, %s", bad, code, errb.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("--max-body-mb %q: served", bad)
+			stopInProcess(t, done)
+		}
+	}
+	body := bytes.Repeat([]byte(" "), 3<<19) // 1.5 MiB
+	post := func(base string) int {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/orders/x/capture", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0")
+	code := post(base)
+	stopInProcess(t, done)
+	if code != http.StatusRequestEntityTooLarge {
+		t.Errorf("1.5 MiB body at the default cap: %d, want 413", code)
+	}
+	base, done = serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--max-body-mb", "2")
+	code = post(base)
+	stopInProcess(t, done)
+	if code == http.StatusRequestEntityTooLarge {
+		t.Errorf("1.5 MiB body with --max-body-mb 2: 413")
+	}
+}
