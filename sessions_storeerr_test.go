@@ -2,8 +2,8 @@ package kassa_test
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -149,24 +149,9 @@ func TestFailingTaskHoldsUpNoOtherTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := kassa.Call{MerchantID: creds.MerchantID}
-	autoOrder := func(tok string) string {
-		t.Helper()
-		if err := l.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-			PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
-		res, err := l.CreateOrderFromAuthorization(ctx, call, tok, &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
-			AutoCapture: &order.AutoCapture{Enabled: true, DelayMinutes: 10},
-			OrderLines:  []order.LineInput{{Description: ptr("tiles"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(10000)), Vat: ptr(int64(2500))}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Order.ID
-	}
-	bad := autoOrder("t-bad")
+	bad := autoCaptureOrder(t, l, creds.MerchantID, "t-bad", now)
 	now = now.Add(time.Second) // due a second after the bad one
-	good := autoOrder("t-good")
+	good := autoCaptureOrder(t, l, creds.MerchantID, "t-good", now)
 	poisoned = bad
 
 	now = now.Add(15 * time.Minute)
@@ -213,17 +198,8 @@ func TestTaskFailingAgainEndsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
-		AutoCapture: &order.AutoCapture{Enabled: true, DelayMinutes: 10},
-		OrderLines:  []order.LineInput{{Description: ptr("tiles"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(10000)), Vat: ptr(int64(2500))}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	poisoned = res.Order.ID
+	orderID := autoCaptureOrder(t, l, creds.MerchantID, "t", now)
+	poisoned = orderID
 	now = now.Add(15 * time.Minute)
 	st, err := l.RunTasks(ctx, 50)
 	if err == nil || st.Failed != 1 || st.TasksProcessed != 1 {
@@ -267,16 +243,7 @@ func TestAutoCaptureKeptWhenTheInvoiceNumberFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
-		AutoCapture: &order.AutoCapture{Enabled: true, DelayMinutes: 10},
-		OrderLines:  []order.LineInput{{Description: ptr("tiles"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(10000)), Vat: ptr(int64(2500))}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	orderID := autoCaptureOrder(t, l, creds.MerchantID, "t", now)
 	failing = true
 	now = now.Add(15 * time.Minute)
 	if st, err := l.RunTasks(ctx, 10); err == nil || st.Failed != 1 || st.AutoCaptured != 0 {
@@ -287,8 +254,26 @@ func TestAutoCaptureKeptWhenTheInvoiceNumberFails(t *testing.T) {
 	if st, err := l.RunTasks(ctx, 10); err != nil || st.AutoCaptured != 1 {
 		t.Fatalf("run once numbers work: %+v (%v), want the order auto-captured", st, err)
 	}
-	o, _, err := l.GetOrder(ctx, creds.MerchantID, res.Order.ID)
+	o, _, err := l.GetOrder(ctx, creds.MerchantID, orderID)
 	if err != nil || o.Amounts().Captured != 10000 {
 		t.Fatalf("order after the runs: %v, captured %d, want 10000", err, o.Amounts().Captured)
 	}
+}
+
+// autoCaptureOrder makes an order of one line from a fresh authorization
+// token, to be captured by the task run ten minutes after now.
+func autoCaptureOrder(t *testing.T, l *kassa.Ledger, merchantID, tok string, now time.Time) string {
+	t.Helper()
+	ctx := context.Background()
+	if err := l.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchantID}, tok, &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
+		AutoCapture: &order.AutoCapture{Enabled: true, DelayMinutes: 10},
+		OrderLines:  []order.LineInput{{Description: ptr("tiles"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(10000)), Vat: ptr(int64(2500))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Order.ID
 }

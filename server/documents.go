@@ -41,12 +41,12 @@ type vatRow struct {
 type documentView struct {
 	// Noun names the document in a sentence ("invoice", "receipt").
 	Title, Noun, Reference, OrderID, OrderReference, MerchantReference, Date, Note string
-	Buyer                                                                    order.Customer
-	Lines                                                                    []order.Line
-	VATRows                                                                  []vatRow
-	Net, VAT, Gross                                                          string
-	Currency                                                                 string
-	Amount                                                                   func(int64) string
+	Buyer                                                                          order.Customer
+	Lines                                                                          []order.Line
+	VATRows                                                                        []vatRow
+	Net, VAT, Gross                                                                string
+	Currency                                                                       string
+	Amount                                                                         func(int64) string
 	// Discounted adds the unit discount column only where a line has one, so
 	// that every line reads quantity × (unit price − unit discount) = total
 	// without widening the many documents that have no discount.
