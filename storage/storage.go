@@ -223,6 +223,11 @@ type OrderQuery struct {
 	Cursor string
 	// Size is the page size, 1 to MaxPageSize; 0 means DefaultPageSize.
 	Size int
+	// PageBytes lowers the page's budget of stored order bytes below
+	// MaxPageBytes (0, or more than MaxPageBytes, means MaxPageBytes). It
+	// is a hook for tests, which cannot build 16 MiB of orders per page; no
+	// request sets it.
+	PageBytes int
 }
 
 // Page sizes of order lists.
@@ -230,6 +235,32 @@ const (
 	DefaultPageSize = 100
 	MaxPageSize     = 1000
 )
+
+// MaxPageBytes is the budget of one page of an order list: the sum of its
+// orders' stored JSON lengths. An order may hold thousands of lines (MiBs),
+// and a page is decoded whole, so Size alone would let one merchant's list
+// take GiBs of a server every merchant shares. A page therefore ends before
+// the first order that would take it past the budget, except that its first
+// order is always on it (a page is never empty while orders follow), and
+// carries NextCursor as when it is full. Every store applies the same rule
+// (FitsPage).
+const MaxPageBytes = 16 << 20
+
+// PageBudget is the byte budget of a page of q: MaxPageBytes, or the lower
+// q.PageBytes.
+func PageBudget(q OrderQuery) int64 {
+	if q.PageBytes > 0 && q.PageBytes < MaxPageBytes {
+		return int64(q.PageBytes)
+	}
+	return MaxPageBytes
+}
+
+// FitsPage reports whether an order of n stored bytes goes on a page whose
+// orders so far hold used bytes (count of them): the first always does, a
+// later one while the page stays within budget.
+func FitsPage(count int, used, n, budget int64) bool {
+	return count == 0 || used+n <= budget
+}
 
 // OrderPage is one page of a list, newest first.
 type OrderPage struct {

@@ -292,3 +292,49 @@ func BenchmarkSettlementTransactionsWalk(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkListBigOrders lists the first page (size 24) of 24 orders of 5 000
+// lines (about 2 MB of JSON each), with no decoded-order cache: what a page
+// costs a server when a merchant keeps big orders. The page's byte budget
+// (storage.MaxPageBytes) bounds it; B/op is the memory a list takes.
+func BenchmarkListBigOrders(b *testing.B) {
+	s, err := bolt.Open(filepath.Join(b.TempDir(), "kassa.db"), bolt.Options{NoSync: true, DecodedOrderBytes: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	e := order.Env{Now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC), IDs: &counterIDs{}, Docs: &seqDocs{}, Policy: order.DefaultPolicy}
+	proto := newOrder(b, "m1", 1000, e)
+	desc := fmt.Sprintf("%0200d", 0)
+	var lines []order.Line
+	for i := range 5000 {
+		l := proto.Uncaptured.Lines[i%1000]
+		l.ID, l.Description = fmt.Sprintf("line-%05d", i), fmt.Sprint(desc, i)
+		lines = append(lines, l)
+	}
+	proto.Uncaptured.Lines = lines
+	const n = 24
+	ctx := context.Background()
+	for i := range n {
+		o := proto.Clone()
+		o.ID = fmt.Sprintf("big-%02d", i)
+		o.CreatedAt = o.CreatedAt.Add(time.Duration(i) * time.Second)
+		if err := s.Update(ctx, func(tx storage.Tx) error { return tx.CreateOrder(o) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	js, _ := json.Marshal(proto)
+	var got int
+	b.ResetTimer()
+	for b.Loop() {
+		if err := s.View(ctx, func(tx storage.Tx) error {
+			page, err := tx.ListOrders("m1", storage.OrderQuery{Size: n})
+			got = len(page.Orders)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(got), "orders/page")
+	b.ReportMetric(float64(len(js))/(1<<20), "MB/order")
+}

@@ -26,8 +26,10 @@ import (
 //
 // The smallest candidate set drives the walk; each candidate is checked
 // against every filter on its meta record (no JSON decoding), and only the
-// orders that pass are loaded. The walk stops after size+1 matches, so a page
-// costs the candidates skipped before it, not the whole set.
+// orders that pass are loaded. The walk stops after size+1 matches, or at the
+// first match past the page's byte budget (storage.MaxPageBytes), so a page
+// costs the candidates skipped before it, not the whole set, and decodes no
+// more than the budget (or one order larger than it).
 func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderPage, error) {
 	var page storage.OrderPage
 	if err := t.check(false); err != nil {
@@ -60,6 +62,7 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 	p := planner{t: t, merchant: merchantID, q: &q, lower: lower, upper: upper, b: t.st.bucket(bIndex)}
 	src := p.plan()
 	f := newFilter(&q)
+	budget, used := storage.PageBudget(q), int64(0)
 	for {
 		pos := src.next()
 		if pos == nil {
@@ -79,15 +82,21 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 		if !f.match(id, &m) {
 			continue
 		}
-		if len(page.Orders) == size {
-			last := page.Orders[size-1]
-			page.NextCursor = encodeCursor(position(last.CreatedAt, last.ID))
-			break
-		}
-		o, err := t.decodeOrder(k, raw)
+		_, js, err := splitOrder(raw)
 		if err != nil {
 			return page, err
 		}
+		if len(page.Orders) == size || !storage.FitsPage(len(page.Orders), used, int64(len(js)), budget) {
+			// This order matches and is not on the page: the next one starts with it.
+			last := page.Orders[len(page.Orders)-1]
+			page.NextCursor = encodeCursor(position(last.CreatedAt, last.ID))
+			break
+		}
+		o, err := t.st.decoded.Order(string(k), js)
+		if err != nil {
+			return page, err
+		}
+		used += int64(len(js))
 		page.Orders = append(page.Orders, o)
 	}
 	return page, nil

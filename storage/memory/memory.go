@@ -282,6 +282,7 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 	}
 	sortNewest(all, func(i int) (time.Time, string) { return all[i].CreatedAt, all[i].ID })
 	var page storage.OrderPage
+	budget, used := storage.PageBudget(q), int64(0)
 	for _, o := range all {
 		if q.Cursor != "" && (o.CreatedAt.After(fromAt) || o.CreatedAt.Equal(fromAt) && o.ID >= fromID) {
 			continue
@@ -289,10 +290,12 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 		if !storage.Matches(o, o.Statuses(o.UpdatedAt), q) {
 			continue
 		}
-		if len(page.Orders) == size {
-			page.NextCursor = cursorOf(page.Orders[size-1])
+		n := int64(len(t.s.data[orderKey(merchantID, o.ID)]))
+		if len(page.Orders) == size || !storage.FitsPage(len(page.Orders), used, n, budget) {
+			page.NextCursor = cursorOf(page.Orders[len(page.Orders)-1])
 			break
 		}
+		used += n
 		page.Orders = append(page.Orders, o)
 	}
 	return page, nil

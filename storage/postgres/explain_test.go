@@ -106,13 +106,13 @@ func TestExplainListPlans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sql := `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) SELECT body FROM orders WHERE ` + strings.Join(w.conds, " AND ") +
-			` ORDER BY created_key DESC, id DESC LIMIT ` + w.arg(101)
+		where := strings.Join(w.conds, " AND ")
+		sql := `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) ` + listSQL(w, 100, storage.MaxPageBytes)
 		rows, err := s.pool.Query(ctx, sql, w.args...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&doc, "#### %s: %d orders, first page %.1f ms\n\n    WHERE %s\n", c.name, n, float64(took.Microseconds())/1000, strings.Join(w.conds, " AND "))
+		fmt.Fprintf(&doc, "#### %s: %d orders, first page %.1f ms\n\n    WHERE %s\n", c.name, n, float64(took.Microseconds())/1000, where)
 		for rows.Next() {
 			var line string
 			rows.Scan(&line)

@@ -155,8 +155,8 @@ func (t *tx) UpdateOrder(o *order.Order) error {
 // Cursors are the (createdAt key, id) of the last order of a page,
 // base64url-encoded, like storage/bolt's: the next page starts strictly
 // after that position, so concurrent inserts do not shift it.
-func cursorOf(o *order.Order) string {
-	return base64.RawURLEncoding.EncodeToString(append(timeKey(o.CreatedAt), o.ID...))
+func cursorAt(createdKey []byte, id string) string {
+	return base64.RawURLEncoding.EncodeToString(append(createdKey, id...))
 }
 
 func parseCursor(s string) ([]byte, string, error) {
@@ -239,6 +239,20 @@ func strs[T ~string](vs []T) []string {
 	return out
 }
 
+// listSQL is the query of one page: the first size+1 rows of w in list order
+// with their positions, and the body of each row only while the bodies so far
+// stay within budget (always the first row's): storage.FitsPage in SQL, so
+// that rows past the budget are neither sent nor detoasted. octet_length of
+// a TOASTed bytea reads its header, not the value. The window runs over the
+// LIMITed subquery, which keeps the plan (and top-N sort) of the plain query.
+func listSQL(w *where, size int, budget int64) string {
+	return `SELECT id, created_key, CASE WHEN row_number() OVER page = 1 OR sum(len) OVER page <= ` + w.arg(budget) +
+		` THEN body END FROM (SELECT id, created_key, octet_length(body) AS len, body FROM orders WHERE ` +
+		strings.Join(w.conds, " AND ") + ` ORDER BY created_key DESC, id DESC LIMIT ` + w.arg(size+1) + `) candidates
+		WINDOW page AS (ORDER BY created_key DESC, id DESC ROWS UNBOUNDED PRECEDING)
+		ORDER BY created_key DESC, id DESC`
+}
+
 func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderPage, error) {
 	size, err := storage.PageSize(q)
 	if err != nil {
@@ -248,41 +262,41 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 	if err != nil {
 		return storage.OrderPage{}, err
 	}
-	sql := `SELECT id, body FROM orders WHERE ` + strings.Join(w.conds, " AND ") +
-		` ORDER BY created_key DESC, id DESC LIMIT ` + w.arg(size+1)
-	type idBody struct {
-		ID   string
-		Body []byte
+	type row struct {
+		ID         string
+		CreatedKey []byte
+		Body       []byte // nil past the budget
 	}
-	found, err := collect(t, "orders", pgx.RowToStructByPos[idBody], sql, w.args...)
+	found, err := collect(t, "orders", pgx.RowToStructByPos[row], listSQL(w, size, storage.PageBudget(q)), w.args...)
 	if err != nil {
 		return storage.OrderPage{}, err
 	}
 	var page storage.OrderPage
-	var last *order.Order // the last row looked at
-	for _, r := range found {
-		if len(page.Orders) == size {
-			page.NextCursor = cursorOf(page.Orders[size-1])
+	looked := -1 // the last row looked at
+	for i, r := range found {
+		if len(page.Orders) == size || r.Body == nil {
 			break
 		}
+		looked = i
 		// Through the decoded cache: a page mostly shows orders read or
 		// written a moment ago.
 		o, err := t.decoded.Order(merchantID+"/"+r.ID, r.Body)
 		if err != nil {
 			return storage.OrderPage{}, err
 		}
-		last = o
 		// A row whose statuses column disagrees with its order was written
 		// by a replica of a build with other status rules (a rolling
-		// upgrade, docs/postgres.md): the order's own statuses decide.
+		// upgrade, docs/postgres.md): the order's own statuses decide. Its
+		// body counted against the budget all the same: it was decoded.
 		if !storage.Matches(o, o.Statuses(o.UpdatedAt), q) {
 			continue
 		}
 		page.Orders = append(page.Orders, o)
 	}
-	if page.NextCursor == "" && len(found) > size {
-		// Rows were passed over and the query had more: go on after them.
-		page.NextCursor = cursorOf(last)
+	// Rows were left (the page is full, or at its budget), or rows were
+	// passed over and the query had more: go on after the last row looked at.
+	if looked >= 0 && (looked+1 < len(found) || len(found) > size) {
+		page.NextCursor = cursorAt(found[looked].CreatedKey, found[looked].ID)
 	}
 	return page, nil
 }

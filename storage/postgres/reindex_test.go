@@ -96,9 +96,11 @@ func TestListPassesOverRowsIndexedByOtherRules(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, `UPDATE orders SET statuses = statuses || '{onHold}' WHERE id = $1`, newest); err != nil {
 		t.Fatal(err)
 	}
-	walk := func(st order.Status) []string {
+	// Passed-over rows count against the page's byte budget too (they are
+	// decoded): with a budget of one byte each page looks at one row.
+	walk := func(st order.Status, size, pageBytes int) []string {
 		var ids []string
-		q := storage.OrderQuery{Status: []order.Status{st}, Size: 1}
+		q := storage.OrderQuery{Status: []order.Status{st}, Size: size, PageBytes: pageBytes}
 		for page := 0; page < 10; page++ {
 			var p storage.OrderPage
 			err := s.View(ctx, func(tx storage.Tx) error {
@@ -120,11 +122,13 @@ func TestListPassesOverRowsIndexedByOtherRules(t *testing.T) {
 		t.Fatalf("list %s: more than 10 pages", st)
 		return nil
 	}
-	if got := walk(order.StatusOnHold); !slices.Equal(got, held) {
-		t.Fatalf("onHold lists %v, want %v", got, held)
-	}
-	if got := walk(order.StatusReadyForCapture); !slices.Equal(got, []string{newest}) {
-		t.Fatalf("readyForCapture lists %v, want %v", got, []string{newest})
+	for _, c := range []struct{ size, pageBytes int }{{1, 0}, {5, 0}, {1, 1}, {5, 1}} {
+		if got := walk(order.StatusOnHold, c.size, c.pageBytes); !slices.Equal(got, held) {
+			t.Fatalf("%+v: onHold lists %v, want %v", c, got, held)
+		}
+		if got := walk(order.StatusReadyForCapture, c.size, c.pageBytes); !slices.Equal(got, []string{newest}) {
+			t.Fatalf("%+v: readyForCapture lists %v, want %v", c, got, []string{newest})
+		}
 	}
 }
 

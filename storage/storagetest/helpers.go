@@ -91,9 +91,19 @@ var methods = []order.PaymentMethod{
 // vary.
 func (b *builder) make(t testing.TB, merchant string, i int, at time.Time) *order.Order {
 	t.Helper()
+	return b.makeLines(t, merchant, i, at, 0)
+}
+
+// makeLines is make with extra order lines after the first two, to build
+// larger orders.
+func (b *builder) makeLines(t testing.TB, merchant string, i int, at time.Time, extra int) *order.Order {
+	t.Helper()
 	req := &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
 		OrderLines: []order.LineInput{line("tiles", 2, 10000, 2500), line("grout", 1, 5000, 2500)},
 		StoreID:    fmt.Sprint("store-", i%3), Reference: fmt.Sprint("ref-", i%5)}
+	for n := range extra {
+		req.OrderLines = append(req.OrderLines, line(fmt.Sprint("spacer ", n), 1, 100, 2500))
+	}
 	auth := order.Authorization{TokenID: "tok", Country: "SE", Currency: "SEK",
 		Buyer:         order.Customer{CompanyID: "5560000001", CompanyName: "Buyer AB", Country: "SE"},
 		PaymentMethod: methods[i%len(methods)]}
