@@ -287,3 +287,52 @@ func TestDatabaseRestartAndOutage(t *testing.T) {
 		t.Fatalf("update during an outage: %v", err)
 	}
 }
+
+// TestReadCutAtCommitStands: a View wrote nothing, so a COMMIT that drew
+// a termination notice, or no answer at all (a database stopped with -m
+// immediate, a proxy that dropped the connection), hides no outcome: what
+// the View read in its snapshot stands, and its function is not run again
+// (a GET answered 500 while the database restarted; a list run twice would
+// have appended its page twice).
+func TestReadCutAtCommitStands(t *testing.T) {
+	p := newProxy(t)
+	app := "kassa_cut_" + rand.Text()[:8]
+	u, err := url.Parse(freshSchema(t) + "&application_name=" + app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.addr
+	s := openNow(t, u.String())
+	if err := s.Update(context.Background(), func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []string{"terminated", "dropped"} {
+		attempts, name := 0, ""
+		err := s.View(context.Background(), func(tx storage.Tx) error {
+			attempts++
+			m, err := tx.GetMerchant("m1")
+			if err != nil {
+				return err
+			}
+			name = m.Name
+			if cut == "terminated" {
+				cutConnections(t, app)
+			} else {
+				p.down()
+				p.up(p.addr)
+			}
+			return nil
+		})
+		if err != nil || attempts != 1 || name != "m" {
+			t.Fatalf("read %s at its commit: %v after %d attempts, read %q", cut, err, attempts, name)
+		}
+	}
+	if err := s.View(context.Background(), func(tx storage.Tx) error {
+		_, err := tx.GetMerchant("m1")
+		return err
+	}); err != nil {
+		t.Fatalf("read after the cuts: %v", err)
+	}
+}

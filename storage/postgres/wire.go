@@ -45,6 +45,9 @@ type wire struct {
 	// whether BEGIN ran and which held writes were applied is then unknown,
 	// so every later statement, and commit, returns it instead of running.
 	err error
+	// readOnly: a View's transaction, which wrote nothing whatever becomes
+	// of its COMMIT.
+	readOnly bool
 }
 
 // newWire starts a transaction of opts on conn; BEGIN waits for the first
@@ -54,7 +57,8 @@ func newWire(ctx context.Context, conn *pgxpool.Conn, opts pgx.TxOptions) *wire 
 	if opts.AccessMode != "" {
 		begin += " " + string(opts.AccessMode)
 	}
-	return &wire{ctx: ctx, conn: conn, held: []heldWrite{{sql: begin, fail: func(err error) error { return dbErr(err, "begin") }}}}
+	return &wire{ctx: ctx, conn: conn, readOnly: opts.AccessMode == pgx.ReadOnly,
+		held: []heldWrite{{sql: begin, fail: func(err error) error { return dbErr(err, "begin") }}}}
 }
 
 // heldWrite is a statement waiting for the next round trip; fail maps its error.
@@ -214,6 +218,14 @@ func (w *wire) commit() error {
 		// COMMIT was answered COMMIT: a failure after it (a FATAL read
 		// with ReadyForQuery) does not undo it.
 		w.open = false
+		return nil
+	}
+	if w.readOnly {
+		// A read's result stands whatever became of its COMMIT (no
+		// answer, a termination notice): it was read in one snapshot,
+		// wrote nothing, and COMMIT adds nothing to it. Running it again
+		// would run the caller's function twice. The broken connection is
+		// dropped on release.
 		return nil
 	}
 	var pe *pgconn.PgError
