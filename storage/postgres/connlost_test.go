@@ -336,3 +336,49 @@ func TestReadCutAtCommitStands(t *testing.T) {
 		t.Fatalf("read after the cuts: %v", err)
 	}
 }
+
+// TestConnectionCutWhileIdleBeforeCommitRunsAgain: a transaction whose last
+// statement went on its own (a merchant update) is terminated while it waits
+// for the client (idle in transaction, where most of a transaction's time is
+// spent): the server's termination notice is already on its way when COMMIT
+// is sent, so it arrives as the answer to the commit's round trip although
+// COMMIT never ran. Nothing was written, and the transaction runs again
+// instead of failing with an unknown outcome (a 500 through HTTP).
+func TestConnectionCutWhileIdleBeforeCommitRunsAgain(t *testing.T) {
+	app := "kassa_cut_" + rand.Text()[:8]
+	s := openNow(t, freshSchema(t)+"&application_name="+app)
+	if err := s.Update(context.Background(), func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	attempts := 0
+	err := s.Update(context.Background(), func(tx storage.Tx) error {
+		attempts++
+		m, err := tx.GetMerchant("m1")
+		if err != nil {
+			return err
+		}
+		m.Name += "+"
+		if err := tx.PutMerchant(m); err != nil {
+			return err
+		}
+		if attempts == 1 {
+			cutConnections(t, app)
+		}
+		return nil
+	})
+	if err != nil || attempts != 2 {
+		t.Fatalf("update cut while idle before its commit: %v after %d attempts", err, attempts)
+	}
+	var name string
+	if err := s.View(context.Background(), func(tx storage.Tx) error {
+		m, err := tx.GetMerchant("m1")
+		if err == nil {
+			name = m.Name
+		}
+		return err
+	}); err != nil || name != "m+" {
+		t.Fatalf("merchant after the update: %q, %v", name, err)
+	}
+}

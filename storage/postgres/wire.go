@@ -195,6 +195,15 @@ func (w *wire) commit() error {
 	if !w.open && len(w.held) == 1 {
 		return nil // only BEGIN is held: nothing was ever sent
 	}
+	if len(w.held) == 0 && !w.readOnly {
+		// COMMIT never goes first in its round trip. A connection terminated
+		// while the transaction waited for its next statement (idle in
+		// transaction, where most of its time is spent) has its notice sent
+		// before COMMIT leaves: it then answers this statement, so COMMIT
+		// never ran and the transaction may run again, where as COMMIT's own
+		// answer it would leave the outcome unknown.
+		w.held = append(w.held, heldWrite{sql: "select", fail: func(err error) error { return dbErr(err, "commit") }})
+	}
 	callerCtx := w.ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), commitTimeout)
 	defer cancel()
