@@ -205,10 +205,23 @@ func (w *wire) commit() error {
 		w.held = append(w.held, heldWrite{sql: "select", fail: func(err error) error { return dbErr(err, "commit") }})
 	}
 	callerCtx := w.ctx
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), commitTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), commitTimeout+cancelWait)
 	defer cancel()
 	w.ctx = ctx
 	defer func() { w.ctx = callerCtx }()
+	// Past commitTimeout the statement running is cancelled rather than the
+	// connection dropped: a held write waiting on a lock held elsewhere
+	// would otherwise go on waiting on the server, and commit once the lock
+	// is released, after the caller was told the outcome is unknown. The
+	// server's answer then says what happened.
+	pg := w.conn.Conn().PgConn()
+	cancelled := make(chan struct{})
+	timer := time.AfterFunc(commitTimeout, func() {
+		defer close(cancelled)
+		cctx, ccancel := context.WithTimeout(context.Background(), cancelWait)
+		defer ccancel()
+		pg.CancelRequest(cctx)
+	})
 	reached, committed := false, false
 	err := w.roundTrip("commit", nil, func(br pgx.BatchResults) error {
 		reached = true
@@ -223,6 +236,13 @@ func (w *wire) commit() error {
 		}
 		return nil
 	})
+	if !timer.Stop() {
+		// A cancel request may reach the server after the answer, and would
+		// then cancel whatever this connection ran next: it is closed once
+		// the answer is judged.
+		<-cancelled
+		defer w.conn.Conn().Close(context.Background())
+	}
 	if err == nil || committed {
 		// COMMIT was answered COMMIT: a failure after it (a FATAL read
 		// with ReadyForQuery) does not undo it.
@@ -238,6 +258,12 @@ func (w *wire) commit() error {
 		return nil
 	}
 	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "57014" && pe.Severity != "FATAL" {
+		// Cancelled past commitTimeout: the transaction was aborted and
+		// COMMIT, if it was still to run, skipped.
+		return &heldErr{&fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
+			Message: "the database did not complete the commit in time (a lock held elsewhere?); nothing was done, retry shortly", Err: err}}
+	}
 	var pre pgx.ErrPreprocessingBatch
 	answered, preprocessing := errors.As(err, &pe), errors.As(err, &pre)
 	fatal := answered && pe.Severity == "FATAL"
@@ -269,9 +295,16 @@ var afterCommitForTests string
 
 // commitTimeout bounds the wait for COMMIT's answer, which the caller's
 // context does not cut short (see commit). Held writes travel with COMMIT
-// and may wait on a row lock; the bound stays under kassa serve's 30 s
-// shutdown grace, so a commit in flight at SIGTERM is answered.
-const commitTimeout = 15 * time.Second
+// and may wait on a row lock; past it the statement is cancelled and its
+// answer waited for cancelWait more. Both stay under kassa serve's 30 s
+// shutdown grace, so a commit in flight at SIGTERM is answered. A variable
+// for tests.
+var commitTimeout = 15 * time.Second
+
+// cancelWait bounds the cancel request and the wait for the answer to the
+// statement it cancelled; a connection silent that long leaves the outcome
+// unknown.
+const cancelWait = 5 * time.Second
 
 // rollback ends the transaction if it is open. When that fails, the pool
 // drops the connection on release rather than reuse it mid-transaction.
