@@ -307,3 +307,98 @@ func TestDatabaseRestartAndOutage(t *testing.T) {
 		t.Fatalf("update during an outage: %v", err)
 	}
 }
+
+// TestReadCutAtCommitStands: a View wrote nothing, so a COMMIT that drew
+// a termination notice, or no answer at all (a database stopped with -m
+// immediate, a proxy that dropped the connection), hides no outcome: what
+// the View read in its snapshot stands, and its function is not run again
+// (a GET answered 500 while the database restarted; a list run twice would
+// have appended its page twice).
+func TestReadCutAtCommitStands(t *testing.T) {
+	p := newProxy(t)
+	app := "kassa_cut_" + rand.Text()[:8]
+	u, err := url.Parse(freshSchema(t) + "&application_name=" + app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.addr
+	s := openNow(t, u.String())
+	if err := s.Update(context.Background(), func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []string{"terminated", "dropped"} {
+		attempts, name := 0, ""
+		err := s.View(context.Background(), func(tx storage.Tx) error {
+			attempts++
+			m, err := tx.GetMerchant("m1")
+			if err != nil {
+				return err
+			}
+			name = m.Name
+			if cut == "terminated" {
+				cutConnections(t, app)
+			} else {
+				p.down()
+				p.up(p.addr)
+			}
+			return nil
+		})
+		if err != nil || attempts != 1 || name != "m" {
+			t.Fatalf("read %s at its commit: %v after %d attempts, read %q", cut, err, attempts, name)
+		}
+	}
+	if err := s.View(context.Background(), func(tx storage.Tx) error {
+		_, err := tx.GetMerchant("m1")
+		return err
+	}); err != nil {
+		t.Fatalf("read after the cuts: %v", err)
+	}
+}
+
+// TestConnectionCutWhileIdleBeforeCommitRunsAgain: a transaction whose last
+// statement went on its own (a merchant update) is terminated while it waits
+// for the client (idle in transaction, where most of a transaction's time is
+// spent): the server's termination notice is already on its way when COMMIT
+// is sent, so it arrives as the answer to the commit's round trip although
+// COMMIT never ran. Nothing was written, and the transaction runs again
+// instead of failing with an unknown outcome (a 500 through HTTP).
+func TestConnectionCutWhileIdleBeforeCommitRunsAgain(t *testing.T) {
+	app := "kassa_cut_" + rand.Text()[:8]
+	s := openNow(t, freshSchema(t)+"&application_name="+app)
+	if err := s.Update(context.Background(), func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	attempts := 0
+	err := s.Update(context.Background(), func(tx storage.Tx) error {
+		attempts++
+		m, err := tx.GetMerchant("m1")
+		if err != nil {
+			return err
+		}
+		m.Name += "+"
+		if err := tx.PutMerchant(m); err != nil {
+			return err
+		}
+		if attempts == 1 {
+			cutConnections(t, app)
+		}
+		return nil
+	})
+	if err != nil || attempts != 2 {
+		t.Fatalf("update cut while idle before its commit: %v after %d attempts", err, attempts)
+	}
+	var name string
+	if err := s.View(context.Background(), func(tx storage.Tx) error {
+		m, err := tx.GetMerchant("m1")
+		if err == nil {
+			name = m.Name
+		}
+		return err
+	}); err != nil || name != "m+" {
+		t.Fatalf("merchant after the update: %q, %v", name, err)
+	}
+}

@@ -45,6 +45,9 @@ type wire struct {
 	// whether BEGIN ran and which held writes were applied is then unknown,
 	// so every later statement, and commit, returns it instead of running.
 	err error
+	// readOnly: a View's transaction, which wrote nothing whatever becomes
+	// of its COMMIT.
+	readOnly bool
 }
 
 // newWire starts a transaction of opts on conn; BEGIN waits for the first
@@ -54,7 +57,8 @@ func newWire(ctx context.Context, conn *pgxpool.Conn, opts pgx.TxOptions) *wire 
 	if opts.AccessMode != "" {
 		begin += " " + string(opts.AccessMode)
 	}
-	return &wire{ctx: ctx, conn: conn, held: []heldWrite{{sql: begin, fail: func(err error) error { return dbErr(err, "begin") }}}}
+	return &wire{ctx: ctx, conn: conn, readOnly: opts.AccessMode == pgx.ReadOnly,
+		held: []heldWrite{{sql: begin, fail: func(err error) error { return dbErr(err, "begin") }}}}
 }
 
 // heldWrite is a statement waiting for the next round trip; fail maps its error.
@@ -191,11 +195,33 @@ func (w *wire) commit() error {
 	if !w.open && len(w.held) == 1 {
 		return nil // only BEGIN is held: nothing was ever sent
 	}
+	if len(w.held) == 0 && !w.readOnly {
+		// COMMIT never goes first in its round trip. A connection terminated
+		// while the transaction waited for its next statement (idle in
+		// transaction, where most of its time is spent) has its notice sent
+		// before COMMIT leaves: it then answers this statement, so COMMIT
+		// never ran and the transaction may run again, where as COMMIT's own
+		// answer it would leave the outcome unknown.
+		w.held = append(w.held, heldWrite{sql: "select", fail: func(err error) error { return dbErr(err, "commit") }})
+	}
 	callerCtx := w.ctx
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), commitTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), commitTimeout+cancelWait)
 	defer cancel()
 	w.ctx = ctx
 	defer func() { w.ctx = callerCtx }()
+	// Past commitTimeout the statement running is cancelled rather than the
+	// connection dropped: a held write waiting on a lock held elsewhere
+	// would otherwise go on waiting on the server, and commit once the lock
+	// is released, after the caller was told the outcome is unknown. The
+	// server's answer then says what happened.
+	pg := w.conn.Conn().PgConn()
+	cancelled := make(chan struct{})
+	timer := time.AfterFunc(commitTimeout, func() {
+		defer close(cancelled)
+		cctx, ccancel := context.WithTimeout(context.Background(), cancelWait)
+		defer ccancel()
+		pg.CancelRequest(cctx)
+	})
 	reached, committed := false, false
 	err := w.roundTrip("commit", nil, func(br pgx.BatchResults) error {
 		reached = true
@@ -210,13 +236,34 @@ func (w *wire) commit() error {
 		}
 		return nil
 	})
+	if !timer.Stop() {
+		// A cancel request may reach the server after the answer, and would
+		// then cancel whatever this connection ran next: it is closed once
+		// the answer is judged.
+		<-cancelled
+		defer w.conn.Conn().Close(context.Background())
+	}
 	if err == nil || committed {
 		// COMMIT was answered COMMIT: a failure after it (a FATAL read
 		// with ReadyForQuery) does not undo it.
 		w.open = false
 		return nil
 	}
+	if w.readOnly {
+		// A read's result stands whatever became of its COMMIT (no
+		// answer, a termination notice): it was read in one snapshot,
+		// wrote nothing, and COMMIT adds nothing to it. Running it again
+		// would run the caller's function twice. The broken connection is
+		// dropped on release.
+		return nil
+	}
 	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "57014" && pe.Severity != "FATAL" {
+		// Cancelled past commitTimeout: the transaction was aborted and
+		// COMMIT, if it was still to run, skipped.
+		return &heldErr{&fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
+			Message: "the database did not complete the commit in time (a lock held elsewhere?); nothing was done, retry shortly", Err: err}}
+	}
 	var pre pgx.ErrPreprocessingBatch
 	answered, preprocessing := errors.As(err, &pe), errors.As(err, &pre)
 	fatal := answered && pe.Severity == "FATAL"
@@ -251,9 +298,16 @@ var afterCommitForTests string
 
 // commitTimeout bounds the wait for COMMIT's answer, which the caller's
 // context does not cut short (see commit). Held writes travel with COMMIT
-// and may wait on a row lock; the bound stays under kassa serve's 30 s
-// shutdown grace, so a commit in flight at SIGTERM is answered.
-const commitTimeout = 15 * time.Second
+// and may wait on a row lock; past it the statement is cancelled and its
+// answer waited for cancelWait more. Both stay under kassa serve's 30 s
+// shutdown grace, so a commit in flight at SIGTERM is answered. A variable
+// for tests.
+var commitTimeout = 15 * time.Second
+
+// cancelWait bounds the cancel request and the wait for the answer to the
+// statement it cancelled; a connection silent that long leaves the outcome
+// unknown.
+const cancelWait = 5 * time.Second
 
 // rollback ends the transaction if it is open. When that fails, the pool
 // drops the connection on release rather than reuse it mid-transaction.

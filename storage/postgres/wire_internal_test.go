@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kassahq/kassa/fault"
@@ -227,5 +228,58 @@ func TestCommitAnsweredThenConnectionEnded(t *testing.T) {
 		return err
 	}); err != nil || name != "committed" {
 		t.Fatalf("after the update: %q %v", name, err)
+	}
+}
+
+// TestCommitWaitingOnALockIsCancelled: a held write that travels with
+// COMMIT waits on a lock held elsewhere (a LOCK TABLE, a long migration)
+// past commitTimeout. Dropping the connection then would leave the server's
+// side waiting, to commit once the lock is released, after the caller was
+// told the outcome is unknown (a 500 for a capture that is applied later).
+// The statement is cancelled instead and its answer read: nothing was
+// written, and the error says the database was unavailable (503).
+func TestCommitWaitingOnALockIsCancelled(t *testing.T) {
+	u := pgtest.FreshSchema(t)
+	ctx := context.Background()
+	s, err := Open(ctx, u, Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	schedule := func(id string) error {
+		return s.Update(ctx, func(tx storage.Tx) error {
+			return tx.ScheduleTask(&storage.Task{ID: id, Kind: "autoCapture", MerchantID: "m1", OrderID: "o", DueAt: time.Now().Add(time.Hour)})
+		})
+	}
+	// The connection has the statement prepared, as a busy server's have:
+	// only the commit's round trip waits.
+	if err := schedule("task-0"); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, "BEGIN; LOCK TABLE tasks IN EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { commitTimeout = d }(commitTimeout)
+	commitTimeout = 300 * time.Millisecond
+	err = schedule("task-1")
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Code != "store_unavailable" {
+		t.Errorf("commit that waited on a lock: %v; want store_unavailable", err)
+	}
+	if _, err := holder.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // a commit left waiting on the server would land now
+	var n int
+	if err := holder.QueryRow(ctx, "SELECT count(*) FROM tasks WHERE id = 'task-1'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("the task was committed after its Update failed")
 	}
 }
