@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -249,25 +250,31 @@ func (w *wire) commit() error {
 		w.open = false
 		return nil
 	}
-	if w.readOnly {
-		// A read's result stands whatever became of its COMMIT (no
-		// answer, a termination notice): it was read in one snapshot,
-		// wrote nothing, and COMMIT adds nothing to it. Running it again
-		// would run the caller's function twice. The broken connection is
-		// dropped on release.
+	var pe *pgconn.PgError
+	var pre pgx.ErrPreprocessingBatch
+	answered, preprocessing := errors.As(err, &pe), errors.As(err, &pre)
+	fatal := answered && pe.Severity == "FATAL"
+	if w.readOnly && (fatal || !answered) && !errors.Is(err, pgx.ErrTxCommitRollback) {
+		// A read's result stands whatever became of its COMMIT on a
+		// connection that broke (no answer, a termination notice): it was
+		// read in one snapshot, wrote nothing, and COMMIT adds nothing to
+		// it. Running it again would run the caller's function twice. The
+		// broken connection is dropped on release. An ordinary error, or
+		// COMMIT answered ROLLBACK (a statement failed), is the read's.
 		return nil
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "57014" && pe.Severity != "FATAL" {
+	if answered && pe.Code == "57014" && !fatal {
 		// Cancelled past commitTimeout: the transaction was aborted and
 		// COMMIT, if it was still to run, skipped.
 		return &heldErr{&fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
 			Message: "the database did not complete the commit in time (a lock held elsewhere?); nothing was done, retry shortly", Err: err}}
 	}
-	var pre pgx.ErrPreprocessingBatch
-	answered, preprocessing := errors.As(err, &pe), errors.As(err, &pre)
-	fatal := answered && pe.Severity == "FATAL"
-	if pgconn.SafeToRetry(err) || w.conn.Conn().IsClosed() && (preprocessing || !reached && fatal) {
+	// Only the server's own reasons for ending a backend prove that the
+	// statements after the one they answer never ran: a proxy in between
+	// (a pooler that lost its server) may answer FATAL for a server that
+	// committed before it died.
+	ended := fatal && slices.Contains(serverEndedBackend, pe.Code)
+	if pgconn.SafeToRetry(err) || w.conn.Conn().IsClosed() && (preprocessing || !reached && ended) {
 		// COMMIT never ran: not a byte of the round trip was sent, or the
 		// server ended the connection at an earlier statement (a FATAL in
 		// the held part), or in the prepare round trip, which pgx finishes
@@ -282,13 +289,19 @@ func (w *wire) commit() error {
 	}
 	// A FATAL as COMMIT's own answer may have ended the connection after the
 	// commit was durable.
-	if reached && fatal || !answered && !preprocessing && !errors.Is(err, pgx.ErrTxCommitRollback) {
+	if reached && fatal || fatal && !ended || !answered && !preprocessing && !errors.Is(err, pgx.ErrTxCommitRollback) {
 		// No answer from the server (a broken connection, commitTimeout):
 		// it may have committed. Said so, for an operator reading the log.
 		return &heldErr{fault.Internalf(err, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")}
 	}
 	return err
 }
+
+// serverEndedBackend are the SQLSTATEs of the FATAL a PostgreSQL server
+// sends when it ends a backend itself: pg_terminate_backend or a shutdown
+// (57P01), a crash of another backend (57P02), a server not accepting
+// connections (57P03), and the idle timeouts (25P03, 57P05).
+var serverEndedBackend = []string{"57P01", "57P02", "57P03", "25P03", "57P05"}
 
 // afterCommitForTests, when set by a test, is sent after COMMIT in its round
 // trip: a statement that ends the connection there (pg_terminate_backend)

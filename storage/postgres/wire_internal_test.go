@@ -283,3 +283,23 @@ func TestCommitWaitingOnALockIsCancelled(t *testing.T) {
 		t.Fatalf("the task was committed after its Update failed")
 	}
 }
+
+// TestReadWhoseStatementFailedIsNoSuccess: a read whose COMMIT is answered
+// ROLLBACK (a statement of it failed, and its function went on) reports an
+// error. Only a COMMIT lost with its connection lets a read's result stand.
+func TestReadWhoseStatementFailedIsNoSuccess(t *testing.T) {
+	s := openFresh(t, 1)
+	ctx := context.Background()
+	var failed error
+	err := s.View(ctx, func(st storage.Tx) error {
+		tx := st.(*tx)
+		if _, err := tx.GetMerchant("nobody"); err == nil {
+			return errors.New("found a merchant in an empty store")
+		}
+		_, failed = tx.scanRow("nothing", `SELECT body FROM no_such_table WHERE id = $1`, []any{"a"}, new([]byte))
+		return nil // a careless caller
+	})
+	if failed == nil || err == nil {
+		t.Fatalf("read with a failed statement: statement %v, view %v; want both errors", failed, err)
+	}
+}
