@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"sync"
 )
 
 // Markers of the framed encodings; a record in the older encoding is a JSON
@@ -23,6 +24,13 @@ const (
 // a seventh of such an answer. Smaller answers, the common ones, are kept as
 // they are: compressing them saves little and costs each mutation CPU.
 const CompressAnswerAbove = 64 << 10
+
+// deflaters keeps flate writers for reuse: making one allocates about a
+// megabyte, more than deflating a 100 KB answer costs.
+var deflaters = sync.Pool{New: func() any {
+	w, _ := flate.NewWriter(nil, flate.BestSpeed) // the level is valid
+	return w
+}}
 
 // maxInflated bounds what a compressed answer may inflate to, so that a
 // damaged record cannot make a read allocate without limit.
@@ -45,11 +53,14 @@ func (r *IdempotencyRecord) MarshalBinary() ([]byte, error) {
 	if len(r.Body) > CompressAnswerAbove {
 		var buf bytes.Buffer
 		buf.Grow(len(r.Body) / 4)
-		w, _ := flate.NewWriter(&buf, flate.BestSpeed) // the level is valid
-		if _, err := w.Write(r.Body); err != nil {
-			return nil, err
+		w := deflaters.Get().(*flate.Writer)
+		w.Reset(&buf)
+		_, err := w.Write(r.Body)
+		if err == nil {
+			err = w.Close()
 		}
-		if err := w.Close(); err != nil {
+		deflaters.Put(w)
+		if err != nil {
 			return nil, err
 		}
 		marker, body = idempotencyCompressed, buf.Bytes()
