@@ -211,7 +211,7 @@ func TestTaskFailingAgainEndsTheRun(t *testing.T) {
 // as a store error in the middle of a transaction would.
 type sequenceFailingStore struct {
 	storage.Store
-	failing *bool
+	failing *error // nil: numbers work
 }
 
 func (s sequenceFailingStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
@@ -220,12 +220,12 @@ func (s sequenceFailingStore) Update(ctx context.Context, fn func(storage.Tx) er
 
 type sequenceFailingTx struct {
 	storage.Tx
-	failing bool
+	failing error
 }
 
 func (t sequenceFailingTx) NextSequence(merchantID, series string) (int64, error) {
-	if t.failing {
-		return 0, fault.Internalf(nil, "next %s number: disk I/O error", series)
+	if t.failing != nil {
+		return 0, t.failing
 	}
 	return t.Tx.NextSequence(merchantID, series)
 }
@@ -237,19 +237,19 @@ func (t sequenceFailingTx) NextSequence(merchantID, series string) (int64, error
 func TestAutoCaptureKeptWhenTheInvoiceNumberFails(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	failing := false
+	var failing error
 	l := kassa.New(sequenceFailingStore{Store: memory.New(func() time.Time { return now }), failing: &failing}, kassa.Options{})
 	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	orderID := autoCaptureOrder(t, l, creds.MerchantID, "t", now)
-	failing = true
+	failing = fault.Internalf(nil, "next invoice number: disk I/O error")
 	now = now.Add(15 * time.Minute)
 	if st, err := l.RunTasks(ctx, 10); err == nil || st.Failed != 1 || st.AutoCaptured != 0 {
 		t.Fatalf("run while numbers fail: %+v (%v), want the task failed and set aside", st, err)
 	}
-	failing = false
+	failing = nil
 	now = now.Add(2 * time.Minute)
 	if st, err := l.RunTasks(ctx, 10); err != nil || st.AutoCaptured != 1 {
 		t.Fatalf("run once numbers work: %+v (%v), want the order auto-captured", st, err)
@@ -276,4 +276,37 @@ func autoCaptureOrder(t *testing.T, l *kassa.Ledger, merchantID, tok string, now
 		t.Fatal(err)
 	}
 	return res.Order.ID
+}
+
+// TestDocumentNumberUnavailableKeepsItsKind: a store that cannot be reached
+// while a capture or refund takes its document number answers as
+// unavailable (503, retry), not as an internal error (500).
+func TestDocumentNumberUnavailableKeepsItsKind(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	var failing error
+	l := kassa.New(sequenceFailingStore{Store: memory.New(func() time.Time { return now }), failing: &failing}, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orderID := autoCaptureOrder(t, l, creds.MerchantID, "t", now)
+	call := kassa.Call{MerchantID: creds.MerchantID}
+	unavailable := &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable", Message: "the database cannot be reached"}
+	failing = unavailable
+	if _, err := l.Capture(ctx, call, orderID, nil); !fault.Is(err, fault.Unavailable) {
+		t.Errorf("capture while numbers are unavailable: %v (kind %v), want unavailable", err, fault.KindOf(err))
+	}
+	failing = nil
+	if _, err := l.Capture(ctx, call, orderID, nil); err != nil {
+		t.Fatal(err)
+	}
+	o, _, err := l.GetOrder(ctx, creds.MerchantID, orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing = unavailable
+	if _, err := l.Refund(ctx, call, orderID, o.Captured[0].ID, nil); !fault.Is(err, fault.Unavailable) {
+		t.Errorf("refund while numbers are unavailable: %v (kind %v), want unavailable", err, fault.KindOf(err))
+	}
 }

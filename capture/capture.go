@@ -240,6 +240,9 @@ func apply(o *order.Order, sel selection, ev order.EventType, final bool, env or
 	}
 	n, err := env.Docs.Next(order.SeriesInvoice)
 	if err != nil {
+		if fault.KindOf(err) != fault.Internal {
+			return nil, err // the store's own kind: unavailable is a 503, not a 500
+		}
 		return nil, fault.Internalf(err, "allocate invoice number")
 	}
 	l := o.NewLedger(order.LedgerCapture, sel.lines, env)

@@ -190,6 +190,9 @@ func apply(o *order.Order, ledgerID string, lines []order.Line, note string, ev 
 	}
 	n, err := env.Docs.Next(order.SeriesCreditNote)
 	if err != nil {
+		if fault.KindOf(err) != fault.Internal {
+			return nil, err // the store's own kind: unavailable is a 503, not a 500
+		}
 		return nil, fault.Internalf(err, "allocate credit note number")
 	}
 	l := o.NewLedger(order.LedgerRefund, lines, env)

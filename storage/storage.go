@@ -241,7 +241,8 @@ const (
 // and a page is decoded whole, so Size alone would let one merchant's list
 // take GiBs of a server every merchant shares. A page therefore ends before
 // the first order that would take it past the budget, except that its first
-// order is always on it (a page is never empty while orders follow), and
+// order is always on it (so a page holds at least one order, unless PostgreSQL
+// passed over rows a replica of another build indexed, docs/postgres.md), and
 // carries NextCursor as when it is full. Every store applies the same rule
 // (FitsPage).
 const MaxPageBytes = 16 << 20
