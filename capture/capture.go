@@ -235,15 +235,9 @@ func apply(o *order.Order, sel selection, ev order.EventType, final bool, env or
 		return nil, fault.InvalidCode("capture_exceeds_authorization", "totalCaptureAmount",
 			"capturing %d would pass the authorized amount; %d remains%s", gross, remaining, order.RoundingHint(sel.lines, o.VATMode, gross-remaining))
 	}
-	if env.Docs == nil {
-		return nil, fault.Internalf(nil, "capture needs a document sequence")
-	}
-	n, err := env.Docs.Next(order.SeriesInvoice)
+	n, err := env.NextDocument(order.SeriesInvoice, "invoice")
 	if err != nil {
-		if fault.KindOf(err) != fault.Internal {
-			return nil, err // the store's own kind: unavailable is a 503, not a 500
-		}
-		return nil, fault.Internalf(err, "allocate invoice number")
+		return nil, err
 	}
 	l := o.NewLedger(order.LedgerCapture, sel.lines, env)
 	l.DocumentSeq = n

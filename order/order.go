@@ -69,6 +69,20 @@ type Env struct {
 	Policy Policy
 }
 
+// NextDocument takes the next number of a document series (what for names
+// the document in an error). A store's failure keeps its kind: one that
+// cannot be reached is unavailable (retry), not an internal error.
+func (e Env) NextDocument(series, what string) (int64, error) {
+	if e.Docs == nil {
+		return 0, fault.Internalf(nil, "a %s needs a document sequence", what)
+	}
+	n, err := e.Docs.Next(series)
+	if err != nil && fault.KindOf(err) == fault.Internal {
+		return 0, fault.Internalf(err, "allocate %s number", what)
+	}
+	return n, err
+}
+
 // LedgerKind tells what a sub-order stands for.
 type LedgerKind string
 

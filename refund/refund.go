@@ -185,15 +185,9 @@ func apply(o *order.Order, ledgerID string, lines []order.Line, note string, ev 
 		return nil, fault.InvalidCode("refund_exceeds_captured", "orderLines",
 			"the refund gives back %d of VAT, but the capture has %d of VAT left to credit", asked.VAT, left.VAT)
 	}
-	if env.Docs == nil {
-		return nil, fault.Internalf(nil, "refund needs a document sequence")
-	}
-	n, err := env.Docs.Next(order.SeriesCreditNote)
+	n, err := env.NextDocument(order.SeriesCreditNote, "credit note")
 	if err != nil {
-		if fault.KindOf(err) != fault.Internal {
-			return nil, err // the store's own kind: unavailable is a 503, not a 500
-		}
-		return nil, fault.Internalf(err, "allocate credit note number")
+		return nil, err
 	}
 	l := o.NewLedger(order.LedgerRefund, lines, env)
 	l.RefundOf = ledgerID
