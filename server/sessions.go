@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -49,7 +48,7 @@ func parseSessionQuery(r *http.Request) (session.Query, error) {
 	// The spec declares updatedFrom twice, the second time for the upper
 	// bound: a client that sends it twice learns the upper bound's name
 	// instead of losing the bound.
-	if vs := v["updatedFrom"]; len(vs) > 1 && slices.ContainsFunc(vs[1:], func(s string) bool { return s != vs[0] }) {
+	if vs := v["updatedFrom"]; differ(vs) {
 		f.Add("updatedFrom", "is given more than once; the upper bound of the update time is updatedTo")
 		v["updatedFrom"] = vs[:1]
 	}

@@ -279,8 +279,7 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 		}
 		// No connection, so nothing was sent: the database is down or
 		// restarting. Tried again for a moment, then answered as such.
-		return &connLost{&fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
-			Message: "the database cannot be reached; nothing was done, retry shortly", Err: err}}
+		return &connLost{storeUnavailable("the database cannot be reached", err)}
 	}
 	defer conn.Release()
 	w := newWire(ctx, conn, opts)
@@ -347,8 +346,14 @@ func readOnlyUnavailable(err error) error {
 	if !errors.As(err, &pe) || pe.Code != "25006" {
 		return err
 	}
-	return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
-		Message: "the database is read-only (a standby?); nothing was done, retry shortly", Err: err}
+	return storeUnavailable("the database is read-only (a standby?)", err)
+}
+
+// storeUnavailable is the error of a transaction the database did not let
+// happen (why says how): nothing was written, and the same request may be
+// sent again shortly (503 store_unavailable with Retry-After).
+func storeUnavailable(why string, err error) *fault.Error {
+	return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable", Message: why + "; nothing was done, retry shortly", Err: err}
 }
 
 // connLost is the error of a transaction whose connection broke before its

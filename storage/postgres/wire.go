@@ -266,8 +266,7 @@ func (w *wire) commit() error {
 	if answered && pe.Code == "57014" && !fatal {
 		// Cancelled past commitTimeout: the transaction was aborted and
 		// COMMIT, if it was still to run, skipped.
-		return &heldErr{&fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
-			Message: "the database did not complete the commit in time (a lock held elsewhere?); nothing was done, retry shortly", Err: err}}
+		return &heldErr{storeUnavailable("the database did not complete the commit in time (a lock held elsewhere?)", err)}
 	}
 	// Only the server's own reasons for ending a backend prove that the
 	// statements after the one they answer never ran: a proxy in between
