@@ -21,6 +21,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -138,6 +139,17 @@ type serveConfig struct {
 	maxBodyMB                                int
 }
 
+// envInt reads KASSA_<NAME> as a whole-number flag's default; one that is no
+// number gives math.MinInt, which every such flag's range check refuses,
+// naming the flag and its variable.
+func envInt(name string, def int) int {
+	n, err := strconv.Atoi(envDefault(name, strconv.Itoa(def)))
+	if err != nil {
+		return math.MinInt
+	}
+	return n
+}
+
 // envDefault reads KASSA_<NAME> as a flag's default.
 func envDefault(name, def string) string {
 	if v, ok := os.LookupEnv("KASSA_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok {
@@ -172,21 +184,9 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.webhookURL, "webhook-url", envDefault("webhook-url", ""), "notification URL of the sandbox merchant (KASSA_WEBHOOK_URL)")
 	fs.StringVar(&c.webhookSecret, "webhook-secret", envDefault("webhook-secret", ""), "signing secret for --webhook-url, at least 24 characters; default: made once and printed (KASSA_WEBHOOK_SECRET)")
 	fs.StringVar(&c.webhookEvents, "webhook-events", envDefault("webhook-events", "order.*"), "comma-separated topics for --webhook-url (KASSA_WEBHOOK_EVENTS)")
-	cache, err := strconv.Atoi(envDefault("order-cache-mb", "64"))
-	if err != nil {
-		cache = -1 // rejected below
-	}
-	fs.IntVar(&c.orderCacheMB, "order-cache-mb", cache, "memory for the order caches (decoded orders, and responses served to GET /v1/orders/{id}; half each), in MiB; 0 turns them off (KASSA_ORDER_CACHE_MB)")
-	conns, err := strconv.Atoi(envDefault("max-connections", "4096"))
-	if err != nil {
-		conns = 0 // rejected below
-	}
-	fs.IntVar(&c.maxConnections, "max-connections", conns, "connections held open at once; past it, an idle one is closed to make room, or new ones wait in the kernel's backlog (KASSA_MAX_CONNECTIONS)")
-	bodyMB, err := strconv.Atoi(envDefault("max-body-mb", "1"))
-	if err != nil {
-		bodyMB = 0 // rejected below
-	}
-	fs.IntVar(&c.maxBodyMB, "max-body-mb", bodyMB, "largest request body in MiB, 1 to 64; 1000 order lines of long non-ASCII text, or a client that escapes it as \\uXXXX, can need 2 to 5 (KASSA_MAX_BODY_MB)")
+	fs.IntVar(&c.orderCacheMB, "order-cache-mb", envInt("order-cache-mb", 64), "memory for the order caches (decoded orders, and responses served to GET /v1/orders/{id}; half each), in MiB; 0 turns them off (KASSA_ORDER_CACHE_MB)")
+	fs.IntVar(&c.maxConnections, "max-connections", envInt("max-connections", 4096), "connections held open at once; past it, an idle one is closed to make room, or new ones wait in the kernel's backlog (KASSA_MAX_CONNECTIONS)")
+	fs.IntVar(&c.maxBodyMB, "max-body-mb", envInt("max-body-mb", 1), "largest request body in MiB, 1 to 64; 1000 order lines of long non-ASCII text, or a client that escapes it as \\uXXXX, can need 2 to 5 (KASSA_MAX_BODY_MB)")
 	fs.StringVar(&c.idempotencyTTL, "idempotency-ttl", envDefault("idempotency-ttl", "24h"), "how long an Idempotency-Key is remembered, from 1h to 720h (KASSA_IDEMPOTENCY_TTL)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "diagnostics: write a CPU profile of the whole run to this file")
 	return fs
@@ -335,7 +335,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if cacheBytes == 0 {
 		cacheBytes = -1
 	}
-	db, err := openStore(c.store, c.data, c.databaseURL, clock.Now, cacheBytes)
+	db, err := openStore(c.store, c.data, c.databaseURL, clock.Now, cacheBytes, 0)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store: %v\n", err)
 		return 1
@@ -623,11 +623,11 @@ func companies(args []string, stdout, stderr io.Writer) int {
 
 // openStore opens the store the flags name; cacheBytes bounds its cache of decoded orders
 // (0: the default, negative: none).
-func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64) (storage.Store, error) {
+func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64, lockWait time.Duration) (storage.Store, error) {
 	switch kind {
 	case "bolt":
 		path := filepath.Join(data, "kassa.db")
-		st, err := bolt.Open(path, bolt.Options{Clock: clock, DecodedOrderBytes: cacheBytes})
+		st, err := bolt.Open(path, bolt.Options{Clock: clock, DecodedOrderBytes: cacheBytes, Timeout: lockWait})
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			// bbolt says only "timeout": the file lock is held.
 			return nil, fmt.Errorf("%s is in use by another process: another kassa serve or kassa settle on this data directory", path)
@@ -821,21 +821,14 @@ func settle(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	var db storage.Store
-	var err error
-	if *kind == "bolt" {
-		path := filepath.Join(*data, "kassa.db")
-		if !fileExists(path) {
-			// Opening would make an empty store and report "0 settlements":
-			// a mistyped directory would look like a run with nothing to do.
-			fmt.Fprintf(stderr, "kassa: no store at %s (--data names the server's data directory)\n", path)
-			return 1
-		}
-		// A running server holds the file: fail fast instead of waiting for it.
-		db, err = bolt.Open(path, bolt.Options{Timeout: 2 * time.Second, Clock: clock.Now})
-	} else {
-		db, err = openStore(*kind, *data, *dbURL, clock.Now, 0)
+	if path := filepath.Join(*data, "kassa.db"); *kind == "bolt" && !fileExists(path) {
+		// Opening would make an empty store and report "0 settlements":
+		// a mistyped directory would look like a run with nothing to do.
+		fmt.Fprintf(stderr, "kassa: no store at %s (--data names the server's data directory)\n", path)
+		return 1
 	}
+	// A running server holds a bolt file: fail fast instead of waiting for it.
+	db, err := openStore(*kind, *data, *dbURL, clock.Now, 0, 2*time.Second)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store (is the server running? it settles daily by itself): %v\n", err)
 		return 1
