@@ -352,7 +352,11 @@ func (o *Order) ExpiryCap(p Policy) time.Time { return o.CreatedAt.Add(p.MaxExpi
 // Actions computes the availableActions of ledger l at now. It is the one place
 // that decides what is offered; every operation checks it through Require.
 func (o *Order) Actions(l *Ledger, now time.Time, p Policy) []Action {
-	return o.actions(l, now, p, nil)
+	var refunded Totals
+	if l.Kind == LedgerCapture {
+		refunded = o.refundsOf(l.ID)
+	}
+	return o.actions(l, now, p, refunded)
 }
 
 // refundsByCapture sums the refunds of each capture, keyed by capture id, so
@@ -367,9 +371,10 @@ func (o *Order) refundsByCapture() map[string]Totals {
 	return m
 }
 
-// actions is Actions with the refunds of each capture summed beforehand
-// (refundsByCapture), or nil to sum them here.
-func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunds map[string]Totals) []Action {
+// actions is Actions given what has been refunded of l when it is a
+// capture (a response sums them for every capture at once,
+// refundsByCapture).
+func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals) []Action {
 	var acts []Action
 	switch l.Kind {
 	case LedgerUncaptured:
@@ -405,11 +410,8 @@ func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunds map[string]T
 		if l.Void() {
 			return nil
 		}
-		if refunds == nil {
-			refunds = map[string]Totals{l.ID: o.refundsOf(l.ID)}
-		}
 		captured := SumLines(l.Lines, o.VATMode).Gross
-		left := captured - refunds[l.ID].Gross // Refundable(l).Gross; captured − RefundedOf(l.ID)
+		left := captured - refunded.Gross // Refundable(l).Gross; captured − RefundedOf(l.ID)
 		if left > 0 {
 			acts = append(acts, ActionRefund, ActionPartialRefund)
 		}

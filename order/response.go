@@ -142,6 +142,8 @@ func (o *Order) Response(now time.Time, p Policy, docURL DocumentURLFunc) Respon
 }
 
 func (o *Order) subOrder(l *Ledger, now time.Time, p Policy, docURL DocumentURLFunc, refunds map[string]Totals) SubOrder {
+	// Only a capture has refunds; for other sub-orders this is zero.
+	refunded := refunds[l.ID]
 	t := SumLines(l.Lines, o.VATMode)
 	s := SubOrder{
 		LedgerID: l.ID, CreatedAt: l.CreatedAt.UTC(), AvailableActions: []ActionRef{},
@@ -154,7 +156,7 @@ func (o *Order) subOrder(l *Ledger, now time.Time, p Policy, docURL DocumentURLF
 	if s.Status == nil {
 		s.Status = []SubStatus{}
 	}
-	for _, a := range o.actions(l, now, p, refunds) {
+	for _, a := range o.actions(l, now, p, refunded) {
 		s.AvailableActions = append(s.AvailableActions, ActionRef{Type: a})
 	}
 	for _, ln := range l.Lines {
