@@ -13,22 +13,14 @@ import (
 	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/memory"
+	"github.com/kassahq/kassa/storage/storagetest"
 	"github.com/kassahq/kassa/token"
 )
 
-// troubledStore fails the reads troubled names with an internal error, as a
+// troubledTx fails the reads troubled names with an internal error, as a
 // database does when it breaks a deadlock: the ledger must pass such an
 // error on (to the store's retry, then the client), never take it for
 // "not found" and carry on.
-type troubledStore struct {
-	storage.Store
-	troubled *bool
-}
-
-func (s troubledStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
-	return s.Store.Update(ctx, func(tx storage.Tx) error { return fn(troubledTx{tx, *s.troubled}) })
-}
-
 type troubledTx struct {
 	storage.Tx
 	troubled bool
@@ -53,7 +45,7 @@ func (t troubledTx) GetSessionByExternalID(merchantID, id string) (*session.Sess
 func TestSessionsPassStoreErrorsOn(t *testing.T) {
 	ctx := context.Background()
 	var troubled bool
-	l := kassa.New(troubledStore{memory.New(nil), &troubled}, kassa.Options{})
+	l := kassa.New(storagetest.WrapTx{Store: memory.New(nil), Wrap: func(tx storage.Tx) storage.Tx { return troubledTx{tx, troubled} }}, kassa.Options{})
 	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
 	if err != nil {
 		t.Fatal(err)
@@ -101,38 +93,25 @@ func TestSessionsPassStoreErrorsOn(t *testing.T) {
 	}
 }
 
-// poisonedStore fails every read of one order with an internal error, as a
-// record no build can decode would.
-type poisonedStore struct {
-	storage.Store
-	poisoned *string
-	// pinned keeps the poisoned order's task where it is, as when another
-	// replica holds it while this one would set it aside.
+// poisoned is a store in which one order cannot be read (*orderID; none
+// while it is ""); pinned also keeps that order's task where it is, as when
+// another replica holds it while this one would set it aside.
+func poisoned(st storage.Store, orderID *string, pinned bool) storage.Store {
+	return storagetest.WrapTx{Store: st, Wrap: func(tx storage.Tx) storage.Tx {
+		return pinnedTask{storagetest.UnreadableOrder{Tx: tx, OrderID: *orderID}, pinned}
+	}}
+}
+
+type pinnedTask struct {
+	storagetest.UnreadableOrder
 	pinned bool
 }
 
-func (s poisonedStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
-	return s.Store.Update(ctx, func(tx storage.Tx) error { return fn(poisonedTx{tx, *s.poisoned, s.pinned}) })
-}
-
-type poisonedTx struct {
-	storage.Tx
-	poisoned string
-	pinned   bool
-}
-
-func (t poisonedTx) ScheduleTask(task *storage.Task) error {
-	if t.pinned && task.OrderID == t.poisoned {
+func (t pinnedTask) ScheduleTask(task *storage.Task) error {
+	if t.pinned && task.OrderID == t.OrderID {
 		return nil
 	}
-	return t.Tx.ScheduleTask(task)
-}
-
-func (t poisonedTx) GetOrder(merchantID, orderID string) (*order.Order, error) {
-	if orderID == t.poisoned {
-		return nil, fault.Internalf(nil, "decode order %s: unexpected end of JSON input", orderID)
-	}
-	return t.Tx.GetOrder(merchantID, orderID)
+	return t.UnreadableOrder.ScheduleTask(task)
 }
 
 // TestFailingTaskHoldsUpNoOtherTask: a task that fails every time (here an
@@ -143,8 +122,8 @@ func (t poisonedTx) GetOrder(merchantID, orderID string) (*order.Order, error) {
 func TestFailingTaskHoldsUpNoOtherTask(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	var poisoned string
-	l := kassa.New(poisonedStore{Store: memory.New(func() time.Time { return now }), poisoned: &poisoned}, kassa.Options{})
+	var unreadable string
+	l := kassa.New(poisoned(memory.New(func() time.Time { return now }), &unreadable, false), kassa.Options{})
 	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +131,7 @@ func TestFailingTaskHoldsUpNoOtherTask(t *testing.T) {
 	bad := autoCaptureOrder(t, l, creds.MerchantID, "t-bad", now)
 	now = now.Add(time.Second) // due a second after the bad one
 	good := autoCaptureOrder(t, l, creds.MerchantID, "t-good", now)
-	poisoned = bad
+	unreadable = bad
 
 	now = now.Add(15 * time.Minute)
 	st, err := l.RunTasks(ctx, 10)
@@ -179,7 +158,7 @@ func TestFailingTaskHoldsUpNoOtherTask(t *testing.T) {
 	if st, _ := l.RunTasks(ctx, 10); st.TasksProcessed != 0 {
 		t.Fatalf("the second delay is longer than the first: %+v", st)
 	}
-	poisoned = ""
+	unreadable = ""
 	now = now.Add(time.Minute)
 	if st, err := l.RunTasks(ctx, 10); err != nil || st.AutoCaptured != 1 {
 		t.Fatalf("once readable: %+v %v, want it captured", st, err)
@@ -192,14 +171,14 @@ func TestFailingTaskHoldsUpNoOtherTask(t *testing.T) {
 func TestTaskFailingAgainEndsTheRun(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	poisoned := ""
-	l := kassa.New(poisonedStore{Store: memory.New(func() time.Time { return now }), poisoned: &poisoned, pinned: true}, kassa.Options{})
+	unreadable := ""
+	l := kassa.New(poisoned(memory.New(func() time.Time { return now }), &unreadable, true), kassa.Options{})
 	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	orderID := autoCaptureOrder(t, l, creds.MerchantID, "t", now)
-	poisoned = orderID
+	unreadable = orderID
 	now = now.Add(15 * time.Minute)
 	st, err := l.RunTasks(ctx, 50)
 	if err == nil || st.Failed != 1 || st.TasksProcessed != 1 {
@@ -207,15 +186,11 @@ func TestTaskFailingAgainEndsTheRun(t *testing.T) {
 	}
 }
 
-// sequenceFailingStore fails taking a document number while failing is set,
-// as a store error in the middle of a transaction would.
-type sequenceFailingStore struct {
-	storage.Store
-	failing *error // nil: numbers work
-}
-
-func (s sequenceFailingStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
-	return s.Store.Update(ctx, func(tx storage.Tx) error { return fn(sequenceFailingTx{tx, *s.failing}) })
+// sequenceFailing is a store whose document numbers fail with *failing
+// (none while it is nil), as a store error in the middle of a transaction
+// would.
+func sequenceFailing(st storage.Store, failing *error) storage.Store {
+	return storagetest.WrapTx{Store: st, Wrap: func(tx storage.Tx) storage.Tx { return sequenceFailingTx{tx, *failing} }}
 }
 
 type sequenceFailingTx struct {
@@ -238,7 +213,7 @@ func TestAutoCaptureKeptWhenTheInvoiceNumberFails(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	var failing error
-	l := kassa.New(sequenceFailingStore{Store: memory.New(func() time.Time { return now }), failing: &failing}, kassa.Options{})
+	l := kassa.New(sequenceFailing(memory.New(func() time.Time { return now }), &failing), kassa.Options{})
 	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +260,7 @@ func TestDocumentNumberUnavailableKeepsItsKind(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	var failing error
-	l := kassa.New(sequenceFailingStore{Store: memory.New(func() time.Time { return now }), failing: &failing}, kassa.Options{})
+	l := kassa.New(sequenceFailing(memory.New(func() time.Time { return now }), &failing), kassa.Options{})
 	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
 	if err != nil {
 		t.Fatal(err)

@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"github.com/kassahq/kassa"
-	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/notify"
-	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/storagetest"
 )
 
 func TestNotificationsOverHTTP(t *testing.T) {
@@ -148,29 +147,6 @@ func TestSandboxDeliveryDrainsWhatIsDue(t *testing.T) {
 	}
 }
 
-// unreadableOrderStore fails every read of one order inside a write, as a
-// record no build can decode would.
-type unreadableOrderStore struct {
-	storage.Store
-	orderID *string
-}
-
-func (s unreadableOrderStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
-	return s.Store.Update(ctx, func(tx storage.Tx) error { return fn(unreadableOrderTx{tx, *s.orderID}) })
-}
-
-type unreadableOrderTx struct {
-	storage.Tx
-	orderID string
-}
-
-func (t unreadableOrderTx) GetOrder(merchantID, orderID string) (*order.Order, error) {
-	if orderID == t.orderID {
-		return nil, fault.Internalf(nil, "decode order %s: unexpected end of JSON input", orderID)
-	}
-	return t.Tx.GetOrder(merchantID, orderID)
-}
-
 // TestSandboxTasksJobAnswersTasksSetAside: a task that fails is set aside and
 // the run goes on, so the sandbox job answers 200 with what it did and the
 // failure counted, as the periodic job logs it; it used to answer 500 and
@@ -178,7 +154,9 @@ func (t unreadableOrderTx) GetOrder(merchantID, orderID string) (*order.Order, e
 func TestSandboxTasksJobAnswersTasksSetAside(t *testing.T) {
 	clock := NewClock(true)
 	var unreadable string
-	st := unreadableOrderStore{Store: openStore(t, clock.Now), orderID: &unreadable}
+	st := storagetest.WrapTx{Store: openStore(t, clock.Now), Wrap: func(tx storage.Tx) storage.Tx {
+		return storagetest.UnreadableOrder{Tx: tx, OrderID: unreadable}
+	}}
 	ledger := kassa.New(st, kassa.Options{})
 	srv := New(Config{Ledger: ledger, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Key: []byte("0123456789abcdef0123456789abcdef"), Sandbox: true, Clock: clock})
 	ts := httptest.NewServer(srv.Handler())
