@@ -371,21 +371,7 @@ func (l *lockedBuffer) String() string {
 func TestBadBaseURLRefused(t *testing.T) {
 	for _, bad := range []string{"pay.example.com", "not a url", "ftp://pay.example.com", "https://",
 		"https://pay.example.com/?a=1", "https://pay.example.com/#top", "https://u:p@pay.example.com", "https:pay.example.com"} {
-		dir := t.TempDir()
-		var out, errb lockedBuffer
-		done := make(chan int, 1)
-		go func() {
-			done <- run([]string{"serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0", "--base-url", bad}, &out, &errb)
-		}()
-		select {
-		case code := <-done:
-			if code != 2 || !strings.Contains(errb.String(), "--base-url") {
-				t.Errorf("--base-url %q: exit %d, %s", bad, code, errb.String())
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("--base-url %q: served", bad)
-			stopInProcess(t, done)
-		}
+		serveRefused(t, 2, "--base-url", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--base-url", bad)
 	}
 	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
 		"--base-url", "https://pay.example.com/kassa/")
@@ -400,19 +386,7 @@ func TestBadBaseURLRefused(t *testing.T) {
 // port where the default listens on the loopback only.
 func TestEmptyAddrRefused(t *testing.T) {
 	t.Setenv("KASSA_ADDR", "")
-	dir := t.TempDir()
-	var out, errb lockedBuffer
-	done := make(chan int, 1)
-	go func() { done <- run([]string{"serve", "--data", filepath.Join(dir, "data")}, &out, &errb) }()
-	select {
-	case code := <-done:
-		if code != 2 || !strings.Contains(errb.String(), "--addr") {
-			t.Fatalf("exit %d, %s", code, errb.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Errorf("served: %s", out.String())
-		stopInProcess(t, done)
-	}
+	serveRefused(t, 2, "--addr", "--data", filepath.Join(t.TempDir(), "data"))
 }
 
 // TestSecondServerOnOneDataDirectory: a second serve on a data directory a
@@ -422,37 +396,14 @@ func TestSecondServerOnOneDataDirectory(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	_, first := serveInProcess(t, "--data", data, "--addr", "127.0.0.1:0")
 	defer stopInProcess(t, first)
-	var out, errb lockedBuffer
-	done := make(chan int, 1)
-	go func() { done <- run([]string{"serve", "--data", data, "--addr", "127.0.0.1:0"}, &out, &errb) }()
-	select {
-	case code := <-done:
-		if code != 1 || !strings.Contains(errb.String(), "in use by another process") {
-			t.Fatalf("second serve: exit %d, %s", code, errb.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("second serve still running: %s", out.String())
-	}
+	serveRefused(t, 1, "in use by another process", "--data", data, "--addr", "127.0.0.1:0")
 }
 
 // TestIdempotencyTTLFlag: the retention of Idempotency-Keys is configurable
 // (design.md) within bounds: under an hour a retried capture could run twice.
 func TestIdempotencyTTLFlag(t *testing.T) {
 	for _, bad := range []string{"10m", "721h", "-24h", "a day", ""} {
-		var out, errb lockedBuffer
-		done := make(chan int, 1)
-		go func() {
-			done <- run([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--idempotency-ttl", bad}, &out, &errb)
-		}()
-		select {
-		case code := <-done:
-			if code != 2 || !strings.Contains(errb.String(), "--idempotency-ttl") {
-				t.Errorf("--idempotency-ttl %q: exit %d, %s", bad, code, errb.String())
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("--idempotency-ttl %q: served", bad)
-			stopInProcess(t, done)
-		}
+		serveRefused(t, 2, "--idempotency-ttl", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--idempotency-ttl", bad)
 	}
 	_, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--idempotency-ttl", "72h")
 	stopInProcess(t, done)
@@ -463,20 +414,7 @@ func TestIdempotencyTTLFlag(t *testing.T) {
 // its bounds; values outside 1–64 MiB are refused.
 func TestMaxBodyFlag(t *testing.T) {
 	for _, bad := range []string{"0", "65", "-1", "big"} {
-		var out, errb lockedBuffer
-		done := make(chan int, 1)
-		go func() {
-			done <- run([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--max-body-mb", bad}, &out, &errb)
-		}()
-		select {
-		case code := <-done:
-			if code != 2 || !strings.Contains(errb.String(), "max-body-mb") {
-				t.Errorf("--max-body-mb %q: exit %d, %s", bad, code, errb.String())
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("--max-body-mb %q: served", bad)
-			stopInProcess(t, done)
-		}
+		serveRefused(t, 2, "max-body-mb", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--max-body-mb", bad)
 	}
 	body := bytes.Repeat([]byte(" "), 3<<19) // 1.5 MiB
 	post := func(base string) int {
@@ -499,5 +437,23 @@ func TestMaxBodyFlag(t *testing.T) {
 	stopInProcess(t, done)
 	if code == http.StatusRequestEntityTooLarge {
 		t.Errorf("1.5 MiB body with --max-body-mb 2: 413")
+	}
+}
+
+// serveRefused runs serve with args and wants it to exit at once with code,
+// saying want on stderr, instead of serving (then it is stopped).
+func serveRefused(t *testing.T, code int, want string, args ...string) {
+	t.Helper()
+	var out, errb lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(append([]string{"serve"}, args...), &out, &errb) }()
+	select {
+	case got := <-done:
+		if got != code || !strings.Contains(errb.String(), want) {
+			t.Errorf("serve %q: exit %d, %s; want %d naming %s", args, got, errb.String(), code, want)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("serve %q: served: %s", args, out.String())
+		stopInProcess(t, done)
 	}
 }
