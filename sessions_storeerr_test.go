@@ -45,12 +45,8 @@ func (t troubledTx) GetSessionByExternalID(merchantID, id string) (*session.Sess
 func TestSessionsPassStoreErrorsOn(t *testing.T) {
 	ctx := context.Background()
 	var troubled bool
-	l := kassa.New(storagetest.WrapTx{Store: memory.New(nil), Wrap: func(tx storage.Tx) storage.Tx { return troubledTx{tx, troubled} }}, kassa.Options{})
-	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := kassa.Call{MerchantID: creds.MerchantID}
+	l, merchantID := sandboxLedger(t, storagetest.WrapTx{Store: memory.New(nil), Wrap: func(tx storage.Tx) storage.Tx { return troubledTx{tx, troubled} }})
+	call := kassa.Call{MerchantID: merchantID}
 	lines := []order.LineInput{{Description: ptr("line"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(10000)), Vat: ptr(int64(2500))}}
 	res, err := l.CreateSession(ctx, call, session.SourceCheckout, &session.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", OrderLines: lines})
 	if err != nil {
@@ -62,11 +58,11 @@ func TestSessionsPassStoreErrorsOn(t *testing.T) {
 	if err := json.Unmarshal(res.Body, &created); err != nil || created.ID == "" {
 		t.Fatalf("session id from %s: %v", res.Body, err)
 	}
-	seen, err := l.GetSession(ctx, creds.MerchantID, created.ID, session.SourceCheckout)
+	seen, err := l.GetSession(ctx, merchantID, created.ID, session.SourceCheckout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.ApproveSession(ctx, creds.MerchantID, created.ID, kassa.Approval{Terms: seen.Terms(), CompanyName: "Approved Byggvaror AB",
+	if _, err := l.ApproveSession(ctx, merchantID, created.ID, kassa.Approval{Terms: seen.Terms(), CompanyName: "Approved Byggvaror AB",
 		PaymentMethod: order.PayInvoice, Customer: order.CustomerInput{CompanyID: "5560000001", Country: "SE", Email: "a@example.com",
 			FirstName: "A", LastName: "B", BillingAddress: &order.Address{CompanyName: "Approved Byggvaror AB", StreetAddress: "Gatan 1",
 				PostalCode: "11122", City: "Stockholm", Country: "SE"}}}); err != nil {
@@ -84,7 +80,7 @@ func TestSessionsPassStoreErrorsOn(t *testing.T) {
 		t.Errorf("create while the external id lookup fails: %v, want the store's error", err)
 	}
 	troubled = false
-	rec, err := l.GetSession(ctx, creds.MerchantID, created.ID, session.SourceCheckout)
+	rec, err := l.GetSession(ctx, merchantID, created.ID, session.SourceCheckout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,14 +119,10 @@ func TestFailingTaskHoldsUpNoOtherTask(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	var unreadable string
-	l := kassa.New(poisoned(memory.New(func() time.Time { return now }), &unreadable, false), kassa.Options{})
-	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad := autoCaptureOrder(t, l, creds.MerchantID, "t-bad", now)
+	l, merchantID := sandboxLedger(t, poisoned(memory.New(func() time.Time { return now }), &unreadable, false))
+	bad := autoCaptureOrder(t, l, merchantID, "t-bad", now)
 	now = now.Add(time.Second) // due a second after the bad one
-	good := autoCaptureOrder(t, l, creds.MerchantID, "t-good", now)
+	good := autoCaptureOrder(t, l, merchantID, "t-good", now)
 	unreadable = bad
 
 	now = now.Add(15 * time.Minute)
@@ -141,7 +133,7 @@ func TestFailingTaskHoldsUpNoOtherTask(t *testing.T) {
 	if st.AutoCaptured != 1 || st.Failed != 1 {
 		t.Fatalf("stats %+v, want the good order captured and one failure", st)
 	}
-	o, _, err := l.GetOrder(ctx, creds.MerchantID, good)
+	o, _, err := l.GetOrder(ctx, merchantID, good)
 	if err != nil || o.Amounts().Captured != 10000 {
 		t.Fatalf("the order due after the failing one: %v", err)
 	}
@@ -172,12 +164,8 @@ func TestTaskFailingAgainEndsTheRun(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	unreadable := ""
-	l := kassa.New(poisoned(memory.New(func() time.Time { return now }), &unreadable, true), kassa.Options{})
-	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	orderID := autoCaptureOrder(t, l, creds.MerchantID, "t", now)
+	l, merchantID := sandboxLedger(t, poisoned(memory.New(func() time.Time { return now }), &unreadable, true))
+	orderID := autoCaptureOrder(t, l, merchantID, "t", now)
 	unreadable = orderID
 	now = now.Add(15 * time.Minute)
 	st, err := l.RunTasks(ctx, 50)
@@ -213,12 +201,8 @@ func TestAutoCaptureKeptWhenTheInvoiceNumberFails(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	var failing error
-	l := kassa.New(sequenceFailing(memory.New(func() time.Time { return now }), &failing), kassa.Options{})
-	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	orderID := autoCaptureOrder(t, l, creds.MerchantID, "t", now)
+	l, merchantID := sandboxLedger(t, sequenceFailing(memory.New(func() time.Time { return now }), &failing))
+	orderID := autoCaptureOrder(t, l, merchantID, "t", now)
 	failing = fault.Internalf(nil, "next invoice number: disk I/O error")
 	now = now.Add(15 * time.Minute)
 	if st, err := l.RunTasks(ctx, 10); err == nil || st.Failed != 1 || st.AutoCaptured != 0 {
@@ -229,7 +213,7 @@ func TestAutoCaptureKeptWhenTheInvoiceNumberFails(t *testing.T) {
 	if st, err := l.RunTasks(ctx, 10); err != nil || st.AutoCaptured != 1 {
 		t.Fatalf("run once numbers work: %+v (%v), want the order auto-captured", st, err)
 	}
-	o, _, err := l.GetOrder(ctx, creds.MerchantID, orderID)
+	o, _, err := l.GetOrder(ctx, merchantID, orderID)
 	if err != nil || o.Amounts().Captured != 10000 {
 		t.Fatalf("order after the runs: %v, captured %d, want 10000", err, o.Amounts().Captured)
 	}
@@ -260,13 +244,9 @@ func TestDocumentNumberUnavailableKeepsItsKind(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	var failing error
-	l := kassa.New(sequenceFailing(memory.New(func() time.Time { return now }), &failing), kassa.Options{})
-	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	orderID := autoCaptureOrder(t, l, creds.MerchantID, "t", now)
-	call := kassa.Call{MerchantID: creds.MerchantID}
+	l, merchantID := sandboxLedger(t, sequenceFailing(memory.New(func() time.Time { return now }), &failing))
+	orderID := autoCaptureOrder(t, l, merchantID, "t", now)
+	call := kassa.Call{MerchantID: merchantID}
 	unavailable := &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable", Message: "the database cannot be reached"}
 	failing = unavailable
 	if _, err := l.Capture(ctx, call, orderID, nil); !fault.Is(err, fault.Unavailable) {
@@ -276,7 +256,7 @@ func TestDocumentNumberUnavailableKeepsItsKind(t *testing.T) {
 	if _, err := l.Capture(ctx, call, orderID, nil); err != nil {
 		t.Fatal(err)
 	}
-	o, _, err := l.GetOrder(ctx, creds.MerchantID, orderID)
+	o, _, err := l.GetOrder(ctx, merchantID, orderID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,4 +264,16 @@ func TestDocumentNumberUnavailableKeepsItsKind(t *testing.T) {
 	if _, err := l.Refund(ctx, call, orderID, o.Captured[0].ID, nil); !fault.Is(err, fault.Unavailable) {
 		t.Errorf("refund while numbers are unavailable: %v (kind %v), want unavailable", err, fault.KindOf(err))
 	}
+}
+
+// sandboxLedger is a ledger on st with one sandbox merchant, whose id it
+// returns.
+func sandboxLedger(t *testing.T, st storage.Store) (*kassa.Ledger, string) {
+	t.Helper()
+	l := kassa.New(st, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "m", Sandbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, creds.MerchantID
 }
