@@ -21,12 +21,8 @@ import (
 // whose stored status entries no longer match its statuses lists by the new
 // ones, and the file passes the consistency check.
 func TestReindexStatusesOnOpen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kassa.db")
-	f := ordertest.New()
-	s, err := Open(path, Options{Clock: f.Clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, f, s := openFresh(t)
+	var err error
 	o := f.Order(t)
 	o.MerchantID = "m1"
 	o.Hold = order.HoldOnHold // indexed as onHold, not readyForCapture
@@ -106,12 +102,8 @@ func TestReindexStatusesOnOpen(t *testing.T) {
 // opened: paging after a transaction id works, and the consistency check,
 // which fails while the index is missing, passes.
 func TestSettlementTxIDsIndexedOnOpen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kassa.db")
-	f := ordertest.New()
-	s, err := Open(path, Options{Clock: f.Clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, f, s := openFresh(t)
+	var err error
 	ctx := context.Background()
 	var txs []settlement.Transaction
 	for i := range 5 {
@@ -144,12 +136,8 @@ func TestSettlementTxIDsIndexedOnOpen(t *testing.T) {
 // when opened: the queue reads oldest first, and the consistency check,
 // which fails while the index is missing or names a stale place, passes.
 func TestSettlementQueueIndexedOnOpen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kassa.db")
-	f := ordertest.New()
-	s, err := Open(path, Options{Clock: f.Clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, f, s := openFresh(t)
+	var err error
 	ctx := context.Background()
 	start := f.Clock.Now()
 	var items []settlement.Item
@@ -193,12 +181,8 @@ func TestSettlementQueueIndexedOnOpen(t *testing.T) {
 // build's, so those indexes are rebuilt: the settlement run works, the new
 // item is read, pages after a transaction id work, and the file checks.
 func TestIndexesRebuiltAfterAnOlderBuildWrote(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kassa.db")
-	f := ordertest.New()
-	s, err := Open(path, Options{Clock: f.Clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, f, s := openFresh(t)
+	var err error
 	ctx := context.Background()
 	now := f.Clock.Now()
 	item := func(key string, at time.Time) settlement.Item {
@@ -378,4 +362,17 @@ func TestReopenAfterOwnWritesRebuildsNothing(t *testing.T) {
 		}
 		rebuilt = nil
 	}
+}
+
+// openFresh opens a new file in a test directory on the clock of a fresh
+// ordertest fixture.
+func openFresh(t *testing.T) (string, *ordertest.Fixture, *Store) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kassa.db")
+	f := ordertest.New()
+	s, err := Open(path, Options{Clock: f.Clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, f, s
 }
