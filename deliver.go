@@ -10,12 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/notify"
 	"github.com/kassahq/kassa/storage"
 )
@@ -202,6 +204,22 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			// No caller can recover a panic of this goroutine: unrecovered,
+			// it would end the process, a server's API and jobs with it. The
+			// message is left unrecorded, as after a crash: whether its POST
+			// went out is unknown, and its claim brings it back after the
+			// lease, with no attempt counted.
+			defer func() {
+				if p := recover(); p != nil {
+					err := fault.Internalf(fmt.Errorf("panic: %v\n%s", p, debug.Stack()),
+						"panic delivering notification %s", c.msg.ID)
+					mu.Lock()
+					defer mu.Unlock()
+					if firstErr == nil {
+						firstErr = err
+					}
+				}
+			}()
 			c.outcome = post(ctx, opts, c)
 			if code := c.outcome.StatusCode; code == 0 || code == http.StatusTooManyRequests || code >= 500 {
 				unreachable.Store(c.msg.MerchantID, true)

@@ -885,3 +885,46 @@ func TestExpiryReminderSkipsAFraudDeniedOrder(t *testing.T) {
 		t.Fatalf("expiry reminders for %v, want %v (the plain and the held order, not the denied ones)", got, want)
 	}
 }
+
+// panicTransport panics on the first POST, as a bug in an embedder's client
+// (or in the deliverer) would, and sends the rest.
+type panicTransport struct{ panicked atomic.Bool }
+
+func (p *panicTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !p.panicked.Swap(true) {
+		panic("transport bug")
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestDeliveryPanicIsReportedAndLeftToTheLease: a panic while posting (in a
+// goroutine of the deliverer, where no caller could recover it) ended the
+// whole process. It is answered as an internal error carrying the panic and
+// its stack, and the message, whose POST may or may not have gone out, keeps
+// its claim and comes back after the lease, as after a crash: not lost, not
+// counted as an attempt, and not marked delivered.
+func TestDeliveryPanicIsReportedAndLeftToTheLease(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	wall := &clock{t: time.Now()}
+	opts := kassa.DeliveryOptions{Client: &http.Client{Transport: &panicTransport{}}, Lease: time.Minute, WallClock: wall.Now}
+	ctx := context.Background()
+	s, err := f.ledger.DeliverNotifications(ctx, opts)
+	if !fault.Is(err, fault.Internal) || !strings.Contains(err.Error(), "transport bug") || !strings.Contains(err.Error(), "goroutine") {
+		t.Fatalf("a panicking POST answered %+v %v; want an internal error with the panic and its stack", s, err)
+	}
+	if s != (kassa.DeliveryStats{}) {
+		t.Fatalf("the panicked POST was counted: %+v", s)
+	}
+	if n := f.log(t)[0]; n.Status != "pending" || n.Attempts != 0 {
+		t.Fatalf("after the panic %+v", n)
+	}
+	wall.Advance(time.Minute)
+	f.clock.Advance(time.Minute)
+	if s, err := f.ledger.DeliverNotifications(ctx, opts); err != nil || s.Delivered != 1 {
+		t.Fatalf("after the lease: %+v %v", s, err)
+	}
+	if posts, processed, _ := f.rc.counts(); posts != 1 || len(processed) != 1 {
+		t.Fatalf("%d posts, %d processed; want 1 and 1", posts, len(processed))
+	}
+}
