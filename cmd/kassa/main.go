@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -698,13 +699,16 @@ func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, op
 		// instead of waiting a tick, or delivery would top out at one
 		// batch a second.
 		for more := true; more && ctx.Err() == nil; {
-			s, err := ledger.DeliverNotifications(ctx, opts)
-			if err != nil && ctx.Err() == nil {
-				log.Error("notification delivery", "err", err)
-			} else if s != (kassa.DeliveryStats{}) {
-				log.Info("notification delivery", "delivered", s.Delivered, "retrying", s.Retrying, "failed", s.Failed)
-			}
-			more = err == nil && s.More
+			more = false // and so after a panic: the next tick tries again
+			guard(log, "notification delivery", func() {
+				s, err := ledger.DeliverNotifications(ctx, opts)
+				if err != nil && ctx.Err() == nil {
+					log.Error("notification delivery", "err", err)
+				} else if s != (kassa.DeliveryStats{}) {
+					log.Info("notification delivery", "delivered", s.Delivered, "retrying", s.Retrying, "failed", s.Failed)
+				}
+				more = err == nil && s.More
+			})
 		}
 		select {
 		case <-ctx.Done():
@@ -731,30 +735,53 @@ func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock 
 		if now := clock.Now(); !now.Before(nextSettle) {
 			// Up to the day's settlement time, not to now: every replica
 			// runs this, and the later ones must find the day settled.
-			if made, err := ledger.RunSettlementsBefore(ctx, settleCutoff(now, settleAt)); err != nil && ctx.Err() == nil {
-				log.Error("settlement run", "err", err)
-			} else {
-				log.Info("settlement run", "settlements", len(made))
-				nextSettle = nextAt(now, settleAt)
+			// A run that panicked is tried again at the next tick.
+			guard(log, "settlement run", func() {
+				if made, err := ledger.RunSettlementsBefore(ctx, settleCutoff(now, settleAt)); err != nil && ctx.Err() == nil {
+					log.Error("settlement run", "err", err)
+				} else {
+					log.Info("settlement run", "settlements", len(made))
+					nextSettle = nextAt(now, settleAt)
+				}
+			})
+		}
+		guard(log, "idempotency sweep", func() {
+			if n, err := ledger.SweepIdempotency(ctx, 1000); err != nil && ctx.Err() == nil {
+				log.Error("idempotency sweep", "err", err)
+			} else if n > 0 {
+				log.Info("idempotency sweep", "removed", n)
 			}
-		}
-		if n, err := ledger.SweepIdempotency(ctx, 1000); err != nil && ctx.Err() == nil {
-			log.Error("idempotency sweep", "err", err)
-		} else if n > 0 {
-			log.Info("idempotency sweep", "removed", n)
-		}
-		runTasks(ctx, ledger, log)
-		if n, err := ledger.ExpireOrders(ctx, 1000); err != nil && ctx.Err() == nil {
-			log.Error("expiry job", "err", err)
-		} else if n > 0 {
-			log.Info("expiry job", "expired", n)
-		}
+		})
+		guard(log, "scheduled tasks", func() { runTasks(ctx, ledger, log) })
+		guard(log, "expiry job", func() {
+			if n, err := ledger.ExpireOrders(ctx, 1000); err != nil && ctx.Err() == nil {
+				log.Error("expiry job", "err", err)
+			} else if n > 0 {
+				log.Info("expiry job", "expired", n)
+			}
+		})
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// guard runs one step of a background job and logs a panic in it, with its
+// stack, instead of letting it end the process: the stores recover a panic
+// inside a transaction, but one outside (a job's own code, a store's, an
+// HTTP client's) would take the API and every other job down with it. Each
+// job's work is transactional, so what the step committed stays done and
+// what it had not is taken up again by a later run: a task stays due, a
+// notification keeps its claim until the lease ends.
+func guard(log *slog.Logger, job string, step func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error(job, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		}
+	}()
+	step()
 }
 
 // runTasks works through every due task, a batch at a time, so a backlog

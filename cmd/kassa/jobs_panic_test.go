@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/server"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/memory"
+)
+
+// panickyStore panics in Update outside the transaction's function, where
+// no store recovers it, as a bug on a job's path outside a transaction does.
+type panickyStore struct{ storage.Store }
+
+func (panickyStore) Update(context.Context, func(storage.Tx) error) error { panic("job bug") }
+
+// TestJobPanicsAreLoggedAndTheLoopsGoOn: a panic in a background job outside
+// a store transaction ended the whole server. Each job's step now logs the
+// panic with its stack, the loop goes on with the next job and the next
+// tick, and the loops still end when their context does.
+func TestJobPanicsAreLoggedAndTheLoopsGoOn(t *testing.T) {
+	ledger := kassa.New(panickyStore{memory.New(time.Now)}, kassa.Options{})
+	var out lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&out, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() {
+		runJobs(ctx, ledger, log, server.NewClock(false), time.Date(0, 1, 1, 2, 0, 0, 0, time.UTC))
+		done <- struct{}{}
+	}()
+	go func() { runDelivery(ctx, ledger, log, kassa.DeliveryOptions{}); done <- struct{}{} }()
+	want := []string{`"msg":"settlement run"`, `"msg":"idempotency sweep"`, `"msg":"scheduled tasks"`, `"msg":"expiry job"`,
+		`"msg":"notification delivery"`}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s := out.String()
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(s, w) {
+				missing = w
+			}
+		}
+		if missing == "" && strings.Count(s, `"panic":"job bug"`) >= len(want) && strings.Contains(s, "goroutine") {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no panic logged for %s; log:\n%s", missing, s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The delivery loop ticks every second: a second panicking run shows
+	// the loop went on after the first.
+	for strings.Count(out.String(), `"msg":"notification delivery"`) < 2 {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("the delivery loop did not run again after a panic; log:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	for range 2 {
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a job loop did not end with its context")
+		}
+	}
+}
