@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -64,7 +65,7 @@ func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) (err erro
 	defer func() {
 		if p := recover(); p != nil {
 			t.rollback()
-			err = fault.Internalf(fmt.Errorf("%v", p), "panic in transaction")
+			err = fault.Internalf(fmt.Errorf("panic: %v\n%s", p, debug.Stack()), "panic in transaction")
 		}
 	}()
 	if err := fn(t); err != nil {

@@ -34,6 +34,7 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -292,7 +293,7 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 	defer func() {
 		if p := recover(); p != nil {
 			w.rollback()
-			err = fault.Internalf(fmt.Errorf("%v", p), "panic in transaction")
+			err = fault.Internalf(fmt.Errorf("panic: %v\n%s", p, debug.Stack()), "panic in transaction")
 		}
 	}()
 	if err := fn(t); err != nil {

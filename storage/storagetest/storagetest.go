@@ -726,6 +726,11 @@ func testRollback(t *testing.T, s storage.Store) {
 	if err == nil || fault.KindOf(err) != fault.Internal {
 		t.Fatalf("panic reported %v", err)
 	}
+	// With where it happened: a background job logs this error and goes on,
+	// and a panic without its stack cannot be traced to its cause.
+	if msg := err.Error(); !strings.Contains(msg, "bug") || !strings.Contains(msg, "goroutine ") || !strings.Contains(msg, "storagetest") {
+		t.Fatalf("panic reported without its value and stack: %v", err)
+	}
 	nothing()
 	// The store still works after both.
 	update(t, s, func(tx storage.Tx) error { return tx.CreateOrder(o.Clone()) })
