@@ -102,9 +102,16 @@ func newDeliveryClient(allowPrivate bool) *http.Client {
 	// Under the usual idle timeouts of receivers' servers (60 s and more),
 	// so that a POST rarely meets a connection the receiver is closing.
 	tr.IdleConnTimeout = 30 * time.Second
+	// An answer's headers mean nothing to us; the default limit (10 MiB)
+	// let a receiver make each of the Parallel POSTs hold that much.
+	tr.MaxResponseHeaderBytes = maxAnswerHeaderBytes
 	return &http.Client{Timeout: 10 * time.Second, Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
+
+// maxAnswerHeaderBytes bounds the headers of a receiver's answer; past it
+// the attempt fails.
+const maxAnswerHeaderBytes = 64 << 10
 
 // refusePrivate is a dialer Control that refuses, after name resolution,
 // addresses that are not on the public internet.
