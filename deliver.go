@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/notify"
@@ -312,10 +313,34 @@ func inTurn(due []*storage.OutboxMessage, n int) []*storage.OutboxMessage {
 	return out
 }
 
+// maxErrorText bounds the text of a delivery error a message keeps (as its
+// last error and in each log entry): the HTTP client's error quotes what the
+// receiver sent (a malformed status line whole, up to the 10 MB header
+// limit, four times over when escaped), and a message's 21 copies are stored
+// and listed in pages of 1 000.
+const maxErrorText = 512
+
+// clipError keeps the beginning (the request, "Post \"URL\":") and the end
+// (the cause) of a long error text, cut on rune boundaries.
+func clipError(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	head, tail := maxErrorText/2, len(s)-maxErrorText/2+len("…")
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + "…" + s[tail:]
+}
+
 // post makes one delivery attempt and describes its outcome.
-func post(ctx context.Context, opts DeliveryOptions, c *claim) storage.DeliveryAttempt {
+func post(ctx context.Context, opts DeliveryOptions, c *claim) (out storage.DeliveryAttempt) {
 	start := opts.WallClock()
-	out := storage.DeliveryAttempt{At: start}
+	out = storage.DeliveryAttempt{At: start}
+	defer func() { out.Error = clipError(out.Error) }()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.msg.Payload))
 	if err != nil {
 		out.Error = err.Error()

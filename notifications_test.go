@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/fault"
@@ -955,5 +956,53 @@ func TestHugeAnswerHeadersFailTheAttempt(t *testing.T) {
 	}
 	if n := f.log(t)[0]; !strings.Contains(n.LastError, "header") {
 		t.Fatalf("last error %q", n.LastError)
+	}
+}
+
+// TestDeliveryErrorTextIsBounded: the HTTP client's error can be as long as
+// a receiver makes it within the 64 KiB header limit (a malformed status
+// line is quoted whole, each control byte as \x01: 60 KiB made a 240 KiB
+// error; before that limit, 1 MiB made 4 MiB), and a message keeps it as its last error and in each
+// of its 20 log entries. One receiver could so grow every message of its
+// merchant's delivery log by up to 21 such texts, in the store and in each
+// page of GET /v1/notifications. The stored text is cut to its beginning and
+// end.
+func TestDeliveryErrorTextIsBounded(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for range 10 {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Read(make([]byte, 64<<10))
+			c.Write([]byte("HTTP/1.1 " + strings.Repeat("\x01", 60<<10) + "\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	if _, err := f.ledger.SetWebhook(ctx, f.merchant, kassa.SetWebhookRequest{URL: "http://" + ln.Addr().String() + "/hooks"}); err != nil {
+		t.Fatal(err)
+	}
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	for range 2 {
+		if _, err := f.ledger.DeliverNotifications(ctx, kassa.DeliveryOptions{AllowPrivateNetworks: true}); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(time.Hour)
+	}
+	n := f.log(t)[0]
+	if n.Attempts != 2 || len(n.Log) != 2 {
+		t.Fatalf("%d attempts, log %d", n.Attempts, len(n.Log))
+	}
+	for _, e := range append([]string{n.LastError}, n.Log[0].Error, n.Log[1].Error) {
+		if len(e) > 1024 || !strings.HasPrefix(e, `Post "http://`) || !strings.Contains(e, "malformed HTTP status code") || !utf8.ValidString(e) {
+			t.Fatalf("error of %d bytes: %.200q", len(e), e)
+		}
 	}
 }

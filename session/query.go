@@ -24,6 +24,11 @@ type Query struct {
 	UpdatedFrom        time.Time // inclusive
 	UpdatedTo          time.Time // exclusive
 	Size               int
+	// PageBytes lowers the page's budget of stored session bytes below
+	// storage.MaxPageBytes (storage.SessionPageBudget). It is a hook for
+	// tests, which cannot build 16 MiB of sessions per page; no request
+	// sets it.
+	PageBytes int
 }
 
 // Validate checks enums and bounds, naming every bad parameter, and applies

@@ -249,16 +249,25 @@ const MaxPageBytes = 16 << 20
 
 // PageBudget is the byte budget of a page of q: MaxPageBytes, or the lower
 // q.PageBytes.
-func PageBudget(q OrderQuery) int64 {
-	if q.PageBytes > 0 && q.PageBytes < MaxPageBytes {
-		return int64(q.PageBytes)
+func PageBudget(q OrderQuery) int64 { return budget(q.PageBytes) }
+
+// SessionPageBudget is the byte budget of a page of a session list, by the
+// same rule as an order list's: a session holds up to 1 000 lines too (a few
+// hundred KB to MBs of JSON), and a page is decoded and answered whole, so
+// ListSessions ends a page by FitsPage on every store. Sessions read but not
+// matching the query are not on the page and do not count.
+func SessionPageBudget(q session.Query) int64 { return budget(q.PageBytes) }
+
+func budget(lowered int) int64 {
+	if lowered > 0 && lowered < MaxPageBytes {
+		return int64(lowered)
 	}
 	return MaxPageBytes
 }
 
-// FitsPage reports whether an order of n stored bytes goes on a page whose
-// orders so far hold used bytes (count of them): the first always does, a
-// later one while the page stays within budget.
+// FitsPage reports whether an item (order, session) of n stored bytes goes on
+// a page whose items so far hold used bytes (count of them): the first always
+// does, a later one while the page stays within budget.
 func FitsPage(count int, used, n, budget int64) bool {
 	return count == 0 || used+n <= budget
 }

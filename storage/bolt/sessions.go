@@ -6,6 +6,7 @@ import (
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/session"
+	"github.com/kassahq/kassa/storage"
 )
 
 // Session index entries, all under the merchant's prefix lp(merchant):
@@ -160,7 +161,8 @@ func (t *tx) PutSession(s *session.Session) error {
 //     values and q is a substring).
 //
 // createdFrom/To and fromId bound every candidate set to positions
-// (createdAt, id) in [lower, upper). The walk stops after size+1 matches.
+// (createdAt, id) in [lower, upper). The walk stops after size+1 matches, or
+// at the first match past the page's byte budget (storage.SessionPageBudget).
 func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Session, string, error) {
 	if err := t.check(false); err != nil {
 		return nil, "", err
@@ -188,23 +190,26 @@ func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Sessio
 	}
 	now := t.st.now
 	var page []*session.Session
+	budget, used := storage.SessionPageBudget(q), int64(0)
 	for pos := src.next(); pos != nil; pos = src.next() {
 		id := string(pos[timeLen:])
 		t.examined++
-		s, err := t.GetSession(merchantID, id)
-		if fault.Is(err, fault.NotFound) {
+		raw := t.get(bSessions, key(merchantID, id))
+		if raw == nil {
 			return nil, "", fault.Internalf(nil, "session index names a missing session %s", id)
 		}
-		if err != nil {
-			return nil, "", err
+		var s session.Session
+		if err := storage.DecodeRecord(raw, &s); err != nil {
+			return nil, "", fault.Internalf(err, "decode %s record", bSessions)
 		}
-		if !q.Match(s, now) {
+		if !q.Match(&s, now) {
 			continue
 		}
-		if len(page) == q.Size {
+		if len(page) == q.Size || !storage.FitsPage(len(page), used, int64(len(raw)), budget) {
 			return page, page[len(page)-1].ID, nil
 		}
-		page = append(page, s)
+		used += int64(len(raw))
+		page = append(page, &s)
 	}
 	return page, "", nil
 }

@@ -209,9 +209,8 @@ func TestExplainSessionPlans(t *testing.T) {
 		took := time.Since(began)
 		conds, args := sessionWhere(c.q)
 		where := strings.Join(append([]string{"merchant_id = $1"}, conds...), " AND ")
-		sql := `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) SELECT id, created_key, body FROM sessions WHERE ` + where +
-			fmt.Sprintf(` ORDER BY created_key DESC, id DESC LIMIT $%d`, len(args)+2)
-		rows, err := s.pool.Query(ctx, sql, append(append([]any{"m1"}, args...), pageChunk)...)
+		sql := `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) ` + chunkSQL("sessions", where, len(args)+1, false)
+		rows, err := s.pool.Query(ctx, sql, append(append([]any{"m1"}, args...), storage.SessionPageBudget(c.q), min(c.q.Size+1, pageChunk))...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -330,7 +330,9 @@ func (t *tx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
 }
 
 func (t *tx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxMessage, string, error) {
-	return pageNewest(t, "outbox", merchantID, fromID, size,
+	// A message is its small payload and at most 20 log entries: a page of
+	// 1 000 is far below the budget.
+	return pageNewest(t, "outbox", merchantID, fromID, size, storage.MaxPageBytes,
 		fault.NotFoundf("notification_not_found", "notification %s not found", fromID),
 		func(*storage.OutboxMessage) bool { return true }, func(m *storage.OutboxMessage) string { return m.ID }, nil)
 }

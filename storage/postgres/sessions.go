@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -12,9 +13,12 @@ import (
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/settlement"
+	"github.com/kassahq/kassa/storage"
 )
 
-// pageChunk is how many rows a newest-first walk reads per query.
+// pageChunk is how many rows a newest-first walk reads per query after its
+// first, which reads size+1 (at most pageChunk): a page without filters that
+// only Go can check is one query of the rows it needs.
 const pageChunk = 256
 
 // pageNewest walks a merchant's rows of table (merchant_id, id,
@@ -24,7 +28,15 @@ const pageChunk = 256
 // page). conds are further SQL conditions on the rows, with their args
 // numbered from $2: they only narrow the rows read, match decides. It reads
 // in chunks, so a selective filter does not load the table.
-func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, missing error,
+//
+// A page also ends by its byte budget (storage.FitsPage over the stored
+// bodies of the rows on it), and so does a chunk: a chunk sends a row's body
+// only while the bodies before it and its own stay within budget (always the
+// first row's), so rows past it are neither sent nor detoasted, and the
+// next chunk starts after the last row with a body. A query reads at most
+// budget bytes (or one row larger than it), whatever size and however many
+// rows match fails to reject.
+func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, budget int64, missing error,
 	match func(*T) bool, idOf func(*T) string, conds []string, args ...any) ([]*T, string, error) {
 	var key []byte
 	id := fromID
@@ -41,30 +53,33 @@ func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, missin
 	args = append([]any{merchantID}, args...)
 	n := len(args)
 	var page []*T
+	var used int64
+	limit := min(size+1, pageChunk)
 	for {
-		var rows pgx.Rows
-		var err error
-		if key == nil {
-			rows, err = t.tx.Query(t.ctx, `SELECT id, created_key, body FROM `+table+` WHERE `+where+`
-				ORDER BY created_key DESC, id DESC LIMIT `+fmt.Sprintf("$%d", n+1), append(args, pageChunk)...)
-		} else {
-			rows, err = t.tx.Query(t.ctx, `SELECT id, created_key, body FROM `+table+` WHERE `+where+
-				fmt.Sprintf(` AND (created_key, id) < ($%d, $%d) ORDER BY created_key DESC, id DESC LIMIT $%d`, n+1, n+2, n+3),
-				append(args, key, id, pageChunk)...)
+		qargs := append(slices.Clip(args), budget, limit)
+		if key != nil {
+			qargs = append(qargs, key, id)
 		}
+		rows, err := t.tx.Query(t.ctx, chunkSQL(table, where, n, key != nil), qargs...)
 		if err != nil {
 			return nil, "", dbErr(err, table)
 		}
 		type row struct {
 			ID   string
 			Key  []byte
-			Body []byte
+			Body []byte // nil past the chunk's budget
 		}
 		chunk, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
 		if err != nil {
 			return nil, "", dbErr(err, table)
 		}
+		cut := false
 		for _, r := range chunk {
+			if r.Body == nil {
+				cut = true
+				break
+			}
+			key, id = r.Key, r.ID
 			v, err := decode[T](table, r.Body)
 			if err != nil {
 				return nil, "", err
@@ -72,17 +87,34 @@ func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, missin
 			if !match(v) {
 				continue
 			}
-			if len(page) == size {
-				return page, idOf(page[size-1]), nil
+			if len(page) == size || !storage.FitsPage(len(page), used, int64(len(r.Body)), budget) {
+				return page, idOf(page[len(page)-1]), nil
 			}
+			used += int64(len(r.Body))
 			page = append(page, v)
 		}
-		if len(chunk) < pageChunk {
+		if !cut && len(chunk) < limit {
 			return page, "", nil
 		}
-		last := chunk[len(chunk)-1]
-		key, id = last.Key, last.ID
+		limit = pageChunk
 	}
+}
+
+// chunkSQL is the query of one chunk of pageNewest: the rows of table that
+// meet where ($1 to $n), newest first, at most $n+2 of them, after the
+// position ($n+3, $n+4) when after is set; with the body of each only while
+// the bodies so far stay within the budget $n+1 (always the first row's).
+// octet_length of a TOASTed bytea reads its header, not the value, and the
+// window runs over the LIMITed subquery, which keeps the plain query's plan.
+func chunkSQL(table, where string, n int, after bool) string {
+	if after {
+		where += fmt.Sprintf(` AND (created_key, id) < ($%d, $%d)`, n+3, n+4)
+	}
+	return fmt.Sprintf(`SELECT id, created_key, CASE WHEN row_number() OVER chunk = 1 OR sum(len) OVER chunk <= $%d THEN body END
+		FROM (SELECT id, created_key, octet_length(body) AS len, body FROM %s WHERE %s
+			ORDER BY created_key DESC, id DESC LIMIT $%d) candidates
+		WINDOW chunk AS (ORDER BY created_key DESC, id DESC ROWS UNBOUNDED PRECEDING)
+		ORDER BY created_key DESC, id DESC`, n+1, table, where, n+2)
 }
 
 // Sessions.
@@ -146,7 +178,7 @@ func sessionColumns(s *session.Session) []any {
 func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Session, string, error) {
 	conds, args := sessionWhere(q)
 	now := t.now
-	return pageNewest(t, "sessions", merchantID, q.FromID, q.Size,
+	return pageNewest(t, "sessions", merchantID, q.FromID, q.Size, storage.SessionPageBudget(q),
 		fault.NotFoundf("session_not_found", "session %s not found", q.FromID),
 		func(s *session.Session) bool { return q.Match(s, now) }, func(s *session.Session) string { return s.ID },
 		conds, args...)
@@ -325,7 +357,9 @@ func (t *tx) GetSettlement(merchantID, id string) (*settlement.Settlement, error
 }
 
 func (t *tx) ListSettlements(merchantID string, q settlement.Query) ([]*settlement.Settlement, string, error) {
-	return pageNewest(t, "settlements", merchantID, q.FromID, q.Size,
+	// Settlement records are a few hundred bytes: a page of 1 000 is far
+	// below the budget.
+	return pageNewest(t, "settlements", merchantID, q.FromID, q.Size, storage.MaxPageBytes,
 		fault.NotFoundf("settlement_not_found", "settlement %s not found", q.FromID),
 		q.Match, func(s *settlement.Settlement) string { return s.ID }, nil)
 }

@@ -15,14 +15,24 @@ import (
 
 func newSession(t *testing.T, ids *ids, merchant string, i int) *session.Session {
 	t.Helper()
+	return newSessionLines(t, ids, merchant, i, Start.Add(time.Duration(i)*time.Minute), 0)
+}
+
+// newSessionLines is newSession created at a given time, with extra order
+// lines after the first, to build larger sessions.
+func newSessionLines(t *testing.T, ids *ids, merchant string, i int, at time.Time, extra int) *session.Session {
+	t.Helper()
 	r := &session.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
 		StoreID: fmt.Sprint("store-", i%2), MerchantReference: fmt.Sprint("PO-", i),
 		OrderLines:       []order.LineInput{line("Tiles", 1, 10000, 2500)},
 		ExpiresInMinutes: ptr(int64(session.MaxTTLMinutes))}
+	for n := range extra {
+		r.OrderLines = append(r.OrderLines, line(fmt.Sprint("spacer ", n), 1, 100, 2500))
+	}
 	if i%3 == 0 {
 		r.ExternalSessionID = fmt.Sprint("ext-", i)
 	}
-	s, err := session.New(merchant, session.SourceCheckout, r, ids, Start.Add(time.Duration(i)*time.Minute), func(id string) string { return "/checkout/" + id })
+	s, err := session.New(merchant, session.SourceCheckout, r, ids, at, func(id string) string { return "/checkout/" + id })
 	if err != nil {
 		t.Fatal(err)
 	}

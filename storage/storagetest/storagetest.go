@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("StatusesAsOfLastChange", func(t *testing.T) { testStatusesAsOfLastChange(t, open(t)) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, open(t)) })
 	t.Run("SessionFilters", func(t *testing.T) { testSessionFilters(t, open(t)) })
+	t.Run("SessionPageBudget", func(t *testing.T) { testSessionPageBudget(t, open(t)) })
 	t.Run("Settlements", func(t *testing.T) { testSettlements(t, open(t)) })
 	t.Run("SettlementOrder", func(t *testing.T) { testSettlementOrder(t, open(t)) })
 	t.Run("Tasks", func(t *testing.T) { testTasks(t, open(t)) })
