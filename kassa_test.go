@@ -18,6 +18,7 @@ import (
 	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/memory"
+	"github.com/kassahq/kassa/storage/storagetest"
 	"github.com/kassahq/kassa/token"
 )
 
@@ -926,5 +927,57 @@ func TestServeOrderJSONSharesTheCachedBody(t *testing.T) {
 	}
 	if err := f.ledger.ServeOrderJSON(f.ctx, f.merchant, "no-such-order", func([]byte) { t.Fatal("write called for an error") }); fault.KindOf(err) != fault.NotFound {
 		t.Fatalf("unknown order: %v", err)
+	}
+}
+
+// expiryLimitTx records the largest batch any transaction asks the store
+// for, and how many orders one transaction was given.
+type expiryLimitTx struct {
+	storage.Tx
+	maxLimit, maxGiven *int
+}
+
+func (t expiryLimitTx) OrdersExpiringBefore(at time.Time, limit int) ([]*order.Order, error) {
+	due, err := t.Tx.OrdersExpiringBefore(at, limit)
+	*t.maxLimit, *t.maxGiven = max(*t.maxLimit, limit), max(*t.maxGiven, len(due))
+	return due, err
+}
+
+// TestExpireOrdersInBoundedTransactions: the expiry job's limit (1 000 in
+// kassa serve) was one transaction, which decodes, re-encodes and writes
+// every order it holds; orders may hold 5 000 lines (about 2 MB each), so
+// one run could hold gigabytes and the store's writer for seconds. A run
+// now works in transactions of at most kassa.ExpiryBatch orders and still
+// expires every due order up to its limit, each exactly once.
+func TestExpireOrdersInBoundedTransactions(t *testing.T) {
+	at := time.Now()
+	now := func() time.Time { return at }
+	var maxLimit, maxGiven int
+	st := storagetest.WrapTx{Store: memory.New(now), Wrap: func(tx storage.Tx) storage.Tx {
+		return expiryLimitTx{tx, &maxLimit, &maxGiven}
+	}}
+	l := kassa.New(st, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{ledger: l, store: st, merchant: creds.MerchantID, ctx: context.Background(), now: now}
+	const orders = 2*kassa.ExpiryBatch + 7
+	for i := range orders {
+		f.order(t, fmt.Sprint("t", i), 1000)
+	}
+	at = at.AddDate(1, 0, 1) // past any order's expiry
+	n, err := l.ExpireOrders(f.ctx, orders-3)
+	if err != nil || n != orders-3 {
+		t.Fatalf("first run expired %d (%v), want %d: the limit", n, err, orders-3)
+	}
+	if maxLimit > kassa.ExpiryBatch || maxGiven > kassa.ExpiryBatch {
+		t.Fatalf("a transaction asked for %d orders and held %d, want at most %d", maxLimit, maxGiven, kassa.ExpiryBatch)
+	}
+	if n, err = l.ExpireOrders(f.ctx, 1000); err != nil || n != 3 {
+		t.Fatalf("second run expired %d (%v), want the 3 left", n, err)
+	}
+	if n, err = l.ExpireOrders(f.ctx, 1000); err != nil || n != 0 {
+		t.Fatalf("third run expired %d (%v), want none", n, err)
 	}
 }

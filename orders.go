@@ -383,31 +383,53 @@ func (l *Ledger) ResolveHold(ctx context.Context, call Call, orderID string, app
 	})
 }
 
+// ExpiryBatch is the most orders one expiry transaction marks. An order may
+// hold thousands of lines (megabytes once decoded), and each one in the
+// batch is decoded, re-encoded and written while the transaction holds the
+// store's writer, which every other mutation waits for on bbolt.
+const ExpiryBatch = 50
+
 // ExpireOrders marks up to limit (at least 1) orders whose expiry has passed (the expiry
-// job). It reports how many it marked. Safe to run concurrently with traffic:
+// job), in transactions of at most ExpiryBatch orders each; what one
+// committed stays marked if a later one fails. It reports how many it
+// marked. Safe to run concurrently with traffic:
 // each order is updated with its version checked.
 func (l *Ledger) ExpireOrders(ctx context.Context, limit int) (int, error) {
 	if err := checkLimit(limit); err != nil {
 		return 0, err
 	}
-	n := 0
-	err := l.store.Update(ctx, func(tx storage.Tx) error {
-		n = 0
-		due, err := tx.OrdersExpiringBefore(tx.Now(), limit)
-		if err != nil {
-			return err
-		}
-		for _, o := range due {
-			if o.MarkExpired(l.env(tx, o.MerchantID)) {
-				if err := tx.UpdateOrder(o); err != nil {
-					return err
-				}
-				n++
+	total := 0
+	for total < limit {
+		want := min(ExpiryBatch, limit-total)
+		n, given := 0, 0
+		err := l.store.Update(ctx, func(tx storage.Tx) error {
+			n = 0
+			due, err := tx.OrdersExpiringBefore(tx.Now(), want)
+			if err != nil {
+				return err
 			}
+			given = len(due)
+			for _, o := range due {
+				if o.MarkExpired(l.env(tx, o.MerchantID)) {
+					if err := tx.UpdateOrder(o); err != nil {
+						return err
+					}
+					n++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
 		}
-		return nil
-	})
-	return n, err
+		total += n
+		// A short batch was the last due; one that changed nothing would
+		// be handed out again, so the run ends rather than loop on it.
+		if given < want || n == 0 {
+			break
+		}
+	}
+	return total, nil
 }
 
 // PaymentStatus is the spec's PaymentStatusResponse.
