@@ -116,3 +116,76 @@ func TestStoreTimeoutOnALockedOrder(t *testing.T) {
 		t.Fatalf("after the retry: captured %v in %d captures, want the order amount once", o["capturedAmount"], len(o["captured"].([]any)))
 	}
 }
+
+// TestWaitersOfALockedOrderLeaveThePoolToOthers: requests piling up on one
+// order whose row is locked elsewhere take one database connection between
+// them, not one each: while they wait, other orders, other merchants and
+// /readyz are served at once rather than when the waiters give up.
+func TestWaitersOfALockedOrderLeaveThePoolToOthers(t *testing.T) {
+	dbURL := pgtest.FreshSchema(t)
+	ctx := context.Background()
+	clock := NewClock(true)
+	st, err := postgres.Open(ctx, dbURL, postgres.Options{Clock: clock.Now, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := newEnvOn(t, false, clock, st, func(c *Config) {
+		c.StoreTimeout = 3 * time.Second
+		c.Ready = func(ctx context.Context) error {
+			return st.View(ctx, func(tx storage.Tx) error {
+				if _, err := tx.GetMerchant("readyz"); err != nil && !fault.Is(err, fault.NotFound) {
+					return err
+				}
+				return nil
+			})
+		}
+	})
+	id := e.order("5560000001", "invoice")["id"].(string)
+	other := e.order("5560000001", "invoice")["id"].(string)
+
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+
+	var answered sync.WaitGroup
+	waiting := make(chan struct{})
+	for i := range 8 { // twice the pool
+		answered.Add(1)
+		go func() {
+			defer answered.Done()
+			e.req("POST", "/v1/orders/"+id+"/partialcapture", `{"orderLines":[{"description":"Tiles","quantity":1,"unitPrice":12500,"vat":2500}],"totalCaptureAmount":12500}`,
+				e.auth, map[string]string{"Idempotency-Key": fmt.Sprint("pc-", i)})
+		}()
+	}
+	go func() { answered.Wait(); close(waiting) }()
+	time.Sleep(300 * time.Millisecond) // the captures are waiting on the lock by then
+	check := func(what string, code int, b map[string]any) {
+		t.Helper()
+		select {
+		case <-waiting:
+			t.Errorf("%s was answered (%d) only once the waiters on the locked order gave up", what, code)
+		default:
+			if code != 200 {
+				t.Errorf("%s while the waiters wait: %d %v", what, code, b)
+			}
+		}
+	}
+	code, _, b := e.req("GET", "/v1/orders/"+other, "", e.auth, nil)
+	check("another order", code, b)
+	code, _, b = e.req("GET", "/v1/orders", "", e.other, nil)
+	check("another merchant's list", code, b)
+	code, _, b = e.req("GET", "/readyz", "", "", nil)
+	check("/readyz", code, b)
+	answered.Wait()
+}
