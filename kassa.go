@@ -64,6 +64,8 @@ type Ledger struct {
 
 	mu       sync.Mutex
 	inFlight map[string]struct{} // merchant + idempotency key of requests being executed here
+
+	orders gate // one change of an order at a time goes to the store
 }
 
 // New returns a Ledger over store.
@@ -166,12 +168,30 @@ func fingerprint(op string, targets []string, req any) string {
 // Conflict. The record is written in the same transaction as the change, so
 // a crash can never leave one without the other.
 func (l *Ledger) run(ctx context.Context, call Call, fp string, fn func(tx storage.Tx) (*Result, error)) (*Result, error) {
+	return l.runOrder(ctx, call, fp, "", fn)
+}
+
+// runOrder is run for a change of the order orderID (none: ""), which
+// waits for its turn at l.orders, after the key's in-flight check, so that
+// a twin request is still refused at once rather than queued.
+func (l *Ledger) runOrder(ctx context.Context, call Call, fp, orderID string, fn func(tx storage.Tx) (*Result, error)) (*Result, error) {
 	if call.MerchantID == "" {
 		return nil, fault.New(fault.Unauthorized, "unauthorized", "no merchant")
 	}
+	turn := func() (func(), error) {
+		if orderID == "" {
+			return func() {}, nil
+		}
+		return l.orders.enter(ctx, call.MerchantID+"\x00"+orderID)
+	}
 	if call.IdempotencyKey == "" {
+		release, err := turn()
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		var res *Result
-		err := l.store.Update(ctx, func(tx storage.Tx) error {
+		err = l.store.Update(ctx, func(tx storage.Tx) error {
 			r, err := fn(tx)
 			res = r
 			return err
@@ -197,9 +217,14 @@ func (l *Ledger) run(ctx context.Context, call Call, fp string, fn func(tx stora
 		delete(l.inFlight, slot)
 		l.mu.Unlock()
 	}()
+	release, err := turn()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 
 	var res *Result
-	err := l.store.Update(ctx, func(tx storage.Tx) error {
+	err = l.store.Update(ctx, func(tx storage.Tx) error {
 		rec, err := tx.GetIdempotency(call.MerchantID, call.IdempotencyKey)
 		if err != nil {
 			return err

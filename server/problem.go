@@ -78,7 +78,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	p := Problem{Type: problemBase + fe.Code, Title: titleOf[fe.Kind], Status: status, Detail: fe.Message,
 		Code: fe.Code, Errors: fe.Fields, RequestID: requestID(r.Context())}
 	switch {
-	case r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case r.Context().Err() != nil && context.Cause(r.Context()) != errStoreTimeout && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		// The client hung up: whatever failed because of it is not the server's error.
 		s.log.DebugContext(r.Context(), "client closed the request", slog.String("requestId", p.RequestID), slog.Any("err", err))
 		status = statusClientClosed

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -58,6 +59,15 @@ type Config struct {
 	// Delivery tunes the notification deliverer that the sandbox's
 	// jobs/notifications endpoint runs.
 	Delivery kassa.DeliveryOptions
+	// StoreTimeout bounds how long a request may wait for the store, from
+	// its start: past it, a transaction that has not sent its commit is
+	// rolled back and the request answered 503 store_unavailable with
+	// Retry-After (a commit already sent is still waited for, so a change
+	// is never reported failed once committed). Without it a request waits
+	// on a lock held elsewhere as long as its client does, and such waiters
+	// can take every database connection. Zero means none; kassa serve
+	// sets 10 s.
+	StoreTimeout time.Duration
 }
 
 // Server is the HTTP front of a kassa Ledger.
@@ -213,6 +223,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// holding merchant text must never be sniffed into HTML.
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	ctx := context.WithValue(r.Context(), requestIDKey, id)
+	if s.cfg.StoreTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.cfg.StoreTimeout, errStoreTimeout)
+		defer cancel()
+	}
 	r = r.WithContext(ctx)
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	rec := &statusRecorder{ResponseWriter: w, route: "unmatched"}
@@ -260,6 +275,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.router.ServeHTTP(rec, r)
 }
+
+// errStoreTimeout is the cause of a request context that Config.StoreTimeout
+// ended: the server stopped waiting, not the client.
+var errStoreTimeout = errors.New("the request waited for the store longer than the server's store timeout")
 
 // methodLabel bounds the metrics' method label: any token is a valid method
 // name, and a series per name a client invents would grow the registry

@@ -39,16 +39,25 @@ func newSessionEnv(t *testing.T) *sessionEnv { return newEnv(t, true) }
 // OpenAPI document (benchmarks turn it off to measure the server alone).
 func newEnv(t testing.TB, validate bool) *sessionEnv {
 	clock := NewClock(true)
-	st := openStore(t, clock.Now)
+	return newEnvOn(t, validate, clock, openStore(t, clock.Now), nil)
+}
+
+// newEnvOn builds the environment on st; configure, if given, adjusts the
+// server's configuration.
+func newEnvOn(t testing.TB, validate bool, clock *Clock, st storage.Store, configure func(*Config)) *sessionEnv {
 	var srv *Server
 	ledger := kassa.New(st, kassa.Options{
 		DocumentURL: func(o *order.Order, l *order.Ledger) string { return srv.DocumentURL(o, l) },
 		CheckoutURL: func(m, s string) string { return srv.CheckoutURL(m, s) },
 	})
 	ts := httptest.NewUnstartedServer(nil)
-	srv = New(Config{Ledger: ledger, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Key: []byte("0123456789abcdef0123456789abcdef"), Sandbox: true, Clock: clock,
+	cfg := Config{Ledger: ledger, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Key: []byte("0123456789abcdef0123456789abcdef"), Sandbox: true, Clock: clock,
 		Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: true},
-		BaseURL:  "http://" + ts.Listener.Addr().String()})
+		BaseURL:  "http://" + ts.Listener.Addr().String()}
+	if configure != nil {
+		configure(&cfg)
+	}
+	srv = New(cfg)
 	ts.Config.Handler = srv.Handler()
 	if validate {
 		ts.Config.Handler = validating(t.(*testing.T), srv.Handler())

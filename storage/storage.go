@@ -10,6 +10,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -26,6 +27,25 @@ import (
 // from other failures. Every store returns this one value.
 var ErrClosed error = fault.Internalf(errors.New("storage: the store is closed"), "the store is closed")
 
+// WaitEnded is the error of an Update or View whose caller's context ended
+// before the transaction could commit: it was still waiting for the store (a
+// free database connection, a row or advisory lock held by another
+// transaction, its turn behind other writes, a database that does not
+// answer), and it was rolled back, or never began, so nothing was written.
+// It is the store_unavailable fault (503 with Retry-After when served): the
+// same request, with its idempotency key, may be sent again. errors.Is finds
+// the context's error (context.DeadlineExceeded or context.Canceled) in it,
+// and the failure it caused, if any.
+func WaitEnded(ctx context.Context, cause error) error {
+	err := ctx.Err()
+	if cause != nil && !errors.Is(cause, err) {
+		err = fmt.Errorf("%w: %w", err, cause)
+	}
+	return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
+		Message: "the store did not answer in time (a lock held by another request, or every database connection busy); nothing was done, retry shortly",
+		Err:     err}
+}
+
 // Store opens transactions. Implementations are safe for concurrent use.
 type Store interface {
 	// Update runs fn in a read-write transaction and commits it durably when fn
@@ -33,10 +53,11 @@ type Store interface {
 	// store (for example after a serialization failure), so it must not have
 	// effects outside the transaction.
 	//
-	// ctx may end the wait for the transaction and fn's statements (how far
-	// depends on the store: bolt's queued writes wait for their batch); once
-	// the commit is under way it no longer decides the outcome, which is the
-	// commit's: Update returns nil if and only if the change is committed
+	// ctx may end the wait for the transaction and fn's statements (bolt:
+	// a write still queued behind others; PostgreSQL: a connection, a lock,
+	// a statement), which then returns WaitEnded's error; once the commit
+	// is under way (bolt: once fn ran) it no longer decides the outcome,
+	// which is the commit's: Update returns nil if and only if the change is committed
 	// (durably, on a durable store), and an error means nothing was written
 	// (the conformance suite's DeadlinesNeverHideACommit). The one exception
 	// is a database that stops answering a COMMIT it was sent (PostgreSQL, a

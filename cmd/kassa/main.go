@@ -138,6 +138,7 @@ type serveConfig struct {
 	cpuProfile                               string
 	idempotencyTTL                           string
 	maxBodyMB                                int
+	storeTimeout                             string
 }
 
 // envInt reads KASSA_<NAME> as a whole-number flag's default; one that is no
@@ -189,6 +190,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.IntVar(&c.maxConnections, "max-connections", envInt("max-connections", 4096), "connections held open at once; past it, an idle one is closed to make room, or new ones wait in the kernel's backlog (KASSA_MAX_CONNECTIONS)")
 	fs.IntVar(&c.maxBodyMB, "max-body-mb", envInt("max-body-mb", 1), "largest request body in MiB, 1 to 64; 1000 order lines of long non-ASCII text, or a client that escapes it as \\uXXXX, can need 2 to 5 (KASSA_MAX_BODY_MB)")
 	fs.StringVar(&c.idempotencyTTL, "idempotency-ttl", envDefault("idempotency-ttl", "24h"), "how long an Idempotency-Key is remembered, from 1h to 720h (KASSA_IDEMPOTENCY_TTL)")
+	fs.StringVar(&c.storeTimeout, "store-timeout", envDefault("store-timeout", "10s"), "longest a request waits for the store (a free database connection, a lock another request holds), from 1s to 30s; past it, it is answered 503 store_unavailable with nothing done, while a commit already sent is still waited for (KASSA_STORE_TIMEOUT)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "diagnostics: write a CPU profile of the whole run to this file")
 	return fs
 }
@@ -259,6 +261,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	idempotencyTTL, err := time.ParseDuration(c.idempotencyTTL)
 	if err != nil || idempotencyTTL < time.Hour || idempotencyTTL > 720*time.Hour {
 		fmt.Fprintf(stderr, "kassa: bad --idempotency-ttl %q (KASSA_IDEMPOTENCY_TTL): want a duration from 1h to 720h, e.g. 48h\n", c.idempotencyTTL)
+		return 2
+	}
+	// Under a second, a request would fail behind an ordinary busy moment;
+	// over 30 s, with the 20 s a commit may still take, its answer could
+	// miss the 60 s write timeout.
+	storeTimeout, err := time.ParseDuration(c.storeTimeout)
+	if err != nil || storeTimeout < time.Second || storeTimeout > 30*time.Second {
+		fmt.Fprintf(stderr, "kassa: bad --store-timeout %q (KASSA_STORE_TIMEOUT): want a duration from 1s to 30s, e.g. 10s\n", c.storeTimeout)
 		return 2
 	}
 	if c.badSandboxEnv && !flagSet(fs, "sandbox") {
@@ -396,6 +406,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	srv = server.New(server.Config{
 		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock, MaxBodyBytes: int64(c.maxBodyMB) << 20,
 		Metrics: metrics, Version: Version, Companies: dir, Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox},
+		StoreTimeout: storeTimeout,
 		Ready: func(ctx context.Context) error {
 			// A real read: an empty transaction never reaches PostgreSQL
 			// (BEGIN waits for a first statement), so it would stay ready

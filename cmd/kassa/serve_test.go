@@ -409,6 +409,17 @@ func TestIdempotencyTTLFlag(t *testing.T) {
 	stopInProcess(t, done)
 }
 
+// TestStoreTimeoutFlag: how long a request may wait for the store is
+// configurable within bounds: under a second ordinary contention would fail
+// requests, over 30 s an answer could miss the write timeout.
+func TestStoreTimeoutFlag(t *testing.T) {
+	for _, bad := range []string{"500ms", "31s", "0", "-5s", "ten", ""} {
+		serveRefused(t, 2, "--store-timeout", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--store-timeout", bad)
+	}
+	_, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--store-timeout", "3s")
+	stopInProcess(t, done)
+}
+
 // TestMaxBodyFlag: the body cap (1 MiB by default) can be raised, since 1000
 // order lines of long non-ASCII text can pass it while every field is within
 // its bounds; values outside 1–64 MiB are refused.

@@ -112,7 +112,16 @@ type call struct {
 	ctx context.Context
 	fn  func(storage.Tx) error
 	err chan error
+	// state is queued until the committer claims the call to run fn, or
+	// its caller, whose context ended first, abandons it: one of the two.
+	state atomic.Int32
 }
+
+const (
+	queued int32 = iota
+	claimed
+	abandoned
+)
 
 var _ storage.Store = (*Store)(nil)
 
@@ -191,8 +200,8 @@ func (s *Store) Close() error {
 // with whatever other writers are queued at the same moment. It returns only
 // once the commit is on disk (or has failed).
 func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return storage.WaitEnded(ctx, nil)
 	}
 	c := &call{ctx: ctx, fn: fn, err: make(chan error, 1)}
 	s.mu.Lock()
@@ -207,15 +216,25 @@ func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) error {
 	s.mu.Unlock()
 	// The caller waits for the outcome even if ctx ends meanwhile: once fn
 	// has run, the change may commit, and reporting failure for a committed
-	// change would be a lie about money. The committer skips functions whose
-	// context ended before they ran.
-	return <-c.err
+	// change would be a lie about money. A call still queued when ctx ends
+	// (behind a long write, or a commit stuck on the disk) is abandoned
+	// instead: the committer skips it, so the caller need not wait for its
+	// turn to learn that nothing was done.
+	select {
+	case err := <-c.err:
+		return err
+	case <-ctx.Done():
+		if c.state.CompareAndSwap(queued, abandoned) {
+			return storage.WaitEnded(ctx, nil)
+		}
+		return <-c.err
+	}
 }
 
 // View runs fn in a read-only transaction. Readers do not wait for writers.
 func (s *Store) View(ctx context.Context, fn func(storage.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return storage.WaitEnded(ctx, nil)
 	}
 	err := s.db.View(func(btx *bbolt.Tx) error {
 		t := &tx{st: newState(btx, s.clock().UTC(), false, s)}
@@ -282,8 +301,12 @@ func (s *Store) commit(batch []*call) {
 			st := newState(btx, s.clock().UTC(), true, s)
 			wrote := false
 			for i, c := range batch {
-				if err := c.ctx.Err(); err != nil {
-					results[i] = err
+				if c.ctx.Err() != nil {
+					results[i] = storage.WaitEnded(c.ctx, nil)
+					continue
+				}
+				if !c.state.CompareAndSwap(queued, claimed) && c.state.Load() != claimed {
+					results[i] = storage.WaitEnded(c.ctx, nil) // abandoned; no one reads it
 					continue
 				}
 				t := &tx{st: st}

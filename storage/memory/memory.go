@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kassahq/kassa/fault"
@@ -53,10 +54,9 @@ func (s *Store) Close() error {
 
 // Update runs fn in a serialized read-write transaction.
 func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) (err error) {
-	if err := ctx.Err(); err != nil {
-		return err
+	if !s.lock(ctx, true) {
+		return storage.WaitEnded(ctx, nil)
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return storage.ErrClosed
@@ -77,15 +77,53 @@ func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) (err erro
 
 // View runs fn in a read-only transaction.
 func (s *Store) View(ctx context.Context, fn func(storage.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if !s.lock(ctx, false) {
+		return storage.WaitEnded(ctx, nil)
 	}
-	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return storage.ErrClosed
 	}
 	return fn(&tx{s: s, now: s.clock().UTC()})
+}
+
+// lock takes s.mu, or its read side, unless ctx ends first (false): a
+// transaction waiting behind a long one gives up at its deadline, as on the
+// durable stores.
+func (s *Store) lock(ctx context.Context, write bool) bool {
+	lock, unlock, try := s.mu.RLock, s.mu.RUnlock, s.mu.TryRLock
+	if write {
+		lock, unlock, try = s.mu.Lock, s.mu.Unlock, s.mu.TryLock
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	if try() {
+		return true
+	}
+	// The lock is taken by a goroutine; the caller either receives it or,
+	// its context ended first, leaves it to be released: one of the two.
+	const waiting, taken, abandoned = 0, 1, 2
+	var state atomic.Int32
+	got := make(chan struct{})
+	go func() {
+		lock()
+		if !state.CompareAndSwap(waiting, taken) {
+			unlock()
+			return
+		}
+		close(got)
+	}()
+	select {
+	case <-got:
+		return true
+	case <-ctx.Done():
+		if state.CompareAndSwap(waiting, abandoned) {
+			return false
+		}
+		<-got
+		return true
+	}
 }
 
 type tx struct {

@@ -243,8 +243,8 @@ func (s *Store) View(ctx context.Context, fn func(storage.Tx) error) error {
 }
 
 func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn func(storage.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return storage.WaitEnded(ctx, nil)
 	}
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
@@ -276,7 +276,7 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 			return storage.ErrClosed
 		}
 		if ctx.Err() != nil {
-			return fault.Internalf(err, "postgres: begin")
+			return storage.WaitEnded(ctx, err) // every connection busy: nothing was sent
 		}
 		// No connection, so nothing was sent: the database is down or
 		// restarting. Tried again for a moment, then answered as such.
@@ -301,6 +301,13 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 		var h *heldErr
 		if errors.As(err, &h) {
 			err = h.err
+		}
+		if ctx.Err() != nil && fault.Is(err, fault.Internal) {
+			// The caller's context ended a statement (a lock wait, a
+			// database that does not answer) before COMMIT was sent: the
+			// transaction is rolled back, or its connection dropped, so
+			// nothing was written. An error of fn's own kind stands.
+			return storage.WaitEnded(ctx, err)
 		}
 		if conn.Conn().IsClosed() {
 			// COMMIT was never sent, and the server rolls back a

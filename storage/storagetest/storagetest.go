@@ -40,6 +40,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("Sequences", func(t *testing.T) { testSequences(t, open(t)) })
 	t.Run("SequencesConcurrentWithFailures", func(t *testing.T) { testSequencesConcurrent(t, open(t)) })
 	t.Run("DeadlinesNeverHideACommit", func(t *testing.T) { testDeadlines(t, open(t)) })
+	t.Run("DeadlineEndsAWaitBehindAnotherTransaction", func(t *testing.T) { testDeadlineEndsAWait(t, open(t)) })
 	t.Run("Idempotency", func(t *testing.T) { testIdempotency(t, open(t)) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open(t)) })
 	t.Run("RollbackAndReadOnly", func(t *testing.T) { testRollback(t, open(t)) })
@@ -402,6 +403,59 @@ func testDeadlines(t *testing.T, s storage.Store) {
 	}
 	if n := next(t, s, "m1", "deadline"); n != succeeded+1 {
 		t.Fatalf("%d of 300 transactions reported success, but %d committed", succeeded, n-1)
+	}
+}
+
+// testDeadlineEndsAWait: an Update that waits behind another transaction
+// (bolt: queued behind a write that is still running; PostgreSQL: on the
+// row lock of a document number) returns when its context's deadline
+// passes, while the other still holds on, with store_unavailable and
+// nothing written, rather than when the other ends; the holder still
+// commits. A request must not wait for the store as long as its client does.
+func testDeadlineEndsAWait(t *testing.T, s storage.Store) {
+	holding, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	// Freed at last in any case, so that a store that waits for the holder
+	// fails this test instead of hanging it.
+	safety := time.AfterFunc(20*time.Second, free)
+	defer safety.Stop()
+	held := make(chan error, 1)
+	go func() {
+		held <- s.Update(ctx, func(tx storage.Tx) error {
+			if _, err := tx.NextSequence("m1", "held"); err != nil {
+				return err
+			}
+			select {
+			case <-holding:
+			default:
+				close(holding)
+			}
+			<-release
+			return nil
+		})
+	}()
+	<-holding
+	c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	err := s.Update(c, func(tx storage.Tx) error {
+		_, err := tx.NextSequence("m1", "held")
+		return err
+	})
+	select {
+	case <-release:
+		t.Fatalf("the Update returned (%v) only once the transaction it waited for ended", err)
+	default:
+	}
+	free()
+	if fault.KindOf(err) != fault.Unavailable || fault.CodeOf(err) != "store_unavailable" || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Update past its deadline: %v (kind %v, code %s), want store_unavailable wrapping the deadline", err, fault.KindOf(err), fault.CodeOf(err))
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("the holder: %v", err)
+	}
+	if n := next(t, s, "m1", "held"); n != 2 {
+		t.Fatalf("next number %d, want 2: the Update past its deadline took one", n)
 	}
 }
 

@@ -1,0 +1,191 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/postgres"
+	"github.com/kassahq/kassa/storage/postgres/pgtest"
+)
+
+// TestStoreTimeoutOnALockedOrder: with an order's row locked elsewhere (a
+// transaction left open in psql, a stuck replica), captures of it give up at
+// the store timeout with 503 store_unavailable and Retry-After, having done
+// nothing, instead of waiting as long as their clients do; more of them than
+// the pool has connections no longer keep every other order, merchant and
+// /readyz waiting; and once the lock is gone the same request, with its key,
+// captures once.
+func TestStoreTimeoutOnALockedOrder(t *testing.T) {
+	dbURL := pgtest.FreshSchema(t)
+	ctx := context.Background()
+	clock := NewClock(true)
+	st, err := postgres.Open(ctx, dbURL, postgres.Options{Clock: clock.Now, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := newEnvOn(t, false, clock, st, func(c *Config) {
+		c.StoreTimeout = time.Second
+		c.Ready = func(ctx context.Context) error {
+			return st.View(ctx, func(tx storage.Tx) error {
+				if _, err := tx.GetMerchant("readyz"); err != nil && !fault.Is(err, fault.NotFound) {
+					return err
+				}
+				return nil
+			})
+		}
+	})
+	locked := e.order("5560000001", "invoice")
+	id := locked["id"].(string)
+	other := e.order("5560000001", "invoice")["id"].(string)
+
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	// Released at last in any case, so that a server that waits for the
+	// lock fails this test instead of hanging it.
+	var once sync.Once
+	released := make(chan struct{})
+	unlock := func() { once.Do(func() { tx.Rollback(ctx); close(released) }) }
+	safety := time.AfterFunc(20*time.Second, unlock)
+	defer safety.Stop()
+	defer unlock()
+
+	const captures = 8 // twice the pool
+	type answer struct {
+		code                int
+		retryAfter, problem string
+	}
+	answers := make([]answer, captures)
+	var wg sync.WaitGroup
+	for i := range captures {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, h, b := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, map[string]string{"Idempotency-Key": fmt.Sprint("cap-", i)})
+			answers[i] = answer{code, h.Get("Retry-After"), fmt.Sprint(b["code"])}
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-released:
+		t.Fatal("the captures were answered only once the lock was released")
+	default:
+	}
+	for i, a := range answers {
+		if a.code != http.StatusServiceUnavailable || a.problem != "store_unavailable" || a.retryAfter != "1" {
+			t.Errorf("capture %d of the locked order: %d %s Retry-After %q, want 503 store_unavailable with Retry-After", i, a.code, a.problem, a.retryAfter)
+		}
+	}
+	// The lock is still held; everyone else is served.
+	if code, _, b := e.req("GET", "/v1/orders/"+other, "", e.auth, nil); code != 200 {
+		t.Errorf("another order while the lock is held: %d %v", code, b)
+	}
+	if code, _, b := e.req("GET", "/v1/orders", "", e.other, nil); code != 200 {
+		t.Errorf("another merchant's list while the lock is held: %d %v", code, b)
+	}
+	if code, _, b := e.req("GET", "/readyz", "", "", nil); code != 200 {
+		t.Errorf("/readyz while the lock is held: %d %v", code, b)
+	}
+
+	unlock()
+	if o := e.get(id); minor(o["capturedAmount"]) != 0 || minor(o["uncapturedAmount"]) != minor(locked["orderAmount"]) {
+		t.Fatalf("captures that timed out changed the order: captured %v, uncaptured %v", o["capturedAmount"], o["uncapturedAmount"])
+	}
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, map[string]string{"Idempotency-Key": "cap-0"}); code != 200 {
+		t.Fatalf("the same capture sent again: %d %v", code, b)
+	}
+	if o := e.get(id); minor(o["capturedAmount"]) != minor(locked["orderAmount"]) || len(o["captured"].([]any)) != 1 {
+		t.Fatalf("after the retry: captured %v in %d captures, want the order amount once", o["capturedAmount"], len(o["captured"].([]any)))
+	}
+}
+
+// TestWaitersOfALockedOrderLeaveThePoolToOthers: requests piling up on one
+// order whose row is locked elsewhere take one database connection between
+// them, not one each: while they wait, other orders, other merchants and
+// /readyz are served at once rather than when the waiters give up.
+func TestWaitersOfALockedOrderLeaveThePoolToOthers(t *testing.T) {
+	dbURL := pgtest.FreshSchema(t)
+	ctx := context.Background()
+	clock := NewClock(true)
+	st, err := postgres.Open(ctx, dbURL, postgres.Options{Clock: clock.Now, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := newEnvOn(t, false, clock, st, func(c *Config) {
+		c.StoreTimeout = 3 * time.Second
+		c.Ready = func(ctx context.Context) error {
+			return st.View(ctx, func(tx storage.Tx) error {
+				if _, err := tx.GetMerchant("readyz"); err != nil && !fault.Is(err, fault.NotFound) {
+					return err
+				}
+				return nil
+			})
+		}
+	})
+	id := e.order("5560000001", "invoice")["id"].(string)
+	other := e.order("5560000001", "invoice")["id"].(string)
+
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+
+	var answered sync.WaitGroup
+	waiting := make(chan struct{})
+	for i := range 8 { // twice the pool
+		answered.Add(1)
+		go func() {
+			defer answered.Done()
+			e.req("POST", "/v1/orders/"+id+"/partialcapture", `{"orderLines":[{"description":"Tiles","quantity":1,"unitPrice":12500,"vat":2500}],"totalCaptureAmount":12500}`,
+				e.auth, map[string]string{"Idempotency-Key": fmt.Sprint("pc-", i)})
+		}()
+	}
+	go func() { answered.Wait(); close(waiting) }()
+	time.Sleep(300 * time.Millisecond) // the captures are waiting on the lock by then
+	check := func(what string, code int, b map[string]any) {
+		t.Helper()
+		select {
+		case <-waiting:
+			t.Errorf("%s was answered (%d) only once the waiters on the locked order gave up", what, code)
+		default:
+			if code != 200 {
+				t.Errorf("%s while the waiters wait: %d %v", what, code, b)
+			}
+		}
+	}
+	code, _, b := e.req("GET", "/v1/orders/"+other, "", e.auth, nil)
+	check("another order", code, b)
+	code, _, b = e.req("GET", "/v1/orders", "", e.other, nil)
+	check("another merchant's list", code, b)
+	code, _, b = e.req("GET", "/readyz", "", "", nil)
+	check("/readyz", code, b)
+	answered.Wait()
+}
