@@ -620,3 +620,39 @@ func TestCommitAnswerLostAndServerGone(t *testing.T) {
 		t.Fatalf("merchant after the update: %q, want it changed once", name)
 	}
 }
+
+// TestCommitAnswerLostAcrossAnotherServerLife: between COMMIT and the
+// question, the server's statistics were reset, as crash recovery does
+// (which keeps pg_postmaster_start_time, and may hand out an id again
+// whose log was lost). The id may then name another transaction, so the
+// outcome stays unknown rather than being read off it.
+func TestCommitAnswerLostAcrossAnotherServerLife(t *testing.T) {
+	s, u, arm, p := cutAtCommitAnswer(t, false)
+	reset := p.cutReply
+	p.cutReply = func(typ byte, body []byte) bool {
+		cut := reset(typ, body)
+		if cut {
+			conn, err := pgx.Connect(context.Background(), u)
+			if err == nil {
+				_, err = conn.Exec(context.Background(), `select pg_stat_reset_shared('bgwriter')`)
+				conn.Close(context.Background())
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		return cut
+	}
+	if err := s.Update(context.Background(), func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	attempts, err := appendToName(s, arm)
+	if err == nil || fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
+		t.Fatalf("update whose COMMIT answer was lost, asked in another server life: %v after %d attempts, want an unknown outcome after one", err, attempts)
+	}
+	if name := merchantName(t, s); name != "m+" {
+		t.Fatalf("merchant after the update: %q, want it changed once", name)
+	}
+}

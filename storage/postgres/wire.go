@@ -52,10 +52,10 @@ type wire struct {
 	// pool opens the connection that asks what became of a transaction
 	// whose COMMIT went unanswered (see settle).
 	pool *pgxpool.Pool
-	// xid and server are what the commit's round trip read ahead of COMMIT
+	// xid and life are what the commit's round trip read ahead of COMMIT
 	// (see commitProbe); probed says it was read.
 	xid    *int64
-	server time.Time
+	life   string
 	probed bool
 }
 
@@ -222,7 +222,7 @@ func (w *wire) commit() error {
 		// the held writes, which may be the first to give the transaction
 		// an id.
 		w.held = append(w.held, heldWrite{sql: commitProbe, fail: func(err error) error { return dbErr(err, "commit") },
-			dest: []any{&w.xid, &w.server}})
+			dest: []any{&w.xid, &w.life}})
 	}
 	callerCtx := w.ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), commitTimeout+cancelWait)
@@ -324,17 +324,31 @@ func (w *wire) commit() error {
 }
 
 // commitProbe is the last statement before a writable transaction's
-// COMMIT: its id, if it has one (none: it wrote nothing), and the start of
-// the server it runs on.
-const commitProbe = "select txid_current_if_assigned(), pg_postmaster_start_time()"
+// COMMIT: its id, if it has one (none: it wrote nothing), and the life of
+// the server it runs on (serverLife).
+const commitProbe = "select txid_current_if_assigned(), " + serverLife
+
+// serverLife names one run of a server, during which it never hands out a
+// transaction id twice: its start, and when its shared statistics were last
+// reset. A crash of one backend makes the server restart all of them and
+// replay its log without a new start time, and the log it had not yet
+// flushed is gone, ids given out in it included, so after such a restart
+// another transaction may get our id. Crash recovery resets the statistics
+// (checked by hand: pg_stat_get_bgwriter_stat_reset_time changes, the start
+// time does not); so does an operator's pg_stat_reset_shared, which only
+// makes an outcome unknown that could have been known. Text of epoch
+// seconds, whatever the session's time zone and date style.
+const serverLife = `extract(epoch from pg_postmaster_start_time())::text || '/' ||
+	coalesce(extract(epoch from pg_stat_get_bgwriter_stat_reset_time())::text, '-')`
 
 // settle asks the server, on a connection of its own, what became of a
 // transaction whose COMMIT went unanswered: "committed", "aborted" (it
 // wrote nothing and may run again) or "" (unknown). Only the server that
-// gave the id can say: after a restart or a failover the address may reach
-// another, whose same id is another transaction (a promoted standby that
-// never saw this one hands its ids out again), so a server started at
-// another time leaves the outcome unknown. A transaction still in progress
+// gave the id, in the same run, can say: after a restart, a crash recovery
+// or a failover the same id may be another transaction's (a promoted
+// standby that never saw this one, or a server that lost the end of its
+// log, hands it out again), so another serverLife leaves the outcome
+// unknown. A transaction still in progress
 // (its backend still finishing, or not yet aware its client is gone) is
 // asked about again, for settleWait at most.
 //
@@ -360,14 +374,14 @@ func (w *wire) settle(ctx context.Context) string {
 			conn, _ = pgx.ConnectConfig(ctx, w.pool.Config().ConnConfig.Copy())
 		}
 		var status *string
-		var server time.Time
+		var life string
 		err := errors.New("no connection")
 		if conn != nil {
-			err = conn.QueryRow(ctx, settleQuery, *w.xid).Scan(&status, &server)
+			err = conn.QueryRow(ctx, settleQuery, *w.xid).Scan(&status, &life)
 		}
 		switch {
-		case err == nil && !server.Equal(w.server), err == nil && status == nil:
-			return "" // another server, or an id too old to say
+		case err == nil && life != w.life, err == nil && status == nil:
+			return "" // another server or run of it, or an id too old to say
 		case err == nil && (*status == "committed" || *status == "aborted"):
 			return *status
 		}
@@ -385,8 +399,7 @@ func (w *wire) settle(ctx context.Context) string {
 // (waiting for a synchronous standby), is not reported committed before
 // others can see it, and older servers, which looked at the
 // commit log first, cannot report one that commits meanwhile as aborted.
-const settleQuery = `select case when txid_visible_in_snapshot($1, txid_current_snapshot()) then txid_status($1) else 'in progress' end,
-	pg_postmaster_start_time()`
+const settleQuery = `select case when txid_visible_in_snapshot($1, txid_current_snapshot()) then txid_status($1) else 'in progress' end, ` + serverLife
 
 // settleWait bounds settle. With commitTimeout and cancelWait it stays
 // under kassa serve's 30 s shutdown grace.
