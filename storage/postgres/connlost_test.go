@@ -1,13 +1,17 @@
 package postgres_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,6 +221,10 @@ type proxy struct {
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  []net.Conn
+	// cutReply, when set (before up), reads the server's side as protocol
+	// messages (the URL must say sslmode=disable) and cuts the connection
+	// at the first message it returns true for, which the client never gets.
+	cutReply func(typ byte, body []byte) bool
 }
 
 func newProxy(t *testing.T) *proxy {
@@ -254,9 +262,36 @@ func (p *proxy) up(addr string) {
 			p.conns = append(p.conns, c, d)
 			p.mu.Unlock()
 			go func() { io.Copy(d, c); d.Close() }()
-			go func() { io.Copy(c, d); c.Close() }()
+			if p.cutReply == nil {
+				go func() { io.Copy(c, d); c.Close() }()
+			} else {
+				go p.relay(c, d)
+			}
 		}
 	}()
+}
+
+// relay forwards the server's messages one by one until cutReply picks one.
+func (p *proxy) relay(client, server net.Conn) {
+	defer client.Close()
+	defer server.Close()
+	r := bufio.NewReader(server)
+	for {
+		msg := make([]byte, 5)
+		if _, err := io.ReadFull(r, msg); err != nil {
+			return
+		}
+		msg = append(msg, make([]byte, int(binary.BigEndian.Uint32(msg[1:]))-4)...)
+		if _, err := io.ReadFull(r, msg[5:]); err != nil {
+			return
+		}
+		if p.cutReply(msg[0], msg[5:]) {
+			return
+		}
+		if _, err := client.Write(msg); err != nil {
+			return
+		}
+	}
 }
 
 // down refuses new connections and cuts the open ones.
@@ -400,5 +435,224 @@ func TestConnectionCutWhileIdleBeforeCommitRunsAgain(t *testing.T) {
 		return err
 	}); err != nil || name != "m+" {
 		t.Fatalf("merchant after the update: %q, %v", name, err)
+	}
+}
+
+// cutAtCommitAnswer is a store behind a proxy that, once armed, cuts the
+// connection where the server answers COMMIT (CommandComplete COMMIT, or an
+// error), so that the server has ended the transaction but the client never
+// learns how; and with down, refuses connections from then on.
+func cutAtCommitAnswer(t *testing.T, down bool) (s *postgres.Store, u string, arm *atomic.Bool, p *proxy) {
+	t.Helper()
+	arm = new(atomic.Bool)
+	target, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = &proxy{t: t, target: target.Host, cutReply: func(typ byte, body []byte) bool {
+		answer := typ == 'C' && string(body) == "COMMIT\x00" || typ == 'E'
+		if !answer || !arm.CompareAndSwap(true, false) {
+			return false
+		}
+		if down {
+			go p.down()
+		}
+		return true
+	}}
+	p.up("127.0.0.1:0")
+	t.Cleanup(p.down)
+	u = freshSchema(t)
+	via, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	via.Host = p.addr
+	q := via.Query()
+	q.Set("sslmode", "disable")
+	via.RawQuery = q.Encode()
+	return openNow(t, via.String()), u, arm, p
+}
+
+// appendToName adds "+" to merchant m1's name, arming arm on the first
+// attempt, and returns the number of attempts and the Update's error.
+func appendToName(s storage.Store, arm *atomic.Bool) (int, error) {
+	attempts := 0
+	err := s.Update(context.Background(), func(tx storage.Tx) error {
+		attempts++
+		m, err := tx.GetMerchant("m1")
+		if err != nil {
+			return err
+		}
+		m.Name += "+"
+		if err := tx.PutMerchant(m); err != nil {
+			return err
+		}
+		arm.Store(attempts == 1)
+		return nil
+	})
+	return attempts, err
+}
+
+func merchantName(t *testing.T, s storage.Store) string {
+	t.Helper()
+	var name string
+	if err := s.View(context.Background(), func(tx storage.Tx) error {
+		m, err := tx.GetMerchant("m1")
+		if err == nil {
+			name = m.Name
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// TestCommitAnswerLostAfterItCommitted: the server commits, then the
+// connection breaks before COMMIT's answer reaches kassa. The server is
+// asked, on another connection, what became of the transaction: it
+// committed, so the Update succeeds, once, as if COMMIT had answered,
+// instead of failing with an unknown outcome (a 500 that leaves a merchant
+// not knowing whether a capture happened).
+func TestCommitAnswerLostAfterItCommitted(t *testing.T) {
+	s, _, arm, _ := cutAtCommitAnswer(t, false)
+	if err := s.Update(context.Background(), func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	attempts, err := appendToName(s, arm)
+	if err != nil || attempts != 1 {
+		t.Fatalf("update whose COMMIT answer was lost: %v after %d attempts", err, attempts)
+	}
+	if arm.Load() {
+		t.Fatal("the proxy never cut the connection")
+	}
+	if name := merchantName(t, s); name != "m+" {
+		t.Fatalf("merchant after the update: %q, want it changed once", name)
+	}
+
+	// The same through the ledger: a capture whose COMMIT answer was lost
+	// is answered as captured, and applied once.
+	ctx := context.Background()
+	l := kassa.New(s, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authorize(t, l, creds.MerchantID, "t")
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", oneLineOrder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	arm.Store(true)
+	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID, IdempotencyKey: "k"}, res.Order.ID, &capture.FullRequest{}); err != nil {
+		t.Fatalf("capture whose COMMIT answer was lost: %v", err)
+	}
+	if arm.Load() {
+		t.Fatal("the proxy never cut the capture's connection")
+	}
+	got, _, err := l.GetOrder(ctx, creds.MerchantID, res.Order.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := got.Amounts(); len(got.Captured) != 1 || a.Captured != 10000 || a.Uncaptured != 0 {
+		t.Fatalf("after the capture: %d captures, captured %d, uncaptured %d", len(got.Captured), a.Captured, a.Uncaptured)
+	}
+}
+
+// TestCommitAnswerLostAfterItFailed: COMMIT fails on the server (here a
+// deferred constraint trigger refuses it once), and the connection breaks
+// before its answer arrives. Asked, the server says the transaction
+// aborted: nothing was written, so it runs again, and writes once.
+func TestCommitAnswerLostAfterItFailed(t *testing.T) {
+	s, u, arm, _ := cutAtCommitAnswer(t, false)
+	if err := s.Update(context.Background(), func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE SEQUENCE refusals;
+		CREATE FUNCTION refuse_once() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF nextval('refusals') = 1 THEN RAISE EXCEPTION 'refused once'; END IF;
+			RETURN NULL;
+		END $$;
+		CREATE CONSTRAINT TRIGGER refuse_once AFTER UPDATE ON merchants
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_once()`); err != nil {
+		t.Fatal(err)
+	}
+	attempts, err := appendToName(s, arm)
+	if err != nil || attempts != 2 {
+		t.Fatalf("update whose failed COMMIT's answer was lost: %v after %d attempts, want success on the second", err, attempts)
+	}
+	if arm.Load() {
+		t.Fatal("the proxy never cut the connection")
+	}
+	if name := merchantName(t, s); name != "m+" {
+		t.Fatalf("merchant after the update: %q, want it changed once", name)
+	}
+}
+
+// TestCommitAnswerLostAndServerGone: COMMIT's answer is lost and the
+// database cannot be reached to ask what became of the transaction. The
+// outcome stays unknown, and the error says so: the function is not run
+// again (it committed).
+func TestCommitAnswerLostAndServerGone(t *testing.T) {
+	s, _, arm, p := cutAtCommitAnswer(t, true)
+	if err := s.Update(context.Background(), func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	attempts, err := appendToName(s, arm)
+	if fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
+		t.Fatalf("update whose COMMIT answer was lost, with the database gone: %v after %d attempts, want an unknown outcome after one", err, attempts)
+	}
+	p.up(p.addr)
+	if name := merchantName(t, s); name != "m+" {
+		t.Fatalf("merchant after the update: %q, want it changed once", name)
+	}
+}
+
+// TestCommitAnswerLostAcrossAnotherServerLife: between COMMIT and the
+// question, the server's statistics were reset, as crash recovery does
+// (which keeps pg_postmaster_start_time, and may hand out an id again
+// whose log was lost). The id may then name another transaction, so the
+// outcome stays unknown rather than being read off it.
+func TestCommitAnswerLostAcrossAnotherServerLife(t *testing.T) {
+	s, u, arm, p := cutAtCommitAnswer(t, false)
+	reset := p.cutReply
+	p.cutReply = func(typ byte, body []byte) bool {
+		cut := reset(typ, body)
+		if cut {
+			conn, err := pgx.Connect(context.Background(), u)
+			if err == nil {
+				_, err = conn.Exec(context.Background(), `select pg_stat_reset_shared('bgwriter')`)
+				conn.Close(context.Background())
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		return cut
+	}
+	if err := s.Update(context.Background(), func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	attempts, err := appendToName(s, arm)
+	if err == nil || fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
+		t.Fatalf("update whose COMMIT answer was lost, asked in another server life: %v after %d attempts, want an unknown outcome after one", err, attempts)
+	}
+	if name := merchantName(t, s); name != "m+" {
+		t.Fatalf("merchant after the update: %q, want it changed once", name)
 	}
 }

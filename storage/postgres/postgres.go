@@ -283,7 +283,7 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 		return &connLost{storeUnavailable("the database cannot be reached", err)}
 	}
 	defer conn.Release()
-	w := newWire(ctx, conn, opts)
+	w := newWire(ctx, s.pool, conn, opts)
 	t := &tx{ctx: ctx, tx: w, now: s.clock().UTC(), writable: writable, decoded: s.decoded, decodedMerchants: &s.merchants}
 	if writable {
 		t.merchants = make(map[string][]byte)

@@ -49,24 +49,34 @@ type wire struct {
 	// readOnly: a View's transaction, which wrote nothing whatever becomes
 	// of its COMMIT.
 	readOnly bool
+	// pool opens the connection that asks what became of a transaction
+	// whose COMMIT went unanswered (see settle).
+	pool *pgxpool.Pool
+	// xid and life are what the commit's round trip read ahead of COMMIT
+	// (see commitProbe); probed says it was read.
+	xid    *int64
+	life   string
+	probed bool
 }
 
 // newWire starts a transaction of opts on conn; BEGIN waits for the first
 // round trip like any held statement.
-func newWire(ctx context.Context, conn *pgxpool.Conn, opts pgx.TxOptions) *wire {
+func newWire(ctx context.Context, pool *pgxpool.Pool, conn *pgxpool.Conn, opts pgx.TxOptions) *wire {
 	begin := "begin isolation level " + string(opts.IsoLevel)
 	if opts.AccessMode != "" {
 		begin += " " + string(opts.AccessMode)
 	}
-	return &wire{ctx: ctx, conn: conn, readOnly: opts.AccessMode == pgx.ReadOnly,
+	return &wire{ctx: ctx, pool: pool, conn: conn, readOnly: opts.AccessMode == pgx.ReadOnly,
 		held: []heldWrite{{sql: begin, fail: func(err error) error { return dbErr(err, "begin") }}}}
 }
 
-// heldWrite is a statement waiting for the next round trip; fail maps its error.
+// heldWrite is a statement waiting for the next round trip; fail maps its
+// error. A statement with dest has its one row read into it.
 type heldWrite struct {
 	sql  string
 	args []any
 	fail func(error) error
+	dest []any
 }
 
 // heldErr is the error of a round trip's held part (BEGIN or a held
@@ -101,7 +111,12 @@ func (w *wire) roundTrip(stmt string, args []any, read func(pgx.BatchResults) er
 	br := w.conn.SendBatch(w.ctx, b)
 	var err error
 	for _, h := range held {
-		if _, err = br.Exec(); err != nil {
+		if h.dest != nil {
+			err = br.QueryRow().Scan(h.dest...)
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
 			var pe *pgconn.PgError
 			var pre pgx.ErrPreprocessingBatch
 			if !errors.As(err, &pe) || errors.As(err, &pre) {
@@ -196,14 +211,18 @@ func (w *wire) commit() error {
 	if !w.open && len(w.held) == 1 {
 		return nil // only BEGIN is held: nothing was ever sent
 	}
-	if len(w.held) == 0 && !w.readOnly {
+	if !w.readOnly {
 		// COMMIT never goes first in its round trip. A connection terminated
 		// while the transaction waited for its next statement (idle in
 		// transaction, where most of its time is spent) has its notice sent
 		// before COMMIT leaves: it then answers this statement, so COMMIT
 		// never ran and the transaction may run again, where as COMMIT's own
-		// answer it would leave the outcome unknown.
-		w.held = append(w.held, heldWrite{sql: "select", fail: func(err error) error { return dbErr(err, "commit") }})
+		// answer it would leave the outcome unknown. The statement reads
+		// what settle needs should COMMIT's answer be lost; it runs after
+		// the held writes, which may be the first to give the transaction
+		// an id.
+		w.held = append(w.held, heldWrite{sql: commitProbe, fail: func(err error) error { return dbErr(err, "commit") },
+			dest: []any{&w.xid, &w.life}})
 	}
 	callerCtx := w.ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), commitTimeout+cancelWait)
@@ -225,7 +244,7 @@ func (w *wire) commit() error {
 	})
 	reached, committed := false, false
 	err := w.roundTrip("commit", nil, func(br pgx.BatchResults) error {
-		reached = true
+		reached, w.probed = true, !w.readOnly
 		tag, err := br.Exec()
 		committed = err == nil && tag.String() == "COMMIT"
 		if err != nil {
@@ -290,11 +309,101 @@ func (w *wire) commit() error {
 	// commit was durable.
 	if reached && fatal || fatal && !ended || !answered && !preprocessing && !errors.Is(err, pgx.ErrTxCommitRollback) {
 		// No answer from the server (a broken connection, commitTimeout):
-		// it may have committed. Said so, for an operator reading the log.
+		// it may have committed. The server is asked; when it cannot say,
+		// the error says so, for an operator reading the log.
+		switch w.settle(callerCtx) {
+		case "committed":
+			w.open = false
+			return nil
+		case "aborted":
+			return &connLost{dbErr(err, "commit")}
+		}
 		return &heldErr{fault.Internalf(err, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")}
 	}
 	return err
 }
+
+// commitProbe is the last statement before a writable transaction's
+// COMMIT: its id, if it has one (none: it wrote nothing), and the life of
+// the server it runs on (serverLife).
+const commitProbe = "select txid_current_if_assigned(), " + serverLife
+
+// serverLife names one run of a server, during which it never hands out a
+// transaction id twice: its start, and when its shared statistics were last
+// reset. A crash of one backend makes the server restart all of them and
+// replay its log without a new start time, and the log it had not yet
+// flushed is gone, ids given out in it included, so after such a restart
+// another transaction may get our id. Crash recovery resets the statistics
+// (checked by hand: pg_stat_get_bgwriter_stat_reset_time changes, the start
+// time does not); so does an operator's pg_stat_reset_shared, which only
+// makes an outcome unknown that could have been known. Text of epoch
+// seconds, whatever the session's time zone and date style.
+const serverLife = `extract(epoch from pg_postmaster_start_time())::text || '/' ||
+	coalesce(extract(epoch from pg_stat_get_bgwriter_stat_reset_time())::text, '-')`
+
+// settle asks the server, on a connection of its own, what became of a
+// transaction whose COMMIT went unanswered: "committed", "aborted" (it
+// wrote nothing and may run again) or "" (unknown). Only the server that
+// gave the id, in the same run, can say: after a restart, a crash recovery
+// or a failover the same id may be another transaction's (a promoted
+// standby that never saw this one, or a server that lost the end of its
+// log, hands it out again), so another serverLife leaves the outcome
+// unknown. A transaction still in progress
+// (its backend still finishing, or not yet aware its client is gone) is
+// asked about again, for settleWait at most.
+//
+// A connection of its own, not one of the pool: the pool may be taken by
+// requests waiting on the same outage, and this one still holds its own.
+func (w *wire) settle(ctx context.Context) string {
+	if !w.probed {
+		return "" // the id was never read
+	}
+	if w.xid == nil {
+		return "committed" // no id: it wrote nothing, so COMMIT changes nothing
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
+	defer cancel()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	for {
+		if conn == nil || conn.IsClosed() {
+			conn, _ = pgx.ConnectConfig(ctx, w.pool.Config().ConnConfig.Copy())
+		}
+		var status *string
+		var life string
+		err := errors.New("no connection")
+		if conn != nil {
+			err = conn.QueryRow(ctx, settleQuery, *w.xid).Scan(&status, &life)
+		}
+		switch {
+		case err == nil && life != w.life, err == nil && status == nil:
+			return "" // another server or run of it, or an id too old to say
+		case err == nil && (*status == "committed" || *status == "aborted"):
+			return *status
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// settleQuery reads a transaction's status only once a snapshot no longer
+// sees it running, so that the answer is final: a transaction that has
+// marked its commit in the commit log, but not yet left the running ones
+// (waiting for a synchronous standby), is not reported committed before
+// others can see it, and older servers, which looked at the
+// commit log first, cannot report one that commits meanwhile as aborted.
+const settleQuery = `select case when txid_visible_in_snapshot($1, txid_current_snapshot()) then txid_status($1) else 'in progress' end, ` + serverLife
+
+// settleWait bounds settle. With commitTimeout and cancelWait it stays
+// under kassa serve's 30 s shutdown grace.
+const settleWait = 5 * time.Second
 
 // serverEndedBackend are the SQLSTATEs of the FATAL a PostgreSQL server
 // sends when it ends a backend itself: pg_terminate_backend or a shutdown
