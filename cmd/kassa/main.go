@@ -264,7 +264,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// Under a second, a request would fail behind an ordinary busy moment;
-	// over 30 s, with the 20 s a commit may still take, its answer could
+	// over 30 s, with the 25 s a commit may still take (PostgreSQL: 15 s,
+	// 5 s for its cancel, 5 s to settle a lost answer), its answer could
 	// miss the 60 s write timeout.
 	storeTimeout, err := time.ParseDuration(c.storeTimeout)
 	if err != nil || storeTimeout < time.Second || storeTimeout > 30*time.Second {

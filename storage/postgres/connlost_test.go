@@ -455,7 +455,7 @@ func cutAtCommitAnswer(t *testing.T, down bool) (s *postgres.Store, u string, ar
 			return false
 		}
 		if down {
-			go p.down()
+			p.down() // before the client sees the cut, so settle finds the database gone
 		}
 		return true
 	}}
