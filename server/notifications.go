@@ -84,13 +84,14 @@ const (
 )
 
 func (s *Server) sandboxDeliver(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	ctx := jobContext(r)
 	var total kassa.DeliveryStats
 	start := time.Now()
 	for round := range sandboxDeliverRounds {
-		if round > 0 && (time.Since(start) > sandboxDeliverFor || r.Context().Err() != nil) {
+		if round > 0 && (time.Since(start) > sandboxDeliverFor || ctx.Err() != nil) {
 			break
 		}
-		stats, err := s.ledger.DeliverNotifications(r.Context(), s.cfg.Delivery)
+		stats, err := s.ledger.DeliverNotifications(ctx, s.cfg.Delivery)
 		if err != nil && round == 0 {
 			s.writeError(w, r, err)
 			return
@@ -98,7 +99,7 @@ func (s *Server) sandboxDeliver(w http.ResponseWriter, r *http.Request, _ httpro
 		if err != nil {
 			// What earlier rounds delivered is recorded; say so rather
 			// than lose it. The next call or the background run goes on.
-			s.log.WarnContext(r.Context(), "sandbox delivery round", "err", err)
+			s.log.WarnContext(ctx, "sandbox delivery round", "err", err)
 			break
 		}
 		total.Add(stats)
@@ -110,7 +111,7 @@ func (s *Server) sandboxDeliver(w http.ResponseWriter, r *http.Request, _ httpro
 }
 
 func (s *Server) sandboxTasks(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	stats, err := s.ledger.RunTasks(r.Context(), 1000)
+	stats, err := s.ledger.RunTasks(jobContext(r), 1000)
 	// Tasks that failed were set aside and the run went on: the answer
 	// counts them (failed), and the log says why, as the periodic job does.
 	if aside := (*kassa.TasksSetAside)(nil); errors.As(err, &aside) {

@@ -148,7 +148,7 @@ func (s *Server) sandboxRisk(w http.ResponseWriter, r *http.Request, p httproute
 }
 
 func (s *Server) sandboxExpire(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	n, err := s.ledger.ExpireOrders(r.Context(), 1000)
+	n, err := s.ledger.ExpireOrders(jobContext(r), 1000)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -157,7 +157,7 @@ func (s *Server) sandboxExpire(w http.ResponseWriter, r *http.Request, _ httprou
 }
 
 func (s *Server) sandboxAutoCapture(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	n, err := s.ledger.RunAutoCapture(r.Context(), 1000)
+	n, err := s.ledger.RunAutoCapture(jobContext(r), 1000)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -171,7 +171,7 @@ type settlementRunResponse struct {
 }
 
 func (s *Server) sandboxSettle(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	made, err := s.ledger.RunSettlements(r.Context())
+	made, err := s.ledger.RunSettlements(jobContext(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

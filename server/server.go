@@ -224,9 +224,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	ctx := context.WithValue(r.Context(), requestIDKey, id)
 	if s.cfg.StoreTimeout > 0 {
+		untimed := ctx
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, s.cfg.StoreTimeout, errStoreTimeout)
 		defer cancel()
+		ctx = context.WithValue(ctx, untimedKey{}, untimed)
 	}
 	r = r.WithContext(ctx)
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
@@ -275,6 +277,31 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.router.ServeHTTP(rec, r)
 }
+
+// untimedKey holds a request's context before Config.StoreTimeout.
+type untimedKey struct{}
+
+// jobContext is r's context without Config.StoreTimeout, for the sandbox's
+// job endpoints: each runs a whole background job through HTTP (many
+// transactions; notification POSTs of up to 10 s each), which the
+// per-request bound would cut midway, answering work it had committed as
+// failed and leaving POSTs it had sent unrecorded. It keeps r's values and
+// still ends when the client hangs up; each job bounds its own steps.
+func jobContext(r *http.Request) context.Context {
+	if untimed, ok := r.Context().Value(untimedKey{}).(context.Context); ok {
+		return valuesOf{untimed, r.Context()}
+	}
+	return r.Context()
+}
+
+// valuesOf is a context that ends as its Context does, with the values of
+// values.
+type valuesOf struct {
+	context.Context
+	values context.Context
+}
+
+func (c valuesOf) Value(key any) any { return c.values.Value(key) }
 
 // errStoreTimeout is the cause of a request context that Config.StoreTimeout
 // ended: the server stopped waiting, not the client.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,4 +190,34 @@ func TestWaitersOfALockedOrderLeaveThePoolToOthers(t *testing.T) {
 	code, _, b = e.req("GET", "/readyz", "", "", nil)
 	check("/readyz", code, b)
 	answered.Wait()
+}
+
+// TestSandboxJobsOutliveTheStoreTimeout: the sandbox's job endpoints run a
+// whole background job through HTTP (notification POSTs of up to 10 s each,
+// many transactions), which the per-request store timeout cut midway: a
+// receiver slower than the timeout made POST /sandbox/v1/jobs/notifications
+// answer 500 and left its notifications pending, to be posted again.
+func TestSandboxJobsOutliveTheStoreTimeout(t *testing.T) {
+	clock := NewClock(true)
+	e := newEnvOn(t, false, clock, openStore(t, clock.Now), func(c *Config) { c.StoreTimeout = time.Second })
+	var received atomic.Int32
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(1500 * time.Millisecond)
+		received.Add(1)
+	}))
+	defer rcv.Close()
+	if code, _, b := e.req("PUT", "/v1/notification-settings", `{"url":"`+rcv.URL+`","events":["order.*"]}`, e.auth, nil); code != 200 {
+		t.Fatalf("set: %d %v", code, b)
+	}
+	e.order("5560000001", "invoice")
+	code, _, stats := e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil)
+	if code != 200 || stats["delivered"] != 2.0 || received.Load() != 2 {
+		t.Fatalf("deliver behind a receiver slower than the store timeout: %d %v, %d received", code, stats, received.Load())
+	}
+	_, _, page := e.req("GET", "/v1/notifications?size=50", "", e.auth, nil)
+	for _, n := range page["notifications"].([]any) {
+		if st := n.(map[string]any)["status"]; st != "delivered" {
+			t.Fatalf("notification %v after the job", st)
+		}
+	}
 }
