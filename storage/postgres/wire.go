@@ -363,6 +363,12 @@ func (w *wire) settle(ctx context.Context) string {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
 	defer cancel()
+	select {
+	case settling <- struct{}{}:
+		defer func() { <-settling }()
+	case <-ctx.Done():
+		return ""
+	}
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
@@ -400,6 +406,11 @@ func (w *wire) settle(ctx context.Context) string {
 // others can see it, and older servers, which looked at the
 // commit log first, cannot report one that commits meanwhile as aborted.
 const settleQuery = `select case when txid_visible_in_snapshot($1, txid_current_snapshot()) then txid_status($1) else 'in progress' end, ` + serverLife
+
+// settling bounds the connections settle opens at once, beside the pool:
+// in an outage every unanswered COMMIT asks, and a replica must not add a
+// pool's worth of connections to a database near max_connections.
+var settling = make(chan struct{}, 4)
 
 // settleWait bounds settle. With commitTimeout and cancelWait it stays
 // under kassa serve's 30 s shutdown grace.

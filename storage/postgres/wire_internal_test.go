@@ -303,3 +303,26 @@ func TestReadWhoseStatementFailedIsNoSuccess(t *testing.T) {
 		t.Fatalf("read with a failed statement: statement %v, view %v; want both errors", failed, err)
 	}
 }
+
+// TestSettleWaitsForASlot: at most cap(settling) lost commits are asked
+// about at once, each on a connection beside the pool; one more waits for a
+// slot, and past settleWait its outcome stays unknown without connecting.
+func TestSettleWaitsForASlot(t *testing.T) {
+	for range cap(settling) {
+		settling <- struct{}{}
+	}
+	defer func() {
+		for range cap(settling) {
+			<-settling
+		}
+	}()
+	xid := int64(1)
+	w := &wire{probed: true, xid: &xid} // no pool: connecting would panic
+	start := time.Now()
+	if got := w.settle(context.Background()); got != "" {
+		t.Fatalf("settle without a slot: %q, want unknown", got)
+	}
+	if waited := time.Since(start); waited < settleWait {
+		t.Fatalf("gave up after %v, want settleWait (%v)", waited, settleWait)
+	}
+}
