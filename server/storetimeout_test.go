@@ -26,41 +26,9 @@ import (
 // /readyz waiting; and once the lock is gone the same request, with its key,
 // captures once.
 func TestStoreTimeoutOnALockedOrder(t *testing.T) {
-	dbURL := pgtest.FreshSchema(t)
-	ctx := context.Background()
-	clock := NewClock(true)
-	st, err := postgres.Open(ctx, dbURL, postgres.Options{Clock: clock.Now, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	e := newEnvOn(t, false, clock, st, func(c *Config) {
-		c.StoreTimeout = time.Second
-		c.Ready = func(ctx context.Context) error {
-			return st.View(ctx, func(tx storage.Tx) error {
-				if _, err := tx.GetMerchant("readyz"); err != nil && !fault.Is(err, fault.NotFound) {
-					return err
-				}
-				return nil
-			})
-		}
-	})
-	locked := e.order("5560000001", "invoice")
+	e, locked, other, tx := lockedOrderEnv(t, time.Second)
 	id := locked["id"].(string)
-	other := e.order("5560000001", "invoice")["id"].(string)
-
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, id); err != nil {
-		t.Fatal(err)
-	}
+	ctx := context.Background()
 	// Released at last in any case, so that a server that waits for the
 	// lock fails this test instead of hanging it.
 	var once sync.Once
@@ -124,41 +92,8 @@ func TestStoreTimeoutOnALockedOrder(t *testing.T) {
 // them, not one each: while they wait, other orders, other merchants and
 // /readyz are served at once rather than when the waiters give up.
 func TestWaitersOfALockedOrderLeaveThePoolToOthers(t *testing.T) {
-	dbURL := pgtest.FreshSchema(t)
-	ctx := context.Background()
-	clock := NewClock(true)
-	st, err := postgres.Open(ctx, dbURL, postgres.Options{Clock: clock.Now, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	e := newEnvOn(t, false, clock, st, func(c *Config) {
-		c.StoreTimeout = 3 * time.Second
-		c.Ready = func(ctx context.Context) error {
-			return st.View(ctx, func(tx storage.Tx) error {
-				if _, err := tx.GetMerchant("readyz"); err != nil && !fault.Is(err, fault.NotFound) {
-					return err
-				}
-				return nil
-			})
-		}
-	})
-	id := e.order("5560000001", "invoice")["id"].(string)
-	other := e.order("5560000001", "invoice")["id"].(string)
-
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, id); err != nil {
-		t.Fatal(err)
-	}
+	e, locked, other, _ := lockedOrderEnv(t, 3*time.Second)
+	id := locked["id"].(string)
 
 	var answered sync.WaitGroup
 	waiting := make(chan struct{})
@@ -220,4 +155,47 @@ func TestSandboxJobsOutliveTheStoreTimeout(t *testing.T) {
 			t.Fatalf("notification %v after the job", st)
 		}
 	}
+}
+
+// lockedOrderEnv is a server on a fresh PostgreSQL schema with a pool of 4
+// connections and the store timeout given, whose /readyz reads the store,
+// and two orders of merchant m1: locked, whose row a transaction of another
+// connection holds FOR UPDATE until the test ends (or rolls tx back), and
+// the other's id.
+func lockedOrderEnv(t *testing.T, storeTimeout time.Duration) (e *sessionEnv, locked map[string]any, other string, tx pgx.Tx) {
+	t.Helper()
+	dbURL := pgtest.FreshSchema(t)
+	ctx := context.Background()
+	clock := NewClock(true)
+	st, err := postgres.Open(ctx, dbURL, postgres.Options{Clock: clock.Now, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e = newEnvOn(t, false, clock, st, func(c *Config) {
+		c.StoreTimeout = storeTimeout
+		c.Ready = func(ctx context.Context) error {
+			return st.View(ctx, func(tx storage.Tx) error {
+				if _, err := tx.GetMerchant("readyz"); err != nil && !fault.Is(err, fault.NotFound) {
+					return err
+				}
+				return nil
+			})
+		}
+	})
+	locked = e.order("5560000001", "invoice")
+	other = e.order("5560000001", "invoice")["id"].(string)
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	if tx, err = conn.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, locked["id"]); err != nil {
+		t.Fatal(err)
+	}
+	return e, locked, other, tx
 }

@@ -493,6 +493,24 @@ func appendToName(s storage.Store, arm *atomic.Bool) (int, error) {
 	return attempts, err
 }
 
+// putMerchantM1 stores merchant m1, named "m", for appendToName.
+func putMerchantM1(t *testing.T, s storage.Store) {
+	t.Helper()
+	if err := s.Update(context.Background(), func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantChangedOnce fails t unless appendToName's change is in m1 once.
+func wantChangedOnce(t *testing.T, s storage.Store) {
+	t.Helper()
+	if name := merchantName(t, s); name != "m+" {
+		t.Fatalf("merchant after the update: %q, want it changed once", name)
+	}
+}
+
 func merchantName(t *testing.T, s storage.Store) string {
 	t.Helper()
 	var name string
@@ -516,11 +534,7 @@ func merchantName(t *testing.T, s storage.Store) string {
 // not knowing whether a capture happened).
 func TestCommitAnswerLostAfterItCommitted(t *testing.T) {
 	s, _, arm, _ := cutAtCommitAnswer(t, false)
-	if err := s.Update(context.Background(), func(tx storage.Tx) error {
-		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	putMerchantM1(t, s)
 	attempts, err := appendToName(s, arm)
 	if err != nil || attempts != 1 {
 		t.Fatalf("update whose COMMIT answer was lost: %v after %d attempts", err, attempts)
@@ -528,9 +542,7 @@ func TestCommitAnswerLostAfterItCommitted(t *testing.T) {
 	if arm.Load() {
 		t.Fatal("the proxy never cut the connection")
 	}
-	if name := merchantName(t, s); name != "m+" {
-		t.Fatalf("merchant after the update: %q, want it changed once", name)
-	}
+	wantChangedOnce(t, s)
 
 	// The same through the ledger: a capture whose COMMIT answer was lost
 	// is answered as captured, and applied once.
@@ -595,9 +607,7 @@ func TestCommitAnswerLostAfterItFailed(t *testing.T) {
 	if arm.Load() {
 		t.Fatal("the proxy never cut the connection")
 	}
-	if name := merchantName(t, s); name != "m+" {
-		t.Fatalf("merchant after the update: %q, want it changed once", name)
-	}
+	wantChangedOnce(t, s)
 }
 
 // TestCommitAnswerLostAndServerGone: COMMIT's answer is lost and the
@@ -606,19 +616,13 @@ func TestCommitAnswerLostAfterItFailed(t *testing.T) {
 // again (it committed).
 func TestCommitAnswerLostAndServerGone(t *testing.T) {
 	s, _, arm, p := cutAtCommitAnswer(t, true)
-	if err := s.Update(context.Background(), func(tx storage.Tx) error {
-		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	putMerchantM1(t, s)
 	attempts, err := appendToName(s, arm)
 	if fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
 		t.Fatalf("update whose COMMIT answer was lost, with the database gone: %v after %d attempts, want an unknown outcome after one", err, attempts)
 	}
 	p.up(p.addr)
-	if name := merchantName(t, s); name != "m+" {
-		t.Fatalf("merchant after the update: %q, want it changed once", name)
-	}
+	wantChangedOnce(t, s)
 }
 
 // TestCommitAnswerLostAcrossAnotherServerLife: between COMMIT and the
@@ -643,16 +647,10 @@ func TestCommitAnswerLostAcrossAnotherServerLife(t *testing.T) {
 		}
 		return cut
 	}
-	if err := s.Update(context.Background(), func(tx storage.Tx) error {
-		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	putMerchantM1(t, s)
 	attempts, err := appendToName(s, arm)
 	if err == nil || fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
 		t.Fatalf("update whose COMMIT answer was lost, asked in another server life: %v after %d attempts, want an unknown outcome after one", err, attempts)
 	}
-	if name := merchantName(t, s); name != "m+" {
-		t.Fatalf("merchant after the update: %q, want it changed once", name)
-	}
+	wantChangedOnce(t, s)
 }
