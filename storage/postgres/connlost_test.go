@@ -442,7 +442,7 @@ func TestConnectionCutWhileIdleBeforeCommitRunsAgain(t *testing.T) {
 // connection where the server answers COMMIT (CommandComplete COMMIT, or an
 // error), so that the server has ended the transaction but the client never
 // learns how; and with down, refuses connections from then on.
-func cutAtCommitAnswer(t *testing.T, down bool) (s *postgres.Store, u string, arm *atomic.Bool, p *proxy) {
+func cutAtCommitAnswer(t *testing.T, down bool, onCut func()) (s *postgres.Store, u string, arm *atomic.Bool, p *proxy) {
 	t.Helper()
 	arm = new(atomic.Bool)
 	target, err := url.Parse(pgtest.URL(t))
@@ -453,6 +453,9 @@ func cutAtCommitAnswer(t *testing.T, down bool) (s *postgres.Store, u string, ar
 		answer := typ == 'C' && string(body) == "COMMIT\x00" || typ == 'E'
 		if !answer || !arm.CompareAndSwap(true, false) {
 			return false
+		}
+		if onCut != nil {
+			onCut()
 		}
 		if down {
 			p.down() // before the client sees the cut, so settle finds the database gone
@@ -533,7 +536,7 @@ func merchantName(t *testing.T, s storage.Store) string {
 // instead of failing with an unknown outcome (a 500 that leaves a merchant
 // not knowing whether a capture happened).
 func TestCommitAnswerLostAfterItCommitted(t *testing.T) {
-	s, _, arm, _ := cutAtCommitAnswer(t, false)
+	s, _, arm, _ := cutAtCommitAnswer(t, false, nil)
 	putMerchantM1(t, s)
 	attempts, err := appendToName(s, arm)
 	if err != nil || attempts != 1 {
@@ -578,7 +581,7 @@ func TestCommitAnswerLostAfterItCommitted(t *testing.T) {
 // before its answer arrives. Asked, the server says the transaction
 // aborted: nothing was written, so it runs again, and writes once.
 func TestCommitAnswerLostAfterItFailed(t *testing.T) {
-	s, u, arm, _ := cutAtCommitAnswer(t, false)
+	s, u, arm, _ := cutAtCommitAnswer(t, false, nil)
 	if err := s.Update(context.Background(), func(tx storage.Tx) error {
 		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
 	}); err != nil {
@@ -615,7 +618,7 @@ func TestCommitAnswerLostAfterItFailed(t *testing.T) {
 // outcome stays unknown, and the error says so: the function is not run
 // again (it committed).
 func TestCommitAnswerLostAndServerGone(t *testing.T) {
-	s, _, arm, p := cutAtCommitAnswer(t, true)
+	s, _, arm, p := cutAtCommitAnswer(t, true, nil)
 	putMerchantM1(t, s)
 	attempts, err := appendToName(s, arm)
 	if fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
@@ -631,22 +634,17 @@ func TestCommitAnswerLostAndServerGone(t *testing.T) {
 // whose log was lost). The id may then name another transaction, so the
 // outcome stays unknown rather than being read off it.
 func TestCommitAnswerLostAcrossAnotherServerLife(t *testing.T) {
-	s, u, arm, p := cutAtCommitAnswer(t, false)
-	reset := p.cutReply
-	p.cutReply = func(typ byte, body []byte) bool {
-		cut := reset(typ, body)
-		if cut {
-			conn, err := pgx.Connect(context.Background(), u)
-			if err == nil {
-				_, err = conn.Exec(context.Background(), `select pg_stat_reset_shared('bgwriter')`)
-				conn.Close(context.Background())
-			}
-			if err != nil {
-				t.Error(err)
-			}
+	var u string // set before arm is, which the proxy reads first
+	s, u, arm, _ := cutAtCommitAnswer(t, false, func() {
+		conn, err := pgx.Connect(context.Background(), u)
+		if err == nil {
+			_, err = conn.Exec(context.Background(), `select pg_stat_reset_shared('bgwriter')`)
+			conn.Close(context.Background())
 		}
-		return cut
-	}
+		if err != nil {
+			t.Error(err)
+		}
+	})
 	putMerchantM1(t, s)
 	attempts, err := appendToName(s, arm)
 	if err == nil || fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
