@@ -166,15 +166,24 @@ type claim struct {
 // once: a crash after a POST and before its record sends it again after the
 // lease, with the same event id; recording each answer at once keeps that to
 // the POSTs in flight, not the whole batch.
+//
+// A run waits for all its POSTs, so one receiver that answers slowly holds
+// up a run for up to the client's timeout: call it on a schedule without
+// waiting for the last run (as kassa serve does). Runs of one Ledger may
+// overlap; a run leaves alone the merchants whose claims another run holds.
 func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions) (DeliveryStats, error) {
 	opts = opts.withDefaults()
-	claims, err := l.claimNotifications(ctx, opts)
+	claims, capped, err := l.claimNotifications(ctx, opts)
 	if err != nil || len(claims) == 0 {
 		return DeliveryStats{}, err
 	}
+	// Every claim is let go when the run ends, posted or not: a message
+	// left unsent keeps its lease, and a later run of this Ledger may take
+	// up its merchant again.
+	defer l.letGo(claims)
 	var (
 		mu       sync.Mutex
-		stats    = DeliveryStats{More: len(claims) == opts.Batch}
+		stats    = DeliveryStats{More: len(claims) == opts.Batch || capped}
 		firstErr error
 	)
 	record := func(c *claim) {
@@ -242,19 +251,34 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 	return stats, ctx.Err()
 }
 
-func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) ([]*claim, error) {
-	var claims []*claim
-	err := l.store.Update(ctx, func(tx storage.Tx) error {
-		claims = nil
+// claimNotifications claims the run's batch. capped reports that a merchant
+// had more due than a claim takes of one merchant, so more may be due at once.
+func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (claims []*claim, capped bool, err error) {
+	err = l.store.Update(ctx, func(tx storage.Tx) error {
+		claims, capped = nil, false
 		now, wall := tx.Now(), opts.WallClock()
-		// A window of several batches, so that the merchants due in it
-		// share the batch instead of the oldest backlog taking all of it.
-		due, err := tx.PendingOutbox(now, opts.Batch*claimWindow)
+		// A window of several batches with a few messages of any one
+		// merchant, so that the merchants due in it share the batch, and a
+		// merchant's backlog, however large, hides no other merchant's
+		// messages behind it.
+		due, err := tx.PendingOutbox(now, opts.Batch*claimWindow, opts.perMerchant())
 		if err != nil {
 			return err
 		}
 		// Due on the store's clock, but a deliverer's lease holds.
 		due = slices.DeleteFunc(due, func(m *storage.OutboxMessage) bool { return wall.Before(m.LeaseUntil) })
+		// A merchant another run of this Ledger still posts to is left to
+		// that run: runs may overlap (kassa serve starts one each second),
+		// and without this every run would add POSTs to a slow receiver
+		// until all of them waited on it.
+		busy := l.busyMerchants(wall)
+		due = slices.DeleteFunc(due, func(m *storage.OutboxMessage) bool { return busy[m.MerchantID] })
+		perMerchant := map[string]int{}
+		for _, m := range due {
+			if perMerchant[m.MerchantID]++; perMerchant[m.MerchantID] == opts.perMerchant() {
+				capped = true
+			}
+		}
 		merchants := map[string]*storage.Merchant{}
 		for _, m := range inTurn(due, opts.Batch) {
 			mer, ok := merchants[m.MerchantID]
@@ -279,8 +303,66 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 		}
 		return nil
 	})
-	return claims, err
+	if err != nil {
+		return nil, false, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.delivering == nil {
+		l.delivering = map[string]*merchantClaims{}
+	}
+	for _, c := range claims {
+		mc := l.delivering[c.msg.MerchantID]
+		if mc == nil {
+			mc = &merchantClaims{}
+			l.delivering[c.msg.MerchantID] = mc
+		}
+		mc.n++
+		if c.msg.LeaseUntil.After(mc.until) {
+			mc.until = c.msg.LeaseUntil
+		}
+	}
+	return claims, capped, nil
 }
+
+// merchantClaims are a merchant's claims held by this Ledger's runs.
+type merchantClaims struct {
+	n     int
+	until time.Time // the latest of their leases
+}
+
+// busyMerchants are the merchants with claims of this Ledger's runs whose
+// leases hold at wall. Past its lease a claim no longer keeps a merchant
+// busy, as it no longer keeps another replica away: a run stuck on a POST
+// (a client without a timeout) must not hold up the merchant for good.
+func (l *Ledger) busyMerchants(wall time.Time) map[string]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	busy := make(map[string]bool, len(l.delivering))
+	for id, mc := range l.delivering {
+		if wall.Before(mc.until) {
+			busy[id] = true
+		}
+	}
+	return busy
+}
+
+func (l *Ledger) letGo(claims []*claim) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range claims {
+		if mc := l.delivering[c.msg.MerchantID]; mc != nil {
+			if mc.n--; mc.n <= 0 {
+				delete(l.delivering, c.msg.MerchantID)
+			}
+		}
+	}
+}
+
+// perMerchant is how many due messages of one merchant a claim reads: a
+// window then holds at least claimWindow merchants, and a run may still post
+// Parallel at once to a single merchant with a backlog.
+func (o DeliveryOptions) perMerchant() int { return max(o.Parallel, o.Batch/claimWindow) }
 
 // claimWindow is how many batches of due messages a claim looks at.
 const claimWindow = 4

@@ -64,6 +64,10 @@ type Ledger struct {
 
 	mu       sync.Mutex
 	inFlight map[string]struct{} // merchant + idempotency key of requests being executed here
+	// delivering holds, per merchant, the claims of this Ledger's runs
+	// still going: a run that starts while another waits on a merchant's
+	// receiver leaves that merchant alone.
+	delivering map[string]*merchantClaims
 
 	orders gate // one change of an order at a time goes to the store
 }

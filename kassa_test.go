@@ -239,7 +239,7 @@ func TestAcknowledgementRequiredWritesOutbox(t *testing.T) {
 	}
 	var msgs []*storage.OutboxMessage
 	f.store.View(f.ctx, func(tx storage.Tx) error {
-		msgs, err = tx.PendingOutbox(time.Now().Add(time.Minute), 10)
+		msgs, err = tx.PendingOutbox(time.Now().Add(time.Minute), 10, 0)
 		return err
 	})
 	if len(msgs) != 1 || msgs[0].Topic != kassa.TopicAcknowledgementRequired || msgs[0].OrderID != res.Order.ID {

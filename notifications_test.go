@@ -536,11 +536,14 @@ func TestConcurrentDeliverersSendEachMessageOnce(t *testing.T) {
 		f.order(t, "t"+string(rune('a'+i)), order.PayInvoice, 1000)
 	}
 	want := len(f.log(t))
+	// Two replicas: a run of one Ledger leaves a merchant another of its
+	// runs is posting to alone, so deliverers of one Ledger would not race.
+	replicas := []*kassa.Ledger{f.ledger, kassa.New(f.store, kassa.Options{})}
 	var wg sync.WaitGroup
-	for range 2 {
+	for _, l := range replicas {
 		wg.Go(func() {
 			for range 5 {
-				if _, err := f.ledger.DeliverNotifications(context.Background(), kassa.DeliveryOptions{Batch: 7, AllowPrivateNetworks: true}); err != nil {
+				if _, err := l.DeliverNotifications(context.Background(), kassa.DeliveryOptions{Batch: 7, AllowPrivateNetworks: true}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -1004,5 +1007,88 @@ func TestDeliveryErrorTextIsBounded(t *testing.T) {
 		if len(e) > 1024 || !strings.HasPrefix(e, `Post "http://`) || !strings.Contains(e, "malformed HTTP status code") || !utf8.ValidString(e) {
 			t.Fatalf("error of %d bytes: %.200q", len(e), e)
 		}
+	}
+}
+
+// hangingMerchant adds a merchant whose receiver holds every POST until the
+// test ends, with n notifications due before anything the test adds later.
+func hangingMerchant(t *testing.T, f *notifyFixture, n int) (merchant string, posts *atomic.Int64) {
+	t.Helper()
+	ctx := context.Background()
+	posts = new(atomic.Int64)
+	stuck := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		select {
+		case <-stuck:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(stuck); srv.Close() })
+	creds, _, err := f.ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "hanging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ledger.SetWebhook(ctx, creds.MerchantID, kassa.SetWebhookRequest{URL: srv.URL + "/hooks"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		f.orderFor(t, creds.MerchantID, fmt.Sprint("h", i), order.PayAdvanceInvoice, 1000)
+	}
+	f.clock.Advance(time.Second) // what the test adds next is due after the whole backlog
+	return creds.MerchantID, posts
+}
+
+// TestBacklogBeyondTheClaimWindowHoldsUpNoOtherMerchant: a claim read only
+// the oldest few batches of due messages, so a merchant whose backlog was
+// larger than that window hid every other merchant's messages behind it,
+// one run's timeouts per batch of the backlog. A claim now takes at most a
+// few messages of each merchant, so the first run finds the others.
+func TestBacklogBeyondTheClaimWindowHoldsUpNoOtherMerchant(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	_, posts := hangingMerchant(t, f, 20)
+	f.order(t, "other", order.PayAdvanceInvoice, 1000)
+	opts := kassa.DeliveryOptions{Batch: 2, Parallel: 2, AllowPrivateNetworks: true,
+		Client: &http.Client{Timeout: 100 * time.Millisecond}}
+	s, err := f.ledger.DeliverNotifications(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Delivered == 0 {
+		t.Errorf("first run: %+v, %d POSTs to the hanging receiver; want the other merchant's notification delivered", s, posts.Load())
+	}
+}
+
+// TestOverlappingRunsPostNothingMoreToABusyMerchant: a run that starts
+// while another still waits on a merchant's POSTs leaves that merchant
+// alone and delivers the others'. Before, it claimed and posted the busy
+// merchant's next messages too, so runs started side by side filled up with
+// one slow receiver's POSTs.
+func TestOverlappingRunsPostNothingMoreToABusyMerchant(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	_, posts := hangingMerchant(t, f, 10)
+	opts := kassa.DeliveryOptions{Batch: 4, Parallel: 2, AllowPrivateNetworks: true,
+		Client: &http.Client{Timeout: 5 * time.Second}}
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() { _, err := f.ledger.DeliverNotifications(ctx, opts); first <- err }()
+	for deadline := time.Now().Add(2 * time.Second); posts.Load() < int64(opts.Parallel); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d POSTs to the hanging receiver; want %d", posts.Load(), opts.Parallel)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.order(t, "other", order.PayAdvanceInvoice, 1000)
+	start := time.Now()
+	s, err := f.ledger.DeliverNotifications(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); s.Delivered == 0 || took > time.Second || posts.Load() != int64(opts.Parallel) {
+		t.Errorf("second run: %+v in %v, %d POSTs to the hanging receiver in all; want the other merchant's delivered at once and no more POSTs to the busy one",
+			s, took, posts.Load())
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
 	}
 }

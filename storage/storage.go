@@ -171,8 +171,11 @@ type Tx interface {
 
 	// Outbox of notifications, written with the change they announce.
 	AddOutbox(m *OutboxMessage) error
-	// PendingOutbox lists up to limit messages due at or before t, oldest first.
-	PendingOutbox(t time.Time, limit int) ([]*OutboxMessage, error)
+	// PendingOutbox lists up to limit messages due at or before t, oldest
+	// first, with at most perMerchant (each merchant's oldest) of any one
+	// merchant, so that one merchant's backlog does not hide the others'
+	// messages; perMerchant <= 0 sets no such cap.
+	PendingOutbox(t time.Time, limit, perMerchant int) ([]*OutboxMessage, error)
 	// UpdateOutbox replaces a message (attempts, next attempt, delivery state).
 	UpdateOutbox(m *OutboxMessage) error
 	// GetOutbox reads one message of a merchant.

@@ -32,6 +32,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -703,24 +704,41 @@ func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, 
 
 // runDelivery delivers notifications every second until ctx ends. A sandbox
 // may deliver to private addresses (a receiver on the developer's machine).
+//
+// A run waits for all its POSTs, up to the client's timeout, so a run is
+// started each tick even while earlier ones still wait (up to deliveryRuns at
+// once): a new notification to another merchant goes out within a tick,
+// not after a slow receiver's answers. A run leaves alone the merchants an
+// earlier run still posts to, so overlapping runs do not pile up on one
+// receiver.
 func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, opts kassa.DeliveryOptions) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	runs := make(chan struct{}, deliveryRuns)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
-		// A full batch means more may be due now: claim again at once
-		// instead of waiting a tick, or delivery would top out at one
-		// batch a second.
-		for more := true; more && ctx.Err() == nil; {
-			more = false // and so after a panic: the next tick tries again
-			guard(log, "notification delivery", func() {
-				s, err := ledger.DeliverNotifications(ctx, opts)
-				if err != nil && ctx.Err() == nil {
-					log.Error("notification delivery", "err", err)
-				} else if s != (kassa.DeliveryStats{}) {
-					log.Info("notification delivery", "delivered", s.Delivered, "retrying", s.Retrying, "failed", s.Failed)
+		select {
+		case runs <- struct{}{}:
+			wg.Go(func() {
+				defer func() { <-runs }()
+				// A full batch means more may be due now: claim again at
+				// once instead of waiting a tick, or delivery would top out
+				// at one batch a second.
+				for more := true; more && ctx.Err() == nil; {
+					more = false // and so after a panic: the next tick tries again
+					guard(log, "notification delivery", func() {
+						s, err := ledger.DeliverNotifications(ctx, opts)
+						if err != nil && ctx.Err() == nil {
+							log.Error("notification delivery", "err", err)
+						} else if s != (kassa.DeliveryStats{}) {
+							log.Info("notification delivery", "delivered", s.Delivered, "retrying", s.Retrying, "failed", s.Failed)
+						}
+						more = err == nil && s.More
+					})
 				}
-				more = err == nil && s.More
 			})
+		default: // every run still waits on its receivers
 		}
 		select {
 		case <-ctx.Done():
@@ -729,6 +747,12 @@ func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, op
 		}
 	}
 }
+
+// deliveryRuns bounds the delivery runs of one server at once, and so its
+// POSTs in flight to deliveryRuns × DeliveryOptions.Parallel. As many slow
+// receivers at once, each holding a run, delay the others again (by up to
+// the client's timeout).
+const deliveryRuns = 4
 
 // runJobs runs the periodic work of the server until ctx ends: the
 // idempotency-record sweep, the scheduled tasks (auto-capture, token expiry,

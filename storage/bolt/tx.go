@@ -579,15 +579,20 @@ func (t *tx) writeOutbox(m *storage.OutboxMessage) error {
 	return t.put(bOutboxDue, outboxDueKey(m), present)
 }
 
-func (t *tx) PendingOutbox(at time.Time, limit int) ([]*storage.OutboxMessage, error) {
+func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.OutboxMessage, error) {
 	if err := t.check(false); err != nil {
 		return nil, err
 	}
 	// Due at or before at: every key of time ≤ at sorts below the successor of at's time.
 	end := successor(putTime(nil, at))
 	var out []*storage.OutboxMessage
+	taken := map[string]int{}
 	c := t.st.bucket(bOutboxDue).Cursor()
-	for k, _ := c.First(); k != nil && len(out) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
+	// The due index does not name the merchant, so a merchant's backlog past
+	// its cap is read and passed over: bounded, so that a claim's cost is too.
+	scanned := 0
+	for k, _ := c.First(); k != nil && len(out) < limit && scanned < maxOutboxScan && bytes.Compare(k, end) < 0; k, _ = c.Next() {
+		scanned++
 		var m storage.OutboxMessage
 		ok, err := t.getRecord(bOutbox, k[timeLen:], &m)
 		if err != nil {
@@ -596,10 +601,20 @@ func (t *tx) PendingOutbox(at time.Time, limit int) ([]*storage.OutboxMessage, e
 		if !ok {
 			return nil, fault.Internalf(nil, "outbox index names a missing message")
 		}
+		if perMerchant > 0 {
+			if taken[m.MerchantID] >= perMerchant {
+				continue
+			}
+			taken[m.MerchantID]++
+		}
 		out = append(out, &m)
 	}
 	return out, nil
 }
+
+// maxOutboxScan bounds the due messages PendingOutbox reads: a merchant's
+// backlog larger than that still hides messages due after it.
+const maxOutboxScan = 100_000
 
 func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
 	if err := t.check(true); err != nil {

@@ -435,7 +435,7 @@ func (t *tx) DeleteExpiredIdempotency(at time.Time, limit int) (int, error) {
 
 func (t *tx) AddOutbox(m *storage.OutboxMessage) error { return t.put("outbox/"+m.ID, m) }
 
-func (t *tx) PendingOutbox(at time.Time, limit int) ([]*storage.OutboxMessage, error) {
+func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.OutboxMessage, error) {
 	var out []*storage.OutboxMessage
 	for k, b := range t.s.data {
 		if !strings.HasPrefix(k, "outbox/") {
@@ -455,6 +455,13 @@ func (t *tx) PendingOutbox(at time.Time, limit int) ([]*storage.OutboxMessage, e
 		}
 		return out[i].ID < out[j].ID
 	})
+	if perMerchant > 0 {
+		taken := map[string]int{}
+		out = slices.DeleteFunc(out, func(m *storage.OutboxMessage) bool {
+			taken[m.MerchantID]++
+			return taken[m.MerchantID] > perMerchant
+		})
+	}
 	if len(out) > limit {
 		out = out[:limit]
 	}

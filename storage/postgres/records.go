@@ -282,9 +282,27 @@ func (t *tx) AddOutbox(m *storage.OutboxMessage) error {
 	return nil
 }
 
-func (t *tx) PendingOutbox(at time.Time, limit int) ([]*storage.OutboxMessage, error) {
-	bs, err := t.bodies("outbox", `SELECT body FROM outbox WHERE NOT done AND next_key <= $1
-		ORDER BY next_key, id LIMIT $2`+t.lockFor(), timeKey(at), limit)
+func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.OutboxMessage, error) {
+	if perMerchant <= 0 {
+		perMerchant = limit
+	}
+	// A skip scan of outbox_merchant_pending visits each merchant with
+	// pending messages once (the merchants table would visit every merchant
+	// on every claim), then takes that merchant's oldest due messages from
+	// the same index. The lock is taken there: rows another claim holds are
+	// skipped, and a merchant's next ones taken in their place.
+	bs, err := t.bodies("outbox", `WITH RECURSIVE merchants(id) AS (
+			(SELECT merchant_id FROM outbox WHERE NOT done ORDER BY merchant_id LIMIT 1)
+			UNION ALL
+			SELECT (SELECT o.merchant_id FROM outbox o WHERE NOT o.done AND o.merchant_id > m.id
+				ORDER BY o.merchant_id LIMIT 1)
+			FROM merchants m WHERE m.id IS NOT NULL)
+		SELECT d.body FROM merchants m CROSS JOIN LATERAL (
+			SELECT body, next_key, id FROM outbox
+			WHERE NOT done AND merchant_id = m.id AND next_key <= $1
+			ORDER BY next_key, id LIMIT $3`+t.lockFor()+`) d
+		WHERE m.id IS NOT NULL
+		ORDER BY d.next_key, d.id LIMIT $2`, timeKey(at), limit, perMerchant)
 	if err != nil {
 		return nil, err
 	}

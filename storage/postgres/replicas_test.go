@@ -200,7 +200,7 @@ func claim(t *testing.T, tx storage.Tx, now time.Time, limit int) []string {
 	for _, tk := range tasks {
 		ids = append(ids, "task "+tk.ID)
 	}
-	msgs, err := tx.PendingOutbox(now, limit)
+	msgs, err := tx.PendingOutbox(now, limit, 0)
 	if err != nil {
 		t.Error(err)
 	}

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("DeadlineEndsAWaitBehindAnotherTransaction", func(t *testing.T) { testDeadlineEndsAWait(t, open(t)) })
 	t.Run("Idempotency", func(t *testing.T) { testIdempotency(t, open(t)) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open(t)) })
+	t.Run("OutboxPerMerchant", func(t *testing.T) { testOutboxPerMerchant(t, open(t)) })
 	t.Run("RollbackAndReadOnly", func(t *testing.T) { testRollback(t, open(t)) })
 	t.Run("ListFilters", func(t *testing.T) { testList(t, open(t)) })
 	t.Run("CursorWalkWithConcurrentInserts", func(t *testing.T) { testCursorWalk(t, open(t)) })
@@ -618,7 +619,7 @@ func testOutbox(t *testing.T, s storage.Store) {
 	pending := func(at time.Time, limit int) []string {
 		var ids []string
 		view(t, s, func(tx storage.Tx) error {
-			ms, err := tx.PendingOutbox(at, limit)
+			ms, err := tx.PendingOutbox(at, limit, 0)
 			for _, m := range ms {
 				ids = append(ids, m.ID)
 			}
@@ -652,7 +653,7 @@ func testOutbox(t *testing.T, s storage.Store) {
 		t.Fatalf("later %v", got)
 	}
 	view(t, s, func(tx storage.Tx) error {
-		ms, err := tx.PendingOutbox(Now().Add(2*time.Hour), 10)
+		ms, err := tx.PendingOutbox(Now().Add(2*time.Hour), 10, 0)
 		if err != nil || len(ms) != 3 || ms[1].Attempts != 1 || ms[1].LastError != "503" || ms[1].OrderID != "o1" {
 			t.Fatalf("pending records %+v %v", ms, err)
 		}
@@ -661,6 +662,62 @@ func testOutbox(t *testing.T, s storage.Store) {
 	err := s.Update(ctx, func(tx storage.Tx) error { return tx.UpdateOutbox(msg("nope", Now())) })
 	wantKind(t, err, fault.NotFound)
 	testOutboxLog(t, s, msg, pending)
+}
+
+// testOutboxPerMerchant: with a cap per merchant, a merchant's backlog
+// yields its oldest few, and the messages of others due after that backlog
+// are still listed, oldest first.
+func testOutboxPerMerchant(t *testing.T, s storage.Store) {
+	update(t, s, func(tx storage.Tx) error {
+		add := func(id, merchant string, at time.Time) error {
+			return tx.AddOutbox(&storage.OutboxMessage{ID: id, MerchantID: merchant, Topic: "order.event",
+				Payload: []byte(`{}`), CreatedAt: at, NextAttempt: at})
+		}
+		for i := range 30 {
+			if err := add(fmt.Sprintf("a%02d", i), "ma", Now().Add(time.Duration(i)*time.Second)); err != nil {
+				return err
+			}
+		}
+		for i, id := range []string{"b0", "b1", "b2"} {
+			if err := add(id, "mb", Now().Add(time.Minute+time.Duration(i)*time.Second)); err != nil {
+				return err
+			}
+		}
+		if err := add("c0", "mc", Now().Add(90*time.Second)); err != nil {
+			return err
+		}
+		return add("c1", "mc", Now().Add(time.Hour)) // not due
+	})
+	pending := func(limit, perMerchant int) []string {
+		var ids []string
+		view(t, s, func(tx storage.Tx) error {
+			ms, err := tx.PendingOutbox(Now().Add(2*time.Minute), limit, perMerchant)
+			for _, m := range ms {
+				ids = append(ids, m.ID)
+			}
+			return err
+		})
+		return ids
+	}
+	if got := pending(10, 2); !slices.Equal(got, []string{"a00", "a01", "b0", "b1", "c0"}) {
+		t.Fatalf("two of each merchant: %v", got)
+	}
+	if got := pending(4, 2); !slices.Equal(got, []string{"a00", "a01", "b0", "b1"}) {
+		t.Fatalf("two of each, four in all: %v", got)
+	}
+	if got := pending(3, 0); !slices.Equal(got, []string{"a00", "a01", "a02"}) {
+		t.Fatalf("no cap: %v", got)
+	}
+	update(t, s, func(tx storage.Tx) error {
+		ms, err := tx.PendingOutbox(Now().Add(2*time.Minute), 10, 1)
+		if err != nil {
+			return err
+		}
+		if len(ms) != 3 || ms[0].ID != "a00" || ms[1].ID != "b0" || ms[2].ID != "c0" {
+			t.Fatalf("one of each, in an Update: %v", ms)
+		}
+		return nil
+	})
 }
 
 // testOutboxLog: a message that failed for good leaves the pending list but
@@ -761,7 +818,7 @@ func testRollback(t *testing.T, s storage.Store) {
 			if r, err := tx.GetIdempotency("m1", "k"); r != nil || err != nil {
 				t.Fatalf("idempotency record kept: %v %v", r, err)
 			}
-			if ms, err := tx.PendingOutbox(Now(), 10); len(ms) != 0 || err != nil {
+			if ms, err := tx.PendingOutbox(Now(), 10, 0); len(ms) != 0 || err != nil {
 				t.Fatalf("outbox kept: %v %v", ms, err)
 			}
 			if due, err := tx.OrdersExpiringBefore(Start.Add(365*24*time.Hour), 10); len(due) != 0 || err != nil {

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage/memory"
+	"github.com/kassahq/kassa/token"
+)
+
+// TestSlowReceiverDoesNotDelayTheLoop: a run waits for all its POSTs, and
+// the loop ran one run at a time, so a receiver that answered just inside
+// the timeout held every other merchant's new notification until the run
+// ended. A run now starts each tick while others still wait.
+func TestSlowReceiverDoesNotDelayTheLoop(t *testing.T) {
+	ctx := context.Background()
+	ledger := kassa.New(memory.New(time.Now), kassa.Options{})
+	var slowPosts atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		slowPosts.Add(1)
+		select {
+		case <-time.After(4 * time.Second):
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	delivered := make(chan time.Time, 10)
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		delivered <- time.Now()
+	}))
+	defer fast.Close()
+	newOrder := func(merchant, tok string) {
+		now := time.Now()
+		if err := ledger.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchant, Country: "SE",
+			Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayAdvanceInvoice},
+			CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		amount := int64(1000)
+		if _, err := ledger.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchant}, tok, &order.CreateRequest{
+			Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: &amount}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	merchant := func(name, url string) string {
+		creds, _, err := ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ledger.SetWebhook(ctx, creds.MerchantID, kassa.SetWebhookRequest{URL: url}); err != nil {
+			t.Fatal(err)
+		}
+		return creds.MerchantID
+	}
+	slowID, fastID := merchant("slow", slow.URL), merchant("fast", fast.URL)
+	newOrder(slowID, "s0")
+
+	loopCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		runDelivery(loopCtx, ledger, slog.New(slog.NewTextHandler(io.Discard, nil)), kassa.DeliveryOptions{AllowPrivateNetworks: true})
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(3 * time.Second); slowPosts.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no POST to the slow receiver")
+		}
+	}
+	start := time.Now()
+	newOrder(fastID, "f0")
+	select {
+	case at := <-delivered:
+		if d := at.Sub(start); d > 2500*time.Millisecond {
+			t.Errorf("the other merchant's notification arrived after %v; want within a tick or two", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other merchant's notification never arrived")
+	}
+}
