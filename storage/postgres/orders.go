@@ -239,16 +239,23 @@ func strs[T ~string](vs []T) []string {
 	return out
 }
 
-// listSQL is the query of one page: the first size+1 rows of w in list order
-// with their positions, and the body of each row only while the bodies so far
-// stay within budget (always the first row's): storage.FitsPage in SQL, so
-// that rows past the budget are neither sent nor detoasted. octet_length of
-// a TOASTed bytea reads its header, not the value. The window runs over the
-// LIMITed subquery, which keeps the plan (and top-N sort) of the plain query.
+// listSQL is the query of one page: the first size+1 rows of w in list
+// order (budgetedSQL).
 func listSQL(w *where, size int, budget int64) string {
-	return `SELECT id, created_key, CASE WHEN row_number() OVER page = 1 OR sum(len) OVER page <= ` + w.arg(budget) +
-		` THEN body END FROM (SELECT id, created_key, octet_length(body) AS len, body FROM orders WHERE ` +
-		strings.Join(w.conds, " AND ") + ` ORDER BY created_key DESC, id DESC LIMIT ` + w.arg(size+1) + `) candidates
+	return budgetedSQL("orders", strings.Join(w.conds, " AND "), w.arg(budget), w.arg(size+1))
+}
+
+// budgetedSQL selects id, created_key and body of the rows of table that
+// meet where, newest first, at most limit of them, with the body of each
+// only while the bodies so far stay within budget (always the first row's):
+// storage.FitsPage in SQL, so that rows past the budget are neither sent nor
+// detoasted. octet_length of a TOASTed bytea reads its header, not the
+// value. The window runs over the LIMITed subquery, which keeps the plan
+// (and top-N sort) of the plain query. budget and limit are placeholders.
+func budgetedSQL(table, where, budget, limit string) string {
+	return `SELECT id, created_key, CASE WHEN row_number() OVER page = 1 OR sum(len) OVER page <= ` + budget + ` THEN body END
+		FROM (SELECT id, created_key, octet_length(body) AS len, body FROM ` + table + ` WHERE ` + where + `
+			ORDER BY created_key DESC, id DESC LIMIT ` + limit + `) candidates
 		WINDOW page AS (ORDER BY created_key DESC, id DESC ROWS UNBOUNDED PRECEDING)
 		ORDER BY created_key DESC, id DESC`
 }

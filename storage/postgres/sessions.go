@@ -100,21 +100,14 @@ func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, budget
 	}
 }
 
-// chunkSQL is the query of one chunk of pageNewest: the rows of table that
-// meet where ($1 to $n), newest first, at most $n+2 of them, after the
-// position ($n+3, $n+4) when after is set; with the body of each only while
-// the bodies so far stay within the budget $n+1 (always the first row's).
-// octet_length of a TOASTed bytea reads its header, not the value, and the
-// window runs over the LIMITed subquery, which keeps the plain query's plan.
+// chunkSQL is the query of one chunk of pageNewest (budgetedSQL): the rows
+// of table that meet where ($1 to $n), at most $n+2 of them, after the
+// position ($n+3, $n+4) when after is set, with the budget $n+1.
 func chunkSQL(table, where string, n int, after bool) string {
 	if after {
 		where += fmt.Sprintf(` AND (created_key, id) < ($%d, $%d)`, n+3, n+4)
 	}
-	return fmt.Sprintf(`SELECT id, created_key, CASE WHEN row_number() OVER chunk = 1 OR sum(len) OVER chunk <= $%d THEN body END
-		FROM (SELECT id, created_key, octet_length(body) AS len, body FROM %s WHERE %s
-			ORDER BY created_key DESC, id DESC LIMIT $%d) candidates
-		WINDOW chunk AS (ORDER BY created_key DESC, id DESC ROWS UNBOUNDED PRECEDING)
-		ORDER BY created_key DESC, id DESC`, n+1, table, where, n+2)
+	return budgetedSQL(table, where, fmt.Sprintf("$%d", n+1), fmt.Sprintf("$%d", n+2))
 }
 
 // Sessions.
