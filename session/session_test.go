@@ -167,28 +167,28 @@ func TestQuery(t *testing.T) {
 	if err := q.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	page, next := q.Page(all, t0.Add(time.Hour))
+	page, next := q.Page(all, t0.Add(time.Hour), nil)
 	if len(page) != 2 || page[0].ID != "s9" || page[1].ID != "s7" || next != "s7" {
 		t.Fatalf("page %v next %q", ids(page), next)
 	}
 	q.FromID = next
-	page, _ = q.Page(all, t0.Add(time.Hour))
+	page, _ = q.Page(all, t0.Add(time.Hour), nil)
 	if ids(page) != "s5,s3" {
 		t.Fatalf("second page %v", ids(page))
 	}
 	q2 := Query{States: []State{StateCancelled}}
 	q2.Validate()
-	if p, _ := q2.Page(all, t0.Add(time.Hour)); ids(p) != "s9" {
+	if p, _ := q2.Page(all, t0.Add(time.Hour), nil); ids(p) != "s9" {
 		t.Fatalf("state filter %v", ids(p))
 	}
 	q3 := Query{Q: "po-4", CreatedFrom: t0}
 	q3.Validate()
-	if p, _ := q3.Page(all, t0); ids(p) != "s4" {
+	if p, _ := q3.Page(all, t0, nil); ids(p) != "s4" {
 		t.Fatalf("q %v", ids(p))
 	}
 	q4 := Query{States: []State{StateExpired}}
 	q4.Validate()
-	if p, _ := q4.Page(all, t0.Add(48*time.Hour)); len(p) != 9 {
+	if p, _ := q4.Page(all, t0.Add(48*time.Hour), nil); len(p) != 9 {
 		t.Fatalf("expired %d", len(p))
 	}
 	bad := Query{States: []State{"x"}, Sources: []Source{"y"}, Size: 1001}

@@ -584,25 +584,16 @@ func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Sessio
 			return nil, "", err
 		}
 	}
-	// q.Page, with the page's byte budget (storage.FitsPage).
-	start := 0
-	if q.FromID != "" {
-		start = slices.IndexFunc(all, func(s *session.Session) bool { return s.ID == q.FromID }) + 1
-	}
-	var page []*session.Session
 	budget, used := storage.SessionPageBudget(q), int64(0)
-	for _, s := range all[start:] {
-		if !q.Match(s, t.now) {
-			continue
-		}
+	page, next := q.Page(all, t.now, func(onPage int, s *session.Session) bool {
 		n := int64(len(t.s.data["session/"+merchantID+"/"+s.ID]))
-		if len(page) == q.Size || !storage.FitsPage(len(page), used, n, budget) {
-			return page, page[len(page)-1].ID, nil
+		if !storage.FitsPage(onPage, used, n, budget) {
+			return false
 		}
 		used += n
-		page = append(page, s)
-	}
-	return page, "", nil
+		return true
+	})
+	return page, next, nil
 }
 
 func (t *tx) QueueSettlementItems(items []settlement.Item) error {

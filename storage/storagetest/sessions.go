@@ -294,7 +294,7 @@ func testSessionFilters(t *testing.T, s storage.Store) {
 			// Every page from the start, and one page from every session.
 			var want, got []string
 			q.FromID = ""
-			full, _ := q.Page(sorted, Now())
+			full, _ := q.Page(sorted, Now(), nil)
 			for pages := 0; ; pages++ {
 				page, next := list(q)
 				got = append(got, page...)
@@ -316,7 +316,7 @@ func testSessionFilters(t *testing.T, s storage.Store) {
 			}
 			for _, from := range sorted {
 				q.FromID = from.ID
-				wantPage, wantNext := q.Page(sorted, Now())
+				wantPage, wantNext := q.Page(sorted, Now(), nil)
 				gotPage, gotNext := list(q)
 				if !slices.Equal(gotPage, idsOf(wantPage)) || gotNext != wantNext {
 					t.Errorf("%s, size %d, from %s: %v next %q, want %v next %q", name, size, from.ID, gotPage, gotNext, idsOf(wantPage), wantNext)
