@@ -24,9 +24,15 @@ type slot struct {
 	users int           // holders and waiters; the slot goes at zero
 }
 
-// enter waits for key's turn; release ends it. A context that ends first
-// is store_unavailable, as when the store itself gives up waiting.
-func (g *gate) enter(ctx context.Context, key string) (release func(), err error) {
+// enter waits for the turn of the merchant's order; release ends it. No
+// order (a change of no existing order) waits for nothing. A context that
+// ends first is store_unavailable, as when the store itself gives up
+// waiting.
+func (g *gate) enter(ctx context.Context, merchantID, orderID string) (release func(), err error) {
+	if orderID == "" {
+		return func() {}, nil
+	}
+	key := merchantID + "\x00" + orderID
 	g.mu.Lock()
 	if g.slots == nil {
 		g.slots = map[string]*slot{}

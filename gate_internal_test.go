@@ -25,7 +25,7 @@ func TestGateOneAtATimeAndNothingLeft(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			release, err := g.enter(ctx, "m\x00o1")
+			release, err := g.enter(ctx, "m", "o1")
 			if err != nil {
 				t.Error(err)
 				return
@@ -43,18 +43,18 @@ func TestGateOneAtATimeAndNothingLeft(t *testing.T) {
 		t.Fatalf("%d changes of one order ran at once, want 1", most.Load())
 	}
 
-	hold, err := g.enter(ctx, "m\x00o1")
+	hold, err := g.enter(ctx, "m", "o1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := g.enter(ctx, "m\x00o2") // another order: at once
+	other, err := g.enter(ctx, "m", "o2") // another order: at once
 	if err != nil {
 		t.Fatal(err)
 	}
 	other()
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if _, err := g.enter(short, "m\x00o1"); fault.CodeOf(err) != "store_unavailable" || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := g.enter(short, "m", "o1"); fault.CodeOf(err) != "store_unavailable" || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a waiter whose deadline passed: %v, want store_unavailable", err)
 	}
 	hold()

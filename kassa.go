@@ -182,20 +182,32 @@ func (l *Ledger) runOrder(ctx context.Context, call Call, fp, orderID string, fn
 	if call.MerchantID == "" {
 		return nil, fault.New(fault.Unauthorized, "unauthorized", "no merchant")
 	}
-	turn := func() (func(), error) {
-		if orderID == "" {
-			return func() {}, nil
-		}
-		return l.orders.enter(ctx, call.MerchantID+"\x00"+orderID)
-	}
-	if call.IdempotencyKey == "" {
-		release, err := turn()
-		if err != nil {
+	if call.IdempotencyKey != "" {
+		if err := validKey(call.IdempotencyKey); err != nil {
 			return nil, err
 		}
-		defer release()
+		slot := call.MerchantID + "\x00" + call.IdempotencyKey
+		l.mu.Lock()
+		if _, busy := l.inFlight[slot]; busy {
+			l.mu.Unlock()
+			return nil, inProgress()
+		}
+		l.inFlight[slot] = struct{}{}
+		l.mu.Unlock()
+		defer func() {
+			l.mu.Lock()
+			delete(l.inFlight, slot)
+			l.mu.Unlock()
+		}()
+	}
+	release, err := l.orders.enter(ctx, call.MerchantID, orderID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if call.IdempotencyKey == "" {
 		var res *Result
-		err = l.store.Update(ctx, func(tx storage.Tx) error {
+		err := l.store.Update(ctx, func(tx storage.Tx) error {
 			r, err := fn(tx)
 			res = r
 			return err
@@ -205,28 +217,6 @@ func (l *Ledger) runOrder(ctx context.Context, call Call, fp, orderID string, fn
 		}
 		return res, nil
 	}
-	if err := validKey(call.IdempotencyKey); err != nil {
-		return nil, err
-	}
-	slot := call.MerchantID + "\x00" + call.IdempotencyKey
-	l.mu.Lock()
-	if _, busy := l.inFlight[slot]; busy {
-		l.mu.Unlock()
-		return nil, inProgress()
-	}
-	l.inFlight[slot] = struct{}{}
-	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		delete(l.inFlight, slot)
-		l.mu.Unlock()
-	}()
-	release, err := turn()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-
 	var res *Result
 	err = l.store.Update(ctx, func(tx storage.Tx) error {
 		rec, err := tx.GetIdempotency(call.MerchantID, call.IdempotencyKey)
