@@ -153,9 +153,27 @@ func envInt(name string, def int) int {
 	return n
 }
 
+// durationIn parses the value of the duration flag name, which must lie
+// from lo to hi; otherwise it says so on stderr, with an example.
+func durationIn(stderr io.Writer, name, value, lo, hi, example string) (time.Duration, bool) {
+	d, err := time.ParseDuration(value)
+	least, _ := time.ParseDuration(lo)
+	most, _ := time.ParseDuration(hi)
+	if err != nil || d < least || d > most {
+		fmt.Fprintf(stderr, "kassa: bad --%s %q (%s): want a duration from %s to %s, e.g. %s\n", name, value, envName(name), lo, hi, example)
+		return 0, false
+	}
+	return d, true
+}
+
+// envName is the environment variable of the flag name: KASSA_<NAME>.
+func envName(name string) string {
+	return "KASSA_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
 // envDefault reads KASSA_<NAME> as a flag's default.
 func envDefault(name, def string) string {
-	if v, ok := os.LookupEnv("KASSA_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok {
+	if v, ok := os.LookupEnv(envName(name)); ok {
 		return v
 	}
 	return def
@@ -259,18 +277,16 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	// Shorter than a client's retry window would let a retried capture run
 	// twice; longer only grows the store.
-	idempotencyTTL, err := time.ParseDuration(c.idempotencyTTL)
-	if err != nil || idempotencyTTL < time.Hour || idempotencyTTL > 720*time.Hour {
-		fmt.Fprintf(stderr, "kassa: bad --idempotency-ttl %q (KASSA_IDEMPOTENCY_TTL): want a duration from 1h to 720h, e.g. 48h\n", c.idempotencyTTL)
+	idempotencyTTL, ok := durationIn(stderr, "idempotency-ttl", c.idempotencyTTL, "1h", "720h", "48h")
+	if !ok {
 		return 2
 	}
 	// Under a second, a request would fail behind an ordinary busy moment;
 	// over 30 s, with the 25 s a commit may still take (PostgreSQL: 15 s,
 	// 5 s for its cancel, 5 s to settle a lost answer), its answer could
 	// miss the 60 s write timeout.
-	storeTimeout, err := time.ParseDuration(c.storeTimeout)
-	if err != nil || storeTimeout < time.Second || storeTimeout > 30*time.Second {
-		fmt.Fprintf(stderr, "kassa: bad --store-timeout %q (KASSA_STORE_TIMEOUT): want a duration from 1s to 30s, e.g. 10s\n", c.storeTimeout)
+	storeTimeout, ok := durationIn(stderr, "store-timeout", c.storeTimeout, "1s", "30s", "10s")
+	if !ok {
 		return 2
 	}
 	if c.badSandboxEnv && !flagSet(fs, "sandbox") {
