@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -22,14 +23,7 @@ func testPageBudget(t *testing.T, s storage.Store) {
 	stored := map[string]int64{} // id → length of the order's stored JSON
 	update(t, s, func(tx storage.Tx) error {
 		for i := range 30 {
-			extra := 0
-			switch {
-			case i%7 == 3:
-				extra = 120 // larger than the budget on its own
-			case i%3 == 0:
-				extra = 25
-			}
-			o := b.makeLines(t, "m1", i, Start.Add(time.Duration(i/2)*time.Second), extra) // pairs share an instant
+			o := b.makeLines(t, "m1", i, Start.Add(time.Duration(i/2)*time.Second), budgetExtra(i)) // pairs share an instant
 			if err := tx.CreateOrder(o); err != nil {
 				return err
 			}
@@ -58,47 +52,20 @@ func testPageBudget(t *testing.T, s storage.Store) {
 		for _, size := range []int{1, 2, 5, 100} {
 			q := q
 			q.Size, q.PageBytes = size, int(budget)
-			var seen []string
-			for pages := 0; ; pages++ {
-				if pages > len(all)+1 {
-					t.Fatalf("%+v: the walk does not end", q)
-				}
+			budgetWalk(t, fmt.Sprintf("%+v", q), want, stored, budget, size, func(cursor string) ([]string, string) {
+				q.Cursor = cursor
 				var page storage.OrderPage
 				view(t, s, func(tx storage.Tx) error {
 					var err error
 					page, err = tx.ListOrders("m1", q)
 					return err
 				})
-				if len(page.Orders) == 0 && (q.Cursor != "" || len(want) > 0) {
-					t.Fatalf("%+v: empty page (cursor %q)", q, page.NextCursor)
-				}
-				var used int64
+				var ids []string
 				for _, o := range page.Orders {
-					used += stored[o.ID]
-					seen = append(seen, o.ID)
+					ids = append(ids, o.ID)
 				}
-				if used > budget && len(page.Orders) > 1 {
-					t.Fatalf("%+v: page of %d orders holds %d bytes, over the budget of %d", q, len(page.Orders), used, budget)
-				}
-				if page.NextCursor == "" {
-					break
-				}
-				// A page ends before size only where the next order would
-				// take it past the budget: the same rule on every store.
-				if len(page.Orders) < size {
-					if len(seen) >= len(want) {
-						t.Fatalf("%+v: cursor after the last order", q)
-					}
-					if next := stored[want[len(seen)]]; used+next <= budget {
-						t.Fatalf("%+v: page of %d orders (%d bytes) ended before %s (%d bytes) within the budget of %d",
-							q, len(page.Orders), used, want[len(seen)], next, budget)
-					}
-				}
-				q.Cursor = page.NextCursor
-			}
-			if !slices.Equal(seen, want) {
-				t.Fatalf("%+v: the walk saw %v\nwant %v", q, seen, want)
-			}
+				return ids, page.NextCursor
+			})
 		}
 	}
 	// The budget defaults to MaxPageBytes, and a larger PageBytes does not raise it.
@@ -106,5 +73,66 @@ func testPageBudget(t *testing.T, s storage.Store) {
 		if got := storage.PageBudget(storage.OrderQuery{PageBytes: pb}); got != storage.MaxPageBytes {
 			t.Fatalf("PageBytes %d: budget %d", pb, got)
 		}
+	}
+}
+
+// budgetExtra is the extra size of the i-th item of a page-budget case:
+// mixed sizes around the budget, some larger than it on their own.
+func budgetExtra(i int) int {
+	switch {
+	case i%7 == 3:
+		return 120 // larger than the budget on its own
+	case i%3 == 0:
+		return 25
+	}
+	return 0
+}
+
+// budgetWalk walks a list whose pages have a byte budget through fetch (the
+// ids of the page that cont continues from, "" for the first, and what
+// continues after it, "" on the last page), and fails t unless the walk sees
+// want, once each and in order; each page holds at most size items and,
+// past its first, at most budget of their stored bytes; and a page ends
+// before size only where the next item would pass the budget: the same
+// rule on every store.
+func budgetWalk(t *testing.T, label string, want []string, stored map[string]int64, budget int64, size int, fetch func(cont string) ([]string, string)) {
+	t.Helper()
+	var seen []string
+	cont := ""
+	for pages := 0; ; pages++ {
+		if pages > len(want)+1 {
+			t.Fatalf("%s: the walk does not end", label)
+		}
+		page, next := fetch(cont)
+		if len(page) == 0 && (cont != "" || len(want) > 0) {
+			t.Fatalf("%s: empty page after %q (next %q)", label, cont, next)
+		}
+		var used int64
+		for _, id := range page {
+			used += stored[id]
+		}
+		seen = append(seen, page...)
+		if used > budget && len(page) > 1 {
+			t.Fatalf("%s: page of %d holds %d bytes, over the budget of %d", label, len(page), used, budget)
+		}
+		if len(page) > size {
+			t.Fatalf("%s: page of %d, over its size", label, len(page))
+		}
+		if next == "" {
+			break
+		}
+		if len(page) < size {
+			if len(seen) >= len(want) {
+				t.Fatalf("%s: a continuation after the last item", label)
+			}
+			if n := stored[want[len(seen)]]; used+n <= budget {
+				t.Fatalf("%s: page of %d (%d bytes) ended before %s (%d bytes) within the budget of %d",
+					label, len(page), used, want[len(seen)], n, budget)
+			}
+		}
+		cont = next
+	}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("%s: the walk saw %v\nwant %v", label, seen, want)
 	}
 }

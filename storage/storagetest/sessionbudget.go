@@ -3,7 +3,6 @@ package storagetest
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -25,14 +24,7 @@ func testSessionPageBudget(t *testing.T, s storage.Store) {
 	stored := map[string]int64{} // id → length of the session's stored JSON
 	update(t, s, func(tx storage.Tx) error {
 		for i := range 30 {
-			extra := 0
-			switch {
-			case i%7 == 3:
-				extra = 120 // larger than the budget on its own
-			case i%3 == 0:
-				extra = 25
-			}
-			ss := newSessionLines(t, ids, "m1", i, Start.Add(time.Duration(i/2)*time.Second), extra) // pairs share an instant
+			ss := newSessionLines(t, ids, "m1", i, Start.Add(time.Duration(i/2)*time.Second), budgetExtra(i)) // pairs share an instant
 			if err := tx.PutSession(ss); err != nil {
 				return err
 			}
@@ -79,48 +71,14 @@ func testSessionPageBudget(t *testing.T, s storage.Store) {
 		for _, size := range []int{1, 2, 5, 100} {
 			q := q
 			q.Size, q.PageBytes = size, int(budget)
-			var seen []string
-			for pages := 0; ; pages++ {
-				if pages > len(all)+1 {
-					t.Fatalf("%+v: the walk does not end", q)
-				}
+			budgetWalk(t, fmt.Sprintf("%+v", q), want, stored, budget, size, func(fromID string) ([]string, string) {
+				q.FromID = fromID
 				page, next := sessionPage(t, s, "m1", q)
-				if len(page) == 0 {
-					t.Fatalf("%+v: empty page (next %q)", q, next)
-				}
-				var used int64
-				for _, id := range page {
-					used += stored[id]
-				}
-				seen = append(seen, page...)
-				if used > budget && len(page) > 1 {
-					t.Fatalf("%+v: page of %d sessions holds %d bytes, over the budget of %d", q, len(page), used, budget)
-				}
-				if len(page) > size {
-					t.Fatalf("%+v: page of %d sessions", q, len(page))
-				}
-				if next == "" {
-					break
-				}
-				if next != page[len(page)-1] {
+				if next != "" && len(page) > 0 && next != page[len(page)-1] {
 					t.Fatalf("%+v: next %q is not the page's last session %q", q, next, page[len(page)-1])
 				}
-				// A page ends before size only where the next session would
-				// take it past the budget: the same rule on every store.
-				if len(page) < size {
-					if len(seen) >= len(want) {
-						t.Fatalf("%+v: next after the last session", q)
-					}
-					if n := stored[want[len(seen)]]; used+n <= budget {
-						t.Fatalf("%+v: page of %d sessions (%d bytes) ended before %s (%d bytes) within the budget of %d",
-							q, len(page), used, want[len(seen)], n, budget)
-					}
-				}
-				q.FromID = next
-			}
-			if !slices.Equal(seen, want) {
-				t.Fatalf("%+v: the walk saw %v\nwant %v", q, seen, want)
-			}
+				return page, next
+			})
 		}
 	}
 	// The budget defaults to MaxPageBytes, and a larger PageBytes does not raise it.
