@@ -358,11 +358,7 @@ func TestReadCutAtCommitStands(t *testing.T) {
 	}
 	u.Host = p.addr
 	s := openNow(t, u.String())
-	if err := s.Update(context.Background(), func(tx storage.Tx) error {
-		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	putMerchantM1(t, s)
 	for _, cut := range []string{"terminated", "dropped"} {
 		attempts, name := 0, ""
 		err := s.View(context.Background(), func(tx storage.Tx) error {
@@ -402,40 +398,16 @@ func TestReadCutAtCommitStands(t *testing.T) {
 func TestConnectionCutWhileIdleBeforeCommitRunsAgain(t *testing.T) {
 	app := "kassa_cut_" + rand.Text()[:8]
 	s := openNow(t, freshSchema(t)+"&application_name="+app)
-	if err := s.Update(context.Background(), func(tx storage.Tx) error {
-		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	attempts := 0
-	err := s.Update(context.Background(), func(tx storage.Tx) error {
-		attempts++
-		m, err := tx.GetMerchant("m1")
-		if err != nil {
-			return err
-		}
-		m.Name += "+"
-		if err := tx.PutMerchant(m); err != nil {
-			return err
-		}
-		if attempts == 1 {
+	putMerchantM1(t, s)
+	attempts, err := appendToName(s, func(attempt int) {
+		if attempt == 1 {
 			cutConnections(t, app)
 		}
-		return nil
 	})
 	if err != nil || attempts != 2 {
 		t.Fatalf("update cut while idle before its commit: %v after %d attempts", err, attempts)
 	}
-	var name string
-	if err := s.View(context.Background(), func(tx storage.Tx) error {
-		m, err := tx.GetMerchant("m1")
-		if err == nil {
-			name = m.Name
-		}
-		return err
-	}); err != nil || name != "m+" {
-		t.Fatalf("merchant after the update: %q, %v", name, err)
-	}
+	wantChangedOnce(t, s)
 }
 
 // cutAtCommitAnswer is a store behind a proxy that, once armed, cuts the
@@ -476,9 +448,10 @@ func cutAtCommitAnswer(t *testing.T, down bool, onCut func()) (s *postgres.Store
 	return openNow(t, via.String()), u, arm, p
 }
 
-// appendToName adds "+" to merchant m1's name, arming arm on the first
-// attempt, and returns the number of attempts and the Update's error.
-func appendToName(s storage.Store, arm *atomic.Bool) (int, error) {
+// appendToName adds "+" to merchant m1's name, calling onAttempt with the
+// number of each attempt after its write, and returns the number of
+// attempts and the Update's error.
+func appendToName(s storage.Store, onAttempt func(attempt int)) (int, error) {
 	attempts := 0
 	err := s.Update(context.Background(), func(tx storage.Tx) error {
 		attempts++
@@ -490,11 +463,14 @@ func appendToName(s storage.Store, arm *atomic.Bool) (int, error) {
 		if err := tx.PutMerchant(m); err != nil {
 			return err
 		}
-		arm.Store(attempts == 1)
+		onAttempt(attempts)
 		return nil
 	})
 	return attempts, err
 }
+
+// armOnFirst arms arm on an update's first attempt only (appendToName).
+func armOnFirst(arm *atomic.Bool) func(int) { return func(attempt int) { arm.Store(attempt == 1) } }
 
 // putMerchantM1 stores merchant m1, named "m", for appendToName.
 func putMerchantM1(t *testing.T, s storage.Store) {
@@ -538,7 +514,7 @@ func merchantName(t *testing.T, s storage.Store) string {
 func TestCommitAnswerLostAfterItCommitted(t *testing.T) {
 	s, _, arm, _ := cutAtCommitAnswer(t, false, nil)
 	putMerchantM1(t, s)
-	attempts, err := appendToName(s, arm)
+	attempts, err := appendToName(s, armOnFirst(arm))
 	if err != nil || attempts != 1 {
 		t.Fatalf("update whose COMMIT answer was lost: %v after %d attempts", err, attempts)
 	}
@@ -582,11 +558,7 @@ func TestCommitAnswerLostAfterItCommitted(t *testing.T) {
 // aborted: nothing was written, so it runs again, and writes once.
 func TestCommitAnswerLostAfterItFailed(t *testing.T) {
 	s, u, arm, _ := cutAtCommitAnswer(t, false, nil)
-	if err := s.Update(context.Background(), func(tx storage.Tx) error {
-		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: "m"})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	putMerchantM1(t, s)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, u)
 	if err != nil {
@@ -603,7 +575,7 @@ func TestCommitAnswerLostAfterItFailed(t *testing.T) {
 			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_once()`); err != nil {
 		t.Fatal(err)
 	}
-	attempts, err := appendToName(s, arm)
+	attempts, err := appendToName(s, armOnFirst(arm))
 	if err != nil || attempts != 2 {
 		t.Fatalf("update whose failed COMMIT's answer was lost: %v after %d attempts, want success on the second", err, attempts)
 	}
@@ -620,7 +592,7 @@ func TestCommitAnswerLostAfterItFailed(t *testing.T) {
 func TestCommitAnswerLostAndServerGone(t *testing.T) {
 	s, _, arm, p := cutAtCommitAnswer(t, true, nil)
 	putMerchantM1(t, s)
-	attempts, err := appendToName(s, arm)
+	attempts, err := appendToName(s, armOnFirst(arm))
 	if fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
 		t.Fatalf("update whose COMMIT answer was lost, with the database gone: %v after %d attempts, want an unknown outcome after one", err, attempts)
 	}
@@ -646,7 +618,7 @@ func TestCommitAnswerLostAcrossAnotherServerLife(t *testing.T) {
 		}
 	})
 	putMerchantM1(t, s)
-	attempts, err := appendToName(s, arm)
+	attempts, err := appendToName(s, armOnFirst(arm))
 	if err == nil || fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
 		t.Fatalf("update whose COMMIT answer was lost, asked in another server life: %v after %d attempts, want an unknown outcome after one", err, attempts)
 	}
