@@ -88,35 +88,20 @@ func TestConnectionsCutBeforeCommitRunAgain(t *testing.T) {
 	u := freshSchema(t) + "&application_name=" + app
 	ctx := context.Background()
 	s := openNow(t, u)
-	l := kassa.New(s, kassa.Options{})
-	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	authorize(t, l, creds.MerchantID, "t")
-	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", oneLineOrder())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, merchantID, orderID := ledgerWithOrder(t, s)
 
 	cutConnections(t, app)
-	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID, IdempotencyKey: "k"}, res.Order.ID, &capture.FullRequest{}); err != nil {
+	if _, err := l.Capture(ctx, kassa.Call{MerchantID: merchantID, IdempotencyKey: "k"}, orderID, &capture.FullRequest{}); err != nil {
 		t.Fatalf("capture on a pool of cut connections: %v", err)
 	}
 	cutConnections(t, app)
-	got, _, err := l.GetOrder(ctx, creds.MerchantID, res.Order.ID)
-	if err != nil {
-		t.Fatalf("read on a pool of cut connections: %v", err)
-	}
-	if a := got.Amounts(); len(got.Captured) != 1 || a.Captured != 10000 || a.Uncaptured != 0 {
-		t.Fatalf("after the capture: %d captures, captured %d, uncaptured %d", len(got.Captured), a.Captured, a.Uncaptured)
-	}
+	wantCapturedOnce(t, l, merchantID, orderID)
 
 	// Cut in the middle: the first attempt reads, loses its connection, and
 	// fails its next read; the second attempt writes the merchant once.
-	cutOnFirstAttempt(t, s, app, creds.MerchantID, "update cut in the middle", func(tx storage.Tx, m *storage.Merchant, first bool) error {
+	cutOnFirstAttempt(t, s, app, merchantID, "update cut in the middle", func(tx storage.Tx, m *storage.Merchant, first bool) error {
 		if first {
-			if _, err := tx.GetMerchant(creds.MerchantID); err == nil {
+			if _, err := tx.GetMerchant(merchantID); err == nil {
 				return errors.New("a read on a cut connection succeeded")
 			} else {
 				return err
@@ -127,7 +112,7 @@ func TestConnectionsCutBeforeCommitRunAgain(t *testing.T) {
 	})
 	var name string
 	if err := s.View(ctx, func(tx storage.Tx) error {
-		m, err := tx.GetMerchant(creds.MerchantID)
+		m, err := tx.GetMerchant(merchantID)
 		if err == nil {
 			name = m.Name
 		}
@@ -472,6 +457,37 @@ func appendToName(s storage.Store, onAttempt func(attempt int)) (int, error) {
 // armOnFirst arms arm on an update's first attempt only (appendToName).
 func armOnFirst(arm *atomic.Bool) func(int) { return func(attempt int) { arm.Store(attempt == 1) } }
 
+// ledgerWithOrder is a ledger on s with a merchant and an uncaptured order
+// of one line of 100.00 (oneLineOrder).
+func ledgerWithOrder(t *testing.T, s storage.Store) (l *kassa.Ledger, merchantID, orderID string) {
+	t.Helper()
+	ctx := context.Background()
+	l = kassa.New(s, kassa.Options{})
+	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authorize(t, l, creds.MerchantID, "t")
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", oneLineOrder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, creds.MerchantID, res.Order.ID
+}
+
+// wantCapturedOnce fails t unless the order of ledgerWithOrder reads as
+// captured in full by one capture.
+func wantCapturedOnce(t *testing.T, l *kassa.Ledger, merchantID, orderID string) {
+	t.Helper()
+	got, _, err := l.GetOrder(context.Background(), merchantID, orderID)
+	if err != nil {
+		t.Fatalf("read the order: %v", err)
+	}
+	if a := got.Amounts(); len(got.Captured) != 1 || a.Captured != 10000 || a.Uncaptured != 0 {
+		t.Fatalf("after the capture: %d captures, captured %d, uncaptured %d", len(got.Captured), a.Captured, a.Uncaptured)
+	}
+}
+
 // putMerchantM1 stores merchant m1, named "m", for appendToName.
 func putMerchantM1(t *testing.T, s storage.Store) {
 	t.Helper()
@@ -525,31 +541,15 @@ func TestCommitAnswerLostAfterItCommitted(t *testing.T) {
 
 	// The same through the ledger: a capture whose COMMIT answer was lost
 	// is answered as captured, and applied once.
-	ctx := context.Background()
-	l := kassa.New(s, kassa.Options{})
-	creds, _, err := l.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "shop"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	authorize(t, l, creds.MerchantID, "t")
-	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", oneLineOrder())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, merchantID, orderID := ledgerWithOrder(t, s)
 	arm.Store(true)
-	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID, IdempotencyKey: "k"}, res.Order.ID, &capture.FullRequest{}); err != nil {
+	if _, err := l.Capture(context.Background(), kassa.Call{MerchantID: merchantID, IdempotencyKey: "k"}, orderID, &capture.FullRequest{}); err != nil {
 		t.Fatalf("capture whose COMMIT answer was lost: %v", err)
 	}
 	if arm.Load() {
 		t.Fatal("the proxy never cut the capture's connection")
 	}
-	got, _, err := l.GetOrder(ctx, creds.MerchantID, res.Order.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a := got.Amounts(); len(got.Captured) != 1 || a.Captured != 10000 || a.Uncaptured != 0 {
-		t.Fatalf("after the capture: %d captures, captured %d, uncaptured %d", len(got.Captured), a.Captured, a.Uncaptured)
-	}
+	wantCapturedOnce(t, l, merchantID, orderID)
 }
 
 // TestCommitAnswerLostAfterItFailed: COMMIT fails on the server (here a
