@@ -223,13 +223,18 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 			defer func() { <-sem; wg.Done() }()
 			// No caller can recover a panic of this goroutine: unrecovered,
 			// it would end the process, a server's API and jobs with it. The
-			// message is left unrecorded, as after a crash: whether its POST
-			// went out is unknown, and its claim brings it back after the
-			// lease, with no attempt counted.
+			// panic counts as a failed attempt: left unrecorded, a message
+			// whose POST panics every time (a bug that its payload or its
+			// receiver triggers) came back after every lease, forever, and
+			// never reached the schedule's end. Whether its POST went out is
+			// unknown, so it is sent again, as after any failure: delivery is
+			// at least once.
 			defer func() {
 				if p := recover(); p != nil {
 					err := fault.Internalf(fmt.Errorf("panic: %v\n%s", p, debug.Stack()),
 						"panic delivering notification %s", c.msg.ID)
+					c.outcome = storage.DeliveryAttempt{At: opts.WallClock(), Error: internalErrorText}
+					recordAfterPanic(record, c)
 					mu.Lock()
 					defer mu.Unlock()
 					if firstErr == nil {
@@ -249,6 +254,19 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 		return stats, firstErr
 	}
 	return stats, ctx.Err()
+}
+
+// internalErrorText is the error a delivery log shows for an attempt that
+// panicked: the panic and its stack are for the operator's log, not for the
+// merchant who reads the delivery log.
+const internalErrorText = "internal error while delivering"
+
+// recordAfterPanic records a panicked attempt. If the record itself is what
+// panicked, it may panic again: that is left unrecorded, and the claim
+// brings the message back after the lease, rather than ending the process.
+func recordAfterPanic(record func(*claim), c *claim) {
+	defer func() { _ = recover() }()
+	record(c)
 }
 
 // claimNotifications claims the run's batch. capped reports that a merchant

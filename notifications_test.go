@@ -891,45 +891,78 @@ func TestExpiryReminderSkipsAFraudDeniedOrder(t *testing.T) {
 }
 
 // panicTransport panics on the first POST, as a bug in an embedder's client
-// (or in the deliverer) would, and sends the rest.
-type panicTransport struct{ panicked atomic.Bool }
+// (or in the deliverer) would, and sends the rest; always, it panics on every
+// POST.
+type panicTransport struct {
+	panicked atomic.Bool
+	always   bool
+}
 
 func (p *panicTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if !p.panicked.Swap(true) {
+	if !p.panicked.Swap(true) || p.always {
 		panic("transport bug")
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestDeliveryPanicIsReportedAndLeftToTheLease: a panic while posting (in a
-// goroutine of the deliverer, where no caller could recover it) ended the
-// whole process. It is answered as an internal error carrying the panic and
-// its stack, and the message, whose POST may or may not have gone out, keeps
-// its claim and comes back after the lease, as after a crash: not lost, not
-// counted as an attempt, and not marked delivered.
-func TestDeliveryPanicIsReportedAndLeftToTheLease(t *testing.T) {
+// TestDeliveryPanicIsReportedAndCountedAsAFailedAttempt: a panic while
+// posting (in a goroutine of the deliverer, where no caller could recover it)
+// ended the whole process. It is answered as an internal error carrying the
+// panic and its stack, and the message, whose POST may or may not have gone
+// out, counts a failed attempt, with a bounded error that tells the merchant
+// nothing of kassa's insides, and is retried on the schedule: not lost, and
+// not marked delivered.
+func TestDeliveryPanicIsReportedAndCountedAsAFailedAttempt(t *testing.T) {
 	f := newNotifyFixture(t, 0)
 	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
 	wall := &clock{t: time.Now()}
-	opts := kassa.DeliveryOptions{Client: &http.Client{Transport: &panicTransport{}}, Lease: time.Minute, WallClock: wall.Now}
+	opts := kassa.DeliveryOptions{Client: &http.Client{Transport: &panicTransport{}}, Lease: time.Minute, WallClock: wall.Now,
+		Retry: notify.Retry{Base: time.Second, Cap: time.Second, MaxAttempts: 3}}
 	ctx := context.Background()
 	s, err := f.ledger.DeliverNotifications(ctx, opts)
 	if !fault.Is(err, fault.Internal) || !strings.Contains(err.Error(), "transport bug") || !strings.Contains(err.Error(), "goroutine") {
 		t.Fatalf("a panicking POST answered %+v %v; want an internal error with the panic and its stack", s, err)
 	}
-	if s != (kassa.DeliveryStats{}) {
-		t.Fatalf("the panicked POST was counted: %+v", s)
+	if s != (kassa.DeliveryStats{Retrying: 1}) {
+		t.Fatalf("the panicked POST counted %+v; want one retrying", s)
 	}
-	if n := f.log(t)[0]; n.Status != "pending" || n.Attempts != 0 {
+	if n := f.log(t)[0]; n.Status != "pending" || n.Attempts != 1 || n.LastError != "internal error while delivering" ||
+		len(n.Log) != 1 || n.Log[0].Error != n.LastError {
 		t.Fatalf("after the panic %+v", n)
 	}
-	wall.Advance(time.Minute)
-	f.clock.Advance(time.Minute)
+	f.clock.Advance(time.Second) // the retry's delay; no lease to wait out
 	if s, err := f.ledger.DeliverNotifications(ctx, opts); err != nil || s.Delivered != 1 {
-		t.Fatalf("after the lease: %+v %v", s, err)
+		t.Fatalf("the retry: %+v %v", s, err)
 	}
 	if posts, processed, _ := f.rc.counts(); posts != 1 || len(processed) != 1 {
 		t.Fatalf("%d posts, %d processed; want 1 and 1", posts, len(processed))
+	}
+}
+
+// TestDeliveryThatAlwaysPanicsEndsAsFailed: a message whose POST panicked
+// every time (a bug that one payload, receiver or client triggers) was left
+// unrecorded each time, so it came back after every lease, forever, and never
+// reached the end of the retry schedule. Each panic is now a failed attempt,
+// so it ends as failed, like a receiver that always fails.
+func TestDeliveryThatAlwaysPanicsEndsAsFailed(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	opts := kassa.DeliveryOptions{Client: &http.Client{Transport: &panicTransport{always: true}},
+		Retry: notify.Retry{Base: time.Second, Cap: time.Second, MaxAttempts: 3}}
+	ctx := context.Background()
+	var total kassa.DeliveryStats
+	for range 6 {
+		s, err := f.ledger.DeliverNotifications(ctx, opts)
+		if s != (kassa.DeliveryStats{}) && !fault.Is(err, fault.Internal) {
+			t.Fatalf("a panicking POST answered %+v %v", s, err)
+		}
+		total.Add(s)
+		f.clock.Advance(time.Second)
+	}
+	n := f.log(t)[0]
+	if total != (kassa.DeliveryStats{Retrying: 2, Failed: 1}) || n.Status != "failed" || n.Attempts != 3 ||
+		n.LastError != "internal error while delivering" {
+		t.Fatalf("stats %+v, notification %+v", total, n)
 	}
 }
 
