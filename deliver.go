@@ -50,6 +50,14 @@ type DeliveryOptions struct {
 	// at the operator's internal services; sandboxes and tests turn it on
 	// to receive on 127.0.0.1.
 	AllowPrivateNetworks bool
+	// SkipSlowReceivers makes a run leave alone the merchants whose receiver
+	// a run of this Ledger last found slow (an answer after half the
+	// client's timeout, a timeout, no connection, 429 or 5xx), for a lease
+	// from then, and post nothing more to one it finds slow. Such a run
+	// waits on no receiver known to be slow, so that, kept beside the
+	// usual runs (as kassa serve keeps one), it delivers the other
+	// merchants' notifications while slow receivers hold up every other run.
+	SkipSlowReceivers bool
 }
 
 func (o DeliveryOptions) withDefaults() DeliveryOptions {
@@ -246,6 +254,10 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 			if code := c.outcome.StatusCode; code == 0 || code == http.StatusTooManyRequests || code >= 500 {
 				unreachable.Store(c.msg.MerchantID, true)
 			}
+			// A POST cut short by the run's end says nothing of the receiver.
+			if ctx.Err() == nil && l.noteReceiver(opts, c) && opts.SkipSlowReceivers {
+				unreachable.Store(c.msg.MerchantID, true)
+			}
 			record(c)
 		}()
 	}
@@ -289,7 +301,7 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 		// that run: runs may overlap (kassa serve starts one each second),
 		// and without this every run would add POSTs to a slow receiver
 		// until all of them waited on it.
-		busy := l.busyMerchants(wall)
+		busy := l.busyMerchants(wall, opts.SkipSlowReceivers)
 		due = slices.DeleteFunc(due, func(m *storage.OutboxMessage) bool { return busy[m.MerchantID] })
 		perMerchant := map[string]int{}
 		for _, m := range due {
@@ -353,7 +365,8 @@ type merchantClaims struct {
 // leases hold at wall. Past its lease a claim no longer keeps a merchant
 // busy, as it no longer keeps another replica away: a run stuck on a POST
 // (a client without a timeout) must not hold up the merchant for good.
-func (l *Ledger) busyMerchants(wall time.Time) map[string]bool {
+// With skipSlow, the merchants whose receiver was last found slow are busy too.
+func (l *Ledger) busyMerchants(wall time.Time, skipSlow bool) map[string]bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	busy := make(map[string]bool, len(l.delivering))
@@ -362,7 +375,40 @@ func (l *Ledger) busyMerchants(wall time.Time) map[string]bool {
 			busy[id] = true
 		}
 	}
+	for id, until := range l.slow {
+		switch {
+		case !wall.Before(until):
+			delete(l.slow, id) // so that the map holds only the receivers slow now
+		case skipSlow:
+			busy[id] = true
+		}
+	}
 	return busy
+}
+
+// noteReceiver remembers whether c's receiver was slow or failing (it
+// answered after half the client's timeout, or not at all, or with 429 or
+// 5xx) and reports it. A prompt answer of any other status clears the mark.
+func (l *Ledger) noteReceiver(opts DeliveryOptions, c *claim) bool {
+	limit := opts.Client.Timeout / 2
+	if limit <= 0 {
+		limit = 5 * time.Second // half the default client's timeout
+	}
+	code := c.outcome.StatusCode
+	slow := code == 0 || code == http.StatusTooManyRequests || code >= 500 ||
+		time.Duration(c.outcome.DurationMS)*time.Millisecond >= limit
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case slow:
+		if l.slow == nil {
+			l.slow = map[string]time.Time{}
+		}
+		l.slow[c.msg.MerchantID] = opts.WallClock().Add(opts.Lease)
+	default:
+		delete(l.slow, c.msg.MerchantID)
+	}
+	return slow
 }
 
 func (l *Ledger) letGo(claims []*claim) {

@@ -68,6 +68,9 @@ type Ledger struct {
 	// still going: a run that starts while another waits on a merchant's
 	// receiver leaves that merchant alone.
 	delivering map[string]*merchantClaims
+	// slow holds, per merchant whose receiver this Ledger last found slow
+	// or failing, until when runs with SkipSlowReceivers leave it alone.
+	slow map[string]time.Time
 
 	orders gate // one change of an order at a time goes to the store
 }

@@ -1125,3 +1125,44 @@ func TestOverlappingRunsPostNothingMoreToABusyMerchant(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSkipSlowReceiversLeavesASlowMerchantAlone: a run with
+// SkipSlowReceivers takes no message of a merchant whose receiver a run of
+// the Ledger last found slow (here, an answer after half the client's
+// timeout), so that it waits on no such receiver; a usual run still delivers
+// them, and a prompt answer clears the mark.
+func TestSkipSlowReceiversLeavesASlowMerchantAlone(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	ctx := context.Background()
+	var delay atomic.Int64
+	delay.Store(int64(300 * time.Millisecond))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Duration(delay.Load()))
+	}))
+	t.Cleanup(srv.Close)
+	creds, _, err := f.ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ledger.SetWebhook(ctx, creds.MerchantID, kassa.SetWebhookRequest{URL: srv.URL + "/hooks"}); err != nil {
+		t.Fatal(err)
+	}
+	usual := kassa.DeliveryOptions{Client: &http.Client{Timeout: 500 * time.Millisecond}}
+	prompt := usual
+	prompt.SkipSlowReceivers = true
+	deliver := func(opts kassa.DeliveryOptions, want int) {
+		t.Helper()
+		if s, err := f.ledger.DeliverNotifications(ctx, opts); err != nil || s.Delivered != want {
+			t.Fatalf("%+v %v; want %d delivered", s, err, want)
+		}
+	}
+	f.orderFor(t, creds.MerchantID, "s1", order.PayAdvanceInvoice, 1000)
+	deliver(prompt, 1) // not yet known to be slow
+	f.orderFor(t, creds.MerchantID, "s2", order.PayAdvanceInvoice, 1000)
+	f.order(t, "f1", order.PayAdvanceInvoice, 1000)
+	deliver(prompt, 1) // the other merchant's only
+	delay.Store(0)
+	deliver(usual, 1) // the slow merchant's, promptly now
+	f.orderFor(t, creds.MerchantID, "s3", order.PayAdvanceInvoice, 1000)
+	deliver(prompt, 1)
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -83,6 +84,91 @@ func TestSlowReceiverDoesNotDelayTheLoop(t *testing.T) {
 			t.Errorf("the other merchant's notification arrived after %v; want within a tick or two", d)
 		}
 	case <-time.After(10 * time.Second):
+		t.Fatal("the other merchant's notification never arrived")
+	}
+}
+
+// TestSlowReceiversDoNotHoldEveryRun: a run waits for all its POSTs, and the
+// loop holds at most deliveryRuns of them at once. Four merchants whose
+// receivers answer just inside the client's timeout, each with a backlog and
+// each taken up by its own run, held all four: every run went on posting to
+// its slow receiver, wave after wave, and a fifth merchant's new notification
+// waited for one of them to end.
+func TestSlowReceiversDoNotHoldEveryRun(t *testing.T) {
+	ctx := context.Background()
+	ledger := kassa.New(memory.New(time.Now), kassa.Options{})
+	const timeout = 5 * time.Second
+	var slowPosts [deliveryRuns]atomic.Int64
+	merchant := func(name, url string) string {
+		creds, _, err := ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ledger.SetWebhook(ctx, creds.MerchantID, kassa.SetWebhookRequest{URL: url}); err != nil {
+			t.Fatal(err)
+		}
+		return creds.MerchantID
+	}
+	newOrder := func(merchant, tok string) {
+		now := time.Now()
+		if err := ledger.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchant, Country: "SE",
+			Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayAdvanceInvoice},
+			CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		amount := int64(1000)
+		if _, err := ledger.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchant}, tok, &order.CreateRequest{
+			Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: &amount}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var slowIDs [deliveryRuns]string
+	for i := range deliveryRuns {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			slowPosts[i].Add(1)
+			select {
+			case <-time.After(timeout * 9 / 10):
+			case <-r.Context().Done():
+			}
+		}))
+		defer srv.Close()
+		slowIDs[i] = merchant(fmt.Sprintf("slow%d", i), srv.URL)
+	}
+	delivered := make(chan time.Time, 10)
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { delivered <- time.Now() }))
+	defer fast.Close()
+	fastID := merchant("fast", fast.URL)
+
+	loopCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		runDelivery(loopCtx, ledger, slog.New(slog.NewTextHandler(io.Discard, nil)),
+			kassa.DeliveryOptions{Client: &http.Client{Timeout: timeout}})
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	// Each slow merchant's backlog becomes due once the one before it is
+	// being posted to, so that each is taken up by a run of its own.
+	for i, id := range slowIDs {
+		for j := range 16 {
+			newOrder(id, fmt.Sprintf("s%d-%d", i, j))
+		}
+		for deadline := time.Now().Add(3 * time.Second); slowPosts[i].Load() == 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no POST to slow receiver %d", i)
+			}
+		}
+	}
+	start := time.Now()
+	newOrder(fastID, "f0")
+	select {
+	case at := <-delivered:
+		if d := at.Sub(start); d > 2500*time.Millisecond {
+			t.Errorf("with %d slow receivers, another merchant's notification arrived after %v; want within a tick or two", deliveryRuns, d)
+		} else {
+			t.Logf("arrived after %v", d)
+		}
+	case <-time.After(15 * time.Second):
 		t.Fatal("the other merchant's notification never arrived")
 	}
 }

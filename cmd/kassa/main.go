@@ -726,18 +726,19 @@ func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, 
 // once): a new notification to another merchant goes out within a tick,
 // not after a slow receiver's answers. A run leaves alone the merchants an
 // earlier run still posts to, so overlapping runs do not pile up on one
-// receiver.
+// receiver. As many slow receivers as runs would still hold every run, so
+// one more run, started each tick when the last has ended, leaves alone the
+// receivers found slow, and delivers the other merchants' meanwhile.
 func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, opts kassa.DeliveryOptions) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	runs := make(chan struct{}, deliveryRuns)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for {
+	start := func(slots chan struct{}, opts kassa.DeliveryOptions) {
 		select {
-		case runs <- struct{}{}:
+		case slots <- struct{}{}:
 			wg.Go(func() {
-				defer func() { <-runs }()
+				defer func() { <-slots }()
 				// A full batch means more may be due now: claim again at
 				// once instead of waiting a tick, or delivery would top out
 				// at one batch a second.
@@ -754,8 +755,15 @@ func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, op
 					})
 				}
 			})
-		default: // every run still waits on its receivers
+		default: // every such run still waits on its receivers
 		}
+	}
+	runs, prompt := make(chan struct{}, deliveryRuns), make(chan struct{}, 1)
+	promptOpts := opts
+	promptOpts.SkipSlowReceivers = true
+	for {
+		start(runs, opts)
+		start(prompt, promptOpts)
 		select {
 		case <-ctx.Done():
 			return
@@ -764,10 +772,10 @@ func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, op
 	}
 }
 
-// deliveryRuns bounds the delivery runs of one server at once, and so its
-// POSTs in flight to deliveryRuns × DeliveryOptions.Parallel. As many slow
-// receivers at once, each holding a run, delay the others again (by up to
-// the client's timeout).
+// deliveryRuns bounds the delivery runs of one server at once that post to
+// any receiver, slow or not; one more run posts only to receivers not found
+// slow. So the server's POSTs in flight are at most (deliveryRuns+1) ×
+// DeliveryOptions.Parallel.
 const deliveryRuns = 4
 
 // runJobs runs the periodic work of the server until ctx ends: the
