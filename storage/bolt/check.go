@@ -16,7 +16,8 @@ import (
 // then kassa's: every order has a meta record whose version matches it, every
 // index entry, counter and expiry entry belongs to a stored order and every
 // order has all of its entries; the settlement transaction id index and the
-// settlement queue's oldest-first index match what they index exactly. Tests run it after every test and after each
+// settlement queue's oldest-first index and the two indexes of pending outbox
+// messages match what they index exactly. Tests run it after every test and after each
 // simulated crash; an operator can run it on a copy of a production file.
 func (s *Store) Check() error {
 	return s.db.View(func(btx *bbolt.Tx) error {
@@ -33,8 +34,36 @@ func (s *Store) Check() error {
 		if err := checkSettleTxIDs(btx); err != nil {
 			return err
 		}
+		if err := checkOutboxDue(btx); err != nil {
+			return err
+		}
 		return checkSettleQueue(btx)
 	})
+}
+
+// checkOutboxDue verifies that both indexes of pending outbox messages (by
+// time, and by merchant then time) name every message not yet done at its
+// next attempt, and nothing else.
+func checkOutboxDue(btx *bbolt.Tx) error {
+	byTime, byMerchant := map[string][]byte{}, map[string][]byte{}
+	err := btx.Bucket(bOutbox).ForEach(func(k, v []byte) error {
+		var m storage.OutboxMessage
+		if err := storage.DecodeRecord(v, &m); err != nil {
+			return fmt.Errorf("outbox message %q: %w", k, err)
+		}
+		if !m.Done() {
+			byTime[string(outboxDueKey(&m))] = nil
+			byMerchant[string(outboxMerchantDueKey(&m))] = nil
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := sameKeys(btx.Bucket(bOutboxDue), byTime, "outbox due index"); err != nil {
+		return err
+	}
+	return sameKeys(btx.Bucket(bOutboxMDue), byMerchant, "outbox merchant due index")
 }
 
 // checkSettleQueue verifies that the settleqix index holds every queued

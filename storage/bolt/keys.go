@@ -28,6 +28,7 @@ var (
 	bOutbox     = []byte("outbox")      // id → JSON
 	bOutboxDue  = []byte("outboxdue")   // time(nextAttempt) id → empty; not done only
 	bOutboxIx   = []byte("outboxix")    // lp(merchant) time(createdAt) id → empty
+	bOutboxMDue = []byte("outboxmdue")  // lp(merchant) time(nextAttempt) id → empty; not done only
 	bSessions   = []byte("sessions")    // lp(merchant) id → JSON
 	bSessionIx  = []byte("sessionix")   // lp(merchant) 'c'|'s'|'m'|'u'|'x'|'o' …; see sessionEntries
 	bSettleQ    = []byte("settleq")     // item key → JSON item (unsettled)
@@ -56,8 +57,13 @@ var keySettleTxIDs = []byte("settleTxIDs")
 // queue (files from before the index get it built once, at Open).
 var keySettleQOrder = []byte("settleQOrder")
 
+// keyOutboxMerchantDue marks a file whose outboxmdue index covers every
+// pending outbox message (files from before the index get it built once,
+// at Open).
+var keyOutboxMerchantDue = []byte("outboxMerchantDue")
+
 var buckets = [][]byte{bMerchants, bClients, bOrders, bIndex, bCounts, bDue, bAuth, bCustomer,
-	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bOutboxIx, bSessions, bSessionIx, bSettleQ, bSettleQIx, bSettle, bSettleIx, bSettleTx, bSettleTxID, bTasks, bTaskDue, bInfo}
+	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bOutboxIx, bOutboxMDue, bSessions, bSessionIx, bSettleQ, bSettleQIx, bSettle, bSettleIx, bSettleTx, bSettleTxID, bTasks, bTaskDue, bInfo}
 
 // Index kinds of the order index. Equality kinds are followed by the
 // length-prefixed value, then the order's createdAt and id, so that one

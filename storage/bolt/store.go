@@ -159,6 +159,9 @@ func Open(path string, opts Options) (*Store, error) {
 		if err := indexSettlementQueue(tx); err != nil {
 			return err
 		}
+		if err := indexOutboxByMerchant(tx); err != nil {
+			return err
+		}
 		if err := s.reindexStatuses(tx); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"slices"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -518,6 +519,12 @@ func outboxDueKey(m *storage.OutboxMessage) []byte {
 	return append(putTime(nil, m.NextAttempt), m.ID...)
 }
 
+// outboxMerchantDueKey is a pending message's place among its merchant's:
+// the merchant, then the same bytes as its outboxDueKey.
+func outboxMerchantDueKey(m *storage.OutboxMessage) []byte {
+	return append(putTime(lp(nil, m.MerchantID), m.NextAttempt), m.ID...)
+}
+
 func (t *tx) AddOutbox(m *storage.OutboxMessage) error {
 	if err := t.check(true); err != nil {
 		return err
@@ -576,6 +583,9 @@ func (t *tx) writeOutbox(m *storage.OutboxMessage) error {
 	if m.Done() {
 		return nil
 	}
+	if err := t.put(bOutboxMDue, outboxMerchantDueKey(m), present); err != nil {
+		return err
+	}
 	return t.put(bOutboxDue, outboxDueKey(m), present)
 }
 
@@ -583,16 +593,45 @@ func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.Out
 	if err := t.check(false); err != nil {
 		return nil, err
 	}
-	// Due at or before at: every key of time ≤ at sorts below the successor of at's time.
+	if perMerchant <= 0 {
+		perMerchant = limit
+	}
+	// Due at or before at: every time key ≤ at sorts below the successor of at's.
 	end := successor(putTime(nil, at))
-	var out []*storage.OutboxMessage
-	taken := map[string]int{}
-	c := t.st.bucket(bOutboxDue).Cursor()
-	// The due index does not name the merchant, so a merchant's backlog past
-	// its cap is read and passed over: bounded, so that a claim's cost is too.
-	scanned := 0
-	for k, _ := c.First(); k != nil && len(out) < limit && scanned < maxOutboxScan && bytes.Compare(k, end) < 0; k, _ = c.Next() {
-		scanned++
+	// A skip scan of outboxmdue visits each merchant with pending messages
+	// once and takes its oldest due ones, so a merchant's backlog costs a
+	// claim no more than perMerchant reads, and cannot hide the messages of
+	// others due after it (as the time-ordered outboxdue would).
+	var due [][]byte // outboxDueKey of each one taken, which sorts oldest first
+	c := t.st.bucket(bOutboxMDue).Cursor()
+	for k, _ := c.First(); k != nil; {
+		n, w := binary.Uvarint(k)
+		if rest := len(k) - w - timeLen; w <= 0 || rest < 0 || n > uint64(rest) {
+			return nil, fault.Internalf(nil, "outbox merchant index holds a malformed key")
+		}
+		merchant := k[:w+int(n)]
+		taken := 0
+		for ; k != nil && bytes.HasPrefix(k, merchant) && taken < perMerchant; k, _ = c.Next() {
+			if bytes.Compare(k[len(merchant):len(merchant)+timeLen], end) >= 0 {
+				break
+			}
+			due = append(due, k[len(merchant):])
+			taken++
+		}
+		// Kept to the oldest limit as it grows, so that many merchants with
+		// due messages cost memory in proportion to the claim, not to them.
+		if len(due) >= 4*limit {
+			due = oldest(due, limit)
+		}
+		next := successor(merchant)
+		if next == nil {
+			break
+		}
+		k, _ = c.Seek(next)
+	}
+	due = oldest(due, limit)
+	out := make([]*storage.OutboxMessage, 0, len(due))
+	for _, k := range due {
 		var m storage.OutboxMessage
 		ok, err := t.getRecord(bOutbox, k[timeLen:], &m)
 		if err != nil {
@@ -601,20 +640,16 @@ func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.Out
 		if !ok {
 			return nil, fault.Internalf(nil, "outbox index names a missing message")
 		}
-		if perMerchant > 0 {
-			if taken[m.MerchantID] >= perMerchant {
-				continue
-			}
-			taken[m.MerchantID]++
-		}
 		out = append(out, &m)
 	}
 	return out, nil
 }
 
-// maxOutboxScan bounds the due messages PendingOutbox reads: a merchant's
-// backlog larger than that still hides messages due after it.
-const maxOutboxScan = 100_000
+// oldest sorts due keys oldest first and keeps up to limit of them.
+func oldest(due [][]byte, limit int) [][]byte {
+	slices.SortFunc(due, bytes.Compare)
+	return due[:min(len(due), limit)]
+}
 
 func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
 	if err := t.check(true); err != nil {
@@ -633,6 +668,9 @@ func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
 	}
 	if !old.Done() {
 		if err := t.del(bOutboxDue, outboxDueKey(&old)); err != nil {
+			return err
+		}
+		if err := t.del(bOutboxMDue, outboxMerchantDueKey(&old)); err != nil {
 			return err
 		}
 	}
