@@ -284,6 +284,9 @@ func (l *Ledger) ApproveSession(ctx context.Context, merchantID, id string, a Ap
 			tok.Buyer.CompanyName = a.CompanyName
 		}
 		tok.SessionID = s.ID
+		// A total of 0 is not sent as an amount (the sandbox's tokens state
+		// at least 1), but the buyer approved it: orders of more are refused.
+		tok.ApprovedZero = amount == 0
 		if err := s.Authorize(tok.Buyer, tok.PaymentMethod, tok.Token, tok.ExpiresAt, now); err != nil {
 			return err
 		}
