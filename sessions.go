@@ -11,6 +11,7 @@ import (
 	"github.com/kassahq/kassa/sandbox"
 	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/token"
 )
 
 // TopicSessionAuthorized is sent when a buyer approves a session.
@@ -131,7 +132,23 @@ func (l *Ledger) UpdateSession(ctx context.Context, call Call, ref string, src s
 
 // DeleteSession cancels a session that has not become an order.
 func (l *Ledger) DeleteSession(ctx context.Context, call Call, ref string, src session.Source) (*Result, error) {
+	// Whatever uses a session's token (an order, a customer token, its
+	// deletion) locks the token and then the session. The cancel takes them
+	// in that order too, so the token is looked up first: locking the
+	// session first would deadlock with an order being made from its token
+	// (PostgreSQL), and each such deadlock waits a second to be detected.
+	tok, err := l.sessionToken(ctx, call.MerchantID, ref, src)
+	if err != nil {
+		return nil, err
+	}
 	return l.run(ctx, call, fingerprint("deleteSession", []string{string(src), ref}, nil), func(tx storage.Tx) (*Result, error) {
+		var a *token.Authorization
+		var aErr error
+		if tok != "" {
+			if a, aErr = tx.GetAuthorization(call.MerchantID, tok); aErr != nil && !fault.Is(aErr, fault.NotFound) {
+				return nil, aErr
+			}
+		}
 		s, err := findSession(tx, call.MerchantID, ref, src, false)
 		if err != nil {
 			return nil, err
@@ -143,11 +160,14 @@ func (l *Ledger) DeleteSession(ctx context.Context, call Call, ref string, src s
 			// The approval dies with the session: its token can no longer create an order.
 			// A store error (a deadlock with the order being made from that
 			// token, say) must reach the store's retry, not be taken for "gone".
-			a, err := tx.GetAuthorization(call.MerchantID, s.AuthorizationToken)
+			if s.AuthorizationToken != tok {
+				// Approved since the look above.
+				a, aErr = tx.GetAuthorization(call.MerchantID, s.AuthorizationToken)
+			}
 			switch {
-			case fault.Is(err, fault.NotFound):
-			case err != nil:
-				return nil, err
+			case fault.Is(aErr, fault.NotFound):
+			case aErr != nil:
+				return nil, aErr
 			case a.UsedAt == nil:
 				a.Deleted = true
 				if err := tx.PutAuthorization(a); err != nil {
@@ -160,6 +180,23 @@ func (l *Ledger) DeleteSession(ctx context.Context, call Call, ref string, src s
 		}
 		return jsonResult(http.StatusOK, s.View(tx.Now()))
 	})
+}
+
+// sessionToken is the authorization token of the session ref ("" when it
+// has none, or there is no such session: the cancel then says so).
+func (l *Ledger) sessionToken(ctx context.Context, merchantID, ref string, src session.Source) (string, error) {
+	var tok string
+	err := l.store.View(ctx, func(tx storage.Tx) error {
+		s, err := findSession(tx, merchantID, ref, src, false)
+		if err == nil {
+			tok = s.AuthorizationToken
+		}
+		return err
+	})
+	if fault.Is(err, fault.NotFound) {
+		return "", nil
+	}
+	return tok, err
 }
 
 // SessionPage is one page of GET /v1/sessions.
@@ -247,6 +284,9 @@ func (l *Ledger) ApproveSession(ctx context.Context, merchantID, id string, a Ap
 			tok.Buyer.CompanyName = a.CompanyName
 		}
 		tok.SessionID = s.ID
+		// A total of 0 is not sent as an amount (the sandbox's tokens state
+		// at least 1), but the buyer approved it: orders of more are refused.
+		tok.ApprovedZero = amount == 0
 		if err := s.Authorize(tok.Buyer, tok.PaymentMethod, tok.Token, tok.ExpiresAt, now); err != nil {
 			return err
 		}

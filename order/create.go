@@ -43,8 +43,10 @@ type Authorization struct {
 	Buyer         Customer
 	PaymentMethod PaymentMethod
 	// ApprovedAmount is the ceiling in minor units; 0 means the token stated
-	// none and the order's own total becomes the ceiling.
+	// none and the order's own total becomes the ceiling, unless
+	// ApprovedZero says the buyer approved 0.
 	ApprovedAmount int64
+	ApprovedZero   bool
 	RiskTags       []RiskTag
 	// RequireAck is the merchant's setting that every order starts unacknowledged.
 	RequireAck bool
@@ -199,7 +201,7 @@ func Create(merchantID string, r *CreateRequest, lines []Line, mode money.VATMod
 		return nil, err
 	}
 	approved := auth.ApprovedAmount
-	if approved == 0 {
+	if approved == 0 && !auth.ApprovedZero {
 		approved = gross
 	}
 	if gross > approved {

@@ -442,6 +442,36 @@ func TestSessionApprovalUsedByACustomerToken(t *testing.T) {
 	}
 }
 
+// TestZeroTotalSessionApprovesNothing: a buyer who approved a session of
+// total 0 (a free sample) approved 0, not "no amount stated": its token
+// makes an order of 0 and refuses a bigger one, as the token of any other
+// session refuses an order above the total the buyer saw. It used to make
+// an order of any amount.
+func TestZeroTotalSessionApprovesNothing(t *testing.T) {
+	e := newSessionEnv(t)
+	free := `{"country":"SE","currency":"SEK","locale":"sv-SE","orderLines":[{"description":"Free sample","quantity":1,"unitPrice":0,"vat":2500}]}`
+	_, _, s := e.do("POST", "/v1/sessions", free, e.auth)
+	link := s["checkoutUrl"].(string)
+	if code := e.approve(link, e.checkoutTerms(link)); code != http.StatusSeeOther {
+		t.Fatalf("approve: %d", code)
+	}
+	_, _, got := e.do("GET", "/v1/sessions/"+s["id"].(string), "", e.auth)
+	tok := got["authorizationToken"].(string)
+	code, _, p := e.do("POST", "/v1/authorization-tokens/"+tok+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE",
+		"orderLines":[{"description":"Tiles","quantity":2,"unitPrice":125000,"vat":2500}]}`, e.auth)
+	if code != 400 || p["code"] != "authorization_exceeded" {
+		t.Fatalf("an order of 2,500.00 from an approval of 0: %d %v", code, p)
+	}
+	code, _, p = e.do("POST", "/v1/authorization-tokens/"+tok+"/order", free, e.auth)
+	if code != 200 {
+		t.Fatalf("the order of 0 the buyer approved: %d %v", code, p)
+	}
+	o := e.get(p["orderId"].(string))
+	if amt := o["orderAmount"].(map[string]any)["minorUnits"]; amt != float64(0) {
+		t.Fatalf("order amount %v, want 0", amt)
+	}
+}
+
 // TestCheckoutRedirectKeepsTheLink: a submit whose signature is in the
 // address only (a client of its own, not the page's form) is redirected to
 // the page with that link's signature, not to "?sig=", which the page

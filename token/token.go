@@ -26,13 +26,17 @@ type Authorization struct {
 	Locale         string              `json:"locale"`
 	Buyer          order.Customer      `json:"buyer"`
 	PaymentMethod  order.PaymentMethod `json:"paymentMethod"`
-	ApprovedAmount int64               `json:"approvedAmount,omitempty"` // 0: none stated
-	RiskTags       []order.RiskTag     `json:"riskTags,omitempty"`
-	CreatedAt      time.Time           `json:"createdAt"`
-	ExpiresAt      time.Time           `json:"expiresAt"`
-	UsedAt         *time.Time          `json:"usedAt,omitempty"`
-	UsedFor        string              `json:"usedFor,omitempty"` // "order:<id>" or "customerToken:<id>"
-	Deleted        bool                `json:"deleted,omitempty"`
+	ApprovedAmount int64               `json:"approvedAmount,omitempty"` // 0: none stated, unless ApprovedZero
+	// ApprovedZero: the buyer approved an amount of 0 (a session whose total
+	// is 0), so the ceiling is 0, where an ApprovedAmount of 0 alone means
+	// the token stated none and any order total is the ceiling.
+	ApprovedZero bool            `json:"approvedZero,omitempty"`
+	RiskTags     []order.RiskTag `json:"riskTags,omitempty"`
+	CreatedAt    time.Time       `json:"createdAt"`
+	ExpiresAt    time.Time       `json:"expiresAt"`
+	UsedAt       *time.Time      `json:"usedAt,omitempty"`
+	UsedFor      string          `json:"usedFor,omitempty"` // "order:<id>" or "customerToken:<id>"
+	Deleted      bool            `json:"deleted,omitempty"`
 	// Expired is set by the token-expiry job, so the token stays expired
 	// even if a sandbox clock is moved back.
 	Expired bool `json:"expired,omitempty"`
@@ -69,6 +73,9 @@ func (a *Authorization) Validate() error {
 	}
 	if a.ApprovedAmount < 0 {
 		f.Add("approvedAmount", "must not be negative")
+	}
+	if a.ApprovedZero && a.ApprovedAmount != 0 {
+		f.Add("approvedZero", "states an approved amount of 0, but approvedAmount is %d", a.ApprovedAmount)
 	}
 	for i, tag := range a.RiskTags {
 		if !slices.Contains(order.RiskTags, tag) {
@@ -147,7 +154,8 @@ func (a *Authorization) Delete(now time.Time) error {
 // Approval converts the token into what an order is created from.
 func (a *Authorization) Approval(requireAck bool) order.Authorization {
 	return order.Authorization{TokenID: a.Token, Country: a.Country, Currency: a.Currency, Buyer: a.Buyer,
-		PaymentMethod: a.PaymentMethod, ApprovedAmount: a.ApprovedAmount, RiskTags: a.RiskTags, RequireAck: requireAck}
+		PaymentMethod: a.PaymentMethod, ApprovedAmount: a.ApprovedAmount, ApprovedZero: a.ApprovedZero, RiskTags: a.RiskTags,
+		RequireAck: requireAck}
 }
 
 // State of a customer token.

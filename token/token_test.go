@@ -240,6 +240,7 @@ func TestAuthorizationValidate(t *testing.T) {
 		{"unknown risk tag", func(a *token.Authorization) { a.RiskTags = []order.RiskTag{order.RiskUnknown, "odd"} }, []string{"riskTags[1]"}},
 		{"bad country and currency", func(a *token.Authorization) { a.Country, a.Currency = "XX", "ABC" }, []string{"country", "currency"}},
 		{"negative approved amount", func(a *token.Authorization) { a.ApprovedAmount = -1 }, []string{"approvedAmount"}},
+		{"zero approved with an amount", func(a *token.Authorization) { a.ApprovedZero = true }, []string{"approvedZero"}},
 		{"expires at creation", func(a *token.Authorization) { a.ExpiresAt = a.CreatedAt }, []string{"expiresAt"}},
 		{"already used", func(a *token.Authorization) { a.UsedAt, a.UsedFor = &used, "order:o1" }, []string{"usedAt"}},
 	} {

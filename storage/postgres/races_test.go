@@ -123,12 +123,12 @@ func TestAuthorizationPutOnceAcrossReplicas(t *testing.T) {
 	}
 }
 
-// TestSessionApprovedOnceAcrossReplicas: the buyer's approval clicked many
-// times at once on two replicas authorizes the session once: one token.
-func TestSessionApprovedOnceAcrossReplicas(t *testing.T) {
-	ledgers, creds := twoReplicas(t)
+// newSession opens a one-line checkout session on l and returns its id and
+// the approval of a buyer who saw it.
+func newSession(t *testing.T, l *kassa.Ledger, merchantID string) (string, kassa.Approval) {
+	t.Helper()
 	ctx := context.Background()
-	res, err := ledgers[0].CreateSession(ctx, kassa.Call{MerchantID: creds.MerchantID}, session.SourceCheckout, &session.CreateRequest{
+	res, err := l.CreateSession(ctx, kassa.Call{MerchantID: merchantID}, session.SourceCheckout, &session.CreateRequest{
 		Country: "SE", Currency: "SEK", Locale: "sv-SE", OrderLines: oneLineOrder().OrderLines})
 	if err != nil {
 		t.Fatal(err)
@@ -139,19 +139,92 @@ func TestSessionApprovedOnceAcrossReplicas(t *testing.T) {
 	if err := json.Unmarshal(res.Body, &created); err != nil || created.SessionID == "" {
 		t.Fatalf("session id from %s: %v", res.Body, err)
 	}
-	rec, err := ledgers[0].GetSession(ctx, creds.MerchantID, created.SessionID, session.SourceCheckout)
+	rec, err := l.GetSession(ctx, merchantID, created.SessionID, session.SourceCheckout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	approval := kassa.Approval{Terms: rec.Terms(), CompanyName: "Approved Byggvaror AB", PaymentMethod: order.PayInvoice, Customer: order.CustomerInput{
+	return created.SessionID, kassa.Approval{Terms: rec.Terms(), CompanyName: "Approved Byggvaror AB", PaymentMethod: order.PayInvoice, Customer: order.CustomerInput{
 		CompanyID: "5560000001", Country: "SE", Email: "a@example.com", FirstName: "A", LastName: "B",
 		BillingAddress: &order.Address{CompanyName: "Approved Byggvaror AB", StreetAddress: "Gatan 1", PostalCode: "11122", City: "Stockholm", Country: "SE"}}}
+}
+
+// TestSessionCancelRacingItsOrderAcrossReplicas: the merchant cancels an
+// authorized session while an order is made from its token on the other
+// replica. One of them wins and the session says which. Neither waits for
+// PostgreSQL's deadlock detection (deadlock_timeout, 1 s by default): the
+// order took the token's lock and then the session's, the cancel the
+// session's and then the token's, so half of such pairs deadlocked, and a
+// few more requests on the session at once (retries, a second cancel) made
+// each retry deadlock again until every one of them answered 503.
+func TestSessionCancelRacingItsOrderAcrossReplicas(t *testing.T) {
+	ledgers, creds := twoReplicas(t)
+	ctx := context.Background()
+	call := kassa.Call{MerchantID: creds.MerchantID}
+	for round := range 16 {
+		id, approval := newSession(t, ledgers[0], creds.MerchantID)
+		rec, err := ledgers[0].ApproveSession(ctx, creds.MerchantID, id, approval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := rec.AuthorizationToken
+		var orderID string
+		var orderErr, cancelErr error
+		var slowest atomic.Int64
+		timed := func(f func()) func() {
+			return func() {
+				start := time.Now()
+				f()
+				if d := int64(time.Since(start)); d > slowest.Load() {
+					slowest.Store(d)
+				}
+			}
+		}
+		var wg sync.WaitGroup
+		wg.Go(timed(func() {
+			var res *kassa.Result
+			res, orderErr = ledgers[round%2].CreateOrderFromAuthorization(ctx, call, tok, oneLineOrder())
+			if orderErr == nil {
+				orderID = res.Order.ID
+			}
+		}))
+		wg.Go(timed(func() { _, cancelErr = ledgers[(round+1)%2].DeleteSession(ctx, call, id, session.SourceCheckout) }))
+		wg.Wait()
+		if d := time.Duration(slowest.Load()); d > 700*time.Millisecond {
+			t.Errorf("round %d: a request took %v: they waited for a deadlock to be detected", round, d)
+		}
+		rec, err = ledgers[0].GetSession(ctx, creds.MerchantID, id, session.SourceCheckout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case orderErr == nil && cancelErr == nil:
+			t.Fatalf("round %d: both the order and the cancel succeeded", round)
+		case orderErr == nil:
+			if fault.CodeOf(cancelErr) != "session_completed" || rec.State != session.StateCompleted || rec.OrderID != orderID {
+				t.Errorf("round %d: order %s made; cancel: %v; session %s with order %q", round, orderID, cancelErr, rec.State, rec.OrderID)
+			}
+		case cancelErr == nil:
+			if fault.CodeOf(orderErr) != "authorization_token_not_found" || rec.State != session.StateCancelled || rec.OrderID != "" {
+				t.Errorf("round %d: cancelled; order: %v; session %s with order %q", round, orderErr, rec.State, rec.OrderID)
+			}
+		default:
+			t.Errorf("round %d: neither succeeded: order %v, cancel %v", round, orderErr, cancelErr)
+		}
+	}
+}
+
+// TestSessionApprovedOnceAcrossReplicas: the buyer's approval clicked many
+// times at once on two replicas authorizes the session once: one token.
+func TestSessionApprovedOnceAcrossReplicas(t *testing.T) {
+	ledgers, creds := twoReplicas(t)
+	ctx := context.Background()
+	id, approval := newSession(t, ledgers[0], creds.MerchantID)
 	var approved atomic.Int64
 	tokens := make(chan string, 16)
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Go(func() {
-			v, err := ledgers[i%2].ApproveSession(ctx, creds.MerchantID, created.SessionID, approval)
+			v, err := ledgers[i%2].ApproveSession(ctx, creds.MerchantID, id, approval)
 			switch {
 			case err == nil:
 				approved.Add(1)
@@ -172,7 +245,7 @@ func TestSessionApprovedOnceAcrossReplicas(t *testing.T) {
 	if approved.Load() != 1 {
 		t.Fatalf("session approved %d times, want once", approved.Load())
 	}
-	rec, err = ledgers[1].GetSession(ctx, creds.MerchantID, created.SessionID, session.SourceCheckout)
+	rec, err := ledgers[1].GetSession(ctx, creds.MerchantID, id, session.SourceCheckout)
 	if err != nil {
 		t.Fatal(err)
 	}
