@@ -221,9 +221,17 @@ func Run(items []Item, env Env) ([]Batch, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A settlement is never dated before an item it holds. Its run may
+		// read items stamped after the run's own time: on PostgreSQL a run
+		// waits for another replica's run and meanwhile captures commit; a
+		// replica's clock may lag another's; a sandbox clock may be set back.
+		created, end := env.Now, its[len(its)-1].OccurredAt
+		if end.After(created) {
+			created = end
+		}
 		s := Settlement{ID: env.IDs.NewID("settlement"), Reference: fmt.Sprintf("S-%06d", n), MerchantID: k.Merchant,
-			StoreID: k.Store, Currency: k.Currency, CreatedAt: env.Now, PeriodStart: its[0].OccurredAt,
-			PeriodEnd: its[len(its)-1].OccurredAt, PayoutDate: payoutDate(env.Now)}
+			StoreID: k.Store, Currency: k.Currency, CreatedAt: created, PeriodStart: its[0].OccurredAt,
+			PeriodEnd: end, PayoutDate: payoutDate(created)}
 		b := Batch{}
 		fees := env.Fees(k.Merchant)
 		add := func(it Item, t Kind, amount int64) {
