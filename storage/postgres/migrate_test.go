@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -232,4 +233,46 @@ func TestMigration8WithAnOlderReplicaStarting(t *testing.T) {
 	if err := wait(t, oldDone); err != nil && !(errors.As(err, &pe) && pe.Code == "40P01") {
 		t.Errorf("older replica's lock: %v", err)
 	}
+}
+
+// TestStartWithoutCreateRights: a replica whose database user may read and
+// write the tables but not create any (the schema migrated by its owner)
+// starts once there is nothing to migrate. Before, every start ran CREATE
+// TABLE IF NOT EXISTS schema_migrations, which PostgreSQL refuses without the
+// CREATE right on the schema even when the table exists.
+func TestStartWithoutCreateRights(t *testing.T) {
+	ctx := context.Background()
+	u := freshSchema(t)
+	openNow(t, u).Close()
+	admin := connect(t, u)
+	var schema string
+	if err := admin.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	role := "kassa_t_app_" + strings.TrimPrefix(schema, "kassa_t_")
+	if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN`); err != nil {
+		t.Skipf("cannot create a role: %v", err)
+	}
+	t.Cleanup(func() {
+		admin.Exec(context.Background(), `DROP OWNED BY `+role)
+		admin.Exec(context.Background(), `DROP ROLE `+role)
+	})
+	for _, q := range []string{
+		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pu.User = url.User(role)
+	s, err := postgres.Open(ctx, pu.String(), postgres.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatalf("open as a user without CREATE: %v", err)
+	}
+	s.Close()
 }

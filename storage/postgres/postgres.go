@@ -216,9 +216,18 @@ const noTransaction = "-- kassa:no-transaction\n"
 var concurrentIndex = regexp.MustCompile(`(?i)CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(\w+)`)
 
 func applyMigrations(ctx context.Context, conn *pgxpool.Conn) error {
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+	// Created only when missing, where CREATE TABLE would put it: PostgreSQL
+	// refuses even CREATE TABLE IF NOT EXISTS to a user without the CREATE
+	// right on the schema, and such a user may run a migrated database.
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'schema_migrations')`).Scan(&exists); err != nil {
 		return fmt.Errorf("postgres: %w", err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
 	}
 	files, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
