@@ -34,6 +34,7 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"math/rand/v2"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -142,39 +143,91 @@ func setsPoolSize(url string) bool {
 }
 
 // migrate applies, in order, every embedded migration not yet recorded in
-// schema_migrations, each in its own transaction, then fills the session
-// columns rows lack, while holding a session advisory lock so that
-// concurrent starts wait for each other (and none lists sessions by a
-// column not yet filled).
+// schema_migrations, each in its own transaction (or none, see
+// noTransaction), then fills the session columns rows lack, while holding a
+// session advisory lock so that concurrent starts wait for each other (and
+// none lists sessions by a column not yet filled).
+//
+// A replica of an older build waits for that lock with pg_advisory_lock,
+// holding a snapshot, and a concurrent index build waits for every older
+// snapshot: the database then ends one of the two with a deadlock error. If
+// it is this replica's, it lets go of the lock, so the older one goes on,
+// and starts over: the migration was not recorded, and the index it left
+// invalid is built again.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	return withSessionLock(ctx, pool, lockMigrate, "migration", func(conn *pgxpool.Conn) error {
-		if err := applyMigrations(ctx, conn); err != nil {
+	for attempt := 1; ; attempt++ {
+		err := withSessionLock(ctx, pool, lockMigrate, "migration", func(conn *pgxpool.Conn) error {
+			if err := applyMigrations(ctx, conn); err != nil {
+				return err
+			}
+			return fillSessionColumns(ctx, conn)
+		})
+		var pe *pgconn.PgError
+		if attempt >= 5 || !errors.As(err, &pe) || pe.Code != "40P01" {
 			return err
 		}
-		return fillSessionColumns(ctx, conn)
-	})
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		}
+	}
 }
 
 // withSessionLock runs fn on a connection of pool that holds the session
 // advisory lock key, waiting for it while another connection holds it; what
 // names the lock in errors.
+//
+// It waits by trying every 50 ms, not with pg_advisory_lock: a statement
+// waiting on a lock holds a snapshot all along, and the holder's concurrent
+// index build (a migration) would wait for that snapshot, a deadlock.
 func withSessionLock(ctx context.Context, pool *pgxpool.Pool, key int64, what string, fn func(*pgxpool.Conn) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
-		return fmt.Errorf("postgres: %s lock: %w", what, err)
+	for {
+		var locked bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&locked); err != nil {
+			return fmt.Errorf("postgres: %s lock: %w", what, err)
+		}
+		if locked {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("postgres: %s lock: %w", what, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, key)
 	return fn(conn)
 }
 
+// noTransaction, as a migration's first line, runs it outside a transaction:
+// a single statement PostgreSQL refuses in one, CREATE INDEX CONCURRENTLY IF
+// NOT EXISTS. It is recorded once the statement has completed; a start cut off
+// before that runs it again.
+const noTransaction = "-- kassa:no-transaction\n"
+
+// concurrentIndex finds the name of the index a no-transaction migration
+// builds.
+var concurrentIndex = regexp.MustCompile(`(?i)CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(\w+)`)
+
 func applyMigrations(ctx context.Context, conn *pgxpool.Conn) error {
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+	// Created only when missing, where CREATE TABLE would put it: PostgreSQL
+	// refuses even CREATE TABLE IF NOT EXISTS to a user without the CREATE
+	// right on the schema, and such a user may run a migrated database.
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'schema_migrations')`).Scan(&exists); err != nil {
 		return fmt.Errorf("postgres: %w", err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
 	}
 	files, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
@@ -198,18 +251,47 @@ func applyMigrations(ctx context.Context, conn *pgxpool.Conn) error {
 		if err != nil {
 			return err
 		}
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, string(sql)); err != nil {
-				return err
+		if strings.HasPrefix(string(sql), noTransaction) {
+			err = applyOutsideTransaction(ctx, conn, string(sql))
+			if err == nil {
+				_, err = conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, version, name)
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, version, name)
-			return err
-		})
+		} else {
+			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, string(sql)); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, version, name)
+				return err
+			})
+		}
 		if err != nil {
 			return fmt.Errorf("postgres: migration %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// applyOutsideTransaction runs a no-transaction migration. A concurrent
+// build that was cut off (the replica killed, the statement cancelled, a
+// deadlock) leaves its index INVALID under its name, which IF NOT EXISTS would
+// take as built: such an index is dropped first. Only this file's own index
+// names are looked at, and only under the migration lock, so no other
+// replica's build is under way.
+func applyOutsideTransaction(ctx context.Context, conn *pgxpool.Conn, sql string) error {
+	for _, m := range concurrentIndex.FindAllStringSubmatch(sql, -1) {
+		var invalid bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass($1) AND NOT indisvalid)`, m[1]).Scan(&invalid); err != nil {
+			return err
+		}
+		if invalid {
+			if _, err := conn.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+pgx.Identifier{m[1]}.Sanitize()); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := conn.Exec(ctx, sql)
+	return err
 }
 
 // Pool is the connection pool, for benchmarks and health checks.

@@ -1,0 +1,278 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kassahq/kassa/storage/postgres"
+)
+
+// lockMigrate is the store's migration lock (postgres.lockMigrate), which a
+// replica of an older build waits for with a plain pg_advisory_lock.
+const lockMigrate int64 = 0x6b61737361_01
+
+// beforeMigration8 gives a schema as replicas of the build before migration 8
+// left it: migrated to 7, without outbox_merchant_pending.
+func beforeMigration8(t *testing.T) (string, *pgx.Conn) {
+	t.Helper()
+	u := freshSchema(t)
+	openNow(t, u).Close()
+	c := connect(t, u)
+	for _, q := range []string{
+		`DROP INDEX outbox_merchant_pending`,
+		`DELETE FROM schema_migrations WHERE version = 8`,
+	} {
+		if _, err := c.Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return u, c
+}
+
+func connect(t *testing.T, u string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// outboxRow inserts a message of merchant m through c.
+func outboxRow(ctx context.Context, c *pgx.Conn, id string) error {
+	_, err := c.Exec(ctx, `INSERT INTO outbox (id, merchant_id, created_key, next_key, done, body) VALUES ($1, 'm1', '\x00', '\x00', false, '\x7b7d')`, id)
+	return err
+}
+
+// holdOutbox opens a transaction that has written to outbox and stays open
+// until the returned func ends it: an index build waits for it.
+func holdOutbox(t *testing.T, u string) func() {
+	t.Helper()
+	ctx := context.Background()
+	c := connect(t, u)
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO outbox (id, merchant_id, created_key, next_key, done, body) VALUES ('held', 'm1', '\x00', '\x00', false, '\x7b7d')`); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	end := func() { once.Do(func() { tx.Commit(ctx) }) }
+	t.Cleanup(end)
+	return end
+}
+
+// waitForIndexBuild waits until a backend of the schema's database runs a
+// CREATE INDEX that waits on a lock.
+func waitForIndexBuild(t *testing.T, c *pgx.Conn) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		if err := c.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE '%CREATE INDEX%outbox_merchant_pending%'
+			AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no index build of outbox_merchant_pending started")
+}
+
+func checkMigration8(t *testing.T, c *pgx.Conn) {
+	t.Helper()
+	var valid bool
+	var def string
+	if err := c.QueryRow(context.Background(), `SELECT i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i
+		WHERE i.indexrelid = to_regclass('outbox_merchant_pending')`).Scan(&valid, &def); err != nil {
+		t.Fatalf("outbox_merchant_pending: %v", err)
+	}
+	if !valid || !strings.Contains(def, "(merchant_id, next_key, id) WHERE (NOT done)") {
+		t.Fatalf("outbox_merchant_pending valid %v, %s", valid, def)
+	}
+	var n int
+	if err := c.QueryRow(context.Background(), `SELECT count(*) FROM schema_migrations WHERE version = 8`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("migration 8 recorded %d times, %v", n, err)
+	}
+}
+
+func openAsync(u string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		s, err := postgres.Open(context.Background(), u, postgres.Options{MaxConns: 4})
+		if err == nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	return done
+}
+
+func wait(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("open did not return in 30 s")
+		return nil
+	}
+}
+
+// TestMigration8LeavesOutboxWritable: the first replica of a newer build
+// builds outbox_merchant_pending while replicas of the older build go on
+// writing notifications. Before, the index was built by a plain CREATE INDEX
+// in the migration's transaction, whose lock stopped every insert into outbox
+// (every operation that announces a notification) for the whole build.
+func TestMigration8LeavesOutboxWritable(t *testing.T) {
+	ctx := context.Background()
+	u, c := beforeMigration8(t)
+	end := holdOutbox(t, u) // keeps the build from finishing while we write
+	done := openAsync(u)
+	waitForIndexBuild(t, c)
+	if _, err := c.Exec(ctx, `SET lock_timeout = '2s'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := outboxRow(ctx, c, "during"); err != nil {
+		t.Errorf("insert into outbox during the migration: %v", err)
+	}
+	end()
+	if err := wait(t, done); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	checkMigration8(t, c)
+}
+
+// TestMigration8RebuildsAnInvalidIndex: a build cut off midway (the replica
+// killed, the statement cancelled) leaves the index INVALID; the next start
+// drops it and builds it again rather than taking it as built or failing on
+// its name.
+func TestMigration8RebuildsAnInvalidIndex(t *testing.T) {
+	ctx := context.Background()
+	u, c := beforeMigration8(t)
+	for _, id := range []string{"a", "b"} {
+		if err := outboxRow(ctx, c, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A unique build over two rows of one merchant fails, leaving the name
+	// taken by an invalid index, as a cut-off concurrent build does.
+	_, err := c.Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY outbox_merchant_pending ON outbox (merchant_id)`)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "23505" {
+		t.Fatalf("failed build: %v", err)
+	}
+	if err := wait(t, openAsync(u)); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	checkMigration8(t, c)
+}
+
+// TestReplicasStartingTogetherBuildMigration8Once: two replicas of the newer
+// build start while the index is being built; both open. A replica waiting
+// for the migration lock must not hold a snapshot meanwhile: a concurrent
+// index build waits for every older snapshot, and the one holding the lock
+// would wait for the one waiting for it.
+func TestReplicasStartingTogetherBuildMigration8Once(t *testing.T) {
+	u, c := beforeMigration8(t)
+	end := holdOutbox(t, u)
+	first := openAsync(u)
+	waitForIndexBuild(t, c)
+	second := openAsync(u)
+	time.Sleep(300 * time.Millisecond) // the second waits for the lock
+	end()
+	if err := wait(t, first); err != nil {
+		t.Errorf("first open: %v", err)
+	}
+	if err := wait(t, second); err != nil {
+		t.Errorf("second open: %v", err)
+	}
+	checkMigration8(t, c)
+}
+
+// TestMigration8WithAnOlderReplicaStarting: a replica of the older build,
+// which waits for the migration lock with pg_advisory_lock (holding a
+// snapshot), starts while the index is built. The database breaks the cycle
+// (a deadlock error, in either of the two); the newer replica still opens,
+// with migration 8 recorded once and its index valid.
+func TestMigration8WithAnOlderReplicaStarting(t *testing.T) {
+	ctx := context.Background()
+	u, c := beforeMigration8(t)
+	end := holdOutbox(t, u)
+	done := openAsync(u)
+	waitForIndexBuild(t, c)
+	old := connect(t, u)
+	oldDone := make(chan error, 1)
+	go func() {
+		_, err := old.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockMigrate)
+		if err == nil {
+			_, err = old.Exec(ctx, `SELECT pg_advisory_unlock($1)`, lockMigrate)
+		}
+		oldDone <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	end()
+	if err := wait(t, done); err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	checkMigration8(t, c)
+	var pe *pgconn.PgError
+	if err := wait(t, oldDone); err != nil && !(errors.As(err, &pe) && pe.Code == "40P01") {
+		t.Errorf("older replica's lock: %v", err)
+	}
+}
+
+// TestStartWithoutCreateRights: a replica whose database user may read and
+// write the tables but not create any (the schema migrated by its owner)
+// starts once there is nothing to migrate. Before, every start ran CREATE
+// TABLE IF NOT EXISTS schema_migrations, which PostgreSQL refuses without the
+// CREATE right on the schema even when the table exists.
+func TestStartWithoutCreateRights(t *testing.T) {
+	ctx := context.Background()
+	u := freshSchema(t)
+	openNow(t, u).Close()
+	admin := connect(t, u)
+	var schema string
+	if err := admin.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	role := "kassa_t_app_" + strings.TrimPrefix(schema, "kassa_t_")
+	if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN`); err != nil {
+		t.Skipf("cannot create a role: %v", err)
+	}
+	t.Cleanup(func() {
+		admin.Exec(context.Background(), `DROP OWNED BY `+role)
+		admin.Exec(context.Background(), `DROP ROLE `+role)
+	})
+	for _, q := range []string{
+		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pu.User = url.User(role)
+	s, err := postgres.Open(ctx, pu.String(), postgres.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatalf("open as a user without CREATE: %v", err)
+	}
+	s.Close()
+}
