@@ -443,6 +443,11 @@ type PaymentStatus struct {
 	Status string `json:"status"`
 }
 
+// PaymentStatuses are the values of PaymentStatus.Status (the spec does not
+// show its type); the OpenAPI document lists them as its enum.
+var PaymentStatuses = []string{"pending", "authorized", "partiallyCaptured", "captured", "partiallyRefunded",
+	"refunded", "partiallyPaid", "paid", "cancelled", "expired", "denied"}
+
 // PaymentStatusOf derives the payment status of an order at now.
 func PaymentStatusOf(o *order.Order, now time.Time) PaymentStatus {
 	st := o.Statuses(now)

@@ -129,9 +129,17 @@ func (l *Ledger) CreateOrderFromCustomerToken(ctx context.Context, call Call, to
 		if err != nil {
 			return nil, err
 		}
-		if req.Locale == "" {
+		// What the order leaves out, the token it is made from says: its
+		// language, and the store it was made for (whose settlements the
+		// order's captures then join).
+		if req.Locale == "" || req.StoreID == "" {
 			req2 := *req
-			req2.Locale = c.Locale
+			if req2.Locale == "" {
+				req2.Locale = c.Locale
+			}
+			if req2.StoreID == "" {
+				req2.StoreID = c.StoreID
+			}
 			req = &req2
 		}
 		return l.createOrder(tx, call.MerchantID, req, lines, mode, auth, l.env(tx, call.MerchantID))

@@ -121,6 +121,9 @@ func TestOpenAPIStatesSpecShapes(t *testing.T) {
 	prop("CreateSessionRequest", "storeId", "maxLength", float64(100))
 	prop("CreateSessionRequest", "vatMode", "enum", enum("inclVat", "exclVat"))
 	prop("UpdateSessionRequest", "merchantReference", "maxLength", float64(50))
+	// The spec leaves the payment status's type open; kassa's values (docs/decisions.md).
+	prop("PaymentStatus", "status", "enum", enum("pending", "authorized", "partiallyCaptured", "captured",
+		"partiallyRefunded", "refunded", "partiallyPaid", "paid", "cancelled", "expired", "denied"))
 	// kassa's own limits on customer fields (docs/decisions.md).
 	for _, name := range []string{"OrderCustomerData", "CustomerTokenCustomerData", "EditCustomerRequest", "CompanyContact"} {
 		prop(name, "email", "maxLength", float64(254))

@@ -318,9 +318,16 @@ func (c *Customer) Approval(requireAck bool) (order.Authorization, error) {
 	}, nil
 }
 
+// lastFour is the sandbox's stand-in for the last four digits of the card:
+// taken from the token id, but digits, as a card number's are (an id's tail
+// may be hex or short), so a merchant that keeps them as such can.
 func lastFour(s string) string {
-	if len(s) <= 4 {
-		return s
+	s = "0000" + s
+	d := []byte(s[len(s)-4:])
+	for i, c := range d {
+		if c < '0' || c > '9' {
+			d[i] = '0' + c%10
+		}
 	}
-	return s[len(s)-4:]
+	return string(d)
 }

@@ -258,3 +258,19 @@ func TestAuthorizationValidate(t *testing.T) {
 		})
 	}
 }
+
+// A masked card account ends in four digits, as a card number does, whatever
+// the token id it is made from (server ids are UUIDs, whose tail is hex).
+func TestMaskedAccountEndsInDigits(t *testing.T) {
+	for _, id := range []string{"b84a05ee-b1a3-4b53-9ec6-dfee0edb47a6", "ffff", "ab", "ctok-12345"} {
+		c, err := token.NewCustomer(auth(), customerRequest(), id, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := c.Account.MaskedAccount
+		tail, ok := strings.CutPrefix(m, "**** **** **** ")
+		if !ok || len(tail) != 4 || strings.Trim(tail, "0123456789") != "" {
+			t.Errorf("token %q: maskedAccount %q, want \"**** **** **** \" and four digits", id, m)
+		}
+	}
+}
