@@ -38,29 +38,8 @@ func TestSlowReceiverDoesNotDelayTheLoop(t *testing.T) {
 		delivered <- time.Now()
 	}))
 	defer fast.Close()
-	newOrder := func(merchant, tok string) {
-		now := time.Now()
-		if err := ledger.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchant, Country: "SE",
-			Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayAdvanceInvoice},
-			CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
-		amount := int64(1000)
-		if _, err := ledger.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchant}, tok, &order.CreateRequest{
-			Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: &amount}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	merchant := func(name, url string) string {
-		creds, _, err := ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ledger.SetWebhook(ctx, creds.MerchantID, kassa.SetWebhookRequest{URL: url}); err != nil {
-			t.Fatal(err)
-		}
-		return creds.MerchantID
-	}
+	newOrder := func(merchant, tok string) { orderWithNotification(t, ledger, merchant, tok) }
+	merchant := func(name, url string) string { return merchantWithWebhook(t, ledger, name, url) }
 	slowID, fastID := merchant("slow", slow.URL), merchant("fast", fast.URL)
 	newOrder(slowID, "s0")
 
@@ -99,29 +78,8 @@ func TestSlowReceiversDoNotHoldEveryRun(t *testing.T) {
 	ledger := kassa.New(memory.New(time.Now), kassa.Options{})
 	const timeout = 5 * time.Second
 	var slowPosts [deliveryRuns]atomic.Int64
-	merchant := func(name, url string) string {
-		creds, _, err := ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ledger.SetWebhook(ctx, creds.MerchantID, kassa.SetWebhookRequest{URL: url}); err != nil {
-			t.Fatal(err)
-		}
-		return creds.MerchantID
-	}
-	newOrder := func(merchant, tok string) {
-		now := time.Now()
-		if err := ledger.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchant, Country: "SE",
-			Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayAdvanceInvoice},
-			CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
-		amount := int64(1000)
-		if _, err := ledger.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchant}, tok, &order.CreateRequest{
-			Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: &amount}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	merchant := func(name, url string) string { return merchantWithWebhook(t, ledger, name, url) }
+	newOrder := func(merchant, tok string) { orderWithNotification(t, ledger, merchant, tok) }
 	var slowIDs [deliveryRuns]string
 	for i := range deliveryRuns {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -170,5 +128,37 @@ func TestSlowReceiversDoNotHoldEveryRun(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the other merchant's notification never arrived")
+	}
+}
+
+// merchantWithWebhook makes a merchant whose notifications go to url.
+func merchantWithWebhook(t *testing.T, ledger *kassa.Ledger, name, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	creds, _, err := ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.SetWebhook(ctx, creds.MerchantID, kassa.SetWebhookRequest{URL: url}); err != nil {
+		t.Fatal(err)
+	}
+	return creds.MerchantID
+}
+
+// orderWithNotification creates an order of merchant from a new token tok,
+// which queues one notification for it.
+func orderWithNotification(t *testing.T, ledger *kassa.Ledger, merchant, tok string) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	if err := ledger.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchant, Country: "SE",
+		Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayAdvanceInvoice},
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	amount := int64(1000)
+	if _, err := ledger.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchant}, tok, &order.CreateRequest{
+		Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: &amount}}); err != nil {
+		t.Fatal(err)
 	}
 }
