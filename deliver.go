@@ -284,6 +284,8 @@ func recordAfterPanic(record func(*claim), c *claim) {
 // claimNotifications claims the run's batch. capped reports that a merchant
 // had more due than a claim takes of one merchant, so more may be due at once.
 func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (claims []*claim, capped bool, err error) {
+	l.claiming.Lock()
+	defer l.claiming.Unlock()
 	err = l.store.Update(ctx, func(tx storage.Tx) error {
 		claims, capped = nil, false
 		now, wall := tx.Now(), opts.WallClock()

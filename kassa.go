@@ -71,6 +71,11 @@ type Ledger struct {
 	// slow holds, per merchant whose receiver this Ledger last found slow
 	// or failing, until when runs with SkipSlowReceivers leave it alone.
 	slow map[string]time.Time
+	// claiming makes a run's claim and its entry in delivering one step:
+	// a run that claimed in between would not see the other's merchants
+	// as busy, and both would post to them (kassa serve starts two runs at
+	// the same instant each tick).
+	claiming sync.Mutex
 
 	orders gate // one change of an order at a time goes to the store
 }

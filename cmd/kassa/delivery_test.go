@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/memory"
 	"github.com/kassahq/kassa/token"
 )
@@ -160,5 +162,68 @@ func orderWithNotification(t *testing.T, ledger *kassa.Ledger, merchant, tok str
 	if _, err := ledger.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchant}, tok, &order.CreateRequest{
 		Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: &amount}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// slowReturn delays, once armed, the return of the next Update after its
+// commit: the gap between a run's claim committing and the run registering
+// its merchants as busy, which the two runs runDelivery starts at one
+// instant each tick race through.
+type slowReturn struct {
+	storage.Store
+	armed atomic.Bool
+}
+
+func (s *slowReturn) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	err := s.Store.Update(ctx, fn)
+	if s.armed.CompareAndSwap(true, false) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	return err
+}
+
+// TestTwoRunsStartedTogetherClaimNoMerchantTwice: kassa serve starts its
+// usual run and the one that skips slow receivers at the same instant. A run
+// left alone the merchants of other runs only once they had registered,
+// after their claim committed, so a run claiming in that gap took the same
+// merchant: 12 POSTs at once to one receiver (a run posts at most 8), and
+// the run meant to skip slow receivers waited on one.
+func TestTwoRunsStartedTogetherClaimNoMerchantTwice(t *testing.T) {
+	ctx := context.Background()
+	st := &slowReturn{Store: memory.New(time.Now)}
+	ledger := kassa.New(st, kassa.Options{})
+	var inFlight, maxInFlight atomic.Int64
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	id := merchantWithWebhook(t, ledger, "slow", srv.URL)
+	for j := range 16 {
+		orderWithNotification(t, ledger, id, fmt.Sprintf("s%d", j))
+	}
+	opts := kassa.DeliveryOptions{AllowPrivateNetworks: true, Client: &http.Client{Timeout: 5 * time.Second}}
+	prompt := opts
+	prompt.SkipSlowReceivers = true
+	st.armed.Store(true)
+	var wg sync.WaitGroup
+	wg.Go(func() { ledger.DeliverNotifications(ctx, opts) })
+	time.Sleep(20 * time.Millisecond) // the first run's claim has committed, not yet registered
+	wg.Go(func() { ledger.DeliverNotifications(ctx, prompt) })
+	time.Sleep(500 * time.Millisecond)
+	got := maxInFlight.Load()
+	close(release)
+	wg.Wait()
+	// A run leaves alone the merchants an earlier run still posts to: one
+	// run posts at most Parallel (8) at once to a merchant.
+	if got > 8 {
+		t.Fatalf("%d POSTs at once to one merchant: both runs claimed it", got)
 	}
 }
