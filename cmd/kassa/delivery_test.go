@@ -48,7 +48,7 @@ func TestSlowReceiverDoesNotDelayTheLoop(t *testing.T) {
 	loopCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
-		runDelivery(loopCtx, ledger, slog.New(slog.NewTextHandler(io.Discard, nil)), kassa.DeliveryOptions{AllowPrivateNetworks: true})
+		runDelivery(loopCtx, loopCtx, ledger, slog.New(slog.NewTextHandler(io.Discard, nil)), kassa.DeliveryOptions{AllowPrivateNetworks: true})
 		close(done)
 	}()
 	defer func() { cancel(); <-done }()
@@ -102,7 +102,7 @@ func TestSlowReceiversDoNotHoldEveryRun(t *testing.T) {
 	loopCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
-		runDelivery(loopCtx, ledger, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		runDelivery(loopCtx, loopCtx, ledger, slog.New(slog.NewTextHandler(io.Discard, nil)),
 			kassa.DeliveryOptions{Client: &http.Client{Timeout: timeout}})
 		close(done)
 	}()
@@ -225,5 +225,53 @@ func TestTwoRunsStartedTogetherClaimNoMerchantTwice(t *testing.T) {
 	// run posts at most Parallel (8) at once to a merchant.
 	if got > 8 {
 		t.Fatalf("%d POSTs at once to one merchant: both runs claimed it", got)
+	}
+}
+
+// TestStopLetsPostsUnderWayBeAnswered: a shutdown cut the POSTs under way at
+// once, even with the grace unused, and dropped an answer arriving just then:
+// the notification stayed pending with no attempt counted, and was sent again
+// two minutes after the restart. Now stopping starts no run, and the runs
+// under way are waited for, their POSTs answered and recorded.
+func TestStopLetsPostsUnderWayBeAnswered(t *testing.T) {
+	ctx := context.Background()
+	ledger := kassa.New(memory.New(time.Now), kassa.Options{})
+	arrived := make(chan struct{}, 10)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		time.Sleep(300 * time.Millisecond)
+	}))
+	defer receiver.Close()
+	id := merchantWithWebhook(t, ledger, "m", receiver.URL)
+	orderWithNotification(t, ledger, id, "t0")
+	stop, stopNow := context.WithCancel(ctx)
+	posts, cutPosts := context.WithCancel(ctx)
+	defer cutPosts()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runDelivery(stop, posts, ledger, slog.New(slog.NewTextHandler(io.Discard, nil)), kassa.DeliveryOptions{AllowPrivateNetworks: true})
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no POST arrived")
+	}
+	stopNow()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("runDelivery did not return after its POST was answered")
+	}
+	page, err := ledger.ListNotifications(ctx, id, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range page.Notifications {
+		got = append(got, fmt.Sprintf("%s after %d attempts", n.Status, n.Attempts))
+	}
+	if fmt.Sprint(got) != "[delivered after 1 attempts]" {
+		t.Fatalf("after the stop: %v; want the one notification delivered at its first attempt", got)
 	}
 }

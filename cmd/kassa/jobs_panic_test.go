@@ -33,7 +33,7 @@ func TestJobPanicsAreLoggedAndTheLoopsGoOn(t *testing.T) {
 		runJobs(ctx, ledger, log, server.NewClock(false), time.Date(0, 1, 1, 2, 0, 0, 0, time.UTC))
 		done <- struct{}{}
 	}()
-	go func() { runDelivery(ctx, ledger, log, kassa.DeliveryOptions{}); done <- struct{}{} }()
+	go func() { runDelivery(ctx, ctx, ledger, log, kassa.DeliveryOptions{}); done <- struct{}{} }()
 	want := []string{`"msg":"settlement run"`, `"msg":"idempotency sweep"`, `"msg":"scheduled tasks"`, `"msg":"expiry job"`,
 		`"msg":"notification delivery"`}
 	deadline := time.Now().Add(5 * time.Second)

@@ -465,7 +465,17 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	jobs, stopJobs := context.WithCancel(ctx)
 	defer stopJobs()
 	go runJobs(jobs, ledger, log, clock, settleAt)
-	go runDelivery(jobs, ledger, log, kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox})
+	// Deliveries stop with the jobs, but the POSTs under way then get the
+	// shutdown's grace to be answered (see runDelivery), and the store
+	// closes only after they are recorded.
+	posts, cutPosts := context.WithCancel(context.WithoutCancel(ctx))
+	defer cutPosts()
+	delivering := make(chan struct{})
+	go func() {
+		defer close(delivering)
+		runDelivery(jobs, posts, ledger, log, kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox})
+	}()
+	defer func() { stopJobs(); cutPosts(); <-delivering }()
 
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
@@ -508,6 +518,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			case <-sctx.Done():
 			}
 		}()
+		stopJobs()
 		// Shutdown stops accepting and waits for in-flight requests to finish.
 		if err := hs.Shutdown(sctx); err != nil {
 			// Clients still sending or reading after the grace (a slow
@@ -515,6 +526,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			// changed is committed or not, as for any dropped connection.
 			log.Warn("shutdown grace ended; closing the connections still open", "err", err)
 			hs.Close()
+		}
+		// Webhook POSTs under way have the rest of the grace to be answered.
+		select {
+		case <-delivering:
+		case <-sctx.Done():
+			log.Warn("shutdown grace ended; cutting the webhook POSTs still open")
 		}
 	}
 	log.Info("stopped")
@@ -729,7 +746,12 @@ func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, 
 // receiver. As many slow receivers as runs would still hold every run, so
 // one more run, started each tick when the last has ended, leaves alone the
 // receivers found slow, and delivers the other merchants' meanwhile.
-func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, opts kassa.DeliveryOptions) {
+//
+// Once stop ends no run starts, and runDelivery returns when the runs under
+// way have ended: their POSTs go on until posts ends (the shutdown's grace),
+// so a receiver's answer that arrives meanwhile is recorded rather than cut
+// off, and the notification is not sent again after the restart.
+func runDelivery(stop, posts context.Context, ledger *kassa.Ledger, log *slog.Logger, opts kassa.DeliveryOptions) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var wg sync.WaitGroup
@@ -742,11 +764,11 @@ func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, op
 				// A full batch means more may be due now: claim again at
 				// once instead of waiting a tick, or delivery would top out
 				// at one batch a second.
-				for more := true; more && ctx.Err() == nil; {
+				for more := true; more && stop.Err() == nil; {
 					more = false // and so after a panic: the next tick tries again
 					guard(log, "notification delivery", func() {
-						s, err := ledger.DeliverNotifications(ctx, opts)
-						if err != nil && ctx.Err() == nil {
+						s, err := ledger.DeliverNotifications(posts, opts)
+						if err != nil && posts.Err() == nil {
 							log.Error("notification delivery", "err", err)
 						} else if s != (kassa.DeliveryStats{}) {
 							log.Info("notification delivery", "delivered", s.Delivered, "retrying", s.Retrying, "failed", s.Failed)
@@ -765,7 +787,7 @@ func runDelivery(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, op
 		start(runs, opts)
 		start(prompt, promptOpts)
 		select {
-		case <-ctx.Done():
+		case <-stop.Done():
 			return
 		case <-t.C:
 		}
