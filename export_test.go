@@ -16,3 +16,11 @@ func SetSettlementRunSize(t interface{ Cleanup(func()) }, n int) {
 	settlementRunSize = n
 	t.Cleanup(func() { settlementRunSize = old })
 }
+
+// SetExportChunk lowers how many transactions a settlement export reads per
+// read transaction, for a test, and restores it at cleanup.
+func SetExportChunk(t interface{ Cleanup(func()) }, n int) {
+	old := exportChunk
+	exportChunk = n
+	t.Cleanup(func() { exportChunk = old })
+}

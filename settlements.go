@@ -1,6 +1,7 @@
 package kassa
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"slices"
@@ -183,24 +184,55 @@ func (l *Ledger) SettlementTransactions(ctx context.Context, merchantID, id, fro
 	return out, err
 }
 
+// exportChunk is how many transactions an export reads per read
+// transaction. A variable so tests can lower it.
+var exportChunk = 1000
+
 // ExportSettlement writes a settlement's transactions as CSV for accounting.
-// They are read first and written after the read transaction ended: a
+// They are read first and written after the read transactions ended: a
 // client reading slowly must not hold a transaction open (on bolt, an open
 // read transaction stalls the commit that needs to grow the file, and with
-// it every writer).
+// it every writer), and a read that fails midway must not leave the client
+// a file that looks whole. They are read in chunks and kept as CSV rows,
+// not as decoded transactions: a settlement of 100 000 held about 190 MB
+// of decoded records and their JSON for each export under way; the rows
+// are a twentieth of that. A settlement never changes once saved, so the
+// chunks read in separate transactions are one settlement's.
 func (l *Ledger) ExportSettlement(ctx context.Context, merchantID, id string, w io.Writer) error {
 	var s *settlement.Settlement
-	var txs []settlement.Transaction
-	err := l.store.View(ctx, func(tx storage.Tx) error {
-		var err error
-		if s, err = tx.GetSettlement(merchantID, id); err != nil {
+	var buf bytes.Buffer
+	var out *settlement.CSVWriter
+	from := ""
+	for {
+		var txs []settlement.Transaction
+		var next string
+		err := l.store.View(ctx, func(tx storage.Tx) error {
+			var err error
+			if s == nil {
+				if s, err = tx.GetSettlement(merchantID, id); err != nil {
+					return err
+				}
+			}
+			txs, next, err = tx.SettlementTransactions(merchantID, id, from, exportChunk)
+			return err
+		})
+		if err != nil {
 			return err
 		}
-		txs, _, err = tx.SettlementTransactions(merchantID, id, "", s.TransactionCount+1)
-		return err
-	})
-	if err != nil {
+		if out == nil {
+			out = settlement.NewCSVWriter(&buf, s)
+		}
+		if err := out.Write(txs); err != nil {
+			return err
+		}
+		if next == "" {
+			break
+		}
+		from = next
+	}
+	if err := out.Close(); err != nil {
 		return err
 	}
-	return settlement.WriteCSV(w, s, txs)
+	_, err := buf.WriteTo(w)
+	return err
 }

@@ -113,18 +113,47 @@ func textCell(s string) string {
 // last, orderSettlementReference, added after the columns readers already
 // had.
 func WriteCSV(w io.Writer, s *Settlement, txs []Transaction) error {
-	cw := csv.NewWriter(w)
-	cw.Write([]string{"settlementReference", "seq", "type", "occurredAt", "orderId", "ledgerId", "documentReference",
+	c := NewCSVWriter(w, s)
+	if err := c.Write(txs); err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// CSVWriter writes the export of WriteCSV in parts: the header when made,
+// the transactions as they are given, the net row at Close. A large
+// settlement's export then needs only a part of its transactions decoded at
+// a time.
+type CSVWriter struct {
+	cw  *csv.Writer
+	s   *Settlement
+	sum int64
+}
+
+// NewCSVWriter writes the header of s's export to w.
+func NewCSVWriter(w io.Writer, s *Settlement) *CSVWriter {
+	c := &CSVWriter{cw: csv.NewWriter(w), s: s}
+	c.cw.Write([]string{"settlementReference", "seq", "type", "occurredAt", "orderId", "ledgerId", "documentReference",
 		"merchantReference", "amount", "currency", "orderSettlementReference"})
-	var sum int64
+	return c
+}
+
+// Write writes one row per transaction, in the order given.
+func (c *CSVWriter) Write(txs []Transaction) error {
 	for _, t := range txs {
-		sum += t.Amount
-		cw.Write([]string{s.Reference, strconv.Itoa(t.Seq), string(t.Type), t.OccurredAt.UTC().Format(time.RFC3339), t.OrderID,
+		c.sum += t.Amount
+		c.cw.Write([]string{c.s.Reference, strconv.Itoa(t.Seq), string(t.Type), t.OccurredAt.UTC().Format(time.RFC3339), t.OrderID,
 			t.LedgerID, t.DocumentReference, textCell(t.MerchantReference), money.New(t.Amount, t.Currency).Amount(), string(t.Currency),
 			textCell(t.SettlementReference)})
 	}
-	cw.Write([]string{s.Reference, "", "net", s.CreatedAt.UTC().Format(time.RFC3339), "", "", "", "",
-		money.New(sum, s.Currency).Amount(), string(s.Currency), ""})
-	cw.Flush()
-	return cw.Error()
+	return c.cw.Error()
+}
+
+// Close writes the net row, the sum of the transactions written, and
+// flushes.
+func (c *CSVWriter) Close() error {
+	c.cw.Write([]string{c.s.Reference, "", "net", c.s.CreatedAt.UTC().Format(time.RFC3339), "", "", "", "",
+		money.New(c.sum, c.s.Currency).Amount(), string(c.s.Currency), ""})
+	c.cw.Flush()
+	return c.cw.Error()
 }

@@ -134,12 +134,22 @@ func (t *tx) SaveSettlement(b settlement.Batch) error {
 	if err := t.put(bSettleIx, settleIxKey(s), present); err != nil {
 		return err
 	}
+	type idEntry struct{ k, seq []byte }
+	ids := make([]idEntry, len(b.Transactions))
 	for i := range b.Transactions {
 		tr := &b.Transactions[i]
 		if err := t.putRecord(bSettleTx, settleTxKey(s.MerchantID, s.ID, tr.Seq), tr); err != nil {
 			return err
 		}
-		if err := t.put(bSettleTxID, settleTxIDKey(s.MerchantID, s.ID, tr.ID), binary.BigEndian.AppendUint32(nil, uint32(tr.Seq))); err != nil {
+		ids[i] = idEntry{settleTxIDKey(s.MerchantID, s.ID, tr.ID), binary.BigEndian.AppendUint32(nil, uint32(tr.Seq))}
+	}
+	// In key order: bbolt splits a leaf only at commit, so keys put in the
+	// random order of the ids all land in one growing node, and each put
+	// shifts the entries after it: 100 000 transactions took 7 s of the
+	// writer. Put in order, each one goes to the end.
+	slices.SortFunc(ids, func(a, b idEntry) int { return bytes.Compare(a.k, b.k) })
+	for _, e := range ids {
+		if err := t.put(bSettleTxID, e.k, e.seq); err != nil {
 			return err
 		}
 	}
