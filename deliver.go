@@ -133,12 +133,51 @@ func refusePrivate(network, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return err
 	}
-	ip = ip.Unmap()
-	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
+	if !publicAddr(ip) {
 		return fmt.Errorf("refusing to deliver to the non-public address %s", ip)
 	}
 	return nil
+}
+
+// nonPublic are the special-purpose blocks (RFC 6890 and its IANA
+// registries) that netip has no predicate for and that reach no public host:
+// shared address space (carrier NAT, and the tailnets and cloud metadata
+// services, 100.100.100.200, that live in it), IETF protocol assignments
+// (192.0.0.192 is a cloud's metadata service), benchmarking, "this network"
+// and the reserved 240/4.
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("240.0.0.0/4"),
+}
+
+// Prefixes of IPv6 addresses that carry an IPv4 address a gateway delivers
+// to: NAT64 (RFC 6052, the last 32 bits) and 6to4 (RFC 3056, bits 16–47).
+var (
+	nat64  = netip.MustParsePrefix("64:ff9b::/96")
+	sixTo4 = netip.MustParsePrefix("2002::/16")
+)
+
+// publicAddr reports whether ip is an address of the public internet, looking
+// through the IPv6 forms that a gateway turns into an IPv4 address.
+func publicAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
+		return false
+	}
+	for _, p := range nonPublic {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	b := ip.As16()
+	switch {
+	case nat64.Contains(ip):
+		return publicAddr(netip.AddrFrom4([4]byte(b[12:16])))
+	case sixTo4.Contains(ip):
+		return publicAddr(netip.AddrFrom4([4]byte(b[2:6])))
+	}
+	return true
 }
 
 // DeliveryStats counts what one run did.

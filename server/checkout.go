@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -203,7 +204,17 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 	v := checkoutView{S: sess, Sig: s.checkoutSig(p.ByName("merchantId"), p.ByName("sessionId")), Terms: sess.Terms(),
 		Action: r.URL.Path, Script: checkoutScript, Form: form, Errors: errs, Notice: notice, MethodTxt: methodNames,
 		Amount: func(m int64) string { return money.New(m, sess.Currency).Formatted() }}
-	if form.Q != "" {
+	switch {
+	case form.Q == "":
+	case !s.limiter.allow(clientAddr(r), time.Now()):
+		// The page's search is the company search endpoint's in another
+		// form: one checkout link must not search without its limit.
+		v.Notice = "Too many searches from your address. Wait a second and search again."
+		w.Header().Set("Retry-After", "1")
+		if status == http.StatusOK {
+			status = http.StatusTooManyRequests
+		}
+	default:
 		v.Searched = true
 		v.Results = s.cfg.Companies.Search(sess.Country, form.Q, companySearchLimit)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -59,14 +60,28 @@ func (s *Server) searchCompanies(w http.ResponseWriter, r *http.Request, _ httpr
 	writeJSON(w, http.StatusOK, res)
 }
 
-// clientAddr is the remote IP (without port) that rate limits are kept by.
+// clientAddr is what rate limits are kept by: the remote IPv4 address, or
+// the /64 network of an IPv6 one. A host is routinely given a whole /64 and
+// may send each request from another address in it, so a limit per IPv6
+// address would limit nothing.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
 }
+
+// minSweep is the number of client buckets below which none are dropped.
+const minSweep = 100_000
 
 // rateLimiter is a token bucket per client address.
 type rateLimiter struct {
@@ -74,6 +89,12 @@ type rateLimiter struct {
 	rate    float64 // tokens per second
 	burst   float64
 	buckets map[string]*bucket
+	// sweepAt is the number of buckets at which a new client next drops the
+	// idle ones. It doubles past what a sweep leaves, so that clients that
+	// are all active (many addresses within seconds) cost a sweep now and
+	// then, not a scan of every bucket per request under the lock.
+	sweepAt int
+	sweeps  int // sweeps done, for tests
 }
 
 type bucket struct {
@@ -82,7 +103,7 @@ type bucket struct {
 }
 
 func newRateLimiter(perSecond, burst float64) *rateLimiter {
-	return &rateLimiter{rate: perSecond, burst: burst, buckets: map[string]*bucket{}}
+	return &rateLimiter{rate: perSecond, burst: burst, buckets: map[string]*bucket{}, sweepAt: minSweep}
 }
 
 func (l *rateLimiter) allow(key string, now time.Time) bool {
@@ -90,13 +111,8 @@ func (l *rateLimiter) allow(key string, now time.Time) bool {
 	defer l.mu.Unlock()
 	b := l.buckets[key]
 	if b == nil {
-		if len(l.buckets) > 100_000 {
-			// Forget idle clients rather than grow without bound.
-			for k, v := range l.buckets {
-				if now.Sub(v.last) > time.Minute {
-					delete(l.buckets, k)
-				}
-			}
+		if len(l.buckets) >= l.sweepAt {
+			l.sweep(now)
 		}
 		b = &bucket{tokens: l.burst, last: now}
 		l.buckets[key] = b
@@ -111,4 +127,16 @@ func (l *rateLimiter) allow(key string, now time.Time) bool {
 	}
 	b.tokens--
 	return true
+}
+
+// sweep drops the buckets that have filled up again: a new bucket starts
+// full, so forgetting them changes no answer.
+func (l *rateLimiter) sweep(now time.Time) {
+	l.sweeps++
+	for k, b := range l.buckets {
+		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
+			delete(l.buckets, k)
+		}
+	}
+	l.sweepAt = max(minSweep, 2*len(l.buckets))
 }

@@ -500,3 +500,32 @@ func TestCheckoutRedirectKeepsTheLink(t *testing.T) {
 		t.Fatalf("the page redirected to: %d, want 200", page.StatusCode)
 	}
 }
+
+// The hosted page's company search is limited as the search endpoint is:
+// a checkout link, which never expires, searched the directory without limit.
+func TestCheckoutSearchRateLimited(t *testing.T) {
+	clock := NewClock(true)
+	e := newEnvOn(t, true, clock, openStore(t, clock.Now), func(c *Config) { c.CompanySearchRate = 1 })
+	_, _, s := e.do("POST", "/v1/sessions", fill(sessionBody, "a", "PO-1", "x1"), e.auth)
+	link := s["checkoutUrl"].(string)
+	codes := map[int]int{}
+	for i := 0; i < 15; i++ {
+		resp, err := http.Get(link + "&q=Approved")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+		if resp.StatusCode == http.StatusTooManyRequests && (strings.Contains(string(body), `name="companyId"`) || resp.Header.Get("Retry-After") != "1") {
+			t.Fatalf("a refused search still lists companies or says no Retry-After: %s", body)
+		}
+	}
+	if codes[http.StatusOK] > 11 || codes[http.StatusTooManyRequests] < 4 {
+		t.Fatalf("15 searches through the checkout page at burst 10: codes %v", codes)
+	}
+	// The page itself, without a search, is not limited.
+	if resp, err := http.Get(link); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("page without a search: %v %v", resp, err)
+	}
+}
