@@ -981,3 +981,45 @@ func TestExpireOrdersInBoundedTransactions(t *testing.T) {
 		t.Fatalf("third run expired %d (%v), want none", n, err)
 	}
 }
+
+// TestKeyReusedWithAnEmptyListOrMap: a request that sends a list or map
+// empty is another request than one that leaves it out (a session update's
+// metadata {} clears the metadata, paymentMethods [] offers every method
+// again; a full capture's orderLines [] is refused), so the key of one
+// refuses the other rather than replaying its answer.
+func TestKeyReusedWithAnEmptyListOrMap(t *testing.T) {
+	f := newFixture(t)
+	req := &session.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", Metadata: map[string]string{"a": "1"},
+		OrderLines: []order.LineInput{{Description: ptr("a"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(100)), Vat: ptr(int64(2500))}}}
+	res, err := f.ledger.CreateSession(f.ctx, kassa.Call{MerchantID: f.merchant}, session.SourceCheckout, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Location[strings.LastIndex(res.Location, "/")+1:]
+	call := kassa.Call{MerchantID: f.merchant, IdempotencyKey: "upd"}
+	if _, err := f.ledger.UpdateSession(f.ctx, call, id, session.SourceCheckout, &session.UpdateRequest{MerchantReference: ptr("r")}); err != nil {
+		t.Fatal(err)
+	}
+	for name, other := range map[string]*session.UpdateRequest{
+		"metadata {}":       {MerchantReference: ptr("r"), Metadata: map[string]string{}},
+		"paymentMethods []": {MerchantReference: ptr("r"), PaymentMethods: []string{}},
+		"orderLines []":     {MerchantReference: ptr("r"), OrderLines: []order.LineInput{}},
+	} {
+		if res, err := f.ledger.UpdateSession(f.ctx, call, id, session.SourceCheckout, other); fault.CodeOf(err) != "idempotency_key_reused" {
+			t.Errorf("update with %s under the key of one without: %v, replayed %v", name, err, res != nil && res.Replayed)
+		}
+	}
+
+	o := f.order(t, "t1", 10000)
+	all := kassa.Call{MerchantID: f.merchant, IdempotencyKey: "all"}
+	if _, err := f.ledger.Capture(f.ctx, all, o.ID, &capture.FullRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = f.ledger.Capture(f.ctx, all, o.ID, &capture.FullRequest{OrderLines: []order.LineInput{}})
+	if fault.CodeOf(err) != "idempotency_key_reused" {
+		t.Errorf("capture of orderLines [] under the key of a capture of everything: %v, replayed %v", err, res != nil && res.Replayed)
+	}
+	if res, err = f.ledger.Capture(f.ctx, all, o.ID, &capture.FullRequest{}); err != nil || !res.Replayed {
+		t.Errorf("same capture again: %v, replayed %v", err, res != nil && res.Replayed)
+	}
+}
