@@ -191,7 +191,7 @@ func (m *machine) pickLedger(t *rapid.T, kinds ...order.LedgerKind) *order.Ledge
 
 func (m *machine) actions() map[string]func(*rapid.T) {
 	return map[string]func(*rapid.T){
-		"": m.check,
+		"": func(t *rapid.T) { m.check(t) },
 		"partialCaptureWithID": func(t *rapid.T) {
 			ok := m.offered(&m.o.Uncaptured, order.ActionPartialCapture)
 			rem := m.remaining()
@@ -551,7 +551,14 @@ func (m *machine) refundedOf(id string) int64 {
 	return sum
 }
 
-func (m *machine) check(t *rapid.T) {
+// fatalT is what check needs of a test: rapid's *T and a fuzz target's
+// *testing.T both serve.
+type fatalT interface {
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+func (m *machine) check(t fatalT) {
 	o, now := m.o, m.now()
 	r := o.Response(now, m.f.Policy, nil)
 	if _, err := json.Marshal(r); err != nil {
