@@ -108,17 +108,11 @@ func TestExplainListPlans(t *testing.T) {
 		}
 		where := strings.Join(w.conds, " AND ")
 		sql := `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) ` + listSQL(w, 100, storage.MaxPageBytes)
-		rows, err := s.pool.Query(ctx, sql, w.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		plan := explainLines(t, s, sql, w.args...)
 		fmt.Fprintf(&doc, "#### %s: %d orders, first page %.1f ms\n\n    WHERE %s\n", c.name, n, float64(took.Microseconds())/1000, where)
-		for rows.Next() {
-			var line string
-			rows.Scan(&line)
+		for _, line := range plan {
 			fmt.Fprintf(&doc, "    %s\n", line)
 		}
-		rows.Close()
 		doc.WriteString("\n")
 	}
 	t.Log("\n" + doc.String())
@@ -210,17 +204,7 @@ func TestExplainSessionPlans(t *testing.T) {
 		conds, args := sessionWhere(c.q)
 		where := strings.Join(append([]string{"merchant_id = $1"}, conds...), " AND ")
 		sql := `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) ` + chunkSQL("sessions", where, len(args)+1, false)
-		rows, err := s.pool.Query(ctx, sql, append(append([]any{"m1"}, args...), storage.SessionPageBudget(c.q), min(c.q.Size+1, pageChunk))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			rows.Scan(&line)
-			plan = append(plan, line)
-		}
-		rows.Close()
+		plan := explainLines(t, s, sql, append(append([]any{"m1"}, args...), storage.SessionPageBudget(c.q), min(c.q.Size+1, pageChunk))...)
 		text := strings.Join(plan, "\n")
 		if strings.Contains(text, "Seq Scan") || c.index != "" && !strings.Contains(text, c.index) {
 			t.Errorf("%s: the plan does not use %s:\n%s", c.name, c.index, text)
@@ -242,3 +226,25 @@ type idFunc func(kind string) string
 func (f idFunc) NewID(kind string) string { return f(kind) }
 
 func ptr[T any](v T) *T { return &v }
+
+// explainLines runs an EXPLAIN statement and returns its plan, a line each.
+func explainLines(t *testing.T, s *Store, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := s.pool.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
