@@ -25,6 +25,12 @@ func TestFingerprintsKeepTheirValue(t *testing.T) {
 		{"session update", fingerprint("updateSession", []string{"checkout", "s1"}, &session.UpdateRequest{
 			MerchantReference: p("r"), Metadata: map[string]string{"a": "1"}}), "375b3bd8715c7a79b093c935e66a71119ce1d54d72ca4e20e92f4c007517f37a"},
 		{"cancel", fingerprint("cancelOrder", []string{"o1"}, nil), "0c366b69429a8b5ff4777f62301683e4e3c2d5fbb3b381b02ee09d77b439f866"},
+		// An empty map where empty and left out mean the same (many SDKs
+		// send {}): a create order from a customer token told its key was
+		// reused would be sent again under a new key, a second order.
+		{"create order with metadata {}", fingerprint("createOrderFromCustomerToken", []string{"ct1"}, &order.CreateRequest{
+			Country: "SE", Currency: "SEK", Locale: "sv-SE", Metadata: map[string]string{}}),
+			"c6a12eced8e6eea6f3536a006e4639e06f7cafae5c6dd842b9fc4be6cf828f7a"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: fingerprint %s, was %s", c.name, c.got, c.want)

@@ -173,57 +173,42 @@ func fingerprint(op string, targets []string, req any) string {
 	b, _ := json.Marshal(req)
 	h.Write(b)
 	// json.Marshal leaves out an omitempty list or map sent empty as it
-	// leaves out one not sent, yet requests tell them apart (a session
-	// update's "metadata": {} clears the metadata; a full capture's
-	// "orderLines": [] is refused, where none captures everything). Such
-	// fields are added after the body, which holds no NUL, and only when
-	// there are any: every other request keeps the fingerprint it always
+	// leaves out one not sent. Where the two mean different things (a
+	// session update's "metadata": {} clears the metadata; a full capture's
+	// "orderLines": [] is refused, where none captures everything), the
+	// field is tagged kassa:"emptydiffers", and its name, when sent empty,
+	// is added after the body (which holds no NUL). Every other request,
+	// "metadata": {} on an order included, keeps the fingerprint it always
 	// had, which records stored before an upgrade hold.
-	for _, path := range sentEmpty(reflect.ValueOf(req), "", nil) {
+	for _, name := range sentEmpty(reflect.ValueOf(req)) {
 		h.Write([]byte{0})
-		h.Write([]byte(path))
+		h.Write([]byte(name))
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// sentEmpty appends to out the JSON paths of v's omitempty slices and maps
-// that are empty but not nil, in v's structs and the structs they point to
-// (request types keep no such field in list elements).
-func sentEmpty(v reflect.Value, path string, out []string) []string {
+// sentEmpty lists the JSON names of req's fields tagged
+// kassa:"emptydiffers" that hold an empty, non-nil list or map.
+func sentEmpty(v reflect.Value) []string {
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {
-			return out
+			return nil
 		}
 		v = v.Elem()
 	}
 	if v.Kind() != reflect.Struct {
-		return out
+		return nil
 	}
-	t := v.Type()
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		name, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		if name == "-" && opts == "" || !sf.IsExported() && !sf.Anonymous {
+	var out []string
+	for i := range v.NumField() {
+		sf, fv := v.Type().Field(i), v.Field(i)
+		if !slices.Contains(strings.Split(sf.Tag.Get("kassa"), ","), "emptydiffers") {
 			continue
-		}
-		fv := v.Field(i)
-		if sf.Anonymous && name == "" {
-			out = sentEmpty(fv, path, out) // an embedded struct's fields are the outer one's
-			continue
-		}
-		if name == "" {
-			name = sf.Name
-		}
-		if path != "" {
-			name = path + "." + name
 		}
 		if k := fv.Kind(); (k == reflect.Slice || k == reflect.Map) && !fv.IsNil() && fv.Len() == 0 {
-			if slices.Contains(strings.Split(opts, ","), "omitempty") {
-				out = append(out, name)
-			}
-			continue
+			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			out = append(out, name)
 		}
-		out = sentEmpty(fv, name, out)
 	}
 	return out
 }

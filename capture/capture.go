@@ -19,9 +19,11 @@ type PartialRequest struct {
 
 // FullRequest is the spec's FullCaptureRequest; both fields are optional.
 // Omitted orderLines select every remaining line, so a server refuses them
-// as null (kassa:"nonull"): an empty selection must not capture the order.
+// as null (kassa:"nonull"): an empty selection must not capture the order;
+// and sent empty they differ from omitted (kassa:"emptydiffers", for the
+// idempotency fingerprint).
 type FullRequest struct {
-	OrderLines         []order.LineInput `json:"orderLines,omitempty" kassa:"nonull"`
+	OrderLines         []order.LineInput `json:"orderLines,omitempty" kassa:"nonull,emptydiffers"`
 	TotalCaptureAmount *int64            `json:"totalCaptureAmount,omitempty"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -173,7 +174,7 @@ func refusesNull(t reflect.Type, name string) bool {
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
 		if n, _, _ := strings.Cut(sf.Tag.Get("json"), ","); n == name {
-			return sf.Tag.Get("kassa") == "nonull"
+			return slices.Contains(strings.Split(sf.Tag.Get("kassa"), ","), "nonull")
 		}
 	}
 	return false

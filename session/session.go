@@ -154,12 +154,15 @@ type CreateRequest struct {
 // UpdateRequest changes a created session; nil fields are kept. New lines
 // replace the old ones (and totals are checked against them).
 type UpdateRequest struct {
-	MerchantReference *string              `json:"merchantReference,omitempty"`
-	OrderLines        []order.LineInput    `json:"orderLines,omitempty"`
-	Customer          *order.CustomerInput `json:"customer,omitempty"`
-	PaymentMethods    []string             `json:"paymentMethods,omitempty"`
-	MerchantURLs      *MerchantURLs        `json:"merchantUrls,omitempty"`
-	Metadata          map[string]string    `json:"metadata,omitempty"`
+	MerchantReference *string `json:"merchantReference,omitempty"`
+	// Sent empty, these three differ from left out (lines refused; every
+	// method offered again; the metadata cleared), which the idempotency
+	// fingerprint must tell.
+	OrderLines     []order.LineInput    `json:"orderLines,omitempty" kassa:"emptydiffers"`
+	Customer       *order.CustomerInput `json:"customer,omitempty"`
+	PaymentMethods []string             `json:"paymentMethods,omitempty" kassa:"emptydiffers"`
+	MerchantURLs   *MerchantURLs        `json:"merchantUrls,omitempty"`
+	Metadata       map[string]string    `json:"metadata,omitempty" kassa:"emptydiffers"`
 	// VatMode cannot change: it may only repeat the session's own, since
 	// lines without totals are read in it.
 	VatMode *string `json:"vatMode,omitempty"`
