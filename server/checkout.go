@@ -208,10 +208,13 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 	case form.Q == "":
 	case !s.limiter.allow(clientAddr(r), time.Now()):
 		// The page's search is the company search endpoint's in another
-		// form: one checkout link must not search without its limit.
-		v.Notice = "Too many searches from your address. Wait a second and search again."
-		w.Header().Set("Retry-After", "1")
-		if status == http.StatusOK {
+		// form: one checkout link must not search without its limit. A page
+		// shown again with a notice (the order changed, credit was refused)
+		// keeps it and its status: that is what the buyer must read, and
+		// the results missing says enough of the search.
+		if status == http.StatusOK && v.Notice == "" {
+			v.Notice = "Too many searches from your address. Wait a second and search again."
+			w.Header().Set("Retry-After", "1")
 			status = http.StatusTooManyRequests
 		}
 	default:

@@ -529,3 +529,43 @@ func TestCheckoutSearchRateLimited(t *testing.T) {
 		t.Fatalf("page without a search: %v %v", resp, err)
 	}
 }
+
+// TestCheckoutNoticeSurvivesTheSearchLimit: a buyer whose address has used
+// up the search limit (a NAT shared by a company's buyers) submits a page
+// whose order changed meanwhile. The page's hidden search went through the
+// limiter and its message replaced the notice: the 409 page no longer said
+// the order changed, the point of the 409.
+func TestCheckoutNoticeSurvivesTheSearchLimit(t *testing.T) {
+	clock := NewClock(true)
+	e := newEnvOn(t, true, clock, openStore(t, clock.Now), func(c *Config) { c.CompanySearchRate = 1 })
+	_, _, s := e.do("POST", "/v1/sessions", fill(sessionBody, "a", "PO-1", "x1"), e.auth)
+	id, link := s["id"].(string), s["checkoutUrl"].(string)
+	seen := e.checkoutTerms(link)
+	if code, _, p := e.do("POST", "/v1/sessions/"+id, `{"orderLines":[{"description":"Excavator","quantity":1,"unitPrice":5000000,"vat":2500}]}`, e.auth); code != 200 {
+		t.Fatalf("merchant update: %d %v", code, p)
+	}
+	for i := 0; i < 12; i++ { // burst 10
+		resp, err := http.Get(link + "&q=Approved")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	u, _ := url.Parse(link)
+	form := url.Values{"sig": {u.Query().Get("sig")}, "q": {"Approved"}, "companyId": {"5560000001"}, "firstName": {"A"}, "lastName": {"B"},
+		"email": {"a@b.se"}, "street": {"Gatan 1"}, "postalCode": {"11122"}, "city": {"Stockholm"}, "paymentMethod": {"invoice"},
+		"action": {"approve"}, "terms": {seen}}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.PostForm(e.ts.URL+u.Path, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict {
+		t.Fatalf("stale approval: %d, want 409", resp.StatusCode)
+	}
+	if !strings.Contains(string(body), "The order changed") {
+		t.Fatalf("409 page does not say the order changed:\n%s", body)
+	}
+}
