@@ -145,9 +145,13 @@ func refusePrivate(network, address string, _ syscall.RawConn) error {
 // services, 100.100.100.200, that live in it), IETF protocol assignments
 // (192.0.0.192 is a cloud's metadata service), benchmarking, "this network"
 // and the reserved 240/4.
+// The local-use NAT64 prefix (RFC 8215) is an operator's own gateway to
+// whatever IPv4 addresses it carries, its internal ones included; no public
+// host has an address there. (A NAT64 under an operator's own prefix cannot
+// be told from a public IPv6 address.)
 var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("240.0.0.0/4"), netip.MustParsePrefix("64:ff9b:1::/48"),
 }
 
 // Prefixes of IPv6 addresses that carry an IPv4 address a gateway delivers
