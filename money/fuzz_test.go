@@ -180,6 +180,18 @@ func FuzzMoneyUnmarshal(f *testing.F) {
 		if m.Currency == "" {
 			return // a JSON null leaves the zero value
 		}
+		var rec Record
+		if err := json.Unmarshal(b, &rec); err != nil {
+			t.Fatalf("%s accepted as Money but not as a Record: %v", b, err)
+		}
+		if m.Minor != rec.MinorUnits {
+			t.Fatalf("%s accepted as %d minor units", b, m.Minor)
+		}
+		if rec.Amount != "" {
+			if v, err := ParseAmount(rec.Amount); err != nil || v != m.Minor {
+				t.Fatalf("%s accepted with an amount that says %d (%v), minorUnits %d", b, v, err, m.Minor)
+			}
+		}
 		out, err := json.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
