@@ -51,6 +51,10 @@ type documentView struct {
 	// that every line reads quantity × (unit price − unit discount) = total
 	// without widening the many documents that have no discount.
 	Discounted bool
+	// Credits names the document a credit note corrects ("invoice
+	// INV-00000001 of 2026-01-02"): a credit note must point unambiguously
+	// at the invoice it amends, or the buyer's books cannot match the two.
+	Credits string
 	// Void marks an invoice voided after it was issued: its link still
 	// works, and without the mark it read as an invoice to pay.
 	Void bool
@@ -64,6 +68,7 @@ th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-
 {{if .Void}}<p><strong>This {{.Noun}} is void: nothing is payable on it.</strong></p>{{end}}
 <p>Order {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, merchant reference {{.MerchantReference}}{{end}}. Date {{.Date}}.</p>
 <p>Buyer: {{.Buyer.CompanyName}} {{.Buyer.CompanyID}}</p>
+{{if .Credits}}<p>Credits {{.Credits}}.</p>{{end}}
 {{if .Note}}<p>Note: {{.Note}}</p>{{end}}
 <table><caption>Lines</caption><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price</th>{{if .Discounted}}<th class="n">Unit discount</th>{{end}}<th class="n">VAT %</th><th class="n">VAT</th><th class="n">Total</th></tr></thead><tbody>
 {{range .Lines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .UnitPrice}}</td>{{if $.Discounted}}<td class="n">{{call $.Amount .UnitDiscountAmount}}</td>{{end}}<td class="n">{{call $.Amount .Vat}}</td><td class="n">{{call $.Amount .TotalVatAmount}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>
@@ -98,6 +103,13 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 	switch {
 	case l.Kind == order.LedgerRefund:
 		v.Title, v.Noun = "Credit note", "credit note"
+		if c := o.Ledger(l.RefundOf); c != nil {
+			noun := "invoice"
+			if o.PaymentMethod.Category() == order.CategoryCard {
+				noun = "receipt"
+			}
+			v.Credits = noun + " " + c.DocumentReference + " of " + c.CreatedAt.UTC().Format("2006-01-02")
+		}
 	case o.PaymentMethod.Category() == order.CategoryCard:
 		// A card (or PayPal) capture is paid when it is made: the spec
 		// sends a card receipt, not an invoice to pay.

@@ -180,3 +180,29 @@ func TestDocumentOfACardCaptureIsAReceipt(t *testing.T) {
 		}
 	}
 }
+
+// A credit note amends one invoice, and must say which: without the
+// invoice's number the buyer's accountant cannot match the two, and a
+// credit note that names no invoice is not a valid correction of one.
+func TestCreditNoteNamesTheInvoiceItCredits(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice")
+	id := o["id"].(string)
+	tiles := lines(o["uncaptured"])[0].(map[string]any)["id"].(string)
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/partialcapture", fmt.Sprintf(`{"orderLines":[{"id":%q}],"totalCaptureAmount":25000}`, tiles), e.auth, nil); code != 200 {
+		t.Fatalf("partial capture: %d %v", code, b)
+	}
+	code, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	if code != 200 {
+		t.Fatalf("capture: %d %v", code, o)
+	}
+	second := o["captured"].([]any)[1].(map[string]any)
+	if code, _, o = e.req("POST", "/v1/orders/"+id+"/refund/"+second["ledgerId"].(string), "", e.auth, nil); code != 200 {
+		t.Fatalf("refund: %d %v", code, o)
+	}
+	_, _, page := fetchPage(t, o["refunded"].([]any)[0].(map[string]any)["documentUrl"].(string))
+	want := "Credits invoice " + second["documentReference"].(string) + " of " + second["createdAt"].(string)[:10] + "."
+	if !strings.Contains(page, want) {
+		t.Fatalf("credit note does not name the invoice it credits (want %q):\n%s", want, page)
+	}
+}
