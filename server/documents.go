@@ -46,7 +46,12 @@ type documentView struct {
 	VATRows                                                                        []vatRow
 	Net, VAT, Gross                                                                string
 	Currency                                                                       string
-	Amount                                                                         func(int64) string
+	// Basis says whether the lines' unit prices and totals include VAT
+	// ("incl. VAT") or not ("excl. VAT"): they are stored as the order's VAT
+	// mode has them, and a bare "Total" of 10.00 on a line whose VAT is 2.50
+	// reads as either.
+	Basis  string
+	Amount func(int64) string
 	// Discounted adds the unit discount column only where a line has one, so
 	// that every line reads quantity × (unit price − unit discount) = total
 	// without widening the many documents that have no discount.
@@ -70,7 +75,7 @@ th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-
 <p>Buyer: {{.Buyer.CompanyName}} {{.Buyer.CompanyID}}</p>
 {{if .Credits}}<p>Credits {{.Credits}}.</p>{{end}}
 {{if .Note}}<p>Note: {{.Note}}</p>{{end}}
-<table><caption>Lines</caption><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price</th>{{if .Discounted}}<th class="n">Unit discount</th>{{end}}<th class="n">VAT %</th><th class="n">VAT</th><th class="n">Total</th></tr></thead><tbody>
+<table><caption>Lines</caption><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price ({{.Basis}})</th>{{if .Discounted}}<th class="n">Unit discount</th>{{end}}<th class="n">VAT %</th><th class="n">VAT</th><th class="n">Total ({{.Basis}})</th></tr></thead><tbody>
 {{range .Lines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .UnitPrice}}</td>{{if $.Discounted}}<td class="n">{{call $.Amount .UnitDiscountAmount}}</td>{{end}}<td class="n">{{call $.Amount .Vat}}</td><td class="n">{{call $.Amount .TotalVatAmount}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>
 {{end}}</tbody></table>
 <table><caption>VAT breakdown ({{.Currency}})</caption><thead><tr><th>Rate %</th><th class="n">Excl. VAT</th><th class="n">VAT</th><th class="n">Incl. VAT</th></tr></thead><tbody>
@@ -99,7 +104,10 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 	amount := func(v int64) string { return money.New(v, o.Currency).Formatted() }
 	v := documentView{Title: "Invoice", Noun: "invoice", Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
 		MerchantReference: o.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"), Note: l.Note,
-		Buyer: o.Customer, Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void()}
+		Buyer: o.Customer, Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: "incl. VAT"}
+	if o.VATMode == money.ExclVAT {
+		v.Basis = "excl. VAT"
+	}
 	switch {
 	case l.Kind == order.LedgerRefund:
 		v.Title, v.Noun = "Credit note", "credit note"

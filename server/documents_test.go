@@ -133,14 +133,14 @@ func TestDocumentShowsUnitDiscount(t *testing.T) {
 		r := rows[0]
 		disc, shown := r["Unit discount"]
 		if doc.desc == "Widgets" {
-			if !shown || disc != "1.00" || r["Quantity"] != "2" || r["Unit price"] != "10.00" || r["Total"] != "18.00" || r["VAT"] != "3.60" {
+			if !shown || disc != "1.00" || r["Quantity"] != "2" || r["Unit price (incl. VAT)"] != "10.00" || r["Total (incl. VAT)"] != "18.00" || r["VAT"] != "3.60" {
 				t.Fatalf("%s: discounted line reads %v, want 2 × (10.00 − 1.00) = 18.00 with VAT 3.60", title, r)
 			}
 		} else if shown {
 			t.Fatalf("%s: a discount column with no discount: %v", title, r)
 		}
 		q, _ := strconv.ParseInt(r["Quantity"], 10, 64)
-		if d := pageMinor(t, r["Unit price"]) - pageMinor(t, cmp.Or(disc, "0")); q*d != pageMinor(t, r["Total"]) {
+		if d := pageMinor(t, r["Unit price (incl. VAT)"]) - pageMinor(t, cmp.Or(disc, "0")); q*d != pageMinor(t, r["Total (incl. VAT)"]) {
 			t.Fatalf("%s: line does not add up: %v", title, r)
 		}
 	}
@@ -204,5 +204,24 @@ func TestCreditNoteNamesTheInvoiceItCredits(t *testing.T) {
 	want := "Credits invoice " + second["documentReference"].(string) + " of " + second["createdAt"].(string)[:10] + "."
 	if !strings.Contains(page, want) {
 		t.Fatalf("credit note does not name the invoice it credits (want %q):\n%s", want, page)
+	}
+}
+
+// A line's unit price and total are what the order's VAT mode makes them:
+// with VAT in inclVat, without it in exclVat. The lines table must say which,
+// or an exclVat line of total 10.00 and VAT 2.50 reads as 10.00 to pay.
+func TestDocumentLinesSayWhetherTheyIncludeVAT(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, c := range []struct{ mode, basis, total string }{{"inclVat", "incl. VAT", "10.00"}, {"exclVat", "excl. VAT", "10.00"}} {
+		code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE","reference":"PO-9","storeId":"s1","vatMode":"`+c.mode+`",
+			"orderLines":[{"description":"Widget","quantity":1,"unitPrice":1000,"vat":2500}]}`, e.auth, nil)
+		if code != 200 {
+			t.Fatalf("create order: %d %v", code, b)
+		}
+		_, _, o := e.req("POST", "/v1/orders/"+b["orderId"].(string)+"/capture", "", e.auth, nil)
+		_, rows := documentLines(t, o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string))
+		if len(rows) != 1 || rows[0]["Unit price ("+c.basis+")"] != c.total || rows[0]["Total ("+c.basis+")"] != c.total {
+			t.Fatalf("%s: lines read %v, want unit price and total headed %q", c.mode, rows, c.basis)
+		}
 	}
 }
