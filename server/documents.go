@@ -40,12 +40,14 @@ type vatRow struct {
 
 type documentView struct {
 	// Noun names the document in a sentence ("invoice", "receipt").
-	Title, Noun, Reference, OrderID, OrderReference, MerchantReference, Date, Note string
-	Buyer                                                                          order.Customer
-	Lines                                                                          []order.Line
-	VATRows                                                                        []vatRow
-	Net, VAT, Gross                                                                string
-	Currency                                                                       string
+	// No refund note: the spec makes it internal, and the document goes
+	// to the buyer.
+	Title, Noun, Reference, OrderID, OrderReference, MerchantReference, Date string
+	Buyer                                                                    order.Customer
+	Lines                                                                    []order.Line
+	VATRows                                                                  []vatRow
+	Net, VAT, Gross                                                          string
+	Currency                                                                 string
 	// Basis says whether the lines' unit prices and totals include VAT
 	// ("incl. VAT") or not ("excl. VAT"): they are stored as the order's VAT
 	// mode has them, and a bare "Total" of 10.00 on a line whose VAT is 2.50
@@ -74,7 +76,6 @@ th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-
 <p>Order {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, merchant reference {{.MerchantReference}}{{end}}. Date {{.Date}}.</p>
 <p>Buyer: {{.Buyer.CompanyName}} {{.Buyer.CompanyID}}</p>
 {{if .Credits}}<p>Credits {{.Credits}}.</p>{{end}}
-{{if .Note}}<p>Note: {{.Note}}</p>{{end}}
 <table><caption>Lines</caption><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price ({{.Basis}})</th>{{if .Discounted}}<th class="n">Unit discount</th>{{end}}<th class="n">VAT %</th><th class="n">VAT</th><th class="n">Total ({{.Basis}})</th></tr></thead><tbody>
 {{range .Lines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .UnitPrice}}</td>{{if $.Discounted}}<td class="n">{{call $.Amount .UnitDiscountAmount}}</td>{{end}}<td class="n">{{call $.Amount .Vat}}</td><td class="n">{{call $.Amount .TotalVatAmount}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>
 {{end}}</tbody></table>
@@ -103,7 +104,7 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 	}
 	amount := func(v int64) string { return money.New(v, o.Currency).Formatted() }
 	v := documentView{Title: "Invoice", Noun: "invoice", Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
-		MerchantReference: o.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"), Note: l.Note,
+		MerchantReference: o.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"),
 		Buyer: o.Customer, Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: "incl. VAT"}
 	if o.VATMode == money.ExclVAT {
 		v.Basis = "excl. VAT"

@@ -225,3 +225,30 @@ func TestDocumentLinesSayWhetherTheyIncludeVAT(t *testing.T) {
 		}
 	}
 }
+
+// A refund's note is internal (the spec: "internal note set at refund"):
+// the credit note goes to the buyer, so it must not carry it.
+func TestCreditNoteLeavesOutTheInternalNote(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice")
+	id := o["id"].(string)
+	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	const note = "goodwill: buyer threatened to leave"
+	code, _, o := e.req("POST", "/v1/orders/"+id+"/partialrefund/"+capID, `{"orderLines":[{"description":"Goodwill","quantity":1,"unitPrice":1000,"vat":2500}],"totalRefundAmount":1000,"note":"`+note+`"}`, e.auth, nil)
+	if code != 200 {
+		t.Fatalf("partial refund: %d %v", code, o)
+	}
+	if code, _, o = e.req("POST", "/v1/orders/"+id+"/refund/"+capID, `{"note":"`+note+`"}`, e.auth, nil); code != 200 {
+		t.Fatalf("refund: %d %v", code, o)
+	}
+	for _, r := range o["refunded"].([]any) {
+		r := r.(map[string]any)
+		if r["note"] != note {
+			t.Fatalf("the order response lost the note: %v", r["note"])
+		}
+		if _, _, page := fetchPage(t, r["documentUrl"].(string)); strings.Contains(page, "threatened") {
+			t.Fatalf("credit note %s shows the internal note:\n%s", r["documentReference"], page)
+		}
+	}
+}
