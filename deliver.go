@@ -294,11 +294,9 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 				}
 			}()
 			c.outcome = post(ctx, opts, c)
-			if code := c.outcome.StatusCode; code == 0 || code == http.StatusTooManyRequests || code >= 500 {
-				unreachable.Store(c.msg.MerchantID, true)
-			}
 			// A POST cut short by the run's end says nothing of the receiver.
-			if ctx.Err() == nil && l.noteReceiver(opts, c) && opts.SkipSlowReceivers {
+			slow := ctx.Err() == nil && l.noteReceiver(opts, c)
+			if failing(c.outcome) || slow && opts.SkipSlowReceivers {
 				unreachable.Store(c.msg.MerchantID, true)
 			}
 			record(c)
@@ -439,9 +437,7 @@ func (l *Ledger) noteReceiver(opts DeliveryOptions, c *claim) bool {
 	if limit <= 0 {
 		limit = 5 * time.Second // half the default client's timeout
 	}
-	code := c.outcome.StatusCode
-	slow := code == 0 || code == http.StatusTooManyRequests || code >= 500 ||
-		time.Duration(c.outcome.DurationMS)*time.Millisecond >= limit
+	slow := failing(c.outcome) || time.Duration(c.outcome.DurationMS)*time.Millisecond >= limit
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -454,6 +450,12 @@ func (l *Ledger) noteReceiver(opts DeliveryOptions, c *claim) bool {
 		delete(l.slow, c.msg.MerchantID)
 	}
 	return slow
+}
+
+// failing reports an attempt whose receiver could not be reached, or said
+// it is overloaded or failing (429, 5xx).
+func failing(a storage.DeliveryAttempt) bool {
+	return a.StatusCode == 0 || a.StatusCode == http.StatusTooManyRequests || a.StatusCode >= 500
 }
 
 func (l *Ledger) letGo(claims []*claim) {
