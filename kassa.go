@@ -219,14 +219,23 @@ func sentEmpty(v reflect.Value) []string {
 // refused (KeyReused); a key being executed right now by this process is a
 // Conflict. The record is written in the same transaction as the change, so
 // a crash can never leave one without the other.
-func (l *Ledger) run(ctx context.Context, call Call, fp string, fn func(tx storage.Tx) (*Result, error)) (*Result, error) {
-	return l.runOrder(ctx, call, fp, "", fn)
+func (l *Ledger) run(ctx context.Context, call Call, req request, fn func(tx storage.Tx) (*Result, error)) (*Result, error) {
+	return l.runOrder(ctx, call, req, "", fn)
+}
+
+// request is what a call asks, whose fingerprint an idempotency key is
+// checked against: taken only for a call with a key, as it marshals the
+// whole body.
+type request struct {
+	op      string
+	targets []string
+	body    any
 }
 
 // runOrder is run for a change of the order orderID (none: ""), which
 // waits for its turn at l.orders, after the key's in-flight check, so that
 // a twin request is still refused at once rather than queued.
-func (l *Ledger) runOrder(ctx context.Context, call Call, fp, orderID string, fn func(tx storage.Tx) (*Result, error)) (*Result, error) {
+func (l *Ledger) runOrder(ctx context.Context, call Call, req request, orderID string, fn func(tx storage.Tx) (*Result, error)) (*Result, error) {
 	if call.MerchantID == "" {
 		return nil, fault.New(fault.Unauthorized, "unauthorized", "no merchant")
 	}
@@ -265,6 +274,7 @@ func (l *Ledger) runOrder(ctx context.Context, call Call, fp, orderID string, fn
 		}
 		return res, nil
 	}
+	fp := fingerprint(req.op, req.targets, req.body)
 	var res *Result
 	err = l.store.Update(ctx, func(tx storage.Tx) error {
 		rec, err := tx.GetIdempotency(call.MerchantID, call.IdempotencyKey)

@@ -32,8 +32,7 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 	if err := missingRequest(req); err != nil {
 		return nil, err
 	}
-	fp := fingerprint(op, append([]string{orderID}, targets...), req)
-	res, err := l.runOrder(ctx, call, fp, orderID, func(tx storage.Tx) (*Result, error) {
+	res, err := l.runOrder(ctx, call, request{op, append([]string{orderID}, targets...), req}, orderID, func(tx storage.Tx) (*Result, error) {
 		o, err := tx.GetOrder(call.MerchantID, orderID)
 		if err != nil {
 			return nil, err

@@ -30,7 +30,7 @@ func (l *Ledger) CreateSession(ctx context.Context, call Call, src session.Sourc
 	if err := missingRequest(req); err != nil {
 		return nil, err
 	}
-	return l.run(ctx, call, fingerprint("createSession", []string{string(src)}, req), func(tx storage.Tx) (*Result, error) {
+	return l.run(ctx, call, request{"createSession", []string{string(src)}, req}, func(tx storage.Tx) (*Result, error) {
 		s, err := session.New(call.MerchantID, src, req, l.opts.IDs, tx.Now(), func(id string) string {
 			if l.opts.CheckoutURL == nil {
 				return ""
@@ -115,7 +115,7 @@ func (l *Ledger) UpdateSession(ctx context.Context, call Call, ref string, src s
 	if err := missingRequest(req); err != nil {
 		return nil, err
 	}
-	return l.run(ctx, call, fingerprint("updateSession", []string{string(src), ref}, req), func(tx storage.Tx) (*Result, error) {
+	return l.run(ctx, call, request{"updateSession", []string{string(src), ref}, req}, func(tx storage.Tx) (*Result, error) {
 		s, err := findSession(tx, call.MerchantID, ref, src, src == session.SourceCheckout)
 		if err != nil {
 			return nil, err
@@ -141,7 +141,7 @@ func (l *Ledger) DeleteSession(ctx context.Context, call Call, ref string, src s
 	if err != nil {
 		return nil, err
 	}
-	return l.run(ctx, call, fingerprint("deleteSession", []string{string(src), ref}, nil), func(tx storage.Tx) (*Result, error) {
+	return l.run(ctx, call, request{"deleteSession", []string{string(src), ref}, nil}, func(tx storage.Tx) (*Result, error) {
 		var a *token.Authorization
 		var aErr error
 		if tok != "" {

@@ -74,8 +74,7 @@ func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, to
 	if err != nil {
 		return nil, err
 	}
-	fp := fingerprint("createOrder", []string{tok}, req)
-	return l.run(ctx, call, fp, func(tx storage.Tx) (*Result, error) {
+	return l.run(ctx, call, request{"createOrder", []string{tok}, req}, func(tx storage.Tx) (*Result, error) {
 		a, err := tx.GetAuthorization(call.MerchantID, tok)
 		if err != nil {
 			return nil, err
@@ -115,8 +114,7 @@ func (l *Ledger) CreateOrderFromCustomerToken(ctx context.Context, call Call, to
 	if err != nil {
 		return nil, err
 	}
-	fp := fingerprint("createOrderFromCustomerToken", []string{tokenID}, req)
-	return l.run(ctx, call, fp, func(tx storage.Tx) (*Result, error) {
+	return l.run(ctx, call, request{"createOrderFromCustomerToken", []string{tokenID}, req}, func(tx storage.Tx) (*Result, error) {
 		c, err := tx.GetCustomerToken(call.MerchantID, tokenID)
 		if err != nil {
 			return nil, err
@@ -154,8 +152,7 @@ func (l *Ledger) CreateCustomerToken(ctx context.Context, call Call, tok string,
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	fp := fingerprint("createCustomerToken", []string{tok}, req)
-	return l.run(ctx, call, fp, func(tx storage.Tx) (*Result, error) {
+	return l.run(ctx, call, request{"createCustomerToken", []string{tok}, req}, func(tx storage.Tx) (*Result, error) {
 		a, err := tx.GetAuthorization(call.MerchantID, tok)
 		if err != nil {
 			return nil, err
@@ -185,7 +182,7 @@ func (l *Ledger) CreateCustomerToken(ctx context.Context, call Call, tok string,
 
 // DeleteAuthorization withdraws an authorization token (204, no body).
 func (l *Ledger) DeleteAuthorization(ctx context.Context, call Call, tok string) (*Result, error) {
-	return l.run(ctx, call, fingerprint("deleteAuthorization", []string{tok}, nil), func(tx storage.Tx) (*Result, error) {
+	return l.run(ctx, call, request{"deleteAuthorization", []string{tok}, nil}, func(tx storage.Tx) (*Result, error) {
 		a, err := tx.GetAuthorization(call.MerchantID, tok)
 		if err != nil {
 			return nil, err
@@ -226,7 +223,7 @@ func (l *Ledger) GetCustomerToken(ctx context.Context, merchantID, id string) (*
 
 // RevokeCustomerToken revokes a customer token and returns its record.
 func (l *Ledger) RevokeCustomerToken(ctx context.Context, call Call, id string) (*Result, error) {
-	return l.run(ctx, call, fingerprint("revokeCustomerToken", []string{id}, nil), func(tx storage.Tx) (*Result, error) {
+	return l.run(ctx, call, request{"revokeCustomerToken", []string{id}, nil}, func(tx storage.Tx) (*Result, error) {
 		c, err := tx.GetCustomerToken(call.MerchantID, id)
 		if err != nil {
 			return nil, err
