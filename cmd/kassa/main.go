@@ -462,20 +462,20 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sig)
 
+	// The background work stops with jobs; the webhook POSTs under way
+	// then get the shutdown's grace to be answered (see runDelivery). The
+	// store closes (deferred above) only once all of it has returned, so a
+	// job's last transaction and a POST's record are not cut by the close.
 	jobs, stopJobs := context.WithCancel(ctx)
-	defer stopJobs()
-	go runJobs(jobs, ledger, log, clock, settleAt)
-	// Deliveries stop with the jobs, but the POSTs under way then get the
-	// shutdown's grace to be answered (see runDelivery), and the store
-	// closes only after they are recorded.
 	posts, cutPosts := context.WithCancel(context.WithoutCancel(ctx))
-	defer cutPosts()
-	delivering := make(chan struct{})
-	go func() {
-		defer close(delivering)
+	var background sync.WaitGroup
+	background.Go(func() { runJobs(jobs, ledger, log, clock, settleAt) })
+	background.Go(func() {
 		runDelivery(jobs, posts, ledger, log, kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox})
-	}()
-	defer func() { stopJobs(); cutPosts(); <-delivering }()
+	})
+	stopped := make(chan struct{})
+	go func() { background.Wait(); close(stopped) }()
+	defer func() { stopJobs(); cutPosts(); <-stopped }()
 
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
@@ -529,7 +529,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 		// Webhook POSTs under way have the rest of the grace to be answered.
 		select {
-		case <-delivering:
+		case <-stopped:
 		case <-sctx.Done():
 			log.Warn("shutdown grace ended; cutting the webhook POSTs still open")
 		}
