@@ -89,11 +89,10 @@ func (q *Query) Match(s *Session, now time.Time) bool {
 
 // Page selects one page of sessions from all of a merchant's sessions
 // (sorted newest first by the caller): those after FromID that match, up to
-// Size and, when fits is given, while fits takes each onto a page holding
-// onPage sessions (a store's byte budget: storage.FitsPage, which takes any
-// session onto an empty page). next is the id to pass as fromId for the
-// following page, or "".
-func (q *Query) Page(sorted []*Session, now time.Time, fits func(onPage int, s *Session) bool) (page []*Session, next string) {
+// Size and, when take is given, while take puts each on the page (a store's
+// byte budget: storage.PageFill, which takes any session onto an empty page).
+// next is the id to pass as fromId for the following page, or "".
+func (q *Query) Page(sorted []*Session, now time.Time, take func(s *Session) bool) (page []*Session, next string) {
 	start := 0
 	if q.FromID != "" {
 		start = len(sorted)
@@ -108,7 +107,7 @@ func (q *Query) Page(sorted []*Session, now time.Time, fits func(onPage int, s *
 		if !q.Match(s, now) {
 			continue
 		}
-		if len(page) == q.Size || fits != nil && !fits(len(page), s) {
+		if len(page) == q.Size || take != nil && !take(s) {
 			return page, page[len(page)-1].ID
 		}
 		page = append(page, s)

@@ -296,6 +296,25 @@ func FitsPage(count int, used, n, budget int64) bool {
 	return count == 0 || used+n <= budget
 }
 
+// PageFill keeps count of the items a store puts on a page and their stored
+// bytes, against the page's budget.
+type PageFill struct {
+	Budget int64
+	count  int
+	used   int64
+}
+
+// Take puts an item of n stored bytes on the page if it fits (FitsPage), and
+// reports whether it did.
+func (p *PageFill) Take(n int64) bool {
+	if !FitsPage(p.count, p.used, n, p.Budget) {
+		return false
+	}
+	p.count++
+	p.used += n
+	return true
+}
+
 // OrderPage is one page of a list, newest first.
 type OrderPage struct {
 	Orders     []*order.Order

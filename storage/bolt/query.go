@@ -62,7 +62,7 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 	p := planner{t: t, merchant: merchantID, q: &q, lower: lower, upper: upper, b: t.st.bucket(bIndex)}
 	src := p.plan()
 	f := newFilter(&q)
-	budget, used := storage.PageBudget(q), int64(0)
+	fill := storage.PageFill{Budget: storage.PageBudget(q)}
 	for {
 		pos := src.next()
 		if pos == nil {
@@ -86,7 +86,7 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 		if err != nil {
 			return page, err
 		}
-		if len(page.Orders) == size || !storage.FitsPage(len(page.Orders), used, int64(len(js)), budget) {
+		if len(page.Orders) == size || !fill.Take(int64(len(js))) {
 			// This order matches and is not on the page: the next one starts with it.
 			last := page.Orders[len(page.Orders)-1]
 			page.NextCursor = encodeCursor(position(last.CreatedAt, last.ID))
@@ -96,7 +96,6 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 		if err != nil {
 			return page, err
 		}
-		used += int64(len(js))
 		page.Orders = append(page.Orders, o)
 	}
 	return page, nil

@@ -190,7 +190,7 @@ func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Sessio
 	}
 	now := t.st.now
 	var page []*session.Session
-	budget, used := storage.SessionPageBudget(q), int64(0)
+	fill := storage.PageFill{Budget: storage.SessionPageBudget(q)}
 	for pos := src.next(); pos != nil; pos = src.next() {
 		id := string(pos[timeLen:])
 		t.examined++
@@ -205,10 +205,9 @@ func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Sessio
 		if !q.Match(&s, now) {
 			continue
 		}
-		if len(page) == q.Size || !storage.FitsPage(len(page), used, int64(len(raw)), budget) {
+		if len(page) == q.Size || !fill.Take(int64(len(raw))) {
 			return page, page[len(page)-1].ID, nil
 		}
-		used += int64(len(raw))
 		page = append(page, &s)
 	}
 	return page, "", nil

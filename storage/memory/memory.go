@@ -321,7 +321,7 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 	}
 	sortNewest(all, func(i int) (time.Time, string) { return all[i].CreatedAt, all[i].ID })
 	var page storage.OrderPage
-	budget, used := storage.PageBudget(q), int64(0)
+	fill := storage.PageFill{Budget: storage.PageBudget(q)}
 	for _, o := range all {
 		if q.Cursor != "" && (o.CreatedAt.After(fromAt) || o.CreatedAt.Equal(fromAt) && o.ID >= fromID) {
 			continue
@@ -330,11 +330,10 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 			continue
 		}
 		n := int64(len(t.s.data[orderKey(merchantID, o.ID)]))
-		if len(page.Orders) == size || !storage.FitsPage(len(page.Orders), used, n, budget) {
+		if len(page.Orders) == size || !fill.Take(n) {
 			page.NextCursor = cursorOf(page.Orders[len(page.Orders)-1])
 			break
 		}
-		used += n
 		page.Orders = append(page.Orders, o)
 	}
 	return page, nil
@@ -584,14 +583,9 @@ func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Sessio
 			return nil, "", err
 		}
 	}
-	budget, used := storage.SessionPageBudget(q), int64(0)
-	page, next := q.Page(all, t.now, func(onPage int, s *session.Session) bool {
-		n := int64(len(t.s.data["session/"+merchantID+"/"+s.ID]))
-		if !storage.FitsPage(onPage, used, n, budget) {
-			return false
-		}
-		used += n
-		return true
+	fill := storage.PageFill{Budget: storage.SessionPageBudget(q)}
+	page, next := q.Page(all, t.now, func(s *session.Session) bool {
+		return fill.Take(int64(len(t.s.data["session/"+merchantID+"/"+s.ID])))
 	})
 	return page, next, nil
 }

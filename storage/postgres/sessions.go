@@ -53,7 +53,7 @@ func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, budget
 	args = append([]any{merchantID}, args...)
 	n := len(args)
 	var page []*T
-	var used int64
+	fill := storage.PageFill{Budget: budget}
 	limit := min(size+1, pageChunk)
 	for {
 		qargs := append(slices.Clip(args), budget, limit)
@@ -87,10 +87,9 @@ func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, budget
 			if !match(v) {
 				continue
 			}
-			if len(page) == size || !storage.FitsPage(len(page), used, int64(len(r.Body)), budget) {
+			if len(page) == size || !fill.Take(int64(len(r.Body))) {
 				return page, idOf(page[len(page)-1]), nil
 			}
-			used += int64(len(r.Body))
 			page = append(page, v)
 		}
 		if !cut && len(chunk) < limit {
