@@ -26,7 +26,7 @@ var (
 	bIdem       = []byte("idem")        // lp(merchant) key → storage.EncodeRecord
 	bIdemExp    = []byte("idemexp")     // time(expiresAt) lp(merchant) key → empty
 	bOutbox     = []byte("outbox")      // id → JSON
-	bOutboxDue  = []byte("outboxdue")   // time(nextAttempt) id → empty; not done only
+	bOutboxDue  = []byte("outboxdue")   // time(nextAttempt) id → empty; not done only; read by builds before outboxmdue, kept for a rollback to one
 	bOutboxIx   = []byte("outboxix")    // lp(merchant) time(createdAt) id → empty
 	bOutboxMDue = []byte("outboxmdue")  // lp(merchant) time(nextAttempt) id → empty; not done only
 	bSessions   = []byte("sessions")    // lp(merchant) id → JSON
