@@ -184,6 +184,12 @@ type Tx interface {
 	// id), starting after the message fromID, and returns the id to continue
 	// from ("" on the last page): the merchant's delivery log.
 	ListOutbox(merchantID, fromID string, size int) ([]*OutboxMessage, string, error)
+	// DeleteDoneOutbox removes up to limit messages that are done (delivered
+	// or failed) and were created before t, oldest first, with their
+	// delivery logs, and reports how many it removed: the retention sweep of
+	// the delivery log. A pending message is never removed, however old.
+	// Sweeps in concurrent transactions remove each message once.
+	DeleteDoneOutbox(t time.Time, limit int) (int, error)
 }
 
 // Merchant is an API client of kassa.

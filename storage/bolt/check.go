@@ -43,15 +43,18 @@ func (s *Store) Check() error {
 
 // checkOutboxDue verifies that both indexes of pending outbox messages (by
 // time, and by merchant then time) name every message not yet done at its
-// next attempt, and nothing else.
+// next attempt, and nothing else, and that the done index names every done
+// message at its creation, and nothing else.
 func checkOutboxDue(btx *bbolt.Tx) error {
-	byTime, byMerchant := map[string][]byte{}, map[string][]byte{}
+	byTime, byMerchant, done := map[string][]byte{}, map[string][]byte{}, map[string][]byte{}
 	err := btx.Bucket(bOutbox).ForEach(func(k, v []byte) error {
 		var m storage.OutboxMessage
 		if err := storage.DecodeRecord(v, &m); err != nil {
 			return fmt.Errorf("outbox message %q: %w", k, err)
 		}
-		if !m.Done() {
+		if m.Done() {
+			done[string(outboxDoneKey(&m))] = nil
+		} else {
 			byTime[string(outboxDueKey(&m))] = nil
 			byMerchant[string(outboxMerchantDueKey(&m))] = nil
 		}
@@ -61,6 +64,9 @@ func checkOutboxDue(btx *bbolt.Tx) error {
 		return err
 	}
 	if err := sameKeys(btx.Bucket(bOutboxDue), byTime, "outbox due index"); err != nil {
+		return err
+	}
+	if err := sameKeys(btx.Bucket(bOutboxDone), done, "outbox done index"); err != nil {
 		return err
 	}
 	return sameKeys(btx.Bucket(bOutboxMDue), byMerchant, "outbox merchant due index")

@@ -29,6 +29,7 @@ var (
 	bOutboxDue  = []byte("outboxdue")   // time(nextAttempt) id → empty; not done only; read by builds before outboxmdue, kept for a rollback to one
 	bOutboxIx   = []byte("outboxix")    // lp(merchant) time(createdAt) id → empty
 	bOutboxMDue = []byte("outboxmdue")  // lp(merchant) time(nextAttempt) id → empty; not done only
+	bOutboxDone = []byte("outboxdone")  // time(createdAt) id → empty; done only: the retention sweep's walk
 	bSessions   = []byte("sessions")    // lp(merchant) id → JSON
 	bSessionIx  = []byte("sessionix")   // lp(merchant) 'c'|'s'|'m'|'u'|'x'|'o' …; see sessionEntries
 	bSettleQ    = []byte("settleq")     // item key → JSON item (unsettled)
@@ -62,8 +63,12 @@ var keySettleQOrder = []byte("settleQOrder")
 // at Open).
 var keyOutboxMerchantDue = []byte("outboxMerchantDue")
 
+// keyOutboxDone marks a file whose outboxdone index covers every done
+// outbox message (files from before the index get it built once, at Open).
+var keyOutboxDone = []byte("outboxDone")
+
 var buckets = [][]byte{bMerchants, bClients, bOrders, bIndex, bCounts, bDue, bAuth, bCustomer,
-	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bOutboxIx, bOutboxMDue, bSessions, bSessionIx, bSettleQ, bSettleQIx, bSettle, bSettleIx, bSettleTx, bSettleTxID, bTasks, bTaskDue, bInfo}
+	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bOutboxIx, bOutboxMDue, bOutboxDone, bSessions, bSessionIx, bSettleQ, bSettleQIx, bSettle, bSettleIx, bSettleTx, bSettleTxID, bTasks, bTaskDue, bInfo}
 
 // Index kinds of the order index. Equality kinds are followed by the
 // length-prefixed value, then the order's createdAt and id, so that one

@@ -149,6 +149,23 @@ func indexOutboxByMerchant(btx *bbolt.Tx) error {
 	})
 }
 
+// indexOutboxDone builds the outboxdone index: every done message at its
+// creation time.
+func indexOutboxDone(btx *bbolt.Tx) error {
+	return rebuildIndex(btx, keyOutboxDone, bOutboxDone, 1, func(ix *bbolt.Bucket) error {
+		return btx.Bucket(bOutbox).ForEach(func(_, v []byte) error {
+			var m storage.OutboxMessage
+			if err := storage.DecodeRecord(v, &m); err != nil {
+				return nil // its reads fail the same way (and Check names it); Open must not
+			}
+			if !m.Done() {
+				return nil
+			}
+			return ix.Put(outboxDoneKey(&m), present)
+		})
+	})
+}
+
 // markOurs records, in the transaction about to commit, that this build
 // made it: every commit of this store does, so a file whose last commit is
 // not so marked was last written by something else, an older build after
@@ -162,7 +179,7 @@ func markOurs(btx *bbolt.Tx) error {
 // write keeps up. Raise it when one is added or changed: the mark carries
 // it, so a build that marks its commits but does not keep the new index (a
 // rollback to it, then this build again) is taken for another writer.
-const openIndexes = 2
+const openIndexes = 3
 
 func lastCommitMark(txid uint64) []byte {
 	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, txid), openIndexes)
@@ -183,7 +200,7 @@ func forgetIndexesAfterOtherWriters(btx *bbolt.Tx) error {
 	if bytes.Equal(info.Get(keyLastCommit), lastCommitMark(uint64(btx.ID())-1)) {
 		return nil
 	}
-	for _, k := range [][]byte{keySettleTxIDs, keySettleQOrder, keyOutboxMerchantDue, keySessionIndex, keyStatusRules} {
+	for _, k := range [][]byte{keySettleTxIDs, keySettleQOrder, keyOutboxMerchantDue, keyOutboxDone, keySessionIndex, keyStatusRules} {
 		if err := info.Delete(k); err != nil {
 			return err
 		}

@@ -414,6 +414,44 @@ func TestOutboxMerchantIndexBuiltOnOpen(t *testing.T) {
 	}
 }
 
+// A file made before the outbox's done index gets it built when opened: the
+// retention sweep then finds the done messages written before it, and
+// still leaves the pending ones.
+func TestOutboxDoneIndexBuiltOnOpen(t *testing.T) {
+	path, f, s := openFresh(t)
+	ctx := context.Background()
+	at := f.Clock.Now()
+	err := s.Update(ctx, func(tx storage.Tx) error {
+		for i := range 3 {
+			m := &storage.OutboxMessage{ID: fmt.Sprintf("n%d", i), MerchantID: "m1", Topic: "order.event",
+				Payload: []byte(`{}`), CreatedAt: at, NextAttempt: at, Delivered: i != 1}
+			if err := tx.AddOutbox(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = reopenWithoutIndex(t, s, path, Options{Clock: f.Clock.Now}, bOutboxDone, keyOutboxDone)
+	defer s.Close()
+	var n int
+	err = s.Update(ctx, func(tx storage.Tx) error {
+		n, err = tx.DeleteDoneOutbox(at.Add(time.Second), 10)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.GetOutbox("m1", "n1"); err != nil {
+			t.Errorf("the pending message: %v", err)
+		}
+		return nil
+	})
+	if err != nil || n != 2 {
+		t.Fatalf("the sweep after indexing removed %d (%v); want 2", n, err)
+	}
+}
+
 // One merchant's backlog of pending messages no longer hides another's due
 // after it: the time-ordered scan stopped after 100 000 of them, so a
 // receiver down long enough for a large merchant kept every other

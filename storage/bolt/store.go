@@ -162,6 +162,9 @@ func Open(path string, opts Options) (*Store, error) {
 		if err := indexOutboxByMerchant(tx); err != nil {
 			return err
 		}
+		if err := indexOutboxDone(tx); err != nil {
+			return err
+		}
 		if err := s.reindexStatuses(tx); err != nil {
 			return err
 		}

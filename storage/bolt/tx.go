@@ -576,12 +576,17 @@ func (t *tx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxM
 		func(m *storage.OutboxMessage) string { return m.ID })
 }
 
+// outboxDoneKey is a done message's place in the retention sweep's walk.
+func outboxDoneKey(m *storage.OutboxMessage) []byte {
+	return append(putTime(nil, m.CreatedAt), m.ID...)
+}
+
 func (t *tx) writeOutbox(m *storage.OutboxMessage) error {
 	if err := t.putRecord(bOutbox, []byte(m.ID), m); err != nil {
 		return err
 	}
 	if m.Done() {
-		return nil
+		return t.put(bOutboxDone, outboxDoneKey(m), present)
 	}
 	if err := t.put(bOutboxMDue, outboxMerchantDueKey(m), present); err != nil {
 		return err
@@ -666,7 +671,11 @@ func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
 	if old.MerchantID != m.MerchantID || !old.CreatedAt.Equal(m.CreatedAt) {
 		return fault.Conflictf("outbox_immutable", "a message's merchant and creation time do not change")
 	}
-	if !old.Done() {
+	if old.Done() {
+		if err := t.del(bOutboxDone, outboxDoneKey(&old)); err != nil {
+			return err
+		}
+	} else {
 		if err := t.del(bOutboxDue, outboxDueKey(&old)); err != nil {
 			return err
 		}
@@ -675,4 +684,36 @@ func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
 		}
 	}
 	return t.writeOutbox(m)
+}
+
+// DeleteDoneOutbox walks outboxdone, which holds done messages only, so a
+// pending message is never read, let alone removed, and a sweep reads no
+// more than it removes.
+func (t *tx) DeleteDoneOutbox(before time.Time, limit int) (int, error) {
+	if err := t.check(true); err != nil {
+		return 0, err
+	}
+	end := putTime(nil, before)
+	var done [][]byte
+	c := t.st.bucket(bOutboxDone).Cursor()
+	for k, _ := c.First(); k != nil && len(done) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
+		done = append(done, bytes.Clone(k))
+	}
+	// Deleting after the walk: a bbolt cursor must not see its bucket change.
+	for _, k := range done {
+		var m storage.OutboxMessage
+		ok, err := t.getRecord(bOutbox, k[timeLen:], &m)
+		if err != nil {
+			return 0, err
+		}
+		if !ok || !m.Done() {
+			return 0, fault.Internalf(nil, "outbox done index names a message %s that is missing or pending", k[timeLen:])
+		}
+		for _, del := range []struct{ b, k []byte }{{bOutboxDone, k}, {bOutboxIx, outboxCreatedKey(&m)}, {bOutbox, k[timeLen:]}} {
+			if err := t.del(del.b, del.k); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(done), nil
 }

@@ -478,6 +478,36 @@ func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
 	return t.put("outbox/"+m.ID, m)
 }
 
+func (t *tx) DeleteDoneOutbox(before time.Time, limit int) (int, error) {
+	if !t.writable {
+		return 0, errReadOnly
+	}
+	var done []*storage.OutboxMessage
+	for k, b := range t.s.data {
+		if !strings.HasPrefix(k, "outbox/") {
+			continue
+		}
+		var m storage.OutboxMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			return 0, fault.Internalf(err, "decode %s", k)
+		}
+		if m.Done() && m.CreatedAt.Before(before) {
+			done = append(done, &m)
+		}
+	}
+	slices.SortFunc(done, func(a, b *storage.OutboxMessage) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	done = done[:min(len(done), limit)]
+	for _, m := range done {
+		t.del("outbox/" + m.ID)
+	}
+	return len(done), nil
+}
+
 func (t *tx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
 	var m storage.OutboxMessage
 	if ok, err := t.get("outbox/"+id, &m); err != nil || !ok || m.MerchantID != merchantID {

@@ -342,6 +342,17 @@ func (t *tx) UpdateOutbox(m *storage.OutboxMessage) error {
 	return err
 }
 
+// DeleteDoneOutbox takes the oldest done rows through outbox_done; rows
+// another transaction holds (a concurrent sweep, a redelivery under way)
+// are skipped, and the done test is made again on a row's newest version
+// once locked, so a message made pending meanwhile stays.
+func (t *tx) DeleteDoneOutbox(before time.Time, limit int) (int, error) {
+	n, err := t.exec("outbox sweep", `DELETE FROM outbox WHERE id IN (
+		SELECT id FROM outbox WHERE done AND created_key < $1 ORDER BY created_key, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+		AND done`, timeKey(before), limit)
+	return int(n), err
+}
+
 func (t *tx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
 	return one[storage.OutboxMessage](t, "outbox message", fault.NotFoundf("notification_not_found", "notification %s not found", id),
 		`SELECT body FROM outbox WHERE id = $1 AND merchant_id = $2`+t.forUpdate(), id, merchantID)

@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("Idempotency", func(t *testing.T) { testIdempotency(t, open(t)) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open(t)) })
 	t.Run("OutboxPerMerchant", func(t *testing.T) { testOutboxPerMerchant(t, open(t)) })
+	t.Run("OutboxRetention", func(t *testing.T) { testOutboxRetention(t, open(t)) })
 	t.Run("RollbackAndReadOnly", func(t *testing.T) { testRollback(t, open(t)) })
 	t.Run("ListFilters", func(t *testing.T) { testList(t, open(t)) })
 	t.Run("CursorWalkWithConcurrentInserts", func(t *testing.T) { testCursorWalk(t, open(t)) })
