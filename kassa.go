@@ -44,6 +44,11 @@ type Options struct {
 	// IdempotencyTTL is how long an idempotency key is remembered; zero or
 	// negative: 24 h.
 	IdempotencyTTL time.Duration
+	// NotificationRetention is how long the delivery log keeps a delivered
+	// or failed notification, counted from its creation on the store's
+	// clock, before SweepNotifications removes it; zero or negative:
+	// DefaultNotificationRetention. A pending one is kept however old.
+	NotificationRetention time.Duration
 	// AuthorizationTTL is how long a minted authorization token lives; default 60 min.
 	AuthorizationTTL time.Duration
 	// DocumentURL links a sub-order's document (set by the server, which serves them).
@@ -99,6 +104,9 @@ func New(store storage.Store, opts Options) *Ledger {
 	if opts.IdempotencyTTL <= 0 {
 		// Zero or less would keep no key at all: retries would run again.
 		opts.IdempotencyTTL = 24 * time.Hour
+	}
+	if opts.NotificationRetention <= 0 {
+		opts.NotificationRetention = DefaultNotificationRetention
 	}
 	if opts.AuthorizationTTL <= 0 {
 		opts.AuthorizationTTL = token.DefaultAuthorizationTTL // a token must outlive its minting
@@ -395,6 +403,39 @@ func checkLimit(limit int) error {
 
 // AuthorizationTTL is the lifetime of newly minted authorization tokens.
 func (l *Ledger) AuthorizationTTL() time.Duration { return l.opts.AuthorizationTTL }
+
+// DefaultNotificationRetention is how long the delivery log keeps a done
+// notification by default: as long as a merchant may reasonably look into
+// a delivery, well past the schedule's last attempt (14.5 hours).
+const DefaultNotificationRetention = 30 * 24 * time.Hour
+
+// SweepNotifications removes from the delivery log the delivered and
+// failed notifications, with their attempts, created longer than the
+// retention (Options.NotificationRetention) ago, oldest first and at most
+// limit (at least 1) per transaction, until none is left or ctx ends; it
+// never removes a pending one. It reports how many it removed. Each
+// transaction removes whole messages, so a crash leaves none half removed,
+// and it runs safely beside traffic, the deliverer and sweeps of other
+// replicas (a store removes each message once).
+func (l *Ledger) SweepNotifications(ctx context.Context, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
+	total := 0
+	for ctx.Err() == nil {
+		n := 0
+		err := l.store.Update(ctx, func(tx storage.Tx) error {
+			var err error
+			n, err = tx.DeleteDoneOutbox(tx.Now().Add(-l.opts.NotificationRetention), limit)
+			return err
+		})
+		total += n
+		if err != nil || n < limit {
+			return total, err
+		}
+	}
+	return total, ctx.Err()
+}
 
 // SweepIdempotency removes idempotency records whose retention has passed,
 // at most limit (at least 1) per transaction, until none is left or ctx ends. It reports

@@ -138,6 +138,7 @@ type serveConfig struct {
 	maxConnections                           int
 	cpuProfile                               string
 	idempotencyTTL                           string
+	notificationRetention                    string
 	maxBodyMB                                int
 	storeTimeout                             string
 }
@@ -209,6 +210,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.IntVar(&c.maxConnections, "max-connections", envInt("max-connections", 4096), "connections held open at once; past it, an idle one is closed to make room, or new ones wait in the kernel's backlog (KASSA_MAX_CONNECTIONS)")
 	fs.IntVar(&c.maxBodyMB, "max-body-mb", envInt("max-body-mb", 1), "largest request body in MiB, 1 to 64; 1000 order lines of long non-ASCII text, or a client that escapes it as \\uXXXX, can need 2 to 5 (KASSA_MAX_BODY_MB)")
 	fs.StringVar(&c.idempotencyTTL, "idempotency-ttl", envDefault("idempotency-ttl", "24h"), "how long an Idempotency-Key is remembered, from 1h to 720h (KASSA_IDEMPOTENCY_TTL)")
+	fs.StringVar(&c.notificationRetention, "notification-retention", envDefault("notification-retention", "720h"), "how long the delivery log keeps a delivered or failed notification, from its creation, from 24h to 87600h; pending ones are kept however old (KASSA_NOTIFICATION_RETENTION)")
 	fs.StringVar(&c.storeTimeout, "store-timeout", envDefault("store-timeout", "10s"), "longest a request waits for the store (a free database connection, a lock another request holds), from 1s to 30s; past it, it is answered 503 store_unavailable with nothing done, while a commit already sent is still waited for (KASSA_STORE_TIMEOUT)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "diagnostics: write a CPU profile of the whole run to this file")
 	return fs
@@ -278,6 +280,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// Shorter than a client's retry window would let a retried capture run
 	// twice; longer only grows the store.
 	idempotencyTTL, ok := durationIn(stderr, "idempotency-ttl", c.idempotencyTTL, "1h", "720h", "48h")
+	if !ok {
+		return 2
+	}
+	// Under a day, a merchant could find a notification gone before it
+	// had a look at why it failed; the schedule itself ends within 15 h.
+	notificationRetention, ok := durationIn(stderr, "notification-retention", c.notificationRetention, "24h", "87600h", "2160h")
 	if !ok {
 		return 2
 	}
@@ -416,10 +424,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	metrics := server.NewMetrics()
 	var srv *server.Server
 	ledger := kassa.New(server.InstrumentStore(db, metrics), kassa.Options{
-		OrderCacheBytes: cacheBytes,
-		IdempotencyTTL:  idempotencyTTL,
-		DocumentURL:     func(o *order.Order, l *order.Ledger) string { return srv.DocumentURL(o, l) },
-		CheckoutURL:     func(merchantID, sessionID string) string { return srv.CheckoutURL(merchantID, sessionID) },
+		OrderCacheBytes:       cacheBytes,
+		IdempotencyTTL:        idempotencyTTL,
+		NotificationRetention: notificationRetention,
+		DocumentURL:           func(o *order.Order, l *order.Ledger) string { return srv.DocumentURL(o, l) },
+		CheckoutURL:           func(merchantID, sessionID string) string { return srv.CheckoutURL(merchantID, sessionID) },
 	})
 	srv = server.New(server.Config{
 		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock, MaxBodyBytes: int64(c.maxBodyMB) << 20,
@@ -801,7 +810,7 @@ func runDelivery(stop, posts context.Context, ledger *kassa.Ledger, log *slog.Lo
 const deliveryRuns = 4
 
 // runJobs runs the periodic work of the server until ctx ends: the
-// idempotency-record sweep, the scheduled tasks (auto-capture, token expiry,
+// idempotency-record sweep, the delivery log's retention sweep, the scheduled tasks (auto-capture, token expiry,
 // reminders), the expiry marking of orders and the daily settlement run.
 func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock *server.Clock, settleAt time.Time) {
 	t := time.NewTicker(time.Minute)
@@ -832,6 +841,15 @@ func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock 
 				log.Error("idempotency sweep", "err", err)
 			} else if n > 0 {
 				log.Info("idempotency sweep", "removed", n)
+			}
+		})
+		guard(log, "notification retention sweep", func() {
+			// A batch per transaction, so the sweep holds the writer (bbolt's
+			// one, or PostgreSQL's row locks) only briefly between requests.
+			if n, err := ledger.SweepNotifications(ctx, 500); err != nil && ctx.Err() == nil {
+				log.Error("notification retention sweep", "err", err)
+			} else if n > 0 {
+				log.Info("notification retention sweep", "removed", n)
 			}
 		})
 		guard(log, "scheduled tasks", func() { runTasks(ctx, ledger, log) })

@@ -409,6 +409,16 @@ func TestIdempotencyTTLFlag(t *testing.T) {
 	stopInProcess(t, done)
 }
 
+// TestNotificationRetentionFlag: the delivery log's retention is
+// configurable within bounds (docs/notifications.md).
+func TestNotificationRetentionFlag(t *testing.T) {
+	for _, bad := range []string{"1h", "87601h", "-720h", "a month", ""} {
+		serveRefused(t, 2, "--notification-retention", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--notification-retention", bad)
+	}
+	_, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--notification-retention", "2160h")
+	stopInProcess(t, done)
+}
+
 // TestStoreTimeoutFlag: how long a request may wait for the store is
 // configurable within bounds: under a second ordinary contention would fail
 // requests, over 30 s an answer could miss the write timeout.

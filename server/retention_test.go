@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa"
+)
+
+// TestDeliveryLogRetention: the sweep removes delivered and failed
+// notifications once their retention has passed, and leaves a pending one
+// (here: retrying against a receiver that fails) however old, and the
+// recent ones.
+func TestDeliveryLogRetention(t *testing.T) {
+	e := newSessionEnv(t)
+	var mu sync.Mutex
+	failing := false
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	defer rcv.Close()
+	if code, _, _ := e.req("PUT", "/v1/notification-settings", `{"url":"`+rcv.URL+`","events":["order.*"]}`, e.auth, nil); code != 200 {
+		t.Fatalf("set: %d", code)
+	}
+	e.order("5560000001", "invoice")
+	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil)
+	list := func() (delivered, pending int) {
+		code, _, page := e.req("GET", "/v1/notifications?size=1000", "", e.auth, nil)
+		if code != 200 {
+			t.Fatalf("list: %d", code)
+		}
+		for _, n := range page["notifications"].([]any) {
+			switch n.(map[string]any)["status"] {
+			case "delivered":
+				delivered++
+			case "pending":
+				pending++
+			}
+		}
+		return delivered, pending
+	}
+	old, _ := list()
+	if old == 0 {
+		t.Fatal("nothing delivered")
+	}
+	mu.Lock()
+	failing = true
+	mu.Unlock()
+	e.order("5560000001", "invoice")
+	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil)
+	if _, p := list(); p == 0 {
+		t.Fatal("nothing pending")
+	}
+	ctx := context.Background()
+	if n, err := e.ledger.SweepNotifications(ctx, 100); err != nil || n != 0 {
+		t.Fatalf("a sweep within the retention removed %d (%v)", n, err)
+	}
+	if err := e.clock.Advance(kassa.DefaultNotificationRetention + time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	// Recent ones, delivered: kept.
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	e.order("5560000001", "invoice")
+	mu.Lock()
+	failing = true
+	mu.Unlock()
+	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil) // the retrying ones fail again
+	beforeD, beforeP := list()
+	n, err := e.ledger.SweepNotifications(ctx, 1) // a batch of one, swept until none is left
+	if err != nil || n != old {
+		t.Fatalf("the sweep removed %d (%v); want the %d old delivered ones", n, err, old)
+	}
+	if d, p := list(); d != beforeD-old || p != beforeP {
+		t.Fatalf("after the sweep: %d delivered, %d pending; want %d, %d", d, p, beforeD-old, beforeP)
+	}
+}
