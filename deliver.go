@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -30,7 +31,9 @@ type DeliveryOptions struct {
 	// refused unless AllowPrivateNetworks. A client of your own replaces
 	// that address check too: its dialer must refuse what yours must.
 	Client *http.Client
-	// Retry is the backoff schedule; default notify.DefaultRetry.
+	// Retry is the backoff schedule; default notify.DefaultRetry. A
+	// receiver's Retry-After (with 429 or 503) lengthens a wait, up to
+	// Retry.Cap.
 	Retry notify.Retry
 	// Batch is how many due messages one run claims; default 50, at most 10 000.
 	Batch int
@@ -208,6 +211,9 @@ type claim struct {
 	secret   string
 	previous []string // secrets still signed with after a rotation
 	outcome  storage.DeliveryAttempt
+	// retryAfter is how long a receiver that answered 429 or 503 asked us
+	// to wait (its Retry-After); zero if it did not.
+	retryAfter time.Duration
 }
 
 // DeliverNotifications runs one round of the deliverer: it claims the due
@@ -558,7 +564,42 @@ func post(ctx context.Context, opts DeliveryOptions, c *claim) (out storage.Deli
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		out.Error = fmt.Sprintf("answered %d", resp.StatusCode)
 	}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		c.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), opts.WallClock())
+	}
 	return out
+}
+
+// parseRetryAfter reads a Retry-After value (RFC 9110: delay seconds, or an
+// HTTP date, against the wall clock now, which the receiver's clock is
+// compared with); zero when it is absent, malformed or past.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+		// Past maxRetryAfterSeconds any value is capped anyway; bounding it
+		// here keeps the multiplication from overflowing.
+		return time.Duration(min(n, maxRetryAfterSeconds)) * time.Second
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	return max(t.Sub(now), 0)
+}
+
+// maxRetryAfterSeconds bounds a Retry-After in seconds before it is capped
+// by the schedule: a year, far above any schedule's longest step.
+const maxRetryAfterSeconds = 365 * 24 * 3600
+
+// retryDelay is the wait before retrying after failed attempt n: the
+// schedule's, or longer if the receiver asked for longer with Retry-After,
+// but never past the schedule's longest step (Retry.Cap), so that a
+// receiver cannot push a notification out of the schedule's span.
+func retryDelay(opts DeliveryOptions, n int, retryAfter time.Duration) time.Duration {
+	return max(opts.Retry.Delay(n, opts.RandN), min(retryAfter, opts.Retry.Cap))
 }
 
 // maxLog bounds the delivery log kept per message.
@@ -590,7 +631,7 @@ func (l *Ledger) recordDelivery(ctx context.Context, opts DeliveryOptions, c *cl
 		case c.url == "" || opts.Retry.GivesUp(m.Attempts):
 			m.Failed, failed = true, true
 		default:
-			m.NextAttempt, retrying = tx.Now().Add(opts.Retry.Delay(m.Attempts, opts.RandN)), true
+			m.NextAttempt, retrying = tx.Now().Add(retryDelay(opts, m.Attempts, c.retryAfter)), true
 		}
 		return tx.UpdateOutbox(m)
 	})

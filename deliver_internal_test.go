@@ -1,8 +1,12 @@
 package kassa
 
 import (
+	"net/http"
 	"net/netip"
 	"testing"
+	"time"
+
+	"github.com/kassahq/kassa/notify"
 )
 
 // Outside the sandbox a merchant must not aim deliveries at the operator's
@@ -25,6 +29,41 @@ func TestDeliveryRefusesNonPublicAddresses(t *testing.T) {
 	for _, a := range []string{"93.184.215.14", "1.1.1.1", "100.128.0.1", "2606:4700::1111", "64:ff9b::5db8:d70e", "2002:5db8:d70e::1"} {
 		if !publicAddr(netip.MustParseAddr(a)) {
 			t.Errorf("%s counted as non-public", a)
+		}
+	}
+}
+
+// A receiver's Retry-After defers a retry, never past the schedule's longest
+// step and never sooner than the schedule retries; either form is read, and
+// anything else is ignored.
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"120": 2 * time.Minute, " 7 ": 7 * time.Second, "0": 0, "-5": 0, "1.5": 0, "soon": 0, "": 0,
+		"99999999999999999999":                            0, // past uint64: malformed
+		"18446744073709551615":                            maxRetryAfterSeconds * time.Second,
+		now.Add(time.Hour).Format(http.TimeFormat):        time.Hour,
+		now.Add(-time.Hour).Format(http.TimeFormat):       0,
+		now.Add(30 * time.Second).Format(http.TimeFormat): 30 * time.Second,
+	} {
+		if got := parseRetryAfter(v, now); got != want {
+			t.Errorf("Retry-After %q: %v, want %v", v, got, want)
+		}
+	}
+	opts := DeliveryOptions{Retry: notify.DefaultRetry, RandN: func(n int64) int64 { return n - 1 }} // the nominal delay
+	for _, c := range []struct {
+		n          int
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{1, 0, 30 * time.Second},
+		{1, time.Second, 30 * time.Second}, // never sooner than the schedule
+		{1, time.Hour, time.Hour},          // later, as asked
+		{1, 48 * time.Hour, 6 * time.Hour}, // capped at the longest step
+		{11, time.Hour, 6 * time.Hour},     // the schedule's own wait is longer
+	} {
+		if got := retryDelay(opts, c.n, c.retryAfter); got != c.want {
+			t.Errorf("after attempt %d with Retry-After %v: %v, want %v", c.n, c.retryAfter, got, c.want)
 		}
 	}
 }
