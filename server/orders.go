@@ -44,6 +44,20 @@ func parseTime(f *fault.Fields, name, v string) time.Time {
 	return t
 }
 
+// parseUpperBound is parseTime for an exclusive upper bound. The stores read
+// the zero time as no bound at all, yet a client may send that instant
+// (0001-01-01T00:00:00Z, the zero value of many languages' date types) as a
+// bound, before which nothing was made: it becomes the instant just before,
+// which is not the zero time and excludes the same records, since none is
+// stamped that early.
+func parseUpperBound(f *fault.Fields, name, v string) time.Time {
+	t := parseTime(f, name, v)
+	if v != "" && t.IsZero() {
+		return t.Add(-time.Nanosecond)
+	}
+	return t
+}
+
 func parseStatuses(f *fault.Fields, name string, vals []string) []order.Status {
 	var out []order.Status
 	for _, v := range queryList(vals) {
@@ -73,9 +87,9 @@ func parseOrderQuery(r *http.Request) (storage.OrderQuery, error) {
 		StatusAnd:          parseStatuses(&f, "statusAnd", v["statusAnd"]),
 		StatusNot:          parseStatuses(&f, "statusNot", v["statusNot"]),
 		CreatedFrom:        parseTime(&f, "createdFrom", one("createdFrom")),
-		CreatedTo:          parseTime(&f, "createdTo", one("createdTo")),
+		CreatedTo:          parseUpperBound(&f, "createdTo", one("createdTo")),
 		ExpiresFrom:        parseTime(&f, "expiresFrom", one("expiresFrom")),
-		ExpiresTo:          parseTime(&f, "expiresTo", one("expiresTo")),
+		ExpiresTo:          parseUpperBound(&f, "expiresTo", one("expiresTo")),
 	}
 	// fromId is the deprecated name of cursor: both with different values
 	// would leave one of them unread.
