@@ -1,6 +1,8 @@
 package server
 
 import (
+	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -38,6 +40,36 @@ func TestUpperBoundAtTheZeroInstantListsNothing(t *testing.T) {
 		code, _, b := e.do("GET", path+"0001-01-01T00:00:00Z", "", e.auth)
 		if got, _ := b[list].([]any); code != 200 || len(got) != 1 {
 			t.Errorf("%s: %d, %d listed", path, code, len(got))
+		}
+	}
+}
+
+// RFC 3339 offsets run from -23:59 to +23:59; Go's parser also takes +24:00
+// and a minute of 60, which no client means. Every date-time input refuses
+// them, naming the field, as it refuses any other malformed time.
+func TestDateTimeOffsetsOutOfRangeAreRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, v := range []string{"2026-03-29T01:00:00%2B24:00", "2026-03-29T01:00:00-24:00", "2026-03-29T01:00:00%2B23:60", "2026-03-29T01:00:00.5-00:60"} {
+		for _, name := range []string{"/v1/orders?createdFrom", "/v1/orders?createdTo", "/v1/orders?expiresFrom", "/v1/orders?expiresTo",
+			"/v1/sessions?createdFrom", "/v1/sessions?createdTo", "/v1/sessions?updatedFrom", "/v1/sessions?updatedTo",
+			"/v1/settlements?createdFrom", "/v1/settlements?createdTo"} {
+			code, _, b := e.do("GET", name+"="+v, "", e.auth)
+			wantProblem(t, code, b, 400, "validation_failed")
+			if field := name[strings.Index(name, "?")+1:]; problemFields(b) != field {
+				t.Errorf("%s=%s: names %q", name, v, problemFields(b))
+			}
+		}
+		set, _ := url.QueryUnescape(v)
+		code, _, b := e.do("POST", "/sandbox/v1/clock", `{"set":"`+strings.Replace(set, "2026", "2099", 1)+`"}`, e.auth)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if problemFields(b) != "set" {
+			t.Errorf("clock set %s: names %q", set, problemFields(b))
+		}
+	}
+	// The extremes of the range are times like any other.
+	for _, v := range []string{"2026-03-29T01:00:00%2B23:59", "2026-03-29T01:00:00-23:59", "2026-03-29T01:00:00-00:00", "2026-03-29T01:00:00.123%2B14:00"} {
+		if code, _, b := e.do("GET", "/v1/orders?createdFrom="+v, "", e.auth); code != 200 {
+			t.Errorf("createdFrom=%s: %d %v", v, code, b)
 		}
 	}
 }

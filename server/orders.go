@@ -37,11 +37,29 @@ func parseTime(f *fault.Fields, name, v string) time.Time {
 	if v == "" {
 		return time.Time{}
 	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
+	t, ok := parseDateTime(v)
+	if !ok {
 		f.Add(name, "must be an ISO 8601 date-time such as 2026-01-31T12:00:00Z")
 	}
 	return t
+}
+
+// parseDateTime reads an RFC 3339 date-time. time.Parse also takes an offset
+// of +24:00 or a minute of 60, which RFC 3339 has not (its offsets run
+// from -23:59 to +23:59) and no client means: they are refused like any
+// other malformed time rather than read as another instant.
+func parseDateTime(v string) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, false
+	}
+	if n := len(v); v[n-1] != 'Z' {
+		// Parse succeeded, so the value ends in ±hh:mm.
+		if v[n-5:n-3] > "23" || v[n-2:] > "59" {
+			return time.Time{}, false
+		}
+	}
+	return t, true
 }
 
 // parseUpperBound is parseTime for an exclusive upper bound. The stores read
