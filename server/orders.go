@@ -37,9 +37,41 @@ func parseTime(f *fault.Fields, name, v string) time.Time {
 	if v == "" {
 		return time.Time{}
 	}
+	t, ok := parseDateTime(v)
+	if !ok {
+		f.Add(name, "must be an ISO 8601 date-time such as 2026-01-31T12:00:00Z")
+	}
+	return t
+}
+
+// parseDateTime reads an RFC 3339 date-time. time.Parse also takes an offset
+// of +24:00 or a minute of 60, which RFC 3339 has not (its offsets run
+// from -23:59 to +23:59) and no client means: they are refused like any
+// other malformed time rather than read as another instant.
+func parseDateTime(v string) (time.Time, bool) {
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		f.Add(name, "must be an ISO 8601 date-time such as 2026-01-31T12:00:00Z")
+		return time.Time{}, false
+	}
+	if n := len(v); v[n-1] != 'Z' {
+		// Parse succeeded, so the value ends in ±hh:mm.
+		if v[n-5:n-3] > "23" || v[n-2:] > "59" {
+			return time.Time{}, false
+		}
+	}
+	return t, true
+}
+
+// parseUpperBound is parseTime for an exclusive upper bound. The stores read
+// the zero time as no bound at all, yet a client may send that instant
+// (0001-01-01T00:00:00Z, the zero value of many languages' date types) as a
+// bound, before which nothing was made: it becomes the instant just before,
+// which is not the zero time and excludes the same records, since none is
+// stamped that early.
+func parseUpperBound(f *fault.Fields, name, v string) time.Time {
+	t := parseTime(f, name, v)
+	if v != "" && t.IsZero() {
+		return t.Add(-time.Nanosecond)
 	}
 	return t
 }
@@ -73,9 +105,9 @@ func parseOrderQuery(r *http.Request) (storage.OrderQuery, error) {
 		StatusAnd:          parseStatuses(&f, "statusAnd", v["statusAnd"]),
 		StatusNot:          parseStatuses(&f, "statusNot", v["statusNot"]),
 		CreatedFrom:        parseTime(&f, "createdFrom", one("createdFrom")),
-		CreatedTo:          parseTime(&f, "createdTo", one("createdTo")),
+		CreatedTo:          parseUpperBound(&f, "createdTo", one("createdTo")),
 		ExpiresFrom:        parseTime(&f, "expiresFrom", one("expiresFrom")),
-		ExpiresTo:          parseTime(&f, "expiresTo", one("expiresTo")),
+		ExpiresTo:          parseUpperBound(&f, "expiresTo", one("expiresTo")),
 	}
 	// fromId is the deprecated name of cursor: both with different values
 	// would leave one of them unread.

@@ -93,8 +93,8 @@ func (s *Server) sandboxSetClock(w http.ResponseWriter, r *http.Request, _ httpr
 			err = s.cfg.Clock.Advance(d)
 		}
 	default:
-		t, perr := time.Parse(time.RFC3339Nano, req.Set)
-		if perr != nil {
+		t, ok := parseDateTime(req.Set)
+		if !ok {
 			err = fault.Invalidf("set", "must be an RFC 3339 time such as 2026-12-24T12:00:00Z")
 		} else {
 			err = s.cfg.Clock.Set(t)

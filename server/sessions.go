@@ -59,9 +59,9 @@ func parseSessionQuery(r *http.Request) (session.Query, error) {
 		OrderIDs:           queryList(v["orderId"]),
 		MerchantReferences: queryList(v["merchantReference"]),
 		CreatedFrom:        parseTime(&f, "createdFrom", one("createdFrom")),
-		CreatedTo:          parseTime(&f, "createdTo", one("createdTo")),
+		CreatedTo:          parseUpperBound(&f, "createdTo", one("createdTo")),
 		UpdatedFrom:        parseTime(&f, "updatedFrom", one("updatedFrom")),
-		UpdatedTo:          parseTime(&f, "updatedTo", one("updatedTo")),
+		UpdatedTo:          parseUpperBound(&f, "updatedTo", one("updatedTo")),
 	}
 	for _, st := range queryList(v["state"]) {
 		q.States = append(q.States, session.State(st))

@@ -59,7 +59,7 @@ func (s *Server) listSettlements(w http.ResponseWriter, r *http.Request, _ httpr
 	one := func(name string) string { return queryValue(&f, v, name) }
 	q := settlement.Query{StoreIDs: queryList(v["storeId"]), IDs: queryList(v["id"]), References: queryList(v["reference"]),
 		Currencies: queryList(v["currency"]), FromID: one("fromId"),
-		CreatedFrom: parseTime(&f, "createdFrom", one("createdFrom")), CreatedTo: parseTime(&f, "createdTo", one("createdTo"))}
+		CreatedFrom: parseTime(&f, "createdFrom", one("createdFrom")), CreatedTo: parseUpperBound(&f, "createdTo", one("createdTo"))}
 	for _, c := range q.Currencies {
 		// A code no settlement can have ("sek") would list nothing, as if
 		// there were no settlements in SEK.
