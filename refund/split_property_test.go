@@ -41,8 +41,12 @@ func TestPropertySplitsAddUpPerRate(t *testing.T) {
 		var ins []order.LineInput
 		for i := range n {
 			rate := rapid.SampledFrom([]int64{0, rates, 2500, rapid.Int64Range(0, money.MaxRate).Draw(t, "rate")}).Draw(t, "pick")
-			ins = append(ins, ordertest.Line(fmt.Sprint("line ", i), rapid.Int64Range(1, 7).Draw(t, "qty"),
-				rapid.Int64Range(1, 300_000).Draw(t, "unit"), rate))
+			unit := rapid.Int64Range(1, 300_000).Draw(t, "unit")
+			if i > 0 && rapid.IntRange(0, 3).Draw(t, "discount") == 0 {
+				// A discount at the rate of a line before it.
+				unit, rate = -rapid.Int64Range(1, *ins[0].UnitPrice).Draw(t, "off"), *ins[0].Vat
+			}
+			ins = append(ins, ordertest.Line(fmt.Sprint("line ", i), rapid.Int64Range(1, 7).Draw(t, "qty"), unit, rate))
 		}
 		f := ordertest.New()
 		r := ordertest.CreateRequest(ins...)
@@ -74,7 +78,11 @@ func TestPropertySplitsAddUpPerRate(t *testing.T) {
 				sum += l.TotalAmount
 			}
 			if _, err := capture.Partial(o, &capture.PartialRequest{OrderLines: sel, TotalCaptureAmount: &sum}, f.Env()); err != nil {
-				t.Fatal(err)
+				// A group without the goods its discount is on can pass
+				// the authorization or sum below zero: take the rest whole.
+				if _, err := capture.Full(o, nil, f.Env()); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		var invoiced order.Totals
@@ -89,6 +97,9 @@ func TestPropertySplitsAddUpPerRate(t *testing.T) {
 		// Credit some units of some lines of each capture, then the rest.
 		for ci := range o.Captured {
 			c := o.Captured[ci]
+			if order.SumLines(c.Lines, mode).Gross == 0 {
+				continue // nothing to credit (a discount as large as its goods)
+			}
 			// Units of each line still to credit: a merchant gives back
 			// what was delivered, never more of a line than it had.
 			units := make([]int64, len(c.Lines))
@@ -101,7 +112,7 @@ func TestPropertySplitsAddUpPerRate(t *testing.T) {
 				}
 				i := rapid.IntRange(0, len(c.Lines)-1).Draw(t, "line")
 				l := c.Lines[i]
-				if units[i] == 0 {
+				if units[i] == 0 || l.UnitPrice < 0 {
 					continue
 				}
 				q := rapid.Int64Range(1, units[i]).Draw(t, "units")
@@ -111,7 +122,7 @@ func TestPropertySplitsAddUpPerRate(t *testing.T) {
 				switch {
 				case err == nil:
 					units[i] -= q
-				case !(errors.As(err, &fe) && (fe.Code == "refund_exceeds_captured" || fe.Code == "refund_vat_mismatch")):
+				case !(errors.As(err, &fe) && (fe.Code == "refund_exceeds_captured" || fe.Code == "refund_vat_mismatch" || fe.Code == "refund_amount_invalid")):
 					t.Fatal(err)
 				}
 			}
@@ -127,7 +138,10 @@ func TestPropertySplitsAddUpPerRate(t *testing.T) {
 					continue
 				}
 				s := order.SumLines(rf.Lines, mode)
-				if s.Gross <= 0 || s.VAT < 0 {
+				// A capture of the rest of an order split by line can hold
+				// a discount without its goods, and so its VAT can be
+				// negative; its credit notes then are too. Never the gross.
+				if s.Gross <= 0 {
 					t.Fatalf("credit note %s: gross %d, VAT %d", rf.DocumentReference, s.Gross, s.VAT)
 				}
 				for rate, t2 := range perRate(rf.Lines, mode) {
@@ -135,13 +149,15 @@ func TestPropertySplitsAddUpPerRate(t *testing.T) {
 					cred[rate] = order.Totals{Gross: x.Gross + t2.Gross, Net: x.Net + t2.Net, VAT: x.VAT + t2.VAT}
 				}
 			}
+			for rate := range cred {
+				if _, ok := inv[rate]; !ok {
+					inv[rate] = order.Totals{}
+				}
+			}
 			for rate, want := range inv {
 				if got := cred[rate]; got.Gross != want.Gross || got.Net != want.Net || got.VAT != want.VAT {
 					t.Fatalf("capture %s at rate %d: credited %+v, invoiced %+v", c.DocumentReference, rate, got, want)
 				}
-			}
-			if len(cred) != len(inv) {
-				t.Fatalf("capture %s: credited at rates %v, invoiced at %v", c.DocumentReference, cred, inv)
 			}
 		}
 	})
