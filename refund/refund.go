@@ -127,31 +127,10 @@ func remainder(o *order.Order, c *order.Ledger, env order.Env) []order.Line {
 		}
 		return lines
 	}
-	type sums struct{ total, vat int64 }
-	byRate := map[int64]*sums{}
-	var rates []int64
-	add := func(ls []order.Line, sign int64) {
-		for _, l := range ls {
-			s := byRate[l.Vat]
-			if s == nil {
-				s = &sums{}
-				byRate[l.Vat] = s
-				rates = append(rates, l.Vat)
-			}
-			s.total += sign * l.TotalAmount
-			s.vat += sign * l.TotalVatAmount
-		}
-	}
-	add(c.Lines, 1)
-	for i := range o.Refunded {
-		if o.Refunded[i].RefundOf == c.ID {
-			add(o.Refunded[i].Lines, -1)
-		}
-	}
-	slices.Sort(rates)
+	left := leftByRate(o, c)
 	var lines []order.Line
-	for _, rate := range rates {
-		s := byRate[rate]
+	for _, rate := range left.rates() {
+		s := left[rate]
 		if s.total == 0 && s.vat == 0 {
 			continue
 		}
@@ -162,6 +141,73 @@ func remainder(o *order.Order, c *order.Ledger, env order.Env) []order.Line {
 		})
 	}
 	return lines
+}
+
+// rateSums are the sums of lines' totalAmount and VAT per VAT rate.
+type rateSums map[int64]*struct{ total, vat int64 }
+
+func (m rateSums) add(ls []order.Line, sign int64) {
+	for _, l := range ls {
+		s := m[l.Vat]
+		if s == nil {
+			s = &struct{ total, vat int64 }{}
+			m[l.Vat] = s
+		}
+		s.total += sign * l.TotalAmount
+		s.vat += sign * l.TotalVatAmount
+	}
+}
+
+func (m rateSums) rates() []int64 {
+	rates := make([]int64, 0, len(m))
+	for r := range m {
+		rates = append(rates, r)
+	}
+	slices.Sort(rates)
+	return rates
+}
+
+// leftByRate is what capture c invoiced, less what its refunds credited, per VAT rate.
+func leftByRate(o *order.Order, c *order.Ledger) rateSums {
+	m := rateSums{}
+	m.add(c.Lines, 1)
+	for i := range o.Refunded {
+		if o.Refunded[i].RefundOf == c.ID {
+			m.add(o.Refunded[i].Lines, -1)
+		}
+	}
+	return m
+}
+
+// closesAtEveryRate checks a refund of all that is left of capture c: it is
+// the capture's last (no refund can follow, a refund being positive), so at
+// each VAT rate it must credit what is left, or the difference stays
+// invoiced, or credited twice, for good. Per-line rounding makes one unseen:
+// 2 × 0.03 at 12 % invoices 0.01 of VAT, and each unit refunded on its own
+// credits 0.00; lines at two rates can round the two ways and net to the
+// right total while each rate is off. The full refund credits exactly what
+// is left, and the ±1 of a line's totalVatAmount reaches it too.
+func closesAtEveryRate(o *order.Order, c *order.Ledger, lines []order.Line) error {
+	asked := rateSums{}
+	asked.add(lines, 1)
+	left := leftByRate(o, c)
+	for r := range asked {
+		if left[r] == nil {
+			left[r] = &struct{ total, vat int64 }{}
+		}
+	}
+	for _, r := range left.rates() {
+		a, l := asked[r], left[r]
+		if a == nil {
+			a = &struct{ total, vat int64 }{}
+		}
+		if a.total != l.total || a.vat != l.vat {
+			return fault.InvalidCode("refund_vat_mismatch", "orderLines",
+				"the refund credits all that is left on %s, so at %s %% VAT it must credit the totalAmount %d and VAT %d left, not %d and %d: refund it in full, or send a line's totalVatAmount up to 1 off its computed VAT",
+				c.ID, money.New(r, "").Amount(), l.total, l.vat, a.total, a.vat)
+		}
+	}
+	return nil
 }
 
 func apply(o *order.Order, ledgerID string, lines []order.Line, note string, ev order.EventType, env order.Env) (*order.Ledger, error) {
@@ -184,6 +230,11 @@ func apply(o *order.Order, ledgerID string, lines []order.Line, note string, ev 
 	if asked.VAT < min(0, left.VAT) || asked.VAT > max(0, left.VAT) {
 		return nil, fault.InvalidCode("refund_exceeds_captured", "orderLines",
 			"the refund gives back %d of VAT, but the capture has %d of VAT left to credit", asked.VAT, left.VAT)
+	}
+	if gross == left.Gross {
+		if err := closesAtEveryRate(o, o.Ledger(ledgerID), lines); err != nil {
+			return nil, err
+		}
 	}
 	n, err := env.NextDocument(order.SeriesCreditNote, "credit note")
 	if err != nil {

@@ -302,3 +302,69 @@ func TestSplitRefundRoundingRefusalNamesTheTolerance(t *testing.T) {
 		t.Fatalf("refusal %v", err)
 	}
 }
+
+// A partial refund that credits all that is left of a capture is its last,
+// so it must credit the VAT left too: 2 × 0.03 at 12 % invoices 0.01 of VAT
+// and each unit on its own computes 0.00, which once left the 0.01 invoiced
+// and never credited, with no refund able to follow.
+func TestLastPartialRefundCreditsTheVATLeft(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t, ordertest.Line("Screw", 2, 3, 1200))
+	c, err := capture.Full(o, nil, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := order.SumLines(c.Lines, o.VATMode).VAT; v != 1 {
+		t.Fatalf("invoiced VAT %d, want 1", v)
+	}
+	cid := c.ID
+	if _, err := refund.Partial(o, cid, partial(3, ordertest.Line("Screw", 1, 3, 1200)), f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, o)
+	_, err = refund.Partial(o, cid, partial(3, ordertest.Line("Screw", 1, 3, 1200)), f.Env())
+	wantFault(t, err, fault.Invalid, "refund_vat_mismatch", "orderLines")
+	if snapshot(t, o) != before {
+		t.Fatal("a refused refund changed the order")
+	}
+	if _, err := refund.Partial(o, cid, partial(3, ordertest.LineWithTotals("Screw", 1, 3, 1200, 3, 1)), f.Env()); err != nil {
+		t.Fatalf("the last unit with its VAT stated 1 off: %v", err)
+	}
+	var vat int64
+	for _, rl := range o.Refunded {
+		vat += order.SumLines(rl.Lines, o.VATMode).VAT
+	}
+	if vat != 1 {
+		t.Fatalf("credited VAT %d, invoiced 1", vat)
+	}
+}
+
+// Lines at two rates can round opposite ways and credit the right VAT in
+// all while each rate is off by one; the last refund must match each rate.
+func TestLastPartialRefundCreditsEachRate(t *testing.T) {
+	f := ordertest.New()
+	r := ordertest.CreateRequest(ordertest.Line("A", 2, 153, 2500), ordertest.Line("B", 2, 533526, 13))
+	r.VatMode = "exclVat"
+	o := f.Create(t, r, ordertest.Authorization(0))
+	c, err := capture.Full(o, nil, f.Env()) // VAT 77 (76.5) at 25 %, 1387 (1387.17) at 0.13 %
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid := c.ID
+	for _, in := range []order.LineInput{ordertest.Line("A", 1, 153, 2500), ordertest.Line("B", 1, 533526, 13), ordertest.Line("B", 1, 533526, 13)} {
+		if _, err := refund.Partial(o, cid, partial(*in.Quantity**in.UnitPrice, in), f.Env()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 38 (38.25) at 25 % and 2 × 694 (693.58) at 0.13 %: the one A left
+	// would credit 38 of the 39 left at 25 %, the total VAT coming out right.
+	_, err = refund.Partial(o, cid, partial(153, ordertest.Line("A", 1, 153, 2500)), f.Env())
+	wantFault(t, err, fault.Invalid, "refund_vat_mismatch", "orderLines")
+	if _, err := refund.Full(o, cid, nil, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if l := o.Refunded[len(o.Refunded)-1].Lines; len(l) != 2 || l[0].Vat != 13 || l[0].TotalAmount != 0 || l[0].TotalVatAmount != -1 ||
+		l[1].Vat != 2500 || l[1].TotalAmount != 153 || l[1].TotalVatAmount != 39 {
+		t.Fatalf("full refund lines %+v", l)
+	}
+}
