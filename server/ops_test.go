@@ -1,0 +1,76 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/settlement"
+	"github.com/kassahq/kassa/storage"
+)
+
+// exportFails fails the reads of a settlement's transactions while on, as
+// a store that became unavailable between the settlement's lookup and its
+// export would.
+type exportFails struct {
+	storage.Store
+	on atomic.Bool
+}
+
+func (s *exportFails) View(ctx context.Context, fn func(storage.Tx) error) error {
+	return s.Store.View(ctx, func(tx storage.Tx) error { return fn(failingTx{tx, &s.on}) })
+}
+
+type failingTx struct {
+	storage.Tx
+	on *atomic.Bool
+}
+
+func (t failingTx) SettlementTransactions(merchantID, settlementID, fromID string, size int) ([]settlement.Transaction, string, error) {
+	if t.on.Load() {
+		return nil, "", fault.New(fault.Unavailable, "store_unavailable", "the store is unavailable")
+	}
+	return t.Tx.SettlementTransactions(merchantID, settlementID, fromID, size)
+}
+
+// TestFailedSettlementExportIsNoEmptyFile: an export the store fails is
+// answered with the failure, not 200 with an empty CSV an accounting
+// import would take for a settlement without transactions.
+func TestFailedSettlementExportIsNoEmptyFile(t *testing.T) {
+	clock := NewClock(true)
+	st := &exportFails{Store: openStore(t, clock.Now)}
+	e := newEnvOn(t, true, clock, st, nil)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil); code != 200 {
+		t.Fatalf("capture %d %v", code, b)
+	}
+	_, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil)
+	sid := run["settlements"].([]any)[0].(map[string]any)["id"].(string)
+
+	st.on.Store(true)
+	r, _ := http.NewRequest("GET", e.ts.URL+"/v1/settlements/"+sid+"/export.csv", nil)
+	r.Header.Set("Authorization", e.auth)
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") ||
+		resp.Header.Get("Content-Disposition") != "" || !strings.Contains(string(body), `"store_unavailable"`) {
+		t.Fatalf("export with the store failing: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	resp, err = http.Get(e.ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(m), `route="/v1/settlements/:settlementId/export.csv",status="503"} 1`) {
+		t.Fatalf("metrics after the failed export:\n%s", m)
+	}
+}
