@@ -1,10 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -12,6 +17,63 @@ import (
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 )
+
+// logBuffer collects a server's JSON log lines; the handlers log from the
+// requests' goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines returns the records logged so far, decoded.
+func (l *logBuffer) lines(t *testing.T) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(l.b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestErrorLinesCarryTheRequestID: whatever a handler logs about a request
+// (here /readyz with the store down) carries its request id.
+func TestErrorLinesCarryTheRequestID(t *testing.T) {
+	logs := &logBuffer{}
+	clock := NewClock(true)
+	e := newEnvOn(t, true, clock, openStore(t, clock.Now), func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+		c.Ready = func(context.Context) error { return errors.New("database down") }
+	})
+	if code, _, _ := e.req("GET", "/readyz", "", "", map[string]string{"X-Request-Id": "trace-ready-1"}); code != 503 {
+		t.Fatalf("/readyz with the store down: %d", code)
+	}
+	found := false
+	for _, l := range logs.lines(t) {
+		if l["msg"] == "not ready" {
+			found = true
+			if l["requestId"] != "trace-ready-1" {
+				t.Errorf("not-ready line without the request id: %v", l)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no not-ready line")
+	}
+}
 
 // exportFails fails the reads of a settlement's transactions while on, as
 // a store that became unavailable between the settlement's lookup and its

@@ -86,6 +86,7 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Logger = slog.New(requestLog{cfg.Logger.Handler()})
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
@@ -277,6 +278,33 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.router.ServeHTTP(rec, r)
 }
+
+// requestLog adds the request id of a record's context to every line the
+// server logs while serving a request (an internal error, a failed render,
+// /readyz's reason), so that the line is found from the requestId a client
+// quotes; the logger's own handler does not read the context.
+type requestLog struct{ slog.Handler }
+
+func (h requestLog) Handle(ctx context.Context, r slog.Record) error {
+	if id := requestID(ctx); id != "" {
+		has := false
+		r.Attrs(func(a slog.Attr) bool {
+			has = a.Key == "requestId"
+			return !has
+		})
+		if !has {
+			r = r.Clone()
+			r.AddAttrs(slog.String("requestId", id))
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return requestLog{h.Handler.WithAttrs(as)}
+}
+
+func (h requestLog) WithGroup(name string) slog.Handler { return requestLog{h.Handler.WithGroup(name)} }
 
 // untimedKey holds a request's context before Config.StoreTimeout.
 type untimedKey struct{}
