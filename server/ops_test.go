@@ -49,6 +49,36 @@ func (l *logBuffer) lines(t *testing.T) []map[string]any {
 	return out
 }
 
+// TestPanicIsLoggedOnceWithItsRequestID: a handler that panics is answered
+// 500 as a problem document quoting the request id, and the log holds one
+// error line for it, carrying that id and the stack, so that an operator
+// given the id finds the cause.
+func TestPanicIsLoggedOnceWithItsRequestID(t *testing.T) {
+	logs := &logBuffer{}
+	clock := NewClock(true)
+	e := newEnvOn(t, true, clock, openStore(t, clock.Now), func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+		c.Ready = func(context.Context) error { panic("boom in a handler") }
+	})
+	code, h, b := e.req("GET", "/readyz", "", "", map[string]string{"X-Request-Id": "trace-panic-1"})
+	if code != 500 || b["code"] != "internal" || b["requestId"] != "trace-panic-1" || !strings.HasPrefix(h.Get("Content-Type"), "application/problem+json") {
+		t.Fatalf("panic answered %d %v %v", code, h, b)
+	}
+	var errorLines []map[string]any
+	for _, l := range logs.lines(t) {
+		if l["level"] == "ERROR" {
+			errorLines = append(errorLines, l)
+		}
+	}
+	if len(errorLines) != 1 {
+		t.Fatalf("%d error lines for one panic, want 1: %v", len(errorLines), errorLines)
+	}
+	l := errorLines[0]
+	if l["requestId"] != "trace-panic-1" || !strings.Contains(l["panic"].(string), "boom in a handler") || !strings.Contains(l["stack"].(string), "goroutine ") {
+		t.Fatalf("panic logged as %v", l)
+	}
+}
+
 // TestErrorLinesCarryTheRequestID: whatever a handler logs about a request
 // (here /readyz with the store down) carries its request id.
 func TestErrorLinesCarryTheRequestID(t *testing.T) {

@@ -86,7 +86,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			Detail: "the client went away before the answer", Code: "client_closed_request", RequestID: p.RequestID}
 	case fe.Kind == fault.Internal:
 		// Only internal errors are logged with their cause; the client sees no internals.
-		s.log.ErrorContext(r.Context(), "internal error", slog.String("requestId", p.RequestID), slog.Any("err", err))
+		if !errors.Is(err, errRecovered) {
+			s.log.ErrorContext(r.Context(), "internal error", slog.String("requestId", p.RequestID), slog.Any("err", err))
+		}
 		p.Detail = "an internal error occurred; quote the requestId when reporting it"
 	case fe.Kind == fault.Unavailable:
 		s.log.WarnContext(r.Context(), "unavailable", slog.String("requestId", p.RequestID), slog.Any("err", err))

@@ -239,7 +239,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if p := recover(); p != nil {
 			s.log.ErrorContext(ctx, "panic", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			if rec.status == 0 {
-				s.writeError(rec, r, fault.Internalf(nil, "panic"))
+				s.writeError(rec, r, fault.Internalf(errRecovered, "panic"))
 			}
 		}
 		d := time.Since(start)
@@ -305,6 +305,11 @@ func (h requestLog) WithAttrs(as []slog.Attr) slog.Handler {
 }
 
 func (h requestLog) WithGroup(name string) slog.Handler { return requestLog{h.Handler.WithGroup(name)} }
+
+// errRecovered is the cause of the 500 that answers a handler's panic,
+// which is logged with its stack where it is recovered: writeError does not
+// log it again.
+var errRecovered = errors.New("panic, logged with its stack")
 
 // untimedKey holds a request's context before Config.StoreTimeout.
 type untimedKey struct{}
