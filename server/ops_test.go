@@ -166,3 +166,34 @@ func TestFailedSettlementExportIsNoEmptyFile(t *testing.T) {
 		t.Fatalf("metrics after the failed export:\n%s", m)
 	}
 }
+
+// TestAccessLogNamesTheRefusal: the access line of a refused request names
+// the problem's code (or the OAuth error), so that an operator can tell
+// refusals of one status apart; a success names none.
+func TestAccessLogNamesTheRefusal(t *testing.T) {
+	logs := &logBuffer{}
+	clock := NewClock(true)
+	e := newEnvOn(t, true, clock, openStore(t, clock.Now), func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	e.req("GET", "/v1/orders/nope", "", e.auth, map[string]string{"X-Request-Id": "r-404"})
+	e.req("GET", "/v1/orders", "", e.auth, map[string]string{"X-Request-Id": "r-200"})
+	r, _ := http.NewRequest("POST", e.ts.URL+"/oauth/token", strings.NewReader("grant_type=client_credentials"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Authorization", basic("nobody", "wrong-secret-123"))
+	r.Header.Set("X-Request-Id", "r-oauth")
+	e.send(r)
+	want := map[string]string{"r-404": "order_not_found", "r-200": "", "r-oauth": "invalid_client"}
+	for _, l := range logs.lines(t) {
+		id, _ := l["requestId"].(string)
+		if w, ok := want[id]; ok && l["msg"] == "request" {
+			if l["code"] != w {
+				t.Errorf("access line of %s: code %v, want %q", id, l["code"], w)
+			}
+			delete(want, id)
+		}
+	}
+	if len(want) != 0 {
+		t.Fatalf("no access lines for %v", want)
+	}
+}

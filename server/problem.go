@@ -97,6 +97,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kassa"`)
 	}
+	noteCode(w, p.Code)
 	body, _ := json.Marshal(p)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)

@@ -126,6 +126,7 @@ type statusRecorder struct {
 	status int
 	bytes  int
 	route  string // pattern of the matched route, set by the route wrapper
+	code   string // the problem's code (or OAuth error) of a refusal, for the access log
 }
 
 func (w *statusRecorder) WriteHeader(code int) {
@@ -160,6 +161,15 @@ func validRequestID(id string) bool {
 		}
 	}
 	return true
+}
+
+// noteCode records the code of a refusal for the access log, which with the
+// status alone could not tell a version conflict from an amount over the
+// uncaptured one, or a store outage from a lock wait.
+func noteCode(w http.ResponseWriter, code string) {
+	if sr, ok := w.(*statusRecorder); ok {
+		sr.code = code
+	}
 }
 
 // ambiguousPath reports a path the router would read differently from the
@@ -248,7 +258,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
 			slog.String("requestId", id), slog.String("method", method), slog.String("path", r.URL.Path),
 			slog.String("route", route), slog.Int("status", rec.status), slog.Int("bytes", rec.bytes),
-			slog.Float64("durationMs", float64(d.Microseconds())/1000), slog.String("merchantId", merchantOf(r.Context())))
+			slog.Float64("durationMs", float64(d.Microseconds())/1000), slog.String("merchantId", merchantOf(r.Context())),
+			slog.String("code", rec.code))
 	}()
 	if ambiguousPath(r.URL) {
 		s.writeError(rec, r, fault.NotFoundf("route_not_found", "no route %s %s", r.Method, r.URL.EscapedPath()))
