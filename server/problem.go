@@ -78,7 +78,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	p := Problem{Type: problemBase + fe.Code, Title: titleOf[fe.Kind], Status: status, Detail: fe.Message,
 		Code: fe.Code, Errors: fe.Fields, RequestID: requestID(r.Context())}
 	switch {
-	case r.Context().Err() != nil && context.Cause(r.Context()) != errStoreTimeout && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case clientGone(r, err):
 		// The client hung up: whatever failed because of it is not the server's error.
 		s.log.DebugContext(r.Context(), "client closed the request", slog.String("requestId", p.RequestID), slog.Any("err", err))
 		status = statusClientClosed
@@ -102,6 +102,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	w.Write(body)
+}
+
+// clientGone reports whether err is r's client hanging up, not a failure of
+// the server's (the store timeout ends r's context too).
+func clientGone(r *http.Request, err error) bool {
+	return r.Context().Err() != nil && context.Cause(r.Context()) != errStoreTimeout &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
