@@ -241,6 +241,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
 
 // oauthFail answers a token request with an RFC 6749 §5.2 error.
 func oauthFail(w http.ResponseWriter, status int, code, description string) {
+	noteCode(w, code)
 	writeJSON(w, status, oauthError{code, description})
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"html/template"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -247,9 +248,18 @@ func containsCompany(ms []company.Match, id string) bool {
 // checkoutFailure answers the buyer with a plain page, never a JSON problem.
 func (s *Server) checkoutFailure(w http.ResponseWriter, r *http.Request, err error) {
 	status, msg := http.StatusInternalServerError, "Something went wrong. Please try again later."
-	switch fault.KindOf(err) {
-	case fault.NotFound, fault.Forbidden:
+	// As writeError's: a hang-up and a store outage are recorded as such,
+	// not as the server errors an operator is paged for.
+	switch kind := fault.KindOf(err); {
+	case kind == fault.NotFound || kind == fault.Forbidden:
 		status, msg = http.StatusNotFound, "This checkout link is not valid."
+	case clientGone(r, err):
+		s.log.DebugContext(r.Context(), "client closed the request", slog.Any("err", err))
+		status = statusClientClosed
+	case kind == fault.Unavailable:
+		s.log.WarnContext(r.Context(), "unavailable", slog.Any("err", err))
+		w.Header().Set("Retry-After", "1")
+		status, msg = http.StatusServiceUnavailable, "The service is briefly unavailable. Please try again in a moment."
 	default:
 		s.log.ErrorContext(r.Context(), "checkout", "err", err)
 	}

@@ -105,11 +105,11 @@ func operations() []op {
 		status:  200, contentType: "text/html", errs: []int{403, 404},
 		query: []param{{name: "expires", typ: "integer", required: true}, {name: "signature", typ: "string", required: true}}})
 	add(op{method: "GET", path: "/checkout/{merchantId}/{sessionId}", id: "checkoutPage", tag: "Hosted checkout",
-		summary: "The buyer's hosted checkout page of a session (the session's checkoutUrl); 429 shows it without results when q passes the company search limit", status: 200, contentType: "text/html", errs: []int{404, 429},
+		summary: "The buyer's hosted checkout page of a session (the session's checkoutUrl); 429 shows it without results when q passes the company search limit", status: 200, contentType: "text/html", errs: []int{404, 429, 503},
 		query: []param{{name: "sig", typ: "string", required: true}, {name: "q", typ: "string", desc: "company search"}}})
 	add(op{method: "POST", path: "/checkout/{merchantId}/{sessionId}", id: "checkoutSubmit", tag: "Hosted checkout",
 		summary: "The buyer approves or declines (HTML form); answers 303 to the page, 422 with the form and its errors, or 409 with the form when the order changed since the page was shown",
-		status:  303, contentType: "text/html", errs: []int{404, 409, 422}})
+		status:  303, contentType: "text/html", errs: []int{404, 409, 422, 503}})
 
 	add(op{method: "GET", path: "/v1/orders", id: "listOrders", summary: "List orders, newest first", tag: "Order Management", auth: true,
 		status: 200, resp: OrderList{}, errs: reads, query: orderQuery})

@@ -78,7 +78,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	p := Problem{Type: problemBase + fe.Code, Title: titleOf[fe.Kind], Status: status, Detail: fe.Message,
 		Code: fe.Code, Errors: fe.Fields, RequestID: requestID(r.Context())}
 	switch {
-	case r.Context().Err() != nil && context.Cause(r.Context()) != errStoreTimeout && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case clientGone(r, err):
 		// The client hung up: whatever failed because of it is not the server's error.
 		s.log.DebugContext(r.Context(), "client closed the request", slog.String("requestId", p.RequestID), slog.Any("err", err))
 		status = statusClientClosed
@@ -86,7 +86,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			Detail: "the client went away before the answer", Code: "client_closed_request", RequestID: p.RequestID}
 	case fe.Kind == fault.Internal:
 		// Only internal errors are logged with their cause; the client sees no internals.
-		s.log.ErrorContext(r.Context(), "internal error", slog.String("requestId", p.RequestID), slog.Any("err", err))
+		if !errors.Is(err, errRecovered) {
+			s.log.ErrorContext(r.Context(), "internal error", slog.String("requestId", p.RequestID), slog.Any("err", err))
+		}
 		p.Detail = "an internal error occurred; quote the requestId when reporting it"
 	case fe.Kind == fault.Unavailable:
 		s.log.WarnContext(r.Context(), "unavailable", slog.String("requestId", p.RequestID), slog.Any("err", err))
@@ -95,10 +97,18 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kassa"`)
 	}
+	noteCode(w, p.Code)
 	body, _ := json.Marshal(p)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	w.Write(body)
+}
+
+// clientGone reports whether err is r's client hanging up, not a failure of
+// the server's (the store timeout ends r's context too).
+func clientGone(r *http.Request, err error) bool {
+	return r.Context().Err() != nil && context.Cause(r.Context()) != errStoreTimeout &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

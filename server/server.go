@@ -86,6 +86,7 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Logger = slog.New(requestLog{cfg.Logger.Handler()})
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
@@ -125,6 +126,7 @@ type statusRecorder struct {
 	status int
 	bytes  int
 	route  string // pattern of the matched route, set by the route wrapper
+	code   string // the problem's code (or OAuth error) of a refusal, for the access log
 }
 
 func (w *statusRecorder) WriteHeader(code int) {
@@ -159,6 +161,15 @@ func validRequestID(id string) bool {
 		}
 	}
 	return true
+}
+
+// noteCode records the code of a refusal for the access log, which with the
+// status alone could not tell a version conflict from an amount over the
+// uncaptured one, or a store outage from a lock wait.
+func noteCode(w http.ResponseWriter, code string) {
+	if sr, ok := w.(*statusRecorder); ok {
+		sr.code = code
+	}
 }
 
 // ambiguousPath reports a path the router would read differently from the
@@ -238,7 +249,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if p := recover(); p != nil {
 			s.log.ErrorContext(ctx, "panic", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			if rec.status == 0 {
-				s.writeError(rec, r, fault.Internalf(nil, "panic"))
+				s.writeError(rec, r, fault.Internalf(errRecovered, "panic"))
 			}
 		}
 		d := time.Since(start)
@@ -247,7 +258,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
 			slog.String("requestId", id), slog.String("method", method), slog.String("path", r.URL.Path),
 			slog.String("route", route), slog.Int("status", rec.status), slog.Int("bytes", rec.bytes),
-			slog.Float64("durationMs", float64(d.Microseconds())/1000), slog.String("merchantId", merchantOf(r.Context())))
+			slog.Float64("durationMs", float64(d.Microseconds())/1000), slog.String("merchantId", merchantOf(r.Context())),
+			slog.String("code", rec.code))
 	}()
 	if ambiguousPath(r.URL) {
 		s.writeError(rec, r, fault.NotFoundf("route_not_found", "no route %s %s", r.Method, r.URL.EscapedPath()))
@@ -277,6 +289,38 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.router.ServeHTTP(rec, r)
 }
+
+// requestLog adds the request id of a record's context to every line the
+// server logs while serving a request (an internal error, a failed render,
+// /readyz's reason), so that the line is found from the requestId a client
+// quotes; the logger's own handler does not read the context.
+type requestLog struct{ slog.Handler }
+
+func (h requestLog) Handle(ctx context.Context, r slog.Record) error {
+	if id := requestID(ctx); id != "" {
+		has := false
+		r.Attrs(func(a slog.Attr) bool {
+			has = a.Key == "requestId"
+			return !has
+		})
+		if !has {
+			r = r.Clone()
+			r.AddAttrs(slog.String("requestId", id))
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return requestLog{h.Handler.WithAttrs(as)}
+}
+
+func (h requestLog) WithGroup(name string) slog.Handler { return requestLog{h.Handler.WithGroup(name)} }
+
+// errRecovered is the cause of the 500 that answers a handler's panic,
+// which is logged with its stack where it is recovered: writeError does not
+// log it again.
+var errRecovered = errors.New("panic, logged with its stack")
 
 // untimedKey holds a request's context before Config.StoreTimeout.
 type untimedKey struct{}

@@ -45,9 +45,15 @@ func (s *Server) settlementRoutes() {
 			s.writeError(w, r, err)
 			return
 		}
-		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		w.Header().Set("Content-Disposition", `attachment; filename="settlement-`+id+`.csv"`)
-		if err := s.ledger.ExportSettlement(r.Context(), merchantOf(r.Context()), id, w); err != nil {
+		out := &exportWriter{w: w, id: id}
+		if err := s.ledger.ExportSettlement(r.Context(), merchantOf(r.Context()), id, out); err != nil {
+			if !out.wrote {
+				// The export writes only once every row is read, so a read
+				// that failed sent nothing: answered with its failure, not
+				// 200 with an empty file an import would take as whole.
+				s.writeError(w, r, err)
+				return
+			}
 			s.log.ErrorContext(r.Context(), "settlement export", "err", err)
 		}
 	}))
@@ -80,4 +86,22 @@ func (s *Server) listSettlements(w http.ResponseWriter, r *http.Request, _ httpr
 		return
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// exportWriter sets the CSV headers with the first write of an export, so
+// that an export that fails before it writes can still be answered with a
+// problem document.
+type exportWriter struct {
+	w     http.ResponseWriter
+	id    string
+	wrote bool
+}
+
+func (e *exportWriter) Write(p []byte) (int, error) {
+	if !e.wrote {
+		e.wrote = true
+		e.w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		e.w.Header().Set("Content-Disposition", `attachment; filename="settlement-`+e.id+`.csv"`)
+	}
+	return e.w.Write(p)
 }

@@ -1,0 +1,251 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/settlement"
+	"github.com/kassahq/kassa/storage"
+)
+
+// logBuffer collects a server's JSON log lines; the handlers log from the
+// requests' goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines returns the records logged so far, decoded.
+func (l *logBuffer) lines(t *testing.T) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(l.b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestPanicIsLoggedOnceWithItsRequestID: a handler that panics is answered
+// 500 as a problem document quoting the request id, and the log holds one
+// error line for it, carrying that id and the stack, so that an operator
+// given the id finds the cause.
+func TestPanicIsLoggedOnceWithItsRequestID(t *testing.T) {
+	logs := &logBuffer{}
+	clock := NewClock(true)
+	e := newEnvOn(t, true, clock, openStore(t, clock.Now), func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+		c.Ready = func(context.Context) error { panic("boom in a handler") }
+	})
+	code, h, b := e.req("GET", "/readyz", "", "", map[string]string{"X-Request-Id": "trace-panic-1"})
+	if code != 500 || b["code"] != "internal" || b["requestId"] != "trace-panic-1" || !strings.HasPrefix(h.Get("Content-Type"), "application/problem+json") {
+		t.Fatalf("panic answered %d %v %v", code, h, b)
+	}
+	var errorLines []map[string]any
+	for _, l := range logs.lines(t) {
+		if l["level"] == "ERROR" {
+			errorLines = append(errorLines, l)
+		}
+	}
+	if len(errorLines) != 1 {
+		t.Fatalf("%d error lines for one panic, want 1: %v", len(errorLines), errorLines)
+	}
+	l := errorLines[0]
+	if l["requestId"] != "trace-panic-1" || !strings.Contains(l["panic"].(string), "boom in a handler") || !strings.Contains(l["stack"].(string), "goroutine ") {
+		t.Fatalf("panic logged as %v", l)
+	}
+}
+
+// TestErrorLinesCarryTheRequestID: whatever a handler logs about a request
+// (here /readyz with the store down) carries its request id.
+func TestErrorLinesCarryTheRequestID(t *testing.T) {
+	logs := &logBuffer{}
+	clock := NewClock(true)
+	e := newEnvOn(t, true, clock, openStore(t, clock.Now), func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+		c.Ready = func(context.Context) error { return errors.New("database down") }
+	})
+	if code, _, _ := e.req("GET", "/readyz", "", "", map[string]string{"X-Request-Id": "trace-ready-1"}); code != 503 {
+		t.Fatalf("/readyz with the store down: %d", code)
+	}
+	found := false
+	for _, l := range logs.lines(t) {
+		if l["msg"] == "not ready" {
+			found = true
+			if l["requestId"] != "trace-ready-1" {
+				t.Errorf("not-ready line without the request id: %v", l)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no not-ready line")
+	}
+}
+
+// exportFails fails the reads of a settlement's transactions while on, as
+// a store that became unavailable between the settlement's lookup and its
+// export would.
+type exportFails struct {
+	storage.Store
+	on atomic.Bool
+}
+
+func (s *exportFails) View(ctx context.Context, fn func(storage.Tx) error) error {
+	return s.Store.View(ctx, func(tx storage.Tx) error { return fn(failingTx{tx, &s.on}) })
+}
+
+type failingTx struct {
+	storage.Tx
+	on *atomic.Bool
+}
+
+func (t failingTx) SettlementTransactions(merchantID, settlementID, fromID string, size int) ([]settlement.Transaction, string, error) {
+	if t.on.Load() {
+		return nil, "", fault.New(fault.Unavailable, "store_unavailable", "the store is unavailable")
+	}
+	return t.Tx.SettlementTransactions(merchantID, settlementID, fromID, size)
+}
+
+// TestFailedSettlementExportIsNoEmptyFile: an export the store fails is
+// answered with the failure, not 200 with an empty CSV an accounting
+// import would take for a settlement without transactions.
+func TestFailedSettlementExportIsNoEmptyFile(t *testing.T) {
+	clock := NewClock(true)
+	st := &exportFails{Store: openStore(t, clock.Now)}
+	e := newEnvOn(t, true, clock, st, nil)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil); code != 200 {
+		t.Fatalf("capture %d %v", code, b)
+	}
+	_, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil)
+	sid := run["settlements"].([]any)[0].(map[string]any)["id"].(string)
+
+	st.on.Store(true)
+	r, _ := http.NewRequest("GET", e.ts.URL+"/v1/settlements/"+sid+"/export.csv", nil)
+	r.Header.Set("Authorization", e.auth)
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") ||
+		resp.Header.Get("Content-Disposition") != "" || !strings.Contains(string(body), `"store_unavailable"`) {
+		t.Fatalf("export with the store failing: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	resp, err = http.Get(e.ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(m), `route="/v1/settlements/:settlementId/export.csv",status="503"} 1`) {
+		t.Fatalf("metrics after the failed export:\n%s", m)
+	}
+}
+
+// TestAccessLogNamesTheRefusal: the access line of a refused request names
+// the problem's code (or the OAuth error), so that an operator can tell
+// refusals of one status apart; a success names none.
+func TestAccessLogNamesTheRefusal(t *testing.T) {
+	logs := &logBuffer{}
+	clock := NewClock(true)
+	e := newEnvOn(t, true, clock, openStore(t, clock.Now), func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	e.req("GET", "/v1/orders/nope", "", e.auth, map[string]string{"X-Request-Id": "r-404"})
+	e.req("GET", "/v1/orders", "", e.auth, map[string]string{"X-Request-Id": "r-200"})
+	r, _ := http.NewRequest("POST", e.ts.URL+"/oauth/token", strings.NewReader("grant_type=client_credentials"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Authorization", basic("nobody", "wrong-secret-123"))
+	r.Header.Set("X-Request-Id", "r-oauth")
+	e.send(r)
+	want := map[string]string{"r-404": "order_not_found", "r-200": "", "r-oauth": "invalid_client"}
+	for _, l := range logs.lines(t) {
+		id, _ := l["requestId"].(string)
+		if w, ok := want[id]; ok && l["msg"] == "request" {
+			if l["code"] != w {
+				t.Errorf("access line of %s: code %v, want %q", id, l["code"], w)
+			}
+			delete(want, id)
+		}
+	}
+	if len(want) != 0 {
+		t.Fatalf("no access lines for %v", want)
+	}
+}
+
+// outage fails every transaction while on, as a database that went away.
+type outage struct {
+	storage.Store
+	on atomic.Bool
+}
+
+func (s *outage) View(ctx context.Context, fn func(storage.Tx) error) error {
+	if s.on.Load() {
+		return fault.New(fault.Unavailable, "store_unavailable", "the database cannot be reached")
+	}
+	return s.Store.View(ctx, fn)
+}
+
+func (s *outage) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	if s.on.Load() {
+		return fault.New(fault.Unavailable, "store_unavailable", "the database cannot be reached")
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// TestCheckoutPageDuringAStoreOutage: the buyer's page, while the store is
+// down, is answered 503 with Retry-After and logged as the outage it is, as
+// the API's routes are, not 500 and an error line an alert on server
+// errors would page someone for as a bug.
+func TestCheckoutPageDuringAStoreOutage(t *testing.T) {
+	logs := &logBuffer{}
+	clock := NewClock(true)
+	st := &outage{Store: openStore(t, clock.Now)}
+	e := newEnvOn(t, true, clock, st, func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	code, _, s := e.do("POST", "/v1/sessions", fill(sessionBody, "store-1", "PO-1", "ext-1"), e.auth)
+	if code != 201 {
+		t.Fatalf("session %d %v", code, s)
+	}
+	st.on.Store(true)
+	resp, err := http.Get(s["checkoutUrl"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("checkout page during an outage: %d %v\n%s", resp.StatusCode, resp.Header, page)
+	}
+	for _, l := range logs.lines(t) {
+		if l["level"] == "ERROR" {
+			t.Errorf("an outage logged as an error: %v", l)
+		}
+	}
+}
