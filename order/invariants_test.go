@@ -167,6 +167,38 @@ func (m *machine) newLine(t *rapid.T, lo, hi int64) (order.LineInput, int64, int
 	return ordertest.Line("extra", 1, amount, 0), amount, amount
 }
 
+// closesEveryRate reports whether one refund line of total at in's rate
+// credits exactly what capture c has left at every VAT rate, counted here
+// from the lines, apart from the refund package's own sums.
+func (m *machine) closesEveryRate(c *order.Ledger, in order.LineInput, total int64) bool {
+	type sums struct{ total, vat int64 }
+	left := map[int64]sums{}
+	add := func(ls []order.Line, sign int64) {
+		for _, l := range ls {
+			s := left[l.Vat]
+			left[l.Vat] = sums{s.total + sign*l.TotalAmount, s.vat + sign*l.TotalVatAmount}
+		}
+	}
+	add(c.Lines, 1)
+	for i := range m.o.Refunded {
+		if m.o.Refunded[i].RefundOf == c.ID {
+			add(m.o.Refunded[i].Lines, -1)
+		}
+	}
+	var rate int64
+	if in.Vat != nil {
+		rate = *in.Vat
+	}
+	s := left[rate]
+	left[rate] = sums{s.total - total, s.vat - money.LineVAT(total, rate, m.o.VATMode)}
+	for _, s := range left {
+		if s != (sums{}) {
+			return false
+		}
+	}
+	return true
+}
+
 func (m *machine) pickLedger(t *rapid.T, kinds ...order.LedgerKind) *order.Ledger {
 	var ls []*order.Ledger
 	for _, k := range kinds {
@@ -373,7 +405,8 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 			var total int64
 			kind := fault.NotAvailable
 			if ok {
-				in, total, _ = m.newLine(t, 1, refundable)
+				var g int64
+				in, total, g = m.newLine(t, 1, refundable)
 				// No more VAT back than the capture has left to credit.
 				_, _, capVAT := m.gross(l.Lines)
 				for i := range m.o.Refunded {
@@ -387,6 +420,11 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 					if askVAT < min(0, capVAT) || askVAT > max(0, capVAT) {
 						ok, kind = false, fault.Invalid
 					}
+				}
+				// A refund of all that is left is the capture's last: at each
+				// VAT rate it must credit exactly what is left there.
+				if ok && g == refundable && !m.closesEveryRate(l, in, total) {
+					ok, kind = false, fault.Invalid
 				}
 			} else {
 				in, total = ordertest.Line("x", 1, 1, 0), 1
