@@ -35,6 +35,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/company"
@@ -191,7 +192,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.addr, "addr", envDefault("addr", "127.0.0.1:8080"), "listen address (KASSA_ADDR)")
 	fs.StringVar(&c.data, "data", envDefault("data", "./kassa-data"), "data directory; the store is DATA/kassa.db (KASSA_DATA)")
 	fs.StringVar(&c.clientID, "client-id", envDefault("client-id", ""), "create or keep the sandbox merchant with this client id (KASSA_CLIENT_ID)")
-	fs.StringVar(&c.clientSecret, "client-secret", envDefault("client-secret", ""), "secret for --client-id (KASSA_CLIENT_SECRET)")
+	fs.StringVar(&c.clientSecret, "client-secret", envDefault("client-secret", ""), "secret for --client-id, at least 12 characters (KASSA_CLIENT_SECRET)")
 	fs.StringVar(&c.tlsCert, "tls-cert", envDefault("tls-cert", ""), "TLS certificate file; serve HTTPS when set with --tls-key (KASSA_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", envDefault("tls-key", ""), "TLS private key file (KASSA_TLS_KEY)")
 	fs.StringVar(&c.baseURL, "base-url", envDefault("base-url", ""), "public base URL used in links (KASSA_BASE_URL); default http(s)://ADDR")
@@ -334,6 +335,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	if (c.clientID == "") != (c.clientSecret == "") {
 		fmt.Fprintln(stderr, "kassa: --client-id and --client-secret go together")
+		return 2
+	}
+	// The secret is all that keeps the merchant's orders from anyone who
+	// can reach the server: one a few guesses find would hand them over (a
+	// generated one has 32 random characters).
+	if c.clientSecret != "" && utf8.RuneCountInString(c.clientSecret) < minClientSecret {
+		fmt.Fprintf(stderr, "kassa: --client-secret (KASSA_CLIENT_SECRET) needs at least %d characters; leave out both --client-id and --client-secret to have a merchant with a generated secret made and printed\n", minClientSecret)
 		return 2
 	}
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
@@ -690,6 +698,9 @@ func openStore(kind, data, databaseURL string, clock func() time.Time, cacheByte
 	}
 	return nil, fmt.Errorf("unknown --store %q (bolt or postgres)", kind)
 }
+
+// minClientSecret is the fewest characters --client-secret may have.
+const minClientSecret = 12
 
 // configureWebhook points the sandbox merchant's notifications at
 // --webhook-url: the --client-id merchant, or else the oldest sandbox merchant.

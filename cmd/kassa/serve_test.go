@@ -468,3 +468,18 @@ func serveRefused(t *testing.T, code int, want string, args ...string) {
 		stopInProcess(t, done)
 	}
 }
+
+// TestShortClientSecretRefused: --client-secret guards the merchant it
+// names (with --sandbox=false, a real one), so a secret a few guesses find
+// is refused at start; README's example passes.
+func TestShortClientSecretRefused(t *testing.T) {
+	for _, bad := range []string{"b", "secret", "elevenchars"} {
+		serveRefused(t, 2, "--client-secret", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
+			"--client-id", "demo", "--client-secret", bad)
+	}
+	t.Setenv("KASSA_CLIENT_SECRET", "s1")
+	serveRefused(t, 2, "KASSA_CLIENT_SECRET", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--client-id", "demo")
+	_, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
+		"--client-id", "demo", "--client-secret", "demo-secret-123")
+	stopInProcess(t, done)
+}
