@@ -344,6 +344,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: --client-secret (KASSA_CLIENT_SECRET) needs at least %d characters; leave out both --client-id and --client-secret to have a merchant with a generated secret made and printed\n", minClientSecret)
 		return 2
 	}
+	if err := checkStore(c.store, c.databaseURL); err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return 2
+	}
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		fmt.Fprintf(stderr, "kassa: data directory: %v\n", err)
 		return 1
@@ -679,6 +683,9 @@ func companies(args []string, stdout, stderr io.Writer) int {
 // openStore opens the store the flags name; cacheBytes bounds its cache of decoded orders
 // (0: the default, negative: none).
 func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64, lockWait time.Duration) (storage.Store, error) {
+	if err := checkStore(kind, databaseURL); err != nil {
+		return nil, err
+	}
 	switch kind {
 	case "bolt":
 		path := filepath.Join(data, "kassa.db")
@@ -689,14 +696,24 @@ func openStore(kind, data, databaseURL string, clock func() time.Time, cacheByte
 		}
 		return st, err
 	case "postgres":
-		if databaseURL == "" {
-			return nil, errors.New("--store postgres needs --database-url (or KASSA_DATABASE_URL)")
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		return postgres.Open(ctx, databaseURL, postgres.Options{Clock: clock, DecodedOrderBytes: cacheBytes})
 	}
 	return nil, fmt.Errorf("unknown --store %q (bolt or postgres)", kind)
+}
+
+// checkStore refuses a --store openStore could not open, before a command
+// has done anything: serve would otherwise have made the data directory and
+// its key first, and answered a usage error as a failure to open.
+func checkStore(kind, databaseURL string) error {
+	switch {
+	case kind != "bolt" && kind != "postgres":
+		return fmt.Errorf("unknown --store %q (KASSA_STORE): bolt or postgres", kind)
+	case kind == "postgres" && databaseURL == "":
+		return errors.New("--store postgres needs --database-url (or KASSA_DATABASE_URL)")
+	}
+	return nil
 }
 
 // minClientSecret is the fewest characters --client-secret may have.
@@ -928,6 +945,10 @@ func settle(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if !noArguments(fs, stderr) {
+		return 2
+	}
+	if err := checkStore(*kind, *dbURL); err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 2
 	}
 	// A sandbox's settlements are dated by its clock, as the server's daily

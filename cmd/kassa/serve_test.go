@@ -483,3 +483,21 @@ func TestShortClientSecretRefused(t *testing.T) {
 		"--client-id", "demo", "--client-secret", "demo-secret-123")
 	stopInProcess(t, done)
 }
+
+// TestBadStoreRefusedFirst: an unknown --store, or postgres without a URL,
+// is a usage error (exit 2) found before anything is written, not a failure
+// to open the store after the data directory and its key were made.
+func TestBadStoreRefusedFirst(t *testing.T) {
+	t.Setenv("KASSA_DATABASE_URL", "")
+	for _, args := range [][]string{{"--store", "bogus"}, {"--store", "postgres"}} {
+		data := filepath.Join(t.TempDir(), "data")
+		serveRefused(t, 2, "--store", append([]string{"--data", data, "--addr", "127.0.0.1:0"}, args...)...)
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("serve %q left %s behind: %v", args, data, err)
+		}
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"settle", "--data", data}, args...), &out, &errb); code != 2 || !strings.Contains(errb.String(), "--store") {
+			t.Errorf("settle %q: exit %d, %s", args, code, errb.String())
+		}
+	}
+}
