@@ -696,6 +696,8 @@ func openStore(kind, data, databaseURL string, clock func() time.Time, cacheByte
 		}
 		return st, err
 	case "postgres":
+		// The minute bounds reaching the database and waiting for another
+		// replica's migration; one this replica begins runs to its end.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		return postgres.Open(ctx, databaseURL, postgres.Options{Clock: clock, DecodedOrderBytes: cacheBytes})

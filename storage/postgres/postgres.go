@@ -90,6 +90,8 @@ const (
 const defaultConnectTimeout = 10 * time.Second
 
 // Open connects, applies the migrations this binary carries, and returns the store.
+// ctx bounds connecting and waiting for another replica's migration; a
+// migration this one has begun runs to its end (see migrate).
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -154,13 +156,20 @@ func setsPoolSize(url string) bool {
 // it is this replica's, it lets go of the lock, so the older one goes on,
 // and starts over: the migration was not recorded, and the index it left
 // invalid is built again.
+//
+// ctx bounds reaching the database and waiting for the lock, not the
+// migrations it then applies: cancelled, one rolls back, so a migration
+// longer than the caller's deadline (a large table's index build, one
+// waiting on a long transaction) would be started over at every start and
+// never finish. The process ending still stops it.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	run := context.WithoutCancel(ctx)
 	for attempt := 1; ; attempt++ {
 		err := withSessionLock(ctx, pool, lockMigrate, "migration", func(conn *pgxpool.Conn) error {
-			if err := applyMigrations(ctx, conn); err != nil {
+			if err := applyMigrations(run, conn); err != nil {
 				return err
 			}
-			return fillSessionColumns(ctx, conn)
+			return fillSessionColumns(run, conn)
 		})
 		var pe *pgconn.PgError
 		if attempt >= 5 || !errors.As(err, &pe) || pe.Code != "40P01" {
