@@ -95,7 +95,7 @@ const defaultConnectTimeout = 10 * time.Second
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, urlError(err)
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		// Without a bound, a URL that names a port where something other
@@ -129,6 +129,24 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		opts.Clock = time.Now
 	}
 	return &Store{pool: pool, clock: opts.Clock, decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}, nil
+}
+
+// urlError says why a database URL could not be parsed without quoting it.
+// pgx quotes it with the password masked, but only as best it can: after an
+// unescaped '@' in the password, the rest of it was shown, in a message that
+// goes to the logs.
+func urlError(err error) error {
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	// Error is "cannot parse `URL`: why": pgx's own words follow the last
+	// "`: ".
+	msg := pe.Error()
+	if i := strings.LastIndex(msg, "`: "); i >= 0 {
+		return fmt.Errorf("postgres: cannot parse the database URL: %s", msg[i+len("`: "):])
+	}
+	return errors.New("postgres: cannot parse the database URL")
 }
 
 // setsPoolSize reports whether the URL gives pool_max_conns: the one way
