@@ -344,6 +344,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: --client-secret (KASSA_CLIENT_SECRET) needs at least %d characters; leave out both --client-id and --client-secret to have a merchant with a generated secret made and printed\n", minClientSecret)
 		return 2
 	}
+	// With no topic the URL would receive nothing while the start looked
+	// fine (KASSA_WEBHOOK_EVENTS set to nothing by a template, say).
+	if c.webhookURL != "" && len(webhookTopics(c.webhookEvents)) == 0 {
+		fmt.Fprintln(stderr, "kassa: --webhook-events (KASSA_WEBHOOK_EVENTS) names no topic for --webhook-url; give e.g. order.*")
+		return 2
+	}
 	if err := checkStore(c.store, c.databaseURL); err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 2
@@ -747,13 +753,7 @@ func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, 
 	if target == nil {
 		return errors.New("no sandbox merchant to configure")
 	}
-	var events []string
-	for _, e := range strings.Split(c.webhookEvents, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			events = append(events, e)
-		}
-	}
-	set, err := ledger.SetWebhook(ctx, target.ID, kassa.SetWebhookRequest{URL: c.webhookURL, Events: events,
+	set, err := ledger.SetWebhook(ctx, target.ID, kassa.SetWebhookRequest{URL: c.webhookURL, Events: webhookTopics(c.webhookEvents),
 		Secret: c.webhookSecret, Declared: true})
 	if err != nil {
 		return err
@@ -763,6 +763,17 @@ func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, 
 			target.ID, set.URL, set.Secret)
 	}
 	return nil
+}
+
+// webhookTopics reads --webhook-events: topics separated by commas.
+func webhookTopics(list string) []string {
+	var events []string
+	for _, e := range strings.Split(list, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			events = append(events, e)
+		}
+	}
+	return events
 }
 
 // runDelivery delivers notifications every second until ctx ends. A sandbox

@@ -501,3 +501,15 @@ func TestBadStoreRefusedFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookWithoutTopicsRefused: --webhook-url with --webhook-events
+// empty (KASSA_WEBHOOK_EVENTS set to nothing by a template) subscribes to no
+// topic, so no notification would ever go to the URL while the start looked
+// fine; it is refused instead, as an empty KASSA_ADDR is.
+func TestWebhookWithoutTopicsRefused(t *testing.T) {
+	for _, events := range []string{"", " , "} {
+		data := filepath.Join(t.TempDir(), "data")
+		serveRefused(t, 2, "--webhook-events", "--data", data, "--addr", "127.0.0.1:0",
+			"--webhook-url", "http://127.0.0.1:9/hook", "--webhook-events", events)
+	}
+}
