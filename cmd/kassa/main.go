@@ -35,6 +35,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/company"
@@ -192,7 +193,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.addr, "addr", envDefault("addr", "127.0.0.1:8080"), "listen address (KASSA_ADDR)")
 	fs.StringVar(&c.data, "data", envDefault("data", "./kassa-data"), "data directory; the store is DATA/kassa.db (KASSA_DATA)")
 	fs.StringVar(&c.clientID, "client-id", envDefault("client-id", ""), "create or keep the sandbox merchant with this client id (KASSA_CLIENT_ID)")
-	fs.StringVar(&c.clientSecret, "client-secret", envDefault("client-secret", ""), "secret for --client-id (KASSA_CLIENT_SECRET)")
+	fs.StringVar(&c.clientSecret, "client-secret", envDefault("client-secret", ""), "secret for --client-id, at least 12 characters (KASSA_CLIENT_SECRET)")
 	fs.StringVar(&c.tlsCert, "tls-cert", envDefault("tls-cert", ""), "TLS certificate file; serve HTTPS when set with --tls-key (KASSA_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", envDefault("tls-key", ""), "TLS private key file (KASSA_TLS_KEY)")
 	fs.StringVar(&c.baseURL, "base-url", envDefault("base-url", ""), "public base URL used in links (KASSA_BASE_URL); default http(s)://ADDR")
@@ -342,6 +343,23 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	if (c.clientID == "") != (c.clientSecret == "") {
 		fmt.Fprintln(stderr, "kassa: --client-id and --client-secret go together")
+		return 2
+	}
+	// The secret is all that keeps the merchant's orders from anyone who
+	// can reach the server: one a few guesses find would hand them over (a
+	// generated one has 32 random characters).
+	if c.clientSecret != "" && utf8.RuneCountInString(c.clientSecret) < minClientSecret {
+		fmt.Fprintf(stderr, "kassa: --client-secret (KASSA_CLIENT_SECRET) needs at least %d characters; leave out both --client-id and --client-secret to have a merchant with a generated secret made and printed\n", minClientSecret)
+		return 2
+	}
+	// With no topic the URL would receive nothing while the start looked
+	// fine (KASSA_WEBHOOK_EVENTS set to nothing by a template, say).
+	if c.webhookURL != "" && len(webhookTopics(c.webhookEvents)) == 0 {
+		fmt.Fprintln(stderr, "kassa: --webhook-events (KASSA_WEBHOOK_EVENTS) names no topic for --webhook-url; give e.g. order.*")
+		return 2
+	}
+	if err := checkStore(c.store, c.databaseURL); err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 2
 	}
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
@@ -680,6 +698,9 @@ func companies(args []string, stdout, stderr io.Writer) int {
 // openStore opens the store the flags name; cacheBytes bounds its cache of decoded orders
 // (0: the default, negative: none).
 func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64, lockWait time.Duration) (storage.Store, error) {
+	if err := checkStore(kind, databaseURL); err != nil {
+		return nil, err
+	}
 	switch kind {
 	case "bolt":
 		path := filepath.Join(data, "kassa.db")
@@ -690,15 +711,30 @@ func openStore(kind, data, databaseURL string, clock func() time.Time, cacheByte
 		}
 		return st, err
 	case "postgres":
-		if databaseURL == "" {
-			return nil, errors.New("--store postgres needs --database-url (or KASSA_DATABASE_URL)")
-		}
+		// The minute bounds reaching the database and waiting for another
+		// replica's migration; one this replica begins runs to its end.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		return postgres.Open(ctx, databaseURL, postgres.Options{Clock: clock, DecodedOrderBytes: cacheBytes})
 	}
 	return nil, fmt.Errorf("unknown --store %q (bolt or postgres)", kind)
 }
+
+// checkStore refuses a --store openStore could not open, before a command
+// has done anything: serve would otherwise have made the data directory and
+// its key first, and answered a usage error as a failure to open.
+func checkStore(kind, databaseURL string) error {
+	switch {
+	case kind != "bolt" && kind != "postgres":
+		return fmt.Errorf("unknown --store %q (KASSA_STORE): bolt or postgres", kind)
+	case kind == "postgres" && databaseURL == "":
+		return errors.New("--store postgres needs --database-url (or KASSA_DATABASE_URL)")
+	}
+	return nil
+}
+
+// minClientSecret is the fewest characters --client-secret may have.
+const minClientSecret = 12
 
 // configureWebhook points the sandbox merchant's notifications at
 // --webhook-url: the --client-id merchant, or else the oldest sandbox merchant.
@@ -726,13 +762,7 @@ func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, 
 	if target == nil {
 		return errors.New("no sandbox merchant to configure")
 	}
-	var events []string
-	for _, e := range strings.Split(c.webhookEvents, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			events = append(events, e)
-		}
-	}
-	set, err := ledger.SetWebhook(ctx, target.ID, kassa.SetWebhookRequest{URL: c.webhookURL, Events: events,
+	set, err := ledger.SetWebhook(ctx, target.ID, kassa.SetWebhookRequest{URL: c.webhookURL, Events: webhookTopics(c.webhookEvents),
 		Secret: c.webhookSecret, Declared: true})
 	if err != nil {
 		return err
@@ -742,6 +772,17 @@ func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, 
 			target.ID, set.URL, set.Secret)
 	}
 	return nil
+}
+
+// webhookTopics reads --webhook-events: topics separated by commas.
+func webhookTopics(list string) []string {
+	var events []string
+	for _, e := range strings.Split(list, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			events = append(events, e)
+		}
+	}
+	return events
 }
 
 // runDelivery delivers notifications every second until ctx ends. A sandbox
@@ -935,6 +976,10 @@ func settle(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if !noArguments(fs, stderr) {
+		return 2
+	}
+	if err := checkStore(*kind, *dbURL); err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 2
 	}
 	// A sandbox's settlements are dated by its clock, as the server's daily

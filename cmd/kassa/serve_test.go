@@ -478,3 +478,48 @@ func serveRefused(t *testing.T, code int, want string, args ...string) {
 		stopInProcess(t, done)
 	}
 }
+
+// TestShortClientSecretRefused: --client-secret guards the merchant it
+// names (with --sandbox=false, a real one), so a secret a few guesses find
+// is refused at start; README's example passes.
+func TestShortClientSecretRefused(t *testing.T) {
+	for _, bad := range []string{"b", "secret", "elevenchars"} {
+		serveRefused(t, 2, "--client-secret", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
+			"--client-id", "demo", "--client-secret", bad)
+	}
+	t.Setenv("KASSA_CLIENT_SECRET", "s1")
+	serveRefused(t, 2, "KASSA_CLIENT_SECRET", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--client-id", "demo")
+	_, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
+		"--client-id", "demo", "--client-secret", "demo-secret-123")
+	stopInProcess(t, done)
+}
+
+// TestBadStoreRefusedFirst: an unknown --store, or postgres without a URL,
+// is a usage error (exit 2) found before anything is written, not a failure
+// to open the store after the data directory and its key were made.
+func TestBadStoreRefusedFirst(t *testing.T) {
+	t.Setenv("KASSA_DATABASE_URL", "")
+	for _, args := range [][]string{{"--store", "bogus"}, {"--store", "postgres"}} {
+		data := filepath.Join(t.TempDir(), "data")
+		serveRefused(t, 2, "--store", append([]string{"--data", data, "--addr", "127.0.0.1:0"}, args...)...)
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("serve %q left %s behind: %v", args, data, err)
+		}
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"settle", "--data", data}, args...), &out, &errb); code != 2 || !strings.Contains(errb.String(), "--store") {
+			t.Errorf("settle %q: exit %d, %s", args, code, errb.String())
+		}
+	}
+}
+
+// TestWebhookWithoutTopicsRefused: --webhook-url with --webhook-events
+// empty (KASSA_WEBHOOK_EVENTS set to nothing by a template) subscribes to no
+// topic, so no notification would ever go to the URL while the start looked
+// fine; it is refused instead, as an empty KASSA_ADDR is.
+func TestWebhookWithoutTopicsRefused(t *testing.T) {
+	for _, events := range []string{"", " , "} {
+		data := filepath.Join(t.TempDir(), "data")
+		serveRefused(t, 2, "--webhook-events", "--data", data, "--addr", "127.0.0.1:0",
+			"--webhook-url", "http://127.0.0.1:9/hook", "--webhook-events", events)
+	}
+}

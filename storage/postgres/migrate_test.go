@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -275,4 +276,51 @@ func TestStartWithoutCreateRights(t *testing.T) {
 		t.Fatalf("open as a user without CREATE: %v", err)
 	}
 	s.Close()
+}
+
+// TestMigrationOutlivesOpenDeadline: Open's deadline bounds reaching the
+// database, not a migration under way. Before, kassa serve's one-minute
+// deadline cancelled a migration that took longer (a large table's index
+// build, one waiting on a long transaction), which rolled it back, so each
+// start began it again and none finished.
+func TestMigrationOutlivesOpenDeadline(t *testing.T) {
+	u, c := beforeMigration8(t)
+	release := holdOutbox(t, u) // the concurrent build waits for it
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		s, err := postgres.Open(ctx, u, postgres.Options{MaxConns: 4})
+		if err == nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	waitForIndexBuild(t, c)
+	time.Sleep(time.Second) // past the deadline
+	release()
+	if err := wait(t, done); err != nil {
+		t.Fatalf("open with the migration past its deadline: %v", err)
+	}
+	checkMigration8(t, c)
+}
+
+// TestOpenFailsFastOnAnUnreachableDatabase: with the migration free of the
+// deadline, a database that cannot be reached still fails Open at once.
+func TestOpenFailsFastOnAnUnreachableDatabase(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := postgres.Open(ctx, "postgres://kassa@"+addr+"/kassa", postgres.Options{}); err == nil {
+		t.Fatal("opened a database nobody serves")
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("Open took %v to fail", d)
+	}
 }

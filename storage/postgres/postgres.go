@@ -90,10 +90,12 @@ const (
 const defaultConnectTimeout = 10 * time.Second
 
 // Open connects, applies the migrations this binary carries, and returns the store.
+// ctx bounds connecting and waiting for another replica's migration; a
+// migration this one has begun runs to its end (see migrate).
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, urlError(err)
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		// Without a bound, a URL that names a port where something other
@@ -129,6 +131,24 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	return &Store{pool: pool, clock: opts.Clock, decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}, nil
 }
 
+// urlError says why a database URL could not be parsed without quoting it.
+// pgx quotes it with the password masked, but only as best it can: after an
+// unescaped '@' in the password, the rest of it was shown, in a message that
+// goes to the logs.
+func urlError(err error) error {
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	// Error is "cannot parse `URL`: why": pgx's own words follow the last
+	// "`: ".
+	msg := pe.Error()
+	if i := strings.LastIndex(msg, "`: "); i >= 0 {
+		return fmt.Errorf("postgres: cannot parse the database URL: %s", msg[i+len("`: "):])
+	}
+	return errors.New("postgres: cannot parse the database URL")
+}
+
 // setsPoolSize reports whether the URL gives pool_max_conns: the one way
 // kassa serve has to size the pool, for replicas that together must stay
 // under the database's max_connections. pgxpool has read it by then, and
@@ -154,13 +174,20 @@ func setsPoolSize(url string) bool {
 // it is this replica's, it lets go of the lock, so the older one goes on,
 // and starts over: the migration was not recorded, and the index it left
 // invalid is built again.
+//
+// ctx bounds reaching the database and waiting for the lock, not the
+// migrations it then applies: cancelled, one rolls back, so a migration
+// longer than the caller's deadline (a large table's index build, one
+// waiting on a long transaction) would be started over at every start and
+// never finish. The process ending still stops it.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	run := context.WithoutCancel(ctx)
 	for attempt := 1; ; attempt++ {
 		err := withSessionLock(ctx, pool, lockMigrate, "migration", func(conn *pgxpool.Conn) error {
-			if err := applyMigrations(ctx, conn); err != nil {
+			if err := applyMigrations(run, conn); err != nil {
 				return err
 			}
-			return fillSessionColumns(ctx, conn)
+			return fillSessionColumns(run, conn)
 		})
 		var pe *pgconn.PgError
 		if attempt >= 5 || !errors.As(err, &pe) || pe.Code != "40P01" {
