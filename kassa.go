@@ -418,29 +418,22 @@ const DefaultNotificationRetention = 30 * 24 * time.Hour
 // and it runs safely beside traffic, the deliverer and sweeps of other
 // replicas (a store removes each message once).
 func (l *Ledger) SweepNotifications(ctx context.Context, limit int) (int, error) {
-	if err := checkLimit(limit); err != nil {
-		return 0, err
-	}
-	total := 0
-	for ctx.Err() == nil {
-		n := 0
-		err := l.store.Update(ctx, func(tx storage.Tx) error {
-			var err error
-			n, err = tx.DeleteDoneOutbox(tx.Now().Add(-l.opts.NotificationRetention), limit)
-			return err
-		})
-		total += n
-		if err != nil || n < limit {
-			return total, err
-		}
-	}
-	return total, ctx.Err()
+	return l.sweep(ctx, limit, func(tx storage.Tx) (int, error) {
+		return tx.DeleteDoneOutbox(tx.Now().Add(-l.opts.NotificationRetention), limit)
+	})
 }
 
 // SweepIdempotency removes idempotency records whose retention has passed,
 // at most limit (at least 1) per transaction, until none is left or ctx ends. It reports
 // how many it removed. Safe to run concurrently with traffic.
 func (l *Ledger) SweepIdempotency(ctx context.Context, limit int) (int, error) {
+	return l.sweep(ctx, limit, func(tx storage.Tx) (int, error) { return tx.DeleteExpiredIdempotency(wallClock(), limit) })
+}
+
+// sweep runs del, which removes at most limit records, one transaction at a
+// time until a transaction removes fewer (none left) or ctx ends, and
+// reports how many were removed in all.
+func (l *Ledger) sweep(ctx context.Context, limit int, del func(storage.Tx) (int, error)) (int, error) {
 	if err := checkLimit(limit); err != nil {
 		return 0, err
 	}
@@ -449,7 +442,7 @@ func (l *Ledger) SweepIdempotency(ctx context.Context, limit int) (int, error) {
 		n := 0
 		err := l.store.Update(ctx, func(tx storage.Tx) error {
 			var err error
-			n, err = tx.DeleteExpiredIdempotency(wallClock(), limit)
+			n, err = del(tx)
 			return err
 		})
 		total += n
