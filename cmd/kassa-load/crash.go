@@ -28,7 +28,7 @@ func crash(args []string, stdout, stderr io.Writer) int {
 	maxUp := fs.Duration("max-up", 3*time.Second, "longest a round runs before the kill")
 	store := fs.String("store", "bolt", "the server's store: bolt or postgres")
 	dbURL := fs.String("database-url", os.Getenv("KASSA_DATABASE_URL"), "PostgreSQL URL for -store postgres (KASSA_DATABASE_URL)")
-	if err := fs.Parse(args); err != nil || *bin == "" || *rounds < 1 || *rounds > 1000 {
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *bin == "" || *rounds < 1 || *rounds > 1000 {
 		fmt.Fprintln(stderr, "usage: kassa-load crash -bin PATH [-rounds 10] [-concurrency 8]")
 		return 2
 	}

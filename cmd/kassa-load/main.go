@@ -67,8 +67,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	gets, lists, err := parseMix(*mix)
-	if err != nil || *id == "" || *conc < 1 || *dur <= 0 || *dur > time.Hour {
-		fmt.Fprintln(stderr, "kassa-load: need -client-id, -client-secret, 1 ≤ -concurrency, 0 < -duration ≤ 1h, valid -mix:", err)
+	var usage string
+	switch {
+	case err != nil:
+		usage = err.Error()
+	case fs.NArg() > 0:
+		usage = fmt.Sprintf("unexpected argument %q (a boolean takes its value after =)", fs.Arg(0))
+	case *id == "" || *secret == "":
+		usage = "-client-id and -client-secret are required"
+	case *conc < 1:
+		usage = "-concurrency must be at least 1"
+	case *dur <= 0 || *dur > time.Hour:
+		usage = "-duration must be above 0 and at most 1h"
+	}
+	if usage != "" {
+		fmt.Fprintln(stderr, "kassa-load:", usage)
 		return 2
 	}
 	ctx := context.Background()

@@ -33,7 +33,7 @@ func replicas(args []string, stdout, stderr io.Writer) int {
 	conc := fs.Int("concurrency", 8, "concurrent order flows")
 	dur := fs.Duration("duration", 10*time.Second, "how long to run")
 	kill := fs.Bool("kill", true, "SIGKILL the last replica half way through")
-	if err := fs.Parse(args); err != nil || *bin == "" || *dbURL == "" || *n < 2 || *n > 8 || *conc < 1 {
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *dur <= 0 || *dur > time.Hour || *bin == "" || *dbURL == "" || *n < 2 || *n > 8 || *conc < 1 {
 		fmt.Fprintln(stderr, "usage: kassa-load replicas -bin PATH -database-url URL [-replicas 3] [-concurrency 8] [-duration 10s] [-kill]")
 		return 2
 	}

@@ -32,7 +32,7 @@ func scale(args []string, stdout, stderr io.Writer) int {
 	dur := fs.Duration("duration", 10*time.Second, "measuring time per step")
 	lines := fs.Int("lines", 50, "order lines per order, each captured on its own")
 	merchants := fs.Int("merchants", 1, "merchants the clients are spread over (document numbers are gapless per merchant, so one merchant's captures commit one at a time)")
-	if err := fs.Parse(args); err != nil || *bin == "" || *dbURL == "" || *conc < 1 || *merchants < 1 || *merchants > 100 || *lines < 1 || *lines > 1000 {
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *dur <= 0 || *dur > time.Hour || *bin == "" || *dbURL == "" || *conc < 1 || *merchants < 1 || *merchants > 100 || *lines < 1 || *lines > 1000 {
 		fmt.Fprintln(stderr, "usage: kassa-load scale -bin PATH -database-url URL [-replicas 1,2,3] [-concurrency 16] [-duration 10s] [-merchants 1] [-lines 50]")
 		return 2
 	}
