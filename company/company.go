@@ -193,7 +193,7 @@ func (d *Directory) Lookup(country, number string) (Company, bool) {
 	if ix == nil {
 		return Company{}, false
 	}
-	i, ok := ix.byNumber[NormalizeNumber(number)]
+	i, ok := ix.byNumber[CanonicalNumber(country, number)]
 	if !ok {
 		return Company{}, false
 	}
@@ -226,7 +226,7 @@ func (d *Directory) Search(country, q string, limit int) []Match {
 		return nil
 	}
 	var out []Match
-	n := NormalizeNumber(q)
+	n := CanonicalNumber(country, q)
 	// A number in the directory is that company even when its check digit
 	// does not hold (the sandbox fixtures' numbers are made up).
 	if i, ok := ix.byNumber[n]; ok && n != "" {
