@@ -215,3 +215,27 @@ func TestSearchAndLookupReadEveryNumberForm(t *testing.T) {
 		t.Errorf("unlisted 12-digit number found %+v", got)
 	}
 }
+
+// A legal form written out ("Aktiebolag" for AB, "Handelsbolag" for HB;
+// the bundled Swedish names use both) distinguishes no company either: the
+// name without it is an exact match, and the long and short forms find
+// each other. A form with a letter folded away ("förening") is dropped too.
+func TestSearchIgnoresWrittenOutLegalForms(t *testing.T) {
+	d := NewDirectory()
+	d.Set("SE", []Company{{ID: "5560360793", Name: "Göta Bygg AB (publ)", Country: "SE"},
+		{ID: "5561414474", Name: "Göta Bygg Park Aktiebolag", Country: "SE"},
+		{ID: "5560909391", Name: "Västra Data Handelsbolag", Country: "SE"},
+		{ID: "5560000001", Name: "Mälar Ekonomisk Förening", Country: "SE"}})
+	for _, c := range []struct{ q, want string }{
+		{"Göta Bygg Aktiebolag", "5560360793"}, {"Göta Bygg Park AB", "5561414474"}, {"Göta Bygg Park", "5561414474"},
+		{"Västra Data", "5560909391"}, {"Västra Data HB", "5560909391"}, {"Mälar", "5560000001"},
+	} {
+		got := d.Search("SE", c.q, 10)
+		if len(got) == 0 || got[0].CompanyID != c.want || !got[0].ExactMatch {
+			t.Errorf("Search(%q) = %+v, want %s first and exact", c.q, got, c.want)
+		}
+	}
+	if got := d.Search("SE", "aktiebolag", 10); len(got) != 0 {
+		t.Errorf("a legal form alone matched %+v", got)
+	}
+}
