@@ -32,11 +32,17 @@ type Match struct {
 	ExactMatch  bool   `json:"exactMatch"`
 }
 
-// legalForms are suffixes (and prefixes) that do not distinguish companies.
+// legalForms are suffixes (and prefixes) that do not distinguish companies,
+// folded as Tokens folds a name's words (a key with a diacritic would never
+// match), abbreviated and written out: the bundled Swedish names end in
+// "Aktiebolag" and "Handelsbolag" as well as "AB".
 var legalForms = map[string]bool{"ab": true, "publ": true, "hb": true, "kb": true, "as": true, "asa": true, "ans": true,
 	"da": true, "sa": true, "oy": true, "oyj": true, "ky": true, "tmi": true, "aps": true, "a/s": true, "is": true,
 	"ivs": true, "k/s": true, "p/s": true, "i/s": true, "ltd": true, "limited": true, "gmbh": true, "ag": true,
-	"inc": true, "llc": true, "plc": true, "bv": true, "nv": true, "ek": true, "ekonomisk": true, "förening": true}
+	"inc": true, "llc": true, "plc": true, "bv": true, "nv": true, "ek": true, "ekonomisk": true, "forening": true,
+	"aktiebolag": true, "handelsbolag": true, "kommanditbolag": true, "aksjeselskap": true, "allmennaksjeselskap": true,
+	"osakeyhtio": true, "kommandiittiyhtio": true, "anpartsselskab": true, "aktieselskab": true,
+	"interessentskab": true, "kommanditselskab": true}
 
 // fold lower-cases s and strips diacritics (å → a, ø → o, æ → ae, ß → ss).
 func fold(s string) string {
@@ -193,7 +199,7 @@ func (d *Directory) Lookup(country, number string) (Company, bool) {
 	if ix == nil {
 		return Company{}, false
 	}
-	i, ok := ix.byNumber[NormalizeNumber(number)]
+	i, ok := ix.byNumber[CanonicalNumber(country, number)]
 	if !ok {
 		return Company{}, false
 	}
@@ -226,7 +232,7 @@ func (d *Directory) Search(country, q string, limit int) []Match {
 		return nil
 	}
 	var out []Match
-	n := NormalizeNumber(q)
+	n := CanonicalNumber(country, q)
 	// A number in the directory is that company even when its check digit
 	// does not hold (the sandbox fixtures' numbers are made up).
 	if i, ok := ix.byNumber[n]; ok && n != "" {

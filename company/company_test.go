@@ -142,3 +142,100 @@ func TestSearchFindsListedNumbersWithoutCheckDigits(t *testing.T) {
 		t.Errorf("a valid number that is not listed found %+v", got)
 	}
 }
+
+// A buyer types a registration number in many forms: each of them is the
+// one listed company, a form that is whole but no number is told apart
+// from a number still being typed, and the forms of one number are one.
+func TestParseNumberForms(t *testing.T) {
+	for _, c := range []struct {
+		country, s, n string
+		whole         bool
+	}{
+		{"SE", "5560360793", "5560360793", true},
+		{"SE", "556036-0793", "5560360793", true},
+		{"SE", " 556 036 0793 ", "5560360793", true},
+		{"SE", "165560360793", "5560360793", true},
+		{"SE", "16556036-0793", "5560360793", true},
+		{"SE", "SE556036079301", "5560360793", true},
+		{"SE", "se 556036-0793 01", "5560360793", true},
+		{"SE", "5560360794", "5560360794", true}, // whole; ValidNumber refuses it
+		{"SE", "SE556036079302", "", true},
+		{"SE", "555560360793", "", true},
+		{"SE", "1655603607931", "", true},
+		{"SE", "SE5560360793", "", false}, // a VAT id being typed
+		{"SE", "16556036079", "", false},
+		{"SE", "556036", "", false},
+		{"SE", "Göta Bygg", "", false},
+		{"SE", "Sea 12", "", false},
+		{"NO", "923609016", "923609016", true},
+		{"NO", "NO923609016MVA", "923609016", true},
+		{"NO", "NO 923 609 016 MVA", "923609016", true},
+		{"NO", "923609016 MVA", "923609016", true},
+		{"NO", "NO923609016", "923609016", true},
+		{"FI", "0112038-9", "01120389", true},
+		{"FI", "FI01120389", "01120389", true},
+		{"DK", "DK 10 15 08 17", "10150817", true},
+		{"DK", "DK101508170", "", true},
+		{"GB", "GB123456", "", false},
+	} {
+		n, whole := ParseNumber(c.country, c.s)
+		if n != c.n || whole != c.whole {
+			t.Errorf("ParseNumber(%s, %q) = %q, %v; want %q, %v", c.country, c.s, n, whole, c.n, c.whole)
+		}
+	}
+	if !SameNumber("SE", "556000-0001", "SE556000000101") || !SameNumber("SE", "165560000001", "5560000001") {
+		t.Error("the forms of one SE number are not the same number")
+	}
+	if SameNumber("SE", "5560000001", "5560000019") || SameNumber("GB", "ab-1", "AB1") || SameNumber("SE", "Å1", "1") {
+		t.Error("different ids are the same number")
+	}
+}
+
+func TestSearchAndLookupReadEveryNumberForm(t *testing.T) {
+	d := NewDirectory()
+	d.Set("SE", []Company{{ID: "5560360793", Name: "Göta Bygg AB", Country: "SE"}, {ID: "5560000001", Name: "Approved Byggvaror AB", Country: "SE"}})
+	d.Set("NO", []Company{{ID: "910000001", Name: "Godkjent Bygg AS", Country: "NO"}})
+	d.Set("DK", []Company{{ID: "10000001", Name: "Godkendt Byg ApS", Country: "DK"}})
+	for _, c := range []struct{ country, q, want string }{
+		{"SE", "165560360793", "5560360793"}, {"SE", "SE556036079301", "5560360793"}, {"SE", "SE 556000-0001 01", "5560000001"},
+		{"SE", "16556000-0001", "5560000001"}, {"NO", "NO910000001MVA", "910000001"}, {"NO", "910 000 001 MVA", "910000001"},
+		{"DK", "DK10000001", "10000001"},
+	} {
+		got := d.Search(c.country, c.q, 10)
+		if len(got) != 1 || got[0].CompanyID != c.want || !got[0].ExactMatch {
+			t.Errorf("Search(%s, %q) = %+v, want %s", c.country, c.q, got, c.want)
+		}
+		if co, ok := d.Lookup(c.country, c.q); !ok || co.ID != c.want {
+			t.Errorf("Lookup(%s, %q) = %+v %v, want %s", c.country, c.q, co, ok, c.want)
+		}
+	}
+	// A valid number that is not listed, in its 12-digit form, is no
+	// company; it was searched as a name.
+	if got := d.Search("SE", "165560360801", 10); len(got) != 0 {
+		t.Errorf("unlisted 12-digit number found %+v", got)
+	}
+}
+
+// A legal form written out ("Aktiebolag" for AB, "Handelsbolag" for HB;
+// the bundled Swedish names use both) distinguishes no company either: the
+// name without it is an exact match, and the long and short forms find
+// each other. A form with a letter folded away ("förening") is dropped too.
+func TestSearchIgnoresWrittenOutLegalForms(t *testing.T) {
+	d := NewDirectory()
+	d.Set("SE", []Company{{ID: "5560360793", Name: "Göta Bygg AB (publ)", Country: "SE"},
+		{ID: "5561414474", Name: "Göta Bygg Park Aktiebolag", Country: "SE"},
+		{ID: "5560909391", Name: "Västra Data Handelsbolag", Country: "SE"},
+		{ID: "5560000001", Name: "Mälar Ekonomisk Förening", Country: "SE"}})
+	for _, c := range []struct{ q, want string }{
+		{"Göta Bygg Aktiebolag", "5560360793"}, {"Göta Bygg Park AB", "5561414474"}, {"Göta Bygg Park", "5561414474"},
+		{"Västra Data", "5560909391"}, {"Västra Data HB", "5560909391"}, {"Mälar", "5560000001"},
+	} {
+		got := d.Search("SE", c.q, 10)
+		if len(got) == 0 || got[0].CompanyID != c.want || !got[0].ExactMatch {
+			t.Errorf("Search(%q) = %+v, want %s first and exact", c.q, got, c.want)
+		}
+	}
+	if got := d.Search("SE", "aktiebolag", 10); len(got) != 0 {
+		t.Errorf("a legal form alone matched %+v", got)
+	}
+}

@@ -146,7 +146,7 @@ func ReadCSV(country string, r io.Reader) ([]Company, error) {
 		if idCol >= len(rec) || nameCol >= len(rec) {
 			return nil, fault.Invalidf("file", "line %d: missing columns", line)
 		}
-		id, name := NormalizeNumber(rec[idCol]), strings.TrimSpace(rec[nameCol])
+		id, name := CanonicalNumber(country, rec[idCol]), strings.TrimSpace(rec[nameCol])
 		switch {
 		case !ValidNumber(country, id):
 			return nil, fault.Invalidf("file", "line %d: %q is not a valid %s registration number", line, rec[idCol], country)

@@ -19,6 +19,104 @@ func NormalizeNumber(s string) string {
 	return b.String()
 }
 
+// numberLen is the length of a registration number of a country with a
+// check-digit rule.
+var numberLen = map[string]int{"SE": 10, "NO": 9, "FI": 8, "DK": 8}
+
+// ParseNumber reads s as a registration number of a country with a
+// check-digit rule, in every form a buyer types: separators anywhere
+// ("556000-0001", "556 000 0001"), for SE the 12 digits with the century
+// ("16556000-0001"; 16 for a legal entity, 18, 19 or 20 for a sole
+// trader's personal number), and the VAT id ("SE556000000101",
+// "NO 910 000 001 MVA", "FI10000011", "DK10000001"). It returns the
+// canonical number and whether s is written as a number in full: ok is
+// false for a name, for the first digits of a number still being typed and
+// in a country without a check-digit rule. A number in full need not be
+// valid: its digits may fail the check (ValidNumber says), and one of no
+// form ("SE556000000102", 11 digits with a VAT prefix, a century of 55)
+// gives n == "".
+func ParseNumber(country, s string) (n string, ok bool) {
+	size, known := numberLen[country]
+	if !known {
+		return "", false
+	}
+	n = NormalizeNumber(s)
+	vat := false
+	if rest, cut := strings.CutPrefix(n, country); cut && rest != "" && rest[0] >= '0' && rest[0] <= '9' {
+		n, vat = rest, true
+	}
+	if country == "NO" {
+		if rest, cut := strings.CutSuffix(n, "MVA"); cut && rest != "" {
+			n = rest
+		}
+	}
+	if _, isDigits := digits(n); !isDigits {
+		return "", false
+	}
+	full := size // digits of the longest form
+	switch {
+	case country == "SE" && vat:
+		full = size + 2 // SE + number + 01
+		if len(n) == full && strings.HasSuffix(n, "01") {
+			return n[:size], true
+		}
+	case country == "SE":
+		full = size + 2 // century + number
+		if len(n) == full && (n[:2] == "16" || n[:2] == "18" || n[:2] == "19" || n[:2] == "20") {
+			return n[2:], true
+		}
+		if len(n) == size {
+			return n, true
+		}
+	case len(n) == size:
+		return n, true
+	}
+	if len(n) < full {
+		return "", false // still being typed, or a name's digits
+	}
+	return "", true
+}
+
+// NumberForms describes the forms ParseNumber reads for country, for a
+// message to whoever typed a malformed one.
+func NumberForms(country string) string {
+	switch country {
+	case "SE":
+		return "10 digits (556036-0793) with a valid check digit, 12 with the century (16556036-0793) or the VAT number (SE556036079301)"
+	case "NO":
+		return "9 digits (923 609 016) with a valid check digit, or the VAT number (NO923609016MVA)"
+	case "FI":
+		return "8 digits (0112038-9) with a valid check digit, or the VAT number (FI01120389)"
+	case "DK":
+		return "8 digits (10150817) with a valid check digit, or the VAT number (DK10150817)"
+	}
+	return ""
+}
+
+// CanonicalNumber is the form a registration number of country is listed
+// and compared in: ParseNumber's number when s is one in full, otherwise s
+// without separators (NormalizeNumber).
+func CanonicalNumber(country, s string) string {
+	if n, ok := ParseNumber(country, s); ok && n != "" {
+		return n
+	}
+	return NormalizeNumber(s)
+}
+
+// SameNumber reports whether a and b are one registration number of
+// country, in whatever forms they are written ("556000-0001" and
+// "SE556000000101"). Text that is no number in full (in a country without
+// a check-digit rule, any) is the same only as itself: stripping it of what
+// is not a letter or digit could make two ids one.
+func SameNumber(country, a, b string) bool {
+	if a == b {
+		return true
+	}
+	na, oka := ParseNumber(country, a)
+	nb, okb := ParseNumber(country, b)
+	return oka && okb && na != "" && na == nb
+}
+
 func digits(s string) ([]int, bool) {
 	d := make([]int, len(s))
 	for i := 0; i < len(s); i++ {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/kassahq/kassa/company"
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/money"
 )
@@ -194,7 +195,7 @@ func Create(merchantID string, r *CreateRequest, lines []Line, mode money.VATMod
 	if money.Currency(r.Currency) != auth.Currency {
 		f.Add("currency", "must be %s, the currency the buyer was authorized in", auth.Currency)
 	}
-	if r.Customer != nil && r.Customer.CompanyID != "" && auth.Buyer.CompanyID != "" && r.Customer.CompanyID != auth.Buyer.CompanyID {
+	if r.Customer != nil && r.Customer.CompanyID != "" && auth.Buyer.CompanyID != "" && !company.SameNumber(auth.Country, r.Customer.CompanyID, auth.Buyer.CompanyID) {
 		f.Add("customer.companyId", "must be %s, the authorized buyer", auth.Buyer.CompanyID)
 	}
 	if err := f.Err(); err != nil {

@@ -63,9 +63,8 @@ var Fixtures = []Fixture{
 // Lookup finds the fixture of a company in a country; separators in the
 // registration number do not matter.
 func Lookup(country, companyID string) (Fixture, bool) {
-	n := company.NormalizeNumber(companyID)
 	i := slices.IndexFunc(Fixtures, func(f Fixture) bool {
-		return f.Country == country && company.NormalizeNumber(f.CompanyID) == n
+		return f.Country == country && company.SameNumber(country, f.CompanyID, companyID)
 	})
 	if i < 0 {
 		return Fixture{}, false

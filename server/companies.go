@@ -49,6 +49,18 @@ func (s *Server) searchCompanies(w http.ResponseWriter, r *http.Request, _ httpr
 	case utf8.RuneCountInString(q) > maxCompanyQuery:
 		f.Add("q", "must be at most %d characters", maxCompanyQuery)
 	}
+	// A query written as a whole number that is none (a check digit or a
+	// VAT suffix wrong) would otherwise be searched as a name and find
+	// nothing, which reads as "no such company" rather than "mistyped".
+	// Numbers still being typed are not refused, nor listed ones (the
+	// sandbox buyers' numbers are made up).
+	if f.Err() == nil {
+		if n, whole := company.ParseNumber(country, q); whole && (n == "" || !company.ValidNumber(country, n)) {
+			if _, listed := s.cfg.Companies.Lookup(country, q); !listed {
+				f.Add("q", "is not a valid %s registration number: expected %s", country, company.NumberForms(country))
+			}
+		}
+	}
 	if err := f.Err(); err != nil {
 		s.writeError(w, r, err)
 		return

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,4 +206,80 @@ func TestRateLimiterSweepsRarelyUnderManyClients(t *testing.T) {
 			t.Fatalf("bucket %s, idle for a minute, kept after a sweep", k)
 		}
 	}
+}
+
+// A merchant's search box gets registration numbers in every form buyers
+// type them: the 12 digits with the century and the VAT id find the
+// company as the 10 digits do; a number typed whole but wrong is 400
+// naming q, not an empty list that reads as "no such company"; a number
+// still being typed, a listed one whose check digit is made up, and a
+// valid unlisted one are answered as before.
+func TestCompanySearchNumberForms(t *testing.T) {
+	dir := company.NewDirectory()
+	dir.Set("SE", []company.Company{{ID: "5560360793", Name: "Göta Bygg AB", Country: "SE"}, {ID: "5560000001", Name: "Approved Byggvaror AB", Country: "SE"}})
+	dir.Set("NO", []company.Company{{ID: "910000001", Name: "Godkjent Bygg AS", Country: "NO"}})
+	h := New(Config{Companies: dir, CompanySearchRate: 1000, Logger: quiet}).Handler()
+	get := func(country, q string) (int, CompanySearchResponse, Problem) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?"+url.Values{"q": {q}, "country": {country}}.Encode(), nil))
+		var ok CompanySearchResponse
+		var p Problem
+		if rec.Code == 200 {
+			json.Unmarshal(rec.Body.Bytes(), &ok)
+		} else {
+			json.Unmarshal(rec.Body.Bytes(), &p)
+		}
+		return rec.Code, ok, p
+	}
+	for _, c := range []struct{ country, q, want string }{
+		{"SE", "165560360793", "5560360793"}, {"SE", "16556036-0793", "5560360793"}, {"SE", "SE556036079301", "5560360793"},
+		{"SE", "SE 556036-0793 01", "5560360793"}, {"SE", "SE556000000101", "5560000001"}, {"SE", "165560000001", "5560000001"},
+		{"NO", "NO910000001MVA", "910000001"}, {"NO", "910 000 001 MVA", "910000001"},
+	} {
+		code, res, _ := get(c.country, c.q)
+		if code != 200 || len(res.Companies) != 1 || res.Companies[0].CompanyID != c.want || !res.Companies[0].ExactMatch {
+			t.Errorf("%s q=%q: %d %+v, want %s", c.country, c.q, code, res, c.want)
+		}
+	}
+	for _, q := range []string{"5560360794", "556036-0794", "SE556036079302", "555560360793", "1655603607931", "165560360794"} {
+		code, _, p := get("SE", q)
+		if code != 400 || p.Code != "validation_failed" || len(p.Errors) != 1 || p.Errors[0].Field != "q" {
+			t.Errorf("malformed q=%q: %d %+v, want 400 on q", q, code, p)
+		}
+	}
+	for _, q := range []string{"556036", "55603607", "16556036079", "SE5560360793", "5560000001", "5560360801", "Göta 16"} {
+		if code, _, p := get("SE", q); code != 200 {
+			t.Errorf("q=%q: %d %+v, want 200", q, code, p)
+		}
+	}
+}
+
+// The sandbox's buyer fixtures answer to every form of their number, and a
+// token's buyer is the same company whichever form the merchant names it
+// by later, as the hosted checkout lists it by its canonical number.
+func TestSandboxBuyerNumberForms(t *testing.T) {
+	e := newEnv(t, true)
+	for _, id := range []string{"556000-0019", "165560000019", "SE556000001901"} {
+		code, _, b := e.req("POST", "/sandbox/v1/authorization-tokens", fmt.Sprintf(`{"country":"SE","currency":"SEK","locale":"sv-SE","customer":{"companyId":%q}}`, id), e.auth, nil)
+		wantProblem(t, code, b, 402, "credit_declined")
+	}
+	body := func(companyID string) string {
+		return strings.Replace(orderBody, `"reference":"PO-1"`, fmt.Sprintf(`"reference":"PO-1","customer":{"companyId":%q}`, companyID), 1)
+	}
+	for _, c := range []struct{ minted, named string }{
+		{"556000-0001", "5560000001"}, {"SE556000000101", "556000-0001"}, {"5560000001", "165560000001"},
+	} {
+		code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint(c.minted, "invoice")+"/order", body(c.named), e.auth, nil)
+		if code != 200 {
+			t.Errorf("order naming %s for a token of %s: %d %v", c.named, c.minted, code, b)
+		}
+		code, _, b = e.req("POST", "/v1/authorization-tokens/"+e.mint(c.minted, "invoice")+"/customer-token",
+			fmt.Sprintf(`{"country":"SE","currency":"SEK","locale":"sv-SE","customer":{"companyId":%q}}`, c.named), e.auth, nil)
+		if code != 201 && code != 200 {
+			t.Errorf("customer token naming %s for a token of %s: %d %v", c.named, c.minted, code, b)
+		}
+	}
+	// Another company is still refused.
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("556000-0001", "invoice")+"/order", body("5560360793"), e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kassahq/kassa/company"
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/money"
 	"github.com/kassahq/kassa/order"
@@ -256,7 +257,7 @@ func NewCustomer(a *Authorization, r *CreateCustomerRequest, id string, now time
 	if money.Currency(r.Currency) != a.Currency {
 		f.Add("currency", "must be %s, the currency the buyer was authorized in", a.Currency)
 	}
-	if r.Customer.CompanyID != "" && a.Buyer.CompanyID != "" && r.Customer.CompanyID != a.Buyer.CompanyID {
+	if r.Customer.CompanyID != "" && a.Buyer.CompanyID != "" && !company.SameNumber(a.Country, r.Customer.CompanyID, a.Buyer.CompanyID) {
 		f.Add("customer.companyId", "must be %s, the authorized buyer", a.Buyer.CompanyID)
 	}
 	if err := f.Err(); err != nil {
