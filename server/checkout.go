@@ -166,8 +166,9 @@ const checkoutScript = `
 if(!q||!window.fetch)return;
 q.addEventListener('input',function(){clearTimeout(t);t=setTimeout(function(){
 if(q.value.trim().length<2)return;
-fetch('/v1/headless/search/companies?country='+encodeURIComponent(q.dataset.country)+'&q='+encodeURIComponent(q.value)).then(function(r){return r.ok?r.json():null}).then(function(d){
+fetch('/v1/headless/search/companies?country='+encodeURIComponent(q.dataset.country)+'&q='+encodeURIComponent(q.value)).then(function(r){return r.ok||r.status===400?r.json().then(function(d){d.refused=!r.ok;return d}):null}).then(function(d){
 if(!d)return;box.textContent='';
+if(d.refused){var e=document.createElement('p');e.className='error';e.textContent=d.errors&&d.errors.length?'This '+d.errors[0].message+'.':d.detail;box.appendChild(e);return}
 if(!d.companies.length){var p=document.createElement('p');p.textContent='No company matched.';box.appendChild(p);return}
 d.companies.forEach(function(c,i){var div=document.createElement('div');div.className='choice';
 var r=document.createElement('input');r.type='radio';r.name='companyId';r.id='company-'+i;r.value=c.companyId;

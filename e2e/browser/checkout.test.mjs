@@ -101,7 +101,13 @@ test('buyer approves a payment session in the hosted checkout, then the merchant
   const problems = await summary.locator('li').allTextContents();
   assert.ok(problems.length >= 7, 'errors: ' + problems.join(' | '));
 
-  // Search as you type (JavaScript enhancement), then choose the company.
+  // Search as you type (JavaScript enhancement): a whole registration number
+  // with a wrong check digit is refused, and the refusal replaces the results.
+  await page.getByLabel('Company name or registration number').fill('5560360794');
+  const refusal = page.locator('#results p.error');
+  await refusal.waitFor();
+  assert.match(await refusal.textContent(), /not a valid SE registration number/);
+  // Then search by name and choose the company.
   await page.getByLabel('Company name or registration number').fill('Approved Bygg');
   await page.locator('#results input[type=radio]').first().waitFor();
   await page.getByLabel(/Approved Byggvaror AB \(5560000001\)/).check();
