@@ -559,6 +559,55 @@ func TestOrderSizeLimit(t *testing.T) {
 	}
 }
 
+// TestPaymentsLeaveTheMerchantsSizeLimit: a buyer paying an invoice in
+// many parts (in the sandbox, a test paying 1 öre at a time) is never
+// refused, and those payments must not use up the order's event limit:
+// once they had, the merchant could no longer capture the lines left,
+// extend the expiry or set a reference, and the order could only be
+// cancelled.
+func TestPaymentsLeaveTheMerchantsSizeLimit(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "payments", 1_000_000, 5000)
+	call := kassa.Call{MerchantID: f.merchant}
+	res, err := f.ledger.PartialCapture(f.ctx, call, o.ID, &capture.PartialRequest{
+		OrderLines: []order.LineInput{{ID: ptr(o.Uncaptured.Lines[0].ID)}}, TotalCaptureAmount: ptr(int64(1_000_000))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	invoice := res.Order.Captured[0].ID
+	if _, err := f.ledger.RegisterPayment(f.ctx, call, o.ID, invoice, 1); err != nil {
+		t.Fatal(err)
+	}
+	// The other payments by the same rule in one transaction: through the
+	// ledger, each would render the growing order, minutes in all.
+	if err := f.store.Update(f.ctx, func(tx storage.Tx) error {
+		stored, err := tx.GetOrder(f.merchant, o.ID)
+		if err != nil {
+			return err
+		}
+		env := order.Env{Now: f.now(), IDs: kassa.RandomIDs{}, Policy: order.DefaultPolicy}
+		for range order.MaxEvents - 1 {
+			if err := stored.RegisterPayment(invoice, 1, env); err != nil {
+				return err
+			}
+		}
+		return tx.UpdateOrder(stored)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ledger.ExtendExpiry(f.ctx, call, o.ID); err != nil {
+		t.Fatalf("extend expiry after %d payments: %v", order.MaxEvents, err)
+	}
+	res, err = f.ledger.PartialCapture(f.ctx, call, o.ID, &capture.PartialRequest{
+		OrderLines: []order.LineInput{{ID: ptr(o.Uncaptured.Lines[1].ID)}}, TotalCaptureAmount: ptr(int64(5000))})
+	if err != nil {
+		t.Fatalf("capture of the line left after %d payments: %v", order.MaxEvents, err)
+	}
+	if a := res.Order.Amounts(); a.Captured != 1_005_000 || a.Uncaptured != 0 {
+		t.Fatalf("captured %d, uncaptured %d", a.Captured, a.Uncaptured)
+	}
+}
+
 // TestSettlementsBeforeCutoff: a run up to a cutoff settles what occurred
 // before it once; a second run to the same cutoff (another replica's daily
 // run, a little later) makes nothing, and what came after waits.

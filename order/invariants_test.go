@@ -562,7 +562,8 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 		},
 		"resolveHold": func(t *rapid.T) {
 			approve := rapid.IntRange(0, 3).Draw(t, "approve") > 0
-			m.expect(t, "resolveHold", m.o.Hold == order.HoldOnHold, fault.NotAvailable, func() error { return m.o.ResolveHold(approve, m.env()) })
+			ok := m.o.Hold == order.HoldOnHold && !m.o.Cancelled && !m.o.Expired(m.now())
+			m.expect(t, "resolveHold", ok, fault.NotAvailable, func() error { return m.o.ResolveHold(approve, m.env()) })
 		},
 		"advanceClock": func(t *rapid.T) {
 			maxMinutes := int64(3 * 24 * 60)

@@ -366,10 +366,18 @@ func (o *Order) MarkLedger(ledgerID string, s SubStatus, env Env) error {
 }
 
 // ResolveHold ends a risk review: approve releases the hold (and the order
-// becomes ready for capture); deny marks the order fraudDeny.
+// becomes ready for capture); deny marks the order fraudDeny. The review
+// ends with a cancelled or expired order: approving one would authorize
+// (event, notification, authorizeStatus) an order no longer to be paid.
 func (o *Order) ResolveHold(approve bool, env Env) error {
 	if o.Hold != HoldOnHold {
 		return fault.NotAvailablef("order %s is not on hold", o.ID)
+	}
+	if o.Cancelled {
+		return fault.NotAvailablef("order %s is cancelled: its risk review ended with it", o.ID)
+	}
+	if o.Expired(env.Now) {
+		return fault.NotAvailablef("order %s has expired: its risk review ended with it", o.ID)
 	}
 	if approve {
 		o.Hold = HoldNone

@@ -653,8 +653,16 @@ const (
 )
 
 // CheckSize refuses an order grown past MaxEvents events or MaxStoredLines
-// lines over all its sub-orders.
+// lines over all its sub-orders. The buyer's payments are not counted: they
+// are never refused, and counting them would let a buyer paying in many
+// parts stop the merchant from capturing what is left of the order.
 func (o *Order) CheckSize() error {
+	events := 0
+	for i := range o.Events {
+		if o.Events[i].Type != EventPaid {
+			events++
+		}
+	}
 	lines := len(o.Uncaptured.Lines)
 	for _, l := range o.Captured {
 		lines += len(l.Lines)
@@ -662,10 +670,10 @@ func (o *Order) CheckSize() error {
 	for _, l := range o.Refunded {
 		lines += len(l.Lines)
 	}
-	if len(o.Events) > MaxEvents || lines > MaxStoredLines {
+	if events > MaxEvents || lines > MaxStoredLines {
 		return fault.New(fault.NotAvailable, "order_size_limit",
-			"order %s would hold %d events and %d lines, over the limit of %d events and %d lines; refunds, cancels and voids are still taken",
-			o.ID, len(o.Events), lines, MaxEvents, MaxStoredLines)
+			"order %s would hold %d events (payments aside) and %d lines, over the limit of %d events and %d lines; refunds, cancels and voids are still taken",
+			o.ID, events, lines, MaxEvents, MaxStoredLines)
 	}
 	return nil
 }

@@ -30,3 +30,19 @@ func TestCheckSize(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckSizeLeavesPaymentsOut: the buyer's payments, never refused, do
+// not use up the events the merchant's own changes may add.
+func TestCheckSizeLeavesPaymentsOut(t *testing.T) {
+	o := &Order{ID: "o", Events: make([]Event, MaxEvents+11)}
+	for i := range 11 {
+		o.Events[i].Type = EventPaid
+	}
+	if err := o.CheckSize(); err != nil {
+		t.Fatalf("%d events of which 11 payments: %v", len(o.Events), err)
+	}
+	o.Events[0].Type = EventSetReference
+	if err := o.CheckSize(); fault.CodeOf(err) != "order_size_limit" {
+		t.Fatalf("%d events of which 10 payments, one over: %v", len(o.Events), err)
+	}
+}

@@ -507,6 +507,34 @@ func TestAdvanceInvoiceAndRiskFixtures(t *testing.T) {
 	}
 }
 
+// TestRiskReviewEndsWithTheOrder: a hold on an order that was cancelled or
+// has expired cannot be approved or denied any more. Approving one appended
+// an authorize event (and sent order.authorize) for the whole amount after
+// the cancel, and turned authorizeStatus to authorized; denying one turned a
+// cancelled order's payment status to denied.
+func TestRiskReviewEndsWithTheOrder(t *testing.T) {
+	e := newSessionEnv(t)
+	cancelled := e.order("5560000035", "invoice")["id"].(string)
+	if code, _, _ := e.req("DELETE", "/v1/orders/"+cancelled, "", e.auth, nil); code != 200 {
+		t.Fatalf("cancel: %d", code)
+	}
+	expired := e.order("5560000035", "invoice")["id"].(string)
+	if code, _, _ := e.req("POST", "/sandbox/v1/clock", `{"advance":"700h"}`, e.auth, nil); code != 200 {
+		t.Fatalf("advance: %d", code)
+	}
+	for _, id := range []string{cancelled, expired} {
+		for _, d := range []string{"approve", "deny"} {
+			code, _, b := e.req("POST", "/sandbox/v1/orders/"+id+"/risk", `{"decision":"`+d+`"}`, e.auth, nil)
+			wantProblem(t, code, b, 409, "action_not_available")
+		}
+		_, _, o := e.req("GET", "/v1/orders/"+id, "", e.auth, nil)
+		if o["authorizeStatus"] != "pending" || strings.Contains(fmt.Sprint(o["status"]), "fraudDeny") ||
+			strings.Contains(fmt.Sprint(o["events"]), "authorize") {
+			t.Fatalf("after refused decisions: %v %v %v", o["authorizeStatus"], o["status"], o["events"])
+		}
+	}
+}
+
 func TestSandboxClockExpiryAndTokens(t *testing.T) {
 	e := newSessionEnv(t)
 	o := e.order("5560000001", "invoice")

@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -19,8 +22,37 @@ var openAPI []byte
 func OpenAPI() []byte { return openAPI }
 
 func (s *Server) handleOpenAPI(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeRaw(w, http.StatusOK, openAPI)
+	if s.cfg.Sandbox {
+		writeRaw(w, http.StatusOK, openAPI)
+		return
+	}
+	writeRaw(w, http.StatusOK, openAPIWithoutSandbox())
 }
+
+// openAPIWithoutSandbox is the document of a server with the sandbox off:
+// without the /sandbox/v1 operations it answers 404, so that a client
+// generated from it does not call them.
+var openAPIWithoutSandbox = sync.OnceValue(func() []byte {
+	var doc map[string]json.RawMessage
+	var paths map[string]json.RawMessage
+	if json.Unmarshal(openAPI, &doc) != nil || json.Unmarshal(doc["paths"], &paths) != nil {
+		panic("server: the embedded openapi.json does not decode") // TestOpenAPIUpToDate keeps it valid
+	}
+	for p := range paths {
+		if strings.HasPrefix(p, "/sandbox/") {
+			delete(paths, p)
+		}
+	}
+	var err error
+	if doc["paths"], err = json.Marshal(paths); err != nil {
+		panic(err)
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		panic(err)
+	}
+	return b
+})
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.cfg.Version})
