@@ -539,13 +539,15 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 			}
 			id := l.ID
 			due := m.o.Outstanding(l)
-			ok := !l.Void() && due > 0
+			// A card or PayPal capture is paid when made: nothing to pay.
+			paidWhenMade := m.o.PaymentMethod.Category() == order.CategoryCard
+			ok := !l.Void() && !paidWhenMade && due > 0
 			amount := int64(1)
 			if ok {
 				amount = rapid.Int64Range(1, due).Draw(t, "pay")
 			}
 			kind := fault.Invalid
-			if l.Void() {
+			if l.Void() || paidWhenMade {
 				kind = fault.NotAvailable
 			}
 			m.expect(t, "registerPayment", ok, kind, func() error { return m.o.RegisterPayment(id, amount, m.env()) })
@@ -557,7 +559,8 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 			}
 			id := l.ID
 			s := rapid.SampledFrom([]order.SubStatus{order.SubReminder1, order.SubReminder2, order.SubDebtCollection, order.SubInvoiceDeliveryFailure}).Draw(t, "sub")
-			ok := !l.Void() && (s == order.SubInvoiceDeliveryFailure || m.o.Outstanding(l) > 0)
+			owes := m.o.PaymentMethod.Category() != order.CategoryCard && m.o.Outstanding(l) > 0
+			ok := !l.Void() && (s == order.SubInvoiceDeliveryFailure || owes)
 			m.expect(t, "reminder", ok, fault.NotAvailable, func() error { return m.o.MarkLedger(id, s, m.env()) })
 		},
 		"resolveHold": func(t *rapid.T) {

@@ -1127,3 +1127,33 @@ func TestAccessTokenEndsWithItsSecret(t *testing.T) {
 		t.Errorf("token with a wrong signature: %d, want 401", code)
 	}
 }
+
+// TestCardCaptureTakesNoPayment: a card or PayPal capture is paid when it is
+// made (its document is a receipt), so the sandbox's buyer payment and the
+// reminders, which are for an invoice still owed, are refused on it. A card
+// capture took a payment before, turned partiallyPaid and could be sent to
+// debt collection.
+func TestCardCaptureTakesNoPayment(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, pm := range []string{"card", "paypal"} {
+		id := e.order("5560000001", pm)["id"].(string)
+		code, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+		if code != 200 {
+			t.Fatalf("%s capture: %d %v", pm, code, o)
+		}
+		capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+		code, _, b := e.req("POST", "/sandbox/v1/orders/"+id+"/ledgers/"+capID+"/payments", `{"amount":1}`, e.auth, nil)
+		wantProblem(t, code, b, 409, "action_not_available")
+		for _, s := range []string{"reminder1", "reminder2", "debtCollection"} {
+			code, _, b = e.req("POST", "/sandbox/v1/orders/"+id+"/ledgers/"+capID+"/status", `{"status":"`+s+`"}`, e.auth, nil)
+			wantProblem(t, code, b, 409, "action_not_available")
+		}
+		after := e.get(id)
+		if st := fmt.Sprint(after["status"]); strings.Contains(st, "Paid") || minor(after["capturedAmount"]) == 0 {
+			t.Fatalf("%s after refused payments: %v", pm, st)
+		}
+		if ev := fmt.Sprint(after["events"]); strings.Contains(ev, "paid") {
+			t.Fatalf("%s: a paid event was recorded: %v", pm, ev)
+		}
+	}
+}
