@@ -410,10 +410,19 @@ func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals) []A
 		if l.Void() {
 			return nil
 		}
-		captured := SumLines(l.Lines, o.VATMode).Gross
+		all := SumLines(l.Lines, o.VATMode)
+		captured := all.Gross
 		left := captured - refunded.Gross // Refundable(l).Gross; captured − RefundedOf(l.ID)
 		if left > 0 {
-			acts = append(acts, ActionRefund, ActionPartialRefund)
+			acts = append(acts, ActionRefund)
+		}
+		// A partial refund of the last minor unit credits all that is left,
+		// so it must close every VAT rate, and its totalRefundAmount is then
+		// the totalAmount left: in exclVat a goodwill refund at a lower rate
+		// can have made that negative, below the spec's bound of 0, and only
+		// the full refund can close the capture.
+		if left > 1 || (left == 1 && all.Sum-refunded.Sum >= 0) {
+			acts = append(acts, ActionPartialRefund)
 		}
 		acts = append(acts, ActionResendOrderInvoice)
 		if o.PaymentMethod.IsInvoice() && left == captured && l.Paid == 0 && l.Recourse == "" {
