@@ -379,12 +379,16 @@ func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals) []A
 	switch l.Kind {
 	case LedgerUncaptured:
 		if o.open(now) {
-			if o.captureBlocked(now) == "" {
+			// Each operation below appends an event; those that add lines
+			// are offered only while the size limit lets some request add
+			// them (CheckSize). Refunds, cancels and voids are never bounded.
+			if o.captureBlocked(now) == "" && o.fits(1, 0) {
 				remaining := o.RemainingAuthorization()
 				if SumLines(l.Lines, o.VATMode).Gross <= remaining {
-					acts = append(acts, ActionCapture)
+					acts = append(acts, ActionCapture) // moves the lines it captures
 				}
-				if remaining > 0 {
+				// A line without id adds a line; one by id moves it.
+				if remaining > 0 && (o.fits(1, 1) || o.lineFits(l, remaining)) {
 					acts = append(acts, ActionPartialCapture)
 				}
 			}
@@ -394,26 +398,38 @@ func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals) []A
 		if !o.Cancelled && len(l.Lines) > 0 {
 			acts = append(acts, ActionCancel)
 		}
-		if o.open(now) {
+		if o.open(now) && o.fits(1, 1-len(l.Lines)) { // an edit to one line
 			acts = append(acts, ActionEditOrder)
 		}
-		if o.alive() {
+		if o.alive() && o.fits(1, 0) {
 			acts = append(acts, ActionEditCustomer)
 		}
-		if o.open(now) && len(o.Captured) == 0 && o.PaymentMethod.Type != PayAdvanceInvoice {
+		if o.open(now) && len(o.Captured) == 0 && o.PaymentMethod.Type != PayAdvanceInvoice && o.fits(1, 0) {
 			acts = append(acts, ActionEditPaymentMethod)
 		}
-		if o.open(now) && o.ExpiresAt.Before(o.ExpiryCap(p)) {
+		// Not even one that would leave the date as it is (and append
+		// nothing): what it would do depends on the day, and a response
+		// depends on time only through expiry (ordercache).
+		if o.open(now) && o.ExpiresAt.Before(o.ExpiryCap(p)) && o.fits(1, 0) {
 			acts = append(acts, ActionExtendOrderExpiry)
 		}
 	case LedgerCapture:
 		if l.Void() {
 			return nil
 		}
-		captured := SumLines(l.Lines, o.VATMode).Gross
+		all := SumLines(l.Lines, o.VATMode)
+		captured := all.Gross
 		left := captured - refunded.Gross // Refundable(l).Gross; captured − RefundedOf(l.ID)
 		if left > 0 {
-			acts = append(acts, ActionRefund, ActionPartialRefund)
+			acts = append(acts, ActionRefund)
+		}
+		// A partial refund of the last minor unit credits all that is left,
+		// so it must close every VAT rate, and its totalRefundAmount is then
+		// the totalAmount left: in exclVat a goodwill refund at a lower rate
+		// can have made that negative, below the spec's bound of 0, and only
+		// the full refund can close the capture.
+		if left > 1 || (left == 1 && all.Sum-refunded.Sum >= 0) {
+			acts = append(acts, ActionPartialRefund)
 		}
 		acts = append(acts, ActionResendOrderInvoice)
 		if o.PaymentMethod.IsInvoice() && left == captured && l.Paid == 0 && l.Recourse == "" {
@@ -427,6 +443,17 @@ func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals) []A
 		acts = append(acts, ActionResendOrderInvoice)
 	}
 	return acts
+}
+
+// lineFits reports whether some line of the uncaptured sub-order l can be
+// captured on its own by id: it adds no line to the order.
+func (o *Order) lineFits(l *Ledger, remaining int64) bool {
+	for i := range l.Lines {
+		if g := SumLines(l.Lines[i:i+1], o.VATMode).Gross; g >= 0 && g <= remaining {
+			return true
+		}
+	}
+	return false
 }
 
 // Require finds ledger id and checks that action is offered on it now.
@@ -657,12 +684,28 @@ const (
 // are never refused, and counting them would let a buyer paying in many
 // parts stop the merchant from capturing what is left of the order.
 func (o *Order) CheckSize() error {
-	events := 0
+	events, lines := o.sizedEvents(), o.storedLines()
+	if events > MaxEvents || lines > MaxStoredLines {
+		return fault.New(fault.NotAvailable, "order_size_limit",
+			"order %s would hold %d events (payments aside) and %d lines, over the limit of %d events and %d lines; refunds, cancels and voids are still taken",
+			o.ID, events, lines, MaxEvents, MaxStoredLines)
+	}
+	return nil
+}
+
+// sizedEvents counts the events the size limit bounds: all but the buyer's
+// payments.
+func (o *Order) sizedEvents() int {
+	n := 0
 	for i := range o.Events {
 		if o.Events[i].Type != EventPaid {
-			events++
+			n++
 		}
 	}
+	return n
+}
+
+func (o *Order) storedLines() int {
 	lines := len(o.Uncaptured.Lines)
 	for _, l := range o.Captured {
 		lines += len(l.Lines)
@@ -670,10 +713,12 @@ func (o *Order) CheckSize() error {
 	for _, l := range o.Refunded {
 		lines += len(l.Lines)
 	}
-	if events > MaxEvents || lines > MaxStoredLines {
-		return fault.New(fault.NotAvailable, "order_size_limit",
-			"order %s would hold %d events (payments aside) and %d lines, over the limit of %d events and %d lines; refunds, cancels and voids are still taken",
-			o.ID, events, lines, MaxEvents, MaxStoredLines)
-	}
-	return nil
+	return lines
+}
+
+// fits reports whether an operation that appends events events and changes
+// the order's lines by lines stays within the limits CheckSize enforces,
+// so that availableActions offer nothing the size limit would refuse.
+func (o *Order) fits(events, lines int) bool {
+	return o.sizedEvents()+events <= MaxEvents && o.storedLines()+lines <= MaxStoredLines
 }

@@ -368,3 +368,35 @@ func TestLastPartialRefundCreditsEachRate(t *testing.T) {
 		t.Fatalf("full refund lines %+v", l)
 	}
 }
+
+// The last minor unit of a capture can only be refunded by closing every
+// rate (TestLastPartialRefundCreditsEachRate). In exclVat a goodwill refund
+// at 0 % can leave that unit as VAT 2 over a net of -1: a partial refund of
+// it needs a totalRefundAmount of -1, below the spec's bound, so only the
+// full refund can return it, and partialRefund must not be offered.
+func TestLastUnitWithNegativeNetOffersOnlyTheFullRefund(t *testing.T) {
+	f := ordertest.New()
+	r := ordertest.CreateRequest(ordertest.Line("thing", 1, 8, 2500))
+	r.VatMode = "exclVat"
+	o := f.Create(t, r, ordertest.Authorization(0))
+	c, err := capture.Full(o, nil, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refund.Partial(o, c.ID, partial(9, ordertest.Line("goodwill", 1, 9, 0)), f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if left := o.Refundable(c); left.Gross != 1 || left.Sum != -1 {
+		t.Fatalf("left %+v, want a gross of 1 over a net of -1", left)
+	}
+	acts := o.Actions(c, f.Clock.Now(), f.Policy)
+	if slices.Contains(acts, order.ActionPartialRefund) || !slices.Contains(acts, order.ActionRefund) {
+		t.Fatalf("actions %v, want refund without partialRefund", acts)
+	}
+	// What partialRefund would have promised: no body closes every rate.
+	_, err = refund.Partial(o, c.ID, partial(1, ordertest.Line("last", 1, 1, 0)), f.Env())
+	wantFault(t, err, fault.NotAvailable, "action_not_available")
+	if _, err := refund.Full(o, c.ID, nil, f.Env()); err != nil {
+		t.Fatalf("full refund of the last unit: %v", err)
+	}
+}

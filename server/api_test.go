@@ -1157,3 +1157,66 @@ func TestCardCaptureTakesNoPayment(t *testing.T) {
 		}
 	}
 }
+
+// The spec's flow for capturing part of a line's quantity: capture it
+// without id, then edit the order to reduce that uncaptured line's quantity
+// and recalculate its amounts. availableActions must say at each step what
+// the next request can do. In exclVat the units' VAT is rounded per line, so
+// 1 + 2 units of 0.03 at 25 % invoice 0.01 more VAT than 3 did, and the edit
+// passes the authorization unless its line's totalVatAmount is sent 1 lower.
+func TestCaptureWithoutIDThenEditOverHTTP(t *testing.T) {
+	e := newSessionEnv(t)
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE","vatMode":"exclVat",
+		"orderLines":[{"description":"Book","quantity":3,"unitPrice":3,"vat":2500},{"description":"Food","quantity":1,"unitPrice":5600,"vat":1200}]}`, e.auth, nil)
+	if code != 200 {
+		t.Fatalf("create: %d %v", code, b)
+	}
+	id := b["orderId"].(string)
+	o := e.get(id)
+	if minor(o["orderAmount"]) != 6283 || !slices.Contains(actions(o["uncaptured"]), "capture") {
+		t.Fatalf("created %v, actions %v", o["orderAmount"], actions(o["uncaptured"]))
+	}
+	before := lines(o["uncaptured"])
+
+	// One Book without id: captured, the uncaptured Book line untouched.
+	code, _, o = e.req("POST", "/v1/orders/"+id+"/partialcapture", `{"orderLines":[{"description":"Book","quantity":1,"unitPrice":3,"vat":2500}],"totalCaptureAmount":3}`, e.auth, nil)
+	if code != 200 || minor(o["capturedAmount"]) != 4 || fmt.Sprint(lines(o["uncaptured"])) != fmt.Sprint(before) {
+		t.Fatalf("capture without id: %d %v %v", code, o["capturedAmount"], o["uncaptured"])
+	}
+	// 62.83 uncaptured, 62.79 of the authorization left: no full capture.
+	if got := strings.Join(actions(o["uncaptured"]), ","); got != "partialCapture,cancel,editOrder,editCustomer,extendOrderExpiry" {
+		t.Fatalf("after capture without id: %s", got)
+	}
+	code, _, b = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	wantProblem(t, code, b, 409, "action_not_available")
+
+	// The edit to 2 Books as computed passes the authorization by the rounding.
+	edit := `{"orderLines":[{"description":"Book","quantity":2,"unitPrice":3,"vat":2500%s},{"description":"Food","quantity":1,"unitPrice":5600,"vat":1200}],
+		"totalOrderAmount":%d,"totalOrderAmountExclVat":5606,"totalOrderVatAmount":%d}`
+	code, _, b = e.req("POST", "/v1/orders/"+id, fmt.Sprintf(edit, "", 6280, 674), e.auth, nil)
+	wantProblem(t, code, b, 400, "authorization_exceeded")
+	if !strings.Contains(b["detail"].(string)+fmt.Sprint(b["errors"]), "1 lower") {
+		t.Fatalf("refusal names no rounding: %v", b)
+	}
+	code, _, o = e.req("POST", "/v1/orders/"+id, fmt.Sprintf(edit, `,"totalVatAmount":1`, 6279, 673), e.auth, nil)
+	if code != 200 || minor(o["uncapturedAmount"]) != 6279 || minor(o["orderAmount"]) != 6283 {
+		t.Fatalf("edit: %d %v", code, o)
+	}
+	if got := strings.Join(actions(o["uncaptured"]), ","); got != "capture,partialCapture,cancel,editOrder,editCustomer,extendOrderExpiry" {
+		t.Fatalf("after the edit: %s", got)
+	}
+
+	// The rest captured: exactly what was authorized, nothing left.
+	code, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	if code != 200 || minor(o["capturedAmount"]) != 6283 || minor(o["uncapturedAmount"]) != 0 || len(lines(o["uncaptured"])) != 0 {
+		t.Fatalf("final capture: %d %v %v", code, o["capturedAmount"], o["uncapturedAmount"])
+	}
+	if got := strings.Join(actions(o["uncaptured"]), ","); got != "editCustomer" {
+		t.Fatalf("fully captured: %s", got)
+	}
+	for _, c := range o["captured"].([]any) {
+		if got := strings.Join(actions(c), ","); got != "refund,partialRefund,resendOrderInvoice,void,recourseOrderInvoice" {
+			t.Fatalf("capture %v: %s", c.(map[string]any)["ledgerId"], got)
+		}
+	}
+}
