@@ -118,6 +118,23 @@ type SetWebhookRequest struct {
 	Declared bool `json:"-"`
 }
 
+// Validate checks the settings on their own, without the store: what
+// SetWebhook refuses before it reads anything, so that a configuration (the
+// reference server's --webhook-* flags) can be refused before anything is
+// written.
+func (r SetWebhookRequest) Validate() error {
+	if err := notify.ValidateURL(r.URL); err != nil {
+		return err
+	}
+	if err := notify.ValidateSubscriptions(r.Events); err != nil {
+		return err
+	}
+	if r.Secret != "" && len(r.Secret) < 24 {
+		return fault.Invalidf("secret", "a webhook secret needs at least 24 characters")
+	}
+	return nil
+}
+
 // WebhookSecretOverlap is how long deliveries are signed with the replaced
 // secret as well after a rotation: the time a merchant has to deploy the new
 // one before its receiver starts refusing them.
@@ -125,14 +142,8 @@ const WebhookSecretOverlap = 24 * time.Hour
 
 // SetWebhook stores the merchant's notification settings.
 func (l *Ledger) SetWebhook(ctx context.Context, merchantID string, req SetWebhookRequest) (WebhookSettings, error) {
-	if err := notify.ValidateURL(req.URL); err != nil {
+	if err := req.Validate(); err != nil {
 		return WebhookSettings{}, err
-	}
-	if err := notify.ValidateSubscriptions(req.Events); err != nil {
-		return WebhookSettings{}, err
-	}
-	if req.Secret != "" && len(req.Secret) < 24 {
-		return WebhookSettings{}, fault.Invalidf("secret", "a webhook secret needs at least 24 characters")
 	}
 	var out WebhookSettings
 	err := l.store.Update(ctx, func(tx storage.Tx) error {

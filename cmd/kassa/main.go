@@ -358,6 +358,15 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kassa: --webhook-events (KASSA_WEBHOOK_EVENTS) names no topic for --webhook-url; give e.g. order.*")
 		return 2
 	}
+	// Checked before the store is made: refused after it, an empty store
+	// would already hold a sandbox merchant whose generated secret was
+	// printed by a start that failed, and not again by the next one.
+	if c.webhookURL != "" {
+		if err := webhookRequest(c).Validate(); err != nil {
+			fmt.Fprintf(stderr, "kassa: --webhook-url: %v\n", err)
+			return 2
+		}
+	}
 	if err := checkStore(c.store, c.databaseURL); err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 2
@@ -762,8 +771,7 @@ func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, 
 	if target == nil {
 		return errors.New("no sandbox merchant to configure")
 	}
-	set, err := ledger.SetWebhook(ctx, target.ID, kassa.SetWebhookRequest{URL: c.webhookURL, Events: webhookTopics(c.webhookEvents),
-		Secret: c.webhookSecret, Declared: true})
+	set, err := ledger.SetWebhook(ctx, target.ID, webhookRequest(c))
 	if err != nil {
 		return err
 	}
@@ -772,6 +780,11 @@ func configureWebhook(ctx context.Context, ledger *kassa.Ledger, c serveConfig, 
 			target.ID, set.URL, set.Secret)
 	}
 	return nil
+}
+
+// webhookRequest is the notification settings the --webhook-* flags declare.
+func webhookRequest(c serveConfig) kassa.SetWebhookRequest {
+	return kassa.SetWebhookRequest{URL: c.webhookURL, Events: webhookTopics(c.webhookEvents), Secret: c.webhookSecret, Declared: true}
 }
 
 // webhookTopics reads --webhook-events: topics separated by commas.

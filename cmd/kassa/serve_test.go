@@ -523,3 +523,22 @@ func TestWebhookWithoutTopicsRefused(t *testing.T) {
 			"--webhook-url", "http://127.0.0.1:9/hook", "--webhook-events", events)
 	}
 }
+
+// TestBadWebhookFlagsRefusedFirst: a --webhook-url, topic or secret that
+// SetWebhook would refuse is a usage error found before anything is
+// written. Refused after the store was made, an empty store kept the
+// sandbox merchant whose generated secret that failed start had printed,
+// and the next start printed no credentials at all.
+func TestBadWebhookFlagsRefusedFirst(t *testing.T) {
+	for _, args := range [][]string{
+		{"--webhook-url", "ftp://127.0.0.1:9/hook"},
+		{"--webhook-url", "http://127.0.0.1:9/hook", "--webhook-events", "order.nope"},
+		{"--webhook-url", "http://127.0.0.1:9/hook", "--webhook-secret", "too-short"},
+	} {
+		data := filepath.Join(t.TempDir(), "data")
+		serveRefused(t, 2, "--webhook-url", append([]string{"--data", data, "--addr", "127.0.0.1:0"}, args...)...)
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("serve %q left %s behind: %v", args, data, err)
+		}
+	}
+}
