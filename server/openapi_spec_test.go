@@ -153,3 +153,35 @@ func TestOpenAPIStatesSpecShapes(t *testing.T) {
 		t.Error("the deprecated payment status does not document its Link header")
 	}
 }
+
+// TestOpenAPIStatesTheScopes: the token endpoint grants every token the
+// scopes in grantedScopes and takes any of them in a request (docs/errors.md);
+// the oauth2 scheme names the same, so that a client built from the document
+// may ask for them (it declared none, which reads as a server without scopes).
+func TestOpenAPIStatesTheScopes(t *testing.T) {
+	var doc struct {
+		Components struct {
+			SecuritySchemes struct {
+				OAuth2 struct {
+					Flows struct {
+						ClientCredentials struct {
+							Scopes map[string]string `json:"scopes"`
+						} `json:"clientCredentials"`
+					} `json:"flows"`
+				} `json:"oauth2"`
+			} `json:"securitySchemes"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	scopes := doc.Components.SecuritySchemes.OAuth2.Flows.ClientCredentials.Scopes
+	if len(scopes) != len(grantedScopes) {
+		t.Errorf("oauth2 scopes %v, want %v", scopes, grantedScopes)
+	}
+	for _, sc := range grantedScopes {
+		if scopes[sc] == "" {
+			t.Errorf("oauth2 scope %q is not declared (with a description): %v", sc, scopes)
+		}
+	}
+}

@@ -652,12 +652,27 @@ func buildOpenAPI() map[string]any {
 		"components": map[string]any{
 			"schemas": g.schemas,
 			"securitySchemes": map[string]any{
-				"oauth2": map[string]any{"type": "oauth2", "flows": map[string]any{"clientCredentials": map[string]any{"tokenUrl": "/oauth/token", "scopes": map[string]any{}}}},
+				"oauth2": map[string]any{"type": "oauth2", "flows": map[string]any{"clientCredentials": map[string]any{"tokenUrl": "/oauth/token", "scopes": oauthScopes()}},
+					"description": "Every token is granted all three scopes, whichever a request names."},
 				"bearer": map[string]any{"type": "http", "scheme": "bearer"},
 				"basic":  map[string]any{"type": "http", "scheme": "basic", "description": "base64(clientId:clientSecret), accepted on every /v1 operation"},
 			},
 		},
 	}
+}
+
+// oauthScopes declares grantedScopes, each with what it names.
+func oauthScopes() map[string]any {
+	about := map[string]string{
+		"orders":      "Order Management API: orders, captures, refunds, documents",
+		"payments":    "Payments API: authorization and customer tokens, sessions, payment status",
+		"settlements": "settlements and their transactions",
+	}
+	m := map[string]any{}
+	for _, sc := range grantedScopes {
+		m[sc] = about[sc]
+	}
+	return m
 }
 
 func generatedOpenAPI(t *testing.T) []byte {
