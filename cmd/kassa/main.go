@@ -224,7 +224,9 @@ func loadKey(dir string) ([]byte, error) {
 	if v := os.Getenv("KASSA_KEY"); v != "" {
 		k, err := hex.DecodeString(v)
 		if err != nil || len(k) < 32 {
-			return nil, errors.New("KASSA_KEY must be at least 64 hex digits")
+			// hex.DecodeString refuses an odd count too: say so, or a
+			// 65-digit key reads as refused for being short.
+			return nil, errors.New("KASSA_KEY must be an even number of hex digits, at least 64")
 		}
 		return k, nil
 	}

@@ -542,3 +542,17 @@ func TestBadWebhookFlagsRefusedFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestBadKassaKeyNamesTheRule: KASSA_KEY is refused with README's rule (an
+// even number of hex digits, at least 64), not "at least 64" alone, which a
+// key of 65 digits or of 64 non-hex characters already has.
+func TestBadKassaKeyNamesTheRule(t *testing.T) {
+	for _, key := range []string{strings.Repeat("a", 62), strings.Repeat("a", 65), strings.Repeat("g", 64)} {
+		t.Setenv("KASSA_KEY", key)
+		var out, errb bytes.Buffer
+		code := run([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0"}, &out, &errb)
+		if code == 0 || !strings.Contains(errb.String(), "even number of hex digits, at least 64") {
+			t.Errorf("KASSA_KEY of %d characters: exit %d, %s", len(key), code, errb.String())
+		}
+	}
+}
