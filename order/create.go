@@ -239,6 +239,13 @@ func Create(merchantID string, r *CreateRequest, lines []Line, mode money.VATMod
 		o.AutoCapture = &ac
 	}
 	r.Customer.mergeInto(&o.Customer)
+	if auth.Buyer.CompanyID != "" {
+		// The authorized buyer named in another form of its number (checked
+		// above) keeps the number it was authorized by: the merchant's
+		// spelling would otherwise be the buyer's on the order's documents
+		// and notifications, and differ between one buyer's orders.
+		o.Customer.CompanyID = auth.Buyer.CompanyID
+	}
 	if r.ShippingAddress != nil {
 		o.Customer.ShippingAddress = r.ShippingAddress.clone()
 	}

@@ -283,3 +283,32 @@ func TestSandboxBuyerNumberForms(t *testing.T) {
 	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("556000-0001", "invoice")+"/order", body("5560360793"), e.auth, nil)
 	wantProblem(t, code, b, 400, "validation_failed")
 }
+
+// An order or customer token that names the authorized buyer in another form
+// of its number keeps the authorized buyer's companyId: the merchant's
+// spelling (a VAT id, the 12 digits) would otherwise become the buyer's
+// registration number on the order, its documents and notifications, and
+// differ between the orders of one buyer.
+func TestBuyerNumberFormKeepsAuthorizedID(t *testing.T) {
+	e := newEnv(t, true)
+	body := strings.Replace(orderBody, `"reference":"PO-1"`, `"reference":"PO-1","customer":{"companyId":"SE556000000101"}`, 1)
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", body, e.auth, nil)
+	if code != 200 {
+		t.Fatalf("order: %d %v", code, b)
+	}
+	id, _ := b["orderId"].(string)
+	code, _, o := e.req("GET", "/v1/orders/"+id, "", e.auth, nil)
+	if c, _ := o["customer"].(map[string]any); code != 200 || c["companyId"] != "5560000001" {
+		t.Errorf("the order's customer: %d %v; want companyId 5560000001, the authorized buyer's", code, o["customer"])
+	}
+	code, _, ct := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/customer-token",
+		`{"country":"SE","currency":"SEK","locale":"sv-SE","customer":{"companyId":"165560000001"}}`, e.auth, nil)
+	if code != 200 && code != 201 {
+		t.Fatalf("customer token: %d %v", code, ct)
+	}
+	tok, _ := ct["customerToken"].(string)
+	code, _, got := e.req("GET", "/v1/customer-tokens/"+tok, "", e.auth, nil)
+	if code != 200 || got["companyId"] != "5560000001" {
+		t.Errorf("the customer token: %d %v; want companyId 5560000001", code, got)
+	}
+}

@@ -276,7 +276,7 @@ func NewCustomer(a *Authorization, r *CreateCustomerRequest, id string, now time
 	in := r.Customer
 	c := &Customer{
 		Record: Record{TokenID: id, State: StateActive, MerchantID: a.MerchantID, StoreID: r.StoreID,
-			CompanyID: pick(in.CompanyID, b.CompanyID), Country: a.Country,
+			CompanyID: pick(b.CompanyID, in.CompanyID), Country: a.Country, // the authorized buyer's form of its number
 			Email: pick(in.Email, b.Email), FirstName: pick(in.FirstName, b.FirstName),
 			LastName: pick(in.LastName, b.LastName), Phone: pick(in.Phone, b.Phone),
 			Reference1: in.Reference1, Reference2: in.Reference2,
