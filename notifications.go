@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kassahq/kassa/fault"
@@ -285,18 +287,48 @@ func (l *Ledger) ListNotifications(ctx context.Context, merchantID, fromID strin
 		return NotificationPage{}, fault.Invalidf("size", "must be 1 to %d", MaxNotificationPage)
 	}
 	page := NotificationPage{Notifications: []Notification{}}
+	fromID, created, sealed := openLogCursor(fromID)
 	err := l.store.View(ctx, func(tx storage.Tx) error {
 		ms, next, err := tx.ListOutbox(merchantID, fromID, size)
+		if fault.Is(err, fault.NotFound) && sealed && created.Before(tx.Now().Add(-l.opts.NotificationRetention)) {
+			// The retention sweep removed the notification this cursor was
+			// taken from, and with it the rest of the log's oldest end.
+			return nil
+		}
 		if err != nil {
 			return err
 		}
 		for _, m := range ms {
 			page.Notifications = append(page.Notifications, notificationOf(m))
 		}
-		page.NextFromID = next
+		if next != "" {
+			last := ms[len(ms)-1]
+			page.NextFromID = sealLogCursor(last.ID, last.CreatedAt)
+		}
 		return nil
 	})
 	return page, listFrom(err, fromID)
+}
+
+// The delivery log's nextFromId is the last notification's id and creation
+// time, sealed as order-list cursors are. The time tells a cursor whose
+// notification the retention sweep has removed (the log ends there) from
+// one that names nothing (400); a bare notification id still pages.
+func sealLogCursor(id string, created time.Time) string {
+	return sealCursor(id + "@" + strconv.FormatInt(created.UnixNano(), 36))
+}
+
+func openLogCursor(fromID string) (id string, created time.Time, sealed bool) {
+	pos, ok := openCursor(fromID)
+	if !ok {
+		return fromID, time.Time{}, false
+	}
+	id, at, ok := strings.Cut(pos, "@")
+	n, err := strconv.ParseInt(at, 36, 64)
+	if !ok || err != nil {
+		return fromID, time.Time{}, false
+	}
+	return id, time.Unix(0, n), true
 }
 
 // listFrom makes a list's unknown fromId the caller's mistake (400 naming

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -83,4 +84,60 @@ func TestDeliveryLogRetention(t *testing.T) {
 	if d, p := list(); d != beforeD-old || p != beforeP {
 		t.Fatalf("after the sweep: %d delivered, %d pending; want %d, %d", d, p, beforeD-old, beforeP)
 	}
+}
+
+// TestPagingTheLogAcrossASweep: a page's nextFromId stays good after the
+// retention sweep has removed the notification it was taken from: the log
+// then ends there. A cursor named a notification by id alone, and once the
+// sweep removed it, the next page was 400 "not the id of an item on this
+// list", blaming the client. A notification id sent as fromId still works,
+// and one that names nothing is still 400.
+func TestPagingTheLogAcrossASweep(t *testing.T) {
+	e := newSessionEnv(t)
+	rcv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer rcv.Close()
+	if code, _, _ := e.req("PUT", "/v1/notification-settings", `{"url":"`+rcv.URL+`","events":["order.*"]}`, e.auth, nil); code != 200 {
+		t.Fatalf("set: %d", code)
+	}
+	e.order("5560000001", "invoice")
+	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil)
+	if err := e.clock.Advance(kassa.DefaultNotificationRetention - time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	e.order("5560000001", "invoice")
+	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil)
+	page := func(q string) (int, map[string]any) {
+		code, _, b := e.req("GET", "/v1/notifications?size=1"+q, "", e.auth, nil)
+		return code, b
+	}
+	// Walk to the oldest notification: its page's cursor is the last.
+	var cursor, lastID string
+	for q := ""; ; {
+		code, b := page(q)
+		if code != 200 {
+			t.Fatalf("page %q: %d %v", q, code, b)
+		}
+		ns := b["notifications"].([]any)
+		next, _ := b["nextFromId"].(string)
+		if next == "" {
+			break
+		}
+		cursor, lastID = next, ns[0].(map[string]any)["id"].(string)
+		q = "&fromId=" + url.QueryEscape(next)
+	}
+	if code, b := page("&fromId=" + lastID); code != 200 {
+		t.Fatalf("a notification id as fromId: %d %v", code, b)
+	}
+	if err := e.clock.Advance(2 * time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.ledger.SweepNotifications(context.Background(), 100); err != nil || n == 0 {
+		t.Fatalf("sweep: %d %v", n, err)
+	}
+	code, b := page("&fromId=" + url.QueryEscape(cursor))
+	if code != 200 || len(b["notifications"].([]any)) != 0 || b["nextFromId"] != nil {
+		t.Fatalf("the cursor of a swept notification: %d %v; want 200 and the end of the log", code, b)
+	}
+	code, b = page("&fromId=0b0b0b0b-0000-4000-8000-000000000000")
+	wantProblem(t, code, b, 400, "validation_failed")
 }
