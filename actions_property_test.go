@@ -3,7 +3,6 @@ package kassa_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -313,31 +312,7 @@ func TestAvailableActionsTellTheTruth(t *testing.T) {
 		}
 		call := kassa.Call{MerchantID: creds.MerchantID}
 
-		mode := rapid.SampledFrom([]string{"", "inclVat", "exclVat"}).Draw(t, "vatMode")
-		n := rapid.IntRange(1, 6).Draw(t, "lines")
-		var ins []order.LineInput
-		var positive int64
-		for i := 0; i < n; i++ {
-			q := rapid.Int64Range(1, 4).Draw(t, "qty")
-			u := rapid.Int64Range(0, 20000).Draw(t, "unit")
-			positive += q * u
-			ins = append(ins, ordertest.Line(fmt.Sprintf("item %d", i), q, u, rapid.SampledFrom([]int64{0, 600, 1200, 2500}).Draw(t, "vat")))
-		}
-		if positive >= 4 && rapid.Bool().Draw(t, "discount") {
-			d := ordertest.Line("discount", 1, -rapid.Int64Range(1, positive/2).Draw(t, "discountAmount"), 2500)
-			d.Type = "discount"
-			ins = append(ins, d)
-		}
-		req := ordertest.CreateRequest(ins...)
-		req.VatMode = mode
-		lines, vm, err := order.ValidateCreate(req, false, &ordertest.IDs{})
-		if err != nil && len(ins) > n {
-			ins[n].Vat = ordertest.Ptr(int64(0))
-			lines, vm, err = order.ValidateCreate(req, false, &ordertest.IDs{})
-		}
-		if err != nil {
-			t.Fatalf("generated create refused: %v", err)
-		}
+		req, lines, vm := ordertest.DrawCreate(t, &ordertest.IDs{}, 4, 20000)
 		total := order.SumLines(lines, vm).Gross
 		approved := total + rapid.SampledFrom([]int64{0, 0, 500, 50000}).Draw(t, "headroom")
 		auth := &token.Authorization{Token: "tok", MerchantID: call.MerchantID, Country: "SE", Currency: "SEK", Locale: "sv-SE",

@@ -29,34 +29,7 @@ type machine struct {
 
 func newMachine(t *rapid.T) *machine {
 	f := ordertest.New()
-	mode := rapid.SampledFrom([]string{"", "inclVat", "exclVat"}).Draw(t, "vatMode")
-	n := rapid.IntRange(1, 6).Draw(t, "lines")
-	var ins []order.LineInput
-	var positive int64
-	for i := 0; i < n; i++ {
-		q := rapid.Int64Range(1, 5).Draw(t, "qty")
-		u := rapid.Int64Range(0, 50000).Draw(t, "unit")
-		positive += q * u
-		ins = append(ins, ordertest.Line(fmt.Sprintf("item %d", i), q, u, rapid.SampledFrom([]int64{0, 600, 1200, 2500}).Draw(t, "vat")))
-	}
-	if positive >= 4 && rapid.Bool().Draw(t, "discount") {
-		d := rapid.Int64Range(1, positive/2).Draw(t, "discountAmount")
-		l := ordertest.Line("discount", 1, -d, 2500)
-		l.Type = "discount"
-		ins = append(ins, l)
-	}
-	r := ordertest.CreateRequest(ins...)
-	r.VatMode = mode
-	lines, m, err := order.ValidateCreate(r, false, f.IDs)
-	if err != nil && len(ins) > n {
-		// The discount's VAT outweighed the lines' (order totals are 0 or
-		// more): the same discount at 0 % keeps the lines' VAT whole.
-		ins[n].Vat = ordertest.Ptr(int64(0))
-		lines, m, err = order.ValidateCreate(r, false, f.IDs)
-	}
-	if err != nil {
-		t.Fatalf("generated create refused: %v", err)
-	}
+	r, lines, m := ordertest.DrawCreate(t, f.IDs, 5, 50000)
 	gross := order.SumLines(lines, m).Gross
 	auth := ordertest.Authorization(gross + rapid.Int64Range(0, 100000).Draw(t, "headroom"))
 	auth.PaymentMethod.Type = rapid.SampledFrom([]order.PaymentType{order.PayInvoice, order.PayAdvanceInvoice,

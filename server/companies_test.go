@@ -22,18 +22,7 @@ func TestCompanySearch(t *testing.T) {
 	dir.Set("SE", []company.Company{{ID: "5560360793", Name: "Göta Bygg AB", Country: "SE"}, {ID: "5560000001", Name: "Approved Byggvaror AB", Country: "SE"}})
 	s := New(Config{Companies: dir, CompanySearchRate: 1000, Logger: quiet})
 	h := s.Handler()
-	get := func(q url.Values) (int, CompanySearchResponse, Problem) {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?"+q.Encode(), nil))
-		var ok CompanySearchResponse
-		var p Problem
-		if rec.Code == 200 {
-			json.Unmarshal(rec.Body.Bytes(), &ok)
-		} else {
-			json.Unmarshal(rec.Body.Bytes(), &p)
-		}
-		return rec.Code, ok, p
-	}
+	get := func(q url.Values) (int, CompanySearchResponse, Problem) { return searchCompanies(h, q) }
 	code, res, _ := get(url.Values{"q": {"gota bygg ab"}, "country": {"SE"}})
 	if code != 200 || res.Country != "SE" || len(res.Companies) != 1 || res.Companies[0].CompanyID != "5560360793" || !res.Companies[0].ExactMatch {
 		t.Fatalf("name search: %d %+v", code, res)
@@ -220,16 +209,7 @@ func TestCompanySearchNumberForms(t *testing.T) {
 	dir.Set("NO", []company.Company{{ID: "910000001", Name: "Godkjent Bygg AS", Country: "NO"}})
 	h := New(Config{Companies: dir, CompanySearchRate: 1000, Logger: quiet}).Handler()
 	get := func(country, q string) (int, CompanySearchResponse, Problem) {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?"+url.Values{"q": {q}, "country": {country}}.Encode(), nil))
-		var ok CompanySearchResponse
-		var p Problem
-		if rec.Code == 200 {
-			json.Unmarshal(rec.Body.Bytes(), &ok)
-		} else {
-			json.Unmarshal(rec.Body.Bytes(), &p)
-		}
-		return rec.Code, ok, p
+		return searchCompanies(h, url.Values{"q": {q}, "country": {country}})
 	}
 	for _, c := range []struct{ country, q, want string }{
 		{"SE", "165560360793", "5560360793"}, {"SE", "16556036-0793", "5560360793"}, {"SE", "SE556036079301", "5560360793"},
@@ -311,4 +291,19 @@ func TestBuyerNumberFormKeepsAuthorizedID(t *testing.T) {
 	if code != 200 || got["companyId"] != "5560000001" {
 		t.Errorf("the customer token: %d %v; want companyId 5560000001", code, got)
 	}
+}
+
+// searchCompanies asks h's company search for q and decodes the answer, or
+// the problem refusing it.
+func searchCompanies(h http.Handler, q url.Values) (int, CompanySearchResponse, Problem) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?"+q.Encode(), nil))
+	var ok CompanySearchResponse
+	var p Problem
+	if rec.Code == 200 {
+		json.Unmarshal(rec.Body.Bytes(), &ok)
+	} else {
+		json.Unmarshal(rec.Body.Bytes(), &p)
+	}
+	return rec.Code, ok, p
 }
