@@ -16,11 +16,12 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/kassahq/kassa/order"
 )
 
-// DefaultMaxBytes bounds the bodies a cache holds when New is given 0.
+// DefaultMaxBytes bounds the memory of the entries a cache holds when New is given 0.
 const DefaultMaxBytes = 64 << 20
 
 const shards = 16
@@ -52,7 +53,18 @@ type entry struct {
 	until time.Time
 }
 
-// New returns a cache holding at most about maxBytes of bodies (0: the
+// entryOverhead is the memory an entry takes besides its body and key: the
+// entry (its probe is a whole order.Order), the probe's one line and a map
+// slot. It is counted with the body: a small order's body is about 2.5 KB,
+// and counting bodies alone let the entries take 1.6 times the budget.
+const entryOverhead = int64(unsafe.Sizeof(entry{}) + unsafe.Sizeof(order.Line{}) + 64)
+
+// cost is the memory an entry of body under k takes.
+func cost(k key, body []byte) int64 {
+	return int64(len(body)+len(k.merchantID)+len(k.orderID)) + entryOverhead
+}
+
+// New returns a cache holding entries of at most about maxBytes (0: the
 // default; negative: no cache, nil).
 func New(maxBytes int64) *Cache {
 	if maxBytes < 0 {
@@ -105,7 +117,11 @@ func (c *Cache) Get(merchantID, orderID string, version int64, now, wall time.Ti
 // version is not replaced by an older one (two changes may finish in either
 // order).
 func (c *Cache) Put(o *order.Order, renderedAt time.Time, until time.Time, body []byte) {
-	if c == nil || int64(len(body)) > c.budget {
+	if c == nil {
+		return
+	}
+	k := key{o.MerchantID, o.ID}
+	if cost(k, body) > c.budget {
 		return
 	}
 	e := &entry{version: o.Version, body: body, expired: o.Expired(renderedAt), until: until}
@@ -113,7 +129,6 @@ func (c *Cache) Put(o *order.Order, renderedAt time.Time, until time.Time, body 
 	if len(o.Uncaptured.Lines) > 0 {
 		e.probe.Uncaptured.Lines = make([]order.Line, 1)
 	}
-	k := key{o.MerchantID, o.ID}
 	s := c.shardOf(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -121,10 +136,10 @@ func (c *Cache) Put(o *order.Order, renderedAt time.Time, until time.Time, body 
 		if old.version > e.version {
 			return
 		}
-		s.bytes -= int64(len(old.body))
+		s.bytes -= cost(k, old.body)
 	}
 	s.m[k] = e
-	s.bytes += int64(len(body))
+	s.bytes += cost(k, body)
 	// Over budget: drop entries in map order, which Go randomizes; a
 	// random victim is as good as LRU for reads spread over many orders and
 	// costs no bookkeeping on the read path.
@@ -135,7 +150,7 @@ func (c *Cache) Put(o *order.Order, renderedAt time.Time, until time.Time, body 
 		if victim == k {
 			continue
 		}
-		s.bytes -= int64(len(ve.body))
+		s.bytes -= cost(victim, ve.body)
 		delete(s.m, victim)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -101,7 +102,7 @@ func TestCacheKeepsNewestVersionAndBudget(t *testing.T) {
 	o := f.Order(t)
 	o.MerchantID = "m"
 	now := o.CreatedAt
-	c := ordercache.New(16 * 1024) // 1 KiB per shard
+	c := ordercache.New(256 * 1024) // 16 KiB per shard
 	o.Version = 2
 	c.Put(o, now, time.Time{}, []byte("v2"))
 	o.Version = 1
@@ -112,13 +113,13 @@ func TestCacheKeepsNewestVersionAndBudget(t *testing.T) {
 	if _, ok := c.Get("other", o.ID, 2, now, now); ok {
 		t.Fatal("another merchant's read hit")
 	}
-	for i := range 200 {
+	for i := range 2000 {
 		p := *o
 		p.ID = fmt.Sprint("order-", i)
-		c.Put(&p, now, time.Time{}, make([]byte, 100))
+		c.Put(&p, now, time.Time{}, make([]byte, 1000))
 	}
-	if n := c.Len(); n > 16*1024/100+16 || n == 0 {
-		t.Fatalf("%d entries of 100 bytes in a 16 KiB cache", n)
+	if n := c.Len(); n > 256*1024/1000+16 || n == 0 {
+		t.Fatalf("%d entries of 1000 bytes in a 256 KiB cache", n)
 	}
 	var nilCache *ordercache.Cache
 	nilCache.Put(o, now, time.Time{}, []byte("x"))
@@ -182,4 +183,37 @@ func TestCacheConcurrentPutsAndGets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestCacheMemoryStaysWithinBudget: what a full cache holds, entries and
+// all, stays near its budget. Counting bodies alone let a cache of small
+// orders' responses (about 2.4 KB each) take 1.6 times its budget, each
+// entry holding an order.Order of its own besides its body.
+func TestCacheMemoryStaysWithinBudget(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t, ordertest.Line("Widget", 1, 10000, 2500))
+	o.MerchantID = "m"
+	now := o.CreatedAt
+	body := render(o, now)
+	const budget = 16 << 20
+	before := heapInUse()
+	c := ordercache.New(budget)
+	for i := range 3 * budget / len(body) {
+		p := o.Clone()
+		p.ID = fmt.Sprintf("order-%08d", i)
+		c.Put(p, now, time.Time{}, bytes.Clone(body))
+	}
+	used := heapInUse() - before
+	runtime.KeepAlive(c)
+	if used > budget*5/4 {
+		t.Fatalf("a cache of %d MiB holds %.1f MiB (%d entries of %d-byte bodies)", budget>>20, float64(used)/(1<<20), c.Len(), len(body))
+	}
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
