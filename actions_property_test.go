@@ -572,3 +572,22 @@ func TestActionsAtTheOrderSizeLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSizeLimitRefusalNamesTheLimit: an operation refused because the order
+// is at its size limit is refused with 409 order_size_limit (docs/errors.md),
+// as before availableActions learnt the limit, not with action_not_available
+// "its state does not offer it", which blames a state the order is not in.
+func TestSizeLimitRefusalNamesTheLimit(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "t1", 10000, 20000)
+	call := kassa.Call{MerchantID: f.merchant}
+	fillEvents(t, f, o.ID, order.MaxEvents)
+	_, err := f.ledger.Capture(f.ctx, call, o.ID, nil)
+	if fault.KindOf(err) != fault.NotAvailable || fault.CodeOf(err) != "order_size_limit" {
+		t.Fatalf("capture at the size limit: %v (kind %v, code %q); want order_size_limit", err, fault.KindOf(err), fault.CodeOf(err))
+	}
+	_, err = f.ledger.ExtendExpiry(f.ctx, call, o.ID)
+	if fault.CodeOf(err) != "order_size_limit" {
+		t.Fatalf("expiry extension at the size limit: %v; want order_size_limit", err)
+	}
+}

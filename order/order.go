@@ -356,7 +356,7 @@ func (o *Order) Actions(l *Ledger, now time.Time, p Policy) []Action {
 	if l.Kind == LedgerCapture {
 		refunded = o.refundsOf(l.ID)
 	}
-	return o.actions(l, now, p, refunded)
+	return o.actions(l, now, p, refunded, true)
 }
 
 // refundsByCapture sums the refunds of each capture, keyed by capture id, so
@@ -373,8 +373,10 @@ func (o *Order) refundsByCapture() map[string]Totals {
 
 // actions is Actions given what has been refunded of l when it is a
 // capture (a response sums them for every capture at once,
-// refundsByCapture).
-func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals) []Action {
+// refundsByCapture). Without sized it leaves the size limit out, so that
+// Require can tell a refusal for size from one for state.
+func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals, sized bool) []Action {
+	fits := func(events, lines int) bool { return !sized || o.fits(events, lines) }
 	var acts []Action
 	switch l.Kind {
 	case LedgerUncaptured:
@@ -382,13 +384,13 @@ func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals) []A
 			// Each operation below appends an event; those that add lines
 			// are offered only while the size limit lets some request add
 			// them (CheckSize). Refunds, cancels and voids are never bounded.
-			if o.captureBlocked(now) == "" && o.fits(1, 0) {
+			if o.captureBlocked(now) == "" && fits(1, 0) {
 				remaining := o.RemainingAuthorization()
 				if SumLines(l.Lines, o.VATMode).Gross <= remaining {
 					acts = append(acts, ActionCapture) // moves the lines it captures
 				}
 				// A line without id adds a line; one by id moves it.
-				if remaining > 0 && (o.fits(1, 1) || o.lineFits(l, remaining)) {
+				if remaining > 0 && (fits(1, 1) || o.lineFits(l, remaining)) {
 					acts = append(acts, ActionPartialCapture)
 				}
 			}
@@ -398,19 +400,19 @@ func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals) []A
 		if !o.Cancelled && len(l.Lines) > 0 {
 			acts = append(acts, ActionCancel)
 		}
-		if o.open(now) && o.fits(1, 1-len(l.Lines)) { // an edit to one line
+		if o.open(now) && fits(1, 1-len(l.Lines)) { // an edit to one line
 			acts = append(acts, ActionEditOrder)
 		}
-		if o.alive() && o.fits(1, 0) {
+		if o.alive() && fits(1, 0) {
 			acts = append(acts, ActionEditCustomer)
 		}
-		if o.open(now) && len(o.Captured) == 0 && o.PaymentMethod.Type != PayAdvanceInvoice && o.fits(1, 0) {
+		if o.open(now) && len(o.Captured) == 0 && o.PaymentMethod.Type != PayAdvanceInvoice && fits(1, 0) {
 			acts = append(acts, ActionEditPaymentMethod)
 		}
 		// Not even one that would leave the date as it is (and append
 		// nothing): what it would do depends on the day, and a response
 		// depends on time only through expiry (ordercache).
-		if o.open(now) && o.ExpiresAt.Before(o.ExpiryCap(p)) && o.fits(1, 0) {
+		if o.open(now) && o.ExpiresAt.Before(o.ExpiryCap(p)) && fits(1, 0) {
 			acts = append(acts, ActionExtendOrderExpiry)
 		}
 	case LedgerCapture:
@@ -463,6 +465,13 @@ func (o *Order) Require(ledgerID string, action Action, env Env) (*Ledger, error
 		return nil, fault.NotFoundf("ledger_not_found", "order %s has no sub-order %s", o.ID, ledgerID)
 	}
 	if !slices.Contains(o.Actions(l, env.Now, env.Policy), action) {
+		if l.Kind == LedgerUncaptured && slices.Contains(o.actions(l, env.Now, env.Policy, Totals{}, false), action) {
+			// Offered but for the size limit: refused as CheckSize would
+			// refuse it, not as a state the order is not in.
+			return nil, fault.New(fault.NotAvailable, "order_size_limit",
+				"%s would take order %s past its limit of %d events (payments aside) and %d lines: it holds %d events and %d lines; refunds, cancels and voids are still taken",
+				action, o.ID, MaxEvents, MaxStoredLines, o.sizedEvents(), o.storedLines())
+		}
 		reason := o.captureBlocked(env.Now)
 		if reason == "" || (action != ActionCapture && action != ActionPartialCapture) {
 			reason = "its state does not offer it"

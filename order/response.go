@@ -156,7 +156,7 @@ func (o *Order) subOrder(l *Ledger, now time.Time, p Policy, docURL DocumentURLF
 	if s.Status == nil {
 		s.Status = []SubStatus{}
 	}
-	for _, a := range o.actions(l, now, p, refunded) {
+	for _, a := range o.actions(l, now, p, refunded, true) {
 		s.AvailableActions = append(s.AvailableActions, ActionRef{Type: a})
 	}
 	for _, ln := range l.Lines {
