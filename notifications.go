@@ -287,14 +287,11 @@ func (l *Ledger) ListNotifications(ctx context.Context, merchantID, fromID strin
 		return NotificationPage{}, fault.Invalidf("size", "must be 1 to %d", MaxNotificationPage)
 	}
 	page := NotificationPage{Notifications: []Notification{}}
-	fromID, created, sealed := openLogCursor(fromID)
+	// A cursor pages from its position, whether its notification is still
+	// there or the retention sweep has removed it; a bare id must name one.
+	fromID, created := openLogCursor(fromID)
 	err := l.store.View(ctx, func(tx storage.Tx) error {
-		ms, next, err := tx.ListOutbox(merchantID, fromID, size)
-		if fault.Is(err, fault.NotFound) && sealed && created.Before(tx.Now().Add(-l.opts.NotificationRetention)) {
-			// The retention sweep removed the notification this cursor was
-			// taken from, and with it the rest of the log's oldest end.
-			return nil
-		}
+		ms, next, err := tx.ListOutbox(merchantID, fromID, created, size)
 		if err != nil {
 			return err
 		}
@@ -310,25 +307,29 @@ func (l *Ledger) ListNotifications(ctx context.Context, merchantID, fromID strin
 	return page, listFrom(err, fromID)
 }
 
-// The delivery log's nextFromId is the last notification's id and creation
-// time, sealed as order-list cursors are. The time tells a cursor whose
-// notification the retention sweep has removed (the log ends there) from
-// one that names nothing (400); a bare notification id still pages.
+// The delivery log's nextFromId is the last notification's position, its
+// creation time and id, sealed as order-list cursors are: the next page
+// starts after that position even once the retention sweep has removed the
+// notification, so a client paging the log as old ones are swept goes on.
+// A bare notification id still pages (from that notification, 400 when it
+// names none).
 func sealLogCursor(id string, created time.Time) string {
 	return sealCursor(id + "@" + strconv.FormatInt(created.UnixNano(), 36))
 }
 
-func openLogCursor(fromID string) (id string, created time.Time, sealed bool) {
+// openLogCursor reads a sealed cursor's position; a bare id comes back with
+// a zero time.
+func openLogCursor(fromID string) (id string, created time.Time) {
 	pos, ok := openCursor(fromID)
 	if !ok {
-		return fromID, time.Time{}, false
+		return fromID, time.Time{}
 	}
 	id, at, ok := strings.Cut(pos, "@")
 	n, err := strconv.ParseInt(at, 36, 64)
-	if !ok || err != nil {
-		return fromID, time.Time{}, false
+	if !ok || err != nil || n == 0 {
+		return fromID, time.Time{}
 	}
-	return id, time.Unix(0, n), true
+	return id, time.Unix(0, n)
 }
 
 // listFrom makes a list's unknown fromId the caller's mistake (400 naming

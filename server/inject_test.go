@@ -352,11 +352,11 @@ func (it injTx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error)
 	return it.Tx.GetOutbox(merchantID, id)
 }
 
-func (it injTx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxMessage, string, error) {
+func (it injTx) ListOutbox(merchantID, fromID string, at time.Time, size int) ([]*storage.OutboxMessage, string, error) {
 	if err := it.hit(); err != nil {
 		return nil, "", err
 	}
-	return it.Tx.ListOutbox(merchantID, fromID, size)
+	return it.Tx.ListOutbox(merchantID, fromID, at, size)
 }
 
 func (it injTx) DeleteDoneOutbox(t time.Time, limit int) (int, error) {

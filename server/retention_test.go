@@ -141,3 +141,77 @@ func TestPagingTheLogAcrossASweep(t *testing.T) {
 	code, b = page("&fromId=0b0b0b0b-0000-4000-8000-000000000000")
 	wantProblem(t, code, b, 400, "validation_failed")
 }
+
+// TestPagingPastASweptCursorKeepsOlderPending: the sweep removes only done
+// notifications, so a pending one older than a swept one stays in the log.
+// Paging from the swept one's cursor must still reach it: the log does not
+// end where the sweep took the cursor's notification away.
+func TestPagingPastASweptCursorKeepsOlderPending(t *testing.T) {
+	e := newSessionEnv(t)
+	var mu sync.Mutex
+	refuse := true
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			w.WriteHeader(500)
+		}
+	}))
+	defer rcv.Close()
+	if code, _, _ := e.req("PUT", "/v1/notification-settings", `{"url":"`+rcv.URL+`","events":["order.*"]}`, e.auth, nil); code != 200 {
+		t.Fatalf("set: %d", code)
+	}
+	e.order("5560000001", "invoice")
+	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil) // fails: pending, retried later
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	e.order("5560000001", "invoice")
+	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil) // the new ones delivered; the old not yet due
+	type item struct{ id, status, next string }
+	walk := func(q string) []item {
+		var out []item
+		for range 100 {
+			code, _, b := e.req("GET", "/v1/notifications?size=1"+q, "", e.auth, nil)
+			if code != 200 {
+				t.Fatalf("page %q: %d %v", q, code, b)
+			}
+			ns := b["notifications"].([]any)
+			if len(ns) == 0 {
+				break
+			}
+			n := ns[0].(map[string]any)
+			next, _ := b["nextFromId"].(string)
+			out = append(out, item{n["id"].(string), n["status"].(string), next})
+			if next == "" {
+				break
+			}
+			q = "&fromId=" + url.QueryEscape(next)
+		}
+		return out
+	}
+	before := walk("")
+	var cursor string
+	pending := 0
+	for _, it := range before {
+		if it.status == "delivered" && it.next != "" {
+			cursor = it.next
+		}
+		if it.status == "pending" {
+			pending++
+		}
+	}
+	if cursor == "" || pending == 0 {
+		t.Fatalf("want delivered notifications above pending ones: %v", before)
+	}
+	if err := e.clock.Advance(kassa.DefaultNotificationRetention + time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.ledger.SweepNotifications(context.Background(), 100); err != nil || n == 0 {
+		t.Fatalf("sweep: %d %v", n, err)
+	}
+	after := walk("&fromId=" + url.QueryEscape(cursor))
+	if len(after) != pending {
+		t.Fatalf("from the swept notification's cursor: %v; want the %d pending ones older than it (log before the sweep: %v)", after, pending, before)
+	}
+}

@@ -182,8 +182,11 @@ type Tx interface {
 	GetOutbox(merchantID, id string) (*OutboxMessage, error)
 	// ListOutbox pages a merchant's messages newest first (by CreatedAt, then
 	// id), starting after the message fromID, and returns the id to continue
-	// from ("" on the last page): the merchant's delivery log.
-	ListOutbox(merchantID, fromID string, size int) ([]*OutboxMessage, string, error)
+	// from ("" on the last page): the merchant's delivery log. With at set,
+	// it starts after the position (at, fromID) instead, which needs no
+	// message there: a page taken before the retention sweep removed its
+	// last message still goes on.
+	ListOutbox(merchantID, fromID string, at time.Time, size int) ([]*OutboxMessage, string, error)
 	// DeleteDoneOutbox removes up to limit messages that are done (delivered
 	// or failed) and were created before t, oldest first, with their
 	// delivery logs, and reports how many it removed: the retention sweep of

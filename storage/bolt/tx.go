@@ -557,13 +557,16 @@ func (t *tx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
 	return &m, nil
 }
 
-func (t *tx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxMessage, string, error) {
+func (t *tx) ListOutbox(merchantID, fromID string, at time.Time, size int) ([]*storage.OutboxMessage, string, error) {
 	if err := t.check(false); err != nil {
 		return nil, "", err
 	}
 	prefix := lp(nil, merchantID)
 	var from []byte
-	if fromID != "" {
+	switch {
+	case !at.IsZero():
+		from = outboxCreatedKey(&storage.OutboxMessage{MerchantID: merchantID, CreatedAt: at, ID: fromID})
+	case fromID != "":
 		m, err := t.GetOutbox(merchantID, fromID)
 		if err != nil {
 			return nil, "", err

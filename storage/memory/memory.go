@@ -516,7 +516,7 @@ func (t *tx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
 	return &m, nil
 }
 
-func (t *tx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxMessage, string, error) {
+func (t *tx) ListOutbox(merchantID, fromID string, at time.Time, size int) ([]*storage.OutboxMessage, string, error) {
 	var all []*storage.OutboxMessage
 	for k := range t.s.data {
 		if id, ok := strings.CutPrefix(k, "outbox/"); ok {
@@ -531,7 +531,17 @@ func (t *tx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxM
 		}
 	}
 	sortNewest(all, func(i int) (time.Time, string) { return all[i].CreatedAt, all[i].ID })
-	if fromID != "" {
+	switch {
+	case !at.IsZero():
+		// The first message older than the position (at, fromID).
+		i := slices.IndexFunc(all, func(m *storage.OutboxMessage) bool {
+			return m.CreatedAt.Before(at) || m.CreatedAt.Equal(at) && m.ID < fromID
+		})
+		if i < 0 {
+			i = len(all)
+		}
+		all = all[i:]
+	case fromID != "":
 		i := slices.IndexFunc(all, func(m *storage.OutboxMessage) bool { return m.ID == fromID })
 		if i < 0 {
 			return nil, "", fault.NotFoundf("notification_not_found", "notification %s not found", fromID)

@@ -358,10 +358,14 @@ func (t *tx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
 		`SELECT body FROM outbox WHERE id = $1 AND merchant_id = $2`+t.forUpdate(), id, merchantID)
 }
 
-func (t *tx) ListOutbox(merchantID, fromID string, size int) ([]*storage.OutboxMessage, string, error) {
+func (t *tx) ListOutbox(merchantID, fromID string, at time.Time, size int) ([]*storage.OutboxMessage, string, error) {
+	var fromKey []byte
+	if !at.IsZero() {
+		fromKey = timeKey(at)
+	}
 	// A message is its small payload and at most 20 log entries: a page of
 	// 1 000 is far below the budget.
-	return pageNewest(t, "outbox", merchantID, fromID, size, storage.MaxPageBytes,
+	return pageNewest(t, "outbox", merchantID, fromID, fromKey, size, storage.MaxPageBytes,
 		fault.NotFoundf("notification_not_found", "notification %s not found", fromID),
 		func(*storage.OutboxMessage) bool { return true }, func(m *storage.OutboxMessage) string { return m.ID }, nil)
 }

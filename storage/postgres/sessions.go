@@ -23,7 +23,8 @@ const pageChunk = 256
 
 // pageNewest walks a merchant's rows of table (merchant_id, id,
 // created_key, body) newest first, starting strictly after the row fromID
-// (missing when there is no such row), keeps those match accepts, and
+// (missing when there is no such row), or after the position (fromKey,
+// fromID) when fromKey is given, which needs no row; keeps those match accepts, and
 // returns up to size of them with the id to continue from ("" on the last
 // page). conds are further SQL conditions on the rows, with their args
 // numbered from $2: they only narrow the rows read, match decides. It reads
@@ -36,11 +37,11 @@ const pageChunk = 256
 // next chunk starts after the last row with a body. A query reads at most
 // budget bytes (or one row larger than it), whatever size and however many
 // rows match fails to reject.
-func pageNewest[T any](t *tx, table, merchantID, fromID string, size int, budget int64, missing error,
+func pageNewest[T any](t *tx, table, merchantID, fromID string, fromKey []byte, size int, budget int64, missing error,
 	match func(*T) bool, idOf func(*T) string, conds []string, args ...any) ([]*T, string, error) {
-	var key []byte
+	key := fromKey // a position given: no row need be there
 	id := fromID
-	if fromID != "" {
+	if fromID != "" && key == nil {
 		found, err := t.scanRow(table, `SELECT created_key FROM `+table+` WHERE merchant_id = $1 AND id = $2`, []any{merchantID, fromID}, &key)
 		if err != nil {
 			return nil, "", err
@@ -170,7 +171,7 @@ func sessionColumns(s *session.Session) []any {
 func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Session, string, error) {
 	conds, args := sessionWhere(q)
 	now := t.now
-	return pageNewest(t, "sessions", merchantID, q.FromID, q.Size, storage.SessionPageBudget(q),
+	return pageNewest(t, "sessions", merchantID, q.FromID, nil, q.Size, storage.SessionPageBudget(q),
 		fault.NotFoundf("session_not_found", "session %s not found", q.FromID),
 		func(s *session.Session) bool { return q.Match(s, now) }, func(s *session.Session) string { return s.ID },
 		conds, args...)
@@ -351,7 +352,7 @@ func (t *tx) GetSettlement(merchantID, id string) (*settlement.Settlement, error
 func (t *tx) ListSettlements(merchantID string, q settlement.Query) ([]*settlement.Settlement, string, error) {
 	// Settlement records are a few hundred bytes: a page of 1 000 is far
 	// below the budget.
-	return pageNewest(t, "settlements", merchantID, q.FromID, q.Size, storage.MaxPageBytes,
+	return pageNewest(t, "settlements", merchantID, q.FromID, nil, q.Size, storage.MaxPageBytes,
 		fault.NotFoundf("settlement_not_found", "settlement %s not found", q.FromID),
 		q.Match, func(s *settlement.Settlement) string { return s.ID }, nil)
 }

@@ -92,7 +92,7 @@ func testOutboxRetention(t *testing.T, s storage.Store) {
 		}
 	}
 	view(t, s, func(tx storage.Tx) error {
-		page, next, err := tx.ListOutbox("m1", "", 100)
+		page, next, err := tx.ListOutbox("m1", "", time.Time{}, 100)
 		var ids []string
 		for _, m := range page {
 			ids = append(ids, m.ID)

@@ -758,7 +758,7 @@ func testOutboxLog(t *testing.T, s storage.Store, msg func(string, time.Time) *s
 		var next string
 		view(t, s, func(tx storage.Tx) error {
 			var err error
-			page, next, err = tx.ListOutbox("m1", from, 2)
+			page, next, err = tx.ListOutbox("m1", from, time.Time{}, 2)
 			return err
 		})
 		for _, m := range page {
@@ -773,12 +773,34 @@ func testOutboxLog(t *testing.T, s storage.Store, msg func(string, time.Time) *s
 		t.Fatalf("delivery log walk %v, want %v", walked, want)
 	}
 	view(t, s, func(tx storage.Tx) error {
-		page, next, err := tx.ListOutbox("m2", "", 10)
+		page, next, err := tx.ListOutbox("m2", "", time.Time{}, 10)
 		if err != nil || len(page) != 1 || page[0].ID != "x" || next != "" {
 			t.Fatalf("other merchant's log %v %q %v", page, next, err)
 		}
-		_, _, err = tx.ListOutbox("m2", "a", 10)
+		_, _, err = tx.ListOutbox("m2", "a", time.Time{}, 10)
 		wantKind(t, err, fault.NotFound)
+		// From a position, whether a message is there or not: after
+		// (+1m, "zz") come a (+1m, an id before "zz") and b; after a
+		// position between c and a, a and b; after a's own, b.
+		for _, c := range []struct {
+			at   time.Time
+			id   string
+			want []string
+		}{
+			{Now().Add(time.Minute), "zz", []string{"a", "b"}},
+			{Now().Add(90 * time.Second), "gone", []string{"a", "b"}},
+			{Now().Add(time.Minute), "a", []string{"b"}},
+			{Now().Add(-time.Second), "gone", nil},
+		} {
+			page, next, err := tx.ListOutbox("m1", c.id, c.at, 10)
+			var got []string
+			for _, m := range page {
+				got = append(got, m.ID)
+			}
+			if err != nil || !slices.Equal(got, c.want) || next != "" {
+				t.Fatalf("delivery log after (%s, %s): %v %q %v, want %v", c.at, c.id, got, next, err, c.want)
+			}
+		}
 		return nil
 	})
 }
