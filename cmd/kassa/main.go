@@ -217,18 +217,27 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	return fs
 }
 
+// envKey is the key KASSA_KEY gives, nil when it is not set.
+func envKey() ([]byte, error) {
+	v := os.Getenv("KASSA_KEY")
+	if v == "" {
+		return nil, nil
+	}
+	k, err := hex.DecodeString(v)
+	if err != nil || len(k) < 32 {
+		// hex.DecodeString refuses an odd count too: say so, or a
+		// 65-digit key reads as refused for being short.
+		return nil, errors.New("KASSA_KEY must be an even number of hex digits, at least 64")
+	}
+	return k, nil
+}
+
 // loadKey reads the server's signing key from DATA/server.key, creating it on
 // first start. KASSA_KEY (at least 64 hex digits) overrides it. On PostgreSQL the
 // replicas then agree on one key through the database (Store.SigningKey).
 func loadKey(dir string) ([]byte, error) {
-	if v := os.Getenv("KASSA_KEY"); v != "" {
-		k, err := hex.DecodeString(v)
-		if err != nil || len(k) < 32 {
-			// hex.DecodeString refuses an odd count too: say so, or a
-			// 65-digit key reads as refused for being short.
-			return nil, errors.New("KASSA_KEY must be an even number of hex digits, at least 64")
-		}
-		return k, nil
+	if k, err := envKey(); k != nil || err != nil {
+		return k, err
 	}
 	path := filepath.Join(dir, "server.key")
 	switch b, err := os.ReadFile(path); {
@@ -370,6 +379,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err := checkStore(c.store, c.databaseURL); err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return 2
+	}
+	// A usage error like the flags': found before the data directory is made.
+	if _, err := envKey(); err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 2
 	}

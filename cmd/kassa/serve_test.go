@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"io/fs"
 	"math/big"
 	"net"
 	"net/http"
@@ -550,9 +551,14 @@ func TestBadKassaKeyNamesTheRule(t *testing.T) {
 	for _, key := range []string{strings.Repeat("a", 62), strings.Repeat("a", 65), strings.Repeat("g", 64)} {
 		t.Setenv("KASSA_KEY", key)
 		var out, errb bytes.Buffer
-		code := run([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0"}, &out, &errb)
-		if code == 0 || !strings.Contains(errb.String(), "even number of hex digits, at least 64") {
+		data := filepath.Join(t.TempDir(), "data")
+		code := run([]string{"serve", "--data", data, "--addr", "127.0.0.1:0"}, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "even number of hex digits, at least 64") {
 			t.Errorf("KASSA_KEY of %d characters: exit %d, %s", len(key), code, errb.String())
+		}
+		// A usage error, found before anything is written.
+		if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("KASSA_KEY of %d characters: the data directory was made (%v)", len(key), err)
 		}
 	}
 }
