@@ -18,19 +18,7 @@ import (
 // recent ones.
 func TestDeliveryLogRetention(t *testing.T) {
 	e := newSessionEnv(t)
-	var mu sync.Mutex
-	failing := false
-	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if failing {
-			w.WriteHeader(http.StatusInternalServerError)
-		}
-	}))
-	defer rcv.Close()
-	if code, _, _ := e.req("PUT", "/v1/notification-settings", `{"url":"`+rcv.URL+`","events":["order.*"]}`, e.auth, nil); code != 200 {
-		t.Fatalf("set: %d", code)
-	}
+	fail := e.switchableReceiver(false)
 	e.order("5560000001", "invoice")
 	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil)
 	list := func() (delivered, pending int) {
@@ -52,9 +40,7 @@ func TestDeliveryLogRetention(t *testing.T) {
 	if old == 0 {
 		t.Fatal("nothing delivered")
 	}
-	mu.Lock()
-	failing = true
-	mu.Unlock()
+	fail(true)
 	e.order("5560000001", "invoice")
 	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil)
 	if _, p := list(); p == 0 {
@@ -68,13 +54,9 @@ func TestDeliveryLogRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Recent ones, delivered: kept.
-	mu.Lock()
-	failing = false
-	mu.Unlock()
+	fail(false)
 	e.order("5560000001", "invoice")
-	mu.Lock()
-	failing = true
-	mu.Unlock()
+	fail(true)
 	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil) // the retrying ones fail again
 	beforeD, beforeP := list()
 	n, err := e.ledger.SweepNotifications(ctx, 1) // a batch of one, swept until none is left
@@ -148,24 +130,10 @@ func TestPagingTheLogAcrossASweep(t *testing.T) {
 // end where the sweep took the cursor's notification away.
 func TestPagingPastASweptCursorKeepsOlderPending(t *testing.T) {
 	e := newSessionEnv(t)
-	var mu sync.Mutex
-	refuse := true
-	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if refuse {
-			w.WriteHeader(500)
-		}
-	}))
-	defer rcv.Close()
-	if code, _, _ := e.req("PUT", "/v1/notification-settings", `{"url":"`+rcv.URL+`","events":["order.*"]}`, e.auth, nil); code != 200 {
-		t.Fatalf("set: %d", code)
-	}
+	fail := e.switchableReceiver(true)
 	e.order("5560000001", "invoice")
 	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil) // fails: pending, retried later
-	mu.Lock()
-	refuse = false
-	mu.Unlock()
+	fail(false)
 	e.order("5560000001", "invoice")
 	e.req("POST", "/sandbox/v1/jobs/notifications", "", e.auth, nil) // the new ones delivered; the old not yet due
 	type item struct{ id, status, next string }
@@ -213,5 +181,27 @@ func TestPagingPastASweptCursorKeepsOlderPending(t *testing.T) {
 	after := walk("&fromId=" + url.QueryEscape(cursor))
 	if len(after) != pending {
 		t.Fatalf("from the swept notification's cursor: %v; want the %d pending ones older than it (log before the sweep: %v)", after, pending, before)
+	}
+}
+
+// switchableReceiver sets e's merchant's webhook to a receiver that answers
+// 500 while failing, 200 otherwise, and returns the switch.
+func (e *sessionEnv) switchableReceiver(failing bool) func(bool) {
+	var mu sync.Mutex
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	e.t.Cleanup(rcv.Close)
+	if code, _, _ := e.req("PUT", "/v1/notification-settings", `{"url":"`+rcv.URL+`","events":["order.*"]}`, e.auth, nil); code != 200 {
+		e.t.Fatalf("set: %d", code)
+	}
+	return func(f bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		failing = f
 	}
 }
