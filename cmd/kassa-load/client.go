@@ -78,7 +78,8 @@ type apiOrder struct {
 	RefundedAmount   money  `json:"refundedAmount"`
 	UncapturedAmount money  `json:"uncapturedAmount"`
 	Captured         []struct {
-		LedgerID string `json:"ledgerId"`
+		LedgerID         string `json:"ledgerId"`
+		TotalOrderAmount money  `json:"totalOrderAmount"`
 	} `json:"captured"`
 	Refunded []struct {
 		LedgerID string `json:"ledgerId"`

@@ -219,8 +219,10 @@ func (w *worker) flow(ctx context.Context) {
 	if len(o.Captured) == 0 {
 		return
 	}
-	refund := min(sum, 1000)
-	if refund == 0 {
+	// Less than the capture holds: a refund of all that is left is its last
+	// and must credit each VAT rate exactly, which a line at 0 % does not.
+	refund := min(sum-1, 1000)
+	if refund <= 0 {
 		return
 	}
 	// At 0 % VAT: a refund may not give back more VAT than its capture
