@@ -376,7 +376,13 @@ func (o *Order) refundsByCapture() map[string]Totals {
 // refundsByCapture). Without sized it leaves the size limit out, so that
 // Require can tell a refusal for size from one for state.
 func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals, sized bool) []Action {
-	fits := func(events, lines int) bool { return !sized || o.fits(events, lines) }
+	// The order's size, counted once for the checks below (a walk of its
+	// events and lines), and only where they are made.
+	var events, stored int
+	if sized && l.Kind == LedgerUncaptured {
+		events, stored = o.sizedEvents(), o.storedLines()
+	}
+	fits := func(e, n int) bool { return !sized || events+e <= MaxEvents && stored+n <= MaxStoredLines }
 	var acts []Action
 	switch l.Kind {
 	case LedgerUncaptured:
@@ -723,11 +729,4 @@ func (o *Order) storedLines() int {
 		lines += len(l.Lines)
 	}
 	return lines
-}
-
-// fits reports whether an operation that appends events events and changes
-// the order's lines by lines stays within the limits CheckSize enforces,
-// so that availableActions offer nothing the size limit would refuse.
-func (o *Order) fits(events, lines int) bool {
-	return o.sizedEvents()+events <= MaxEvents && o.storedLines()+lines <= MaxStoredLines
 }
