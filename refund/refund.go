@@ -188,23 +188,13 @@ func leftByRate(o *order.Order, c *order.Ledger) rateSums {
 // right total while each rate is off. The full refund credits exactly what
 // is left, and the ±1 of a line's totalVatAmount reaches it too.
 func closesAtEveryRate(o *order.Order, c *order.Ledger, lines []order.Line) error {
-	asked := rateSums{}
-	asked.add(lines, 1)
-	left := leftByRate(o, c)
-	for r := range asked {
-		if left[r] == nil {
-			left[r] = &struct{ total, vat int64 }{}
-		}
-	}
-	for _, r := range left.rates() {
-		a, l := asked[r], left[r]
-		if a == nil {
-			a = &struct{ total, vat int64 }{}
-		}
-		if a.total != l.total || a.vat != l.vat {
+	off := leftByRate(o, c) // what is left, less what the refund credits
+	off.add(lines, -1)
+	for _, r := range off.rates() {
+		if d := off[r]; d.total != 0 || d.vat != 0 {
 			return fault.InvalidCode("refund_vat_mismatch", "orderLines",
-				"the refund credits all that is left on %s, so at %s %% VAT it must credit the totalAmount %d and VAT %d left, not %d and %d: refund it in full, or send a line's totalVatAmount up to 1 off its computed VAT",
-				c.ID, money.New(r, "").Amount(), l.total, l.vat, a.total, a.vat)
+				"the refund credits all that is left on %s, so at %s %% VAT it must credit exactly the totalAmount and VAT left there; it would leave %d and VAT %d (below 0: credited twice): refund it in full, or send a line's totalVatAmount up to 1 off its computed VAT",
+				c.ID, money.New(r, "").Amount(), d.total, d.vat)
 		}
 	}
 	return nil
@@ -213,7 +203,8 @@ func closesAtEveryRate(o *order.Order, c *order.Ledger, lines []order.Line) erro
 func apply(o *order.Order, ledgerID string, lines []order.Line, note string, ev order.EventType, env order.Env) (*order.Ledger, error) {
 	asked := order.SumLines(lines, o.VATMode)
 	gross := asked.Gross
-	left := o.Refundable(o.Ledger(ledgerID))
+	c := o.Ledger(ledgerID)
+	left := o.Refundable(c)
 	if gross <= 0 {
 		return nil, fault.InvalidCode("refund_amount_invalid", "totalRefundAmount",
 			"the refund must be positive including VAT, got %d", gross)
@@ -231,8 +222,9 @@ func apply(o *order.Order, ledgerID string, lines []order.Line, note string, ev 
 		return nil, fault.InvalidCode("refund_exceeds_captured", "orderLines",
 			"the refund gives back %d of VAT, but the capture has %d of VAT left to credit", asked.VAT, left.VAT)
 	}
-	if gross == left.Gross {
-		if err := closesAtEveryRate(o, o.Ledger(ledgerID), lines); err != nil {
+	// The full refund's lines (remainder) close every rate by construction.
+	if ev == order.EventPartialRefund && gross == left.Gross {
+		if err := closesAtEveryRate(o, c, lines); err != nil {
 			return nil, err
 		}
 	}
@@ -246,7 +238,7 @@ func apply(o *order.Order, ledgerID string, lines []order.Line, note string, ev 
 	l.DocumentSeq = n
 	l.DocumentReference = fmt.Sprintf("CN-%08d", n)
 	o.Refunded = append(o.Refunded, l)
-	o.RefreshPaid(o.Ledger(ledgerID))
+	o.RefreshPaid(c)
 	o.AppendEvent(ev, l.ID, gross, env)
 	return &o.Refunded[len(o.Refunded)-1], nil
 }
