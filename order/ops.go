@@ -305,15 +305,13 @@ func (o *Order) liveCapture(ledgerID string) (*Ledger, error) {
 	return l, nil
 }
 
-// owingCapture is liveCapture for what only a capture the buyer pays
-// afterwards takes (a payment, a reminder): a card or PayPal capture is paid
-// when it is made, and its document is a receipt, not an invoice to pay.
-func (o *Order) owingCapture(ledgerID string) (*Ledger, error) {
-	l, err := o.liveCapture(ledgerID)
-	if err == nil && o.PaymentMethod.Category() == CategoryCard {
-		return nil, fault.NotAvailablef("sub-order %s was paid by %s when it was captured: nothing is owed on it", ledgerID, o.PaymentMethod.Type)
+// owed refuses what only a capture the buyer pays afterwards takes (a
+// payment, a reminder) on one paid when it was made.
+func (o *Order) owed(l *Ledger) error {
+	if o.PaymentMethod.PaidAtCapture() {
+		return fault.NotAvailablef("sub-order %s was paid by %s when it was captured: nothing is owed on it", l.ID, o.PaymentMethod.Type)
 	}
-	return l, err
+	return nil
 }
 
 // Outstanding is what the buyer still owes on a capture.
@@ -324,8 +322,11 @@ func (o *Order) Outstanding(l *Ledger) int64 {
 // RegisterPayment records the buyer paying amount on a capture (buyer side,
 // used by the sandbox and by payment reconciliation). Appends paid.
 func (o *Order) RegisterPayment(ledgerID string, amount int64, env Env) error {
-	l, err := o.owingCapture(ledgerID)
+	l, err := o.liveCapture(ledgerID)
 	if err != nil {
+		return err
+	}
+	if err := o.owed(l); err != nil {
 		return err
 	}
 	due := o.Outstanding(l)
@@ -365,7 +366,7 @@ func (o *Order) MarkLedger(ledgerID string, s SubStatus, env Env) error {
 	}
 	switch s {
 	case SubReminder1, SubReminder2, SubDebtCollection:
-		if _, err := o.owingCapture(ledgerID); err != nil {
+		if err := o.owed(l); err != nil {
 			return err
 		}
 		if o.Outstanding(l) <= 0 {

@@ -168,6 +168,10 @@ const (
 // Categories lists every payment method category.
 var Categories = []Category{CategoryInvoice, CategoryServiceInvoice, CategoryAdvanceInvoice, CategoryCard, CategoryDirectBank}
 
+// PaidAtCapture says a capture is paid when it is made (card, PayPal): its
+// document is a receipt, not an invoice the buyer pays afterwards.
+func (p PaymentMethod) PaidAtCapture() bool { return p.Category() == CategoryCard }
+
 // Category maps a payment method to its list category.
 func (p PaymentMethod) Category() Category {
 	switch p.Type {

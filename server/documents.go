@@ -114,12 +114,12 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 		v.Title, v.Noun = "Credit note", "credit note"
 		if c := o.Ledger(l.RefundOf); c != nil {
 			noun := "invoice"
-			if o.PaymentMethod.Category() == order.CategoryCard {
+			if o.PaymentMethod.PaidAtCapture() {
 				noun = "receipt"
 			}
 			v.Credits = noun + " " + c.DocumentReference + " of " + c.CreatedAt.UTC().Format("2006-01-02")
 		}
-	case o.PaymentMethod.Category() == order.CategoryCard:
+	case o.PaymentMethod.PaidAtCapture():
 		// A card (or PayPal) capture is paid when it is made: the spec
 		// sends a card receipt, not an invoice to pay.
 		v.Title, v.Noun = "Receipt", "receipt"
