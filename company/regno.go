@@ -133,36 +133,29 @@ func digits(s string) ([]int, bool) {
 // (9 digits, mod 11), FI Y-tunnus (8 digits, mod 11), DK CVR (8 digits, mod 11).
 // Other countries accept any 4–20 alphanumerics.
 func ValidNumber(country, n string) bool {
+	size, checked := numberLen[country]
+	if !checked {
+		return len(n) >= 4 && len(n) <= 20
+	}
+	d, ok := digits(n)
+	if !ok || len(d) != size {
+		return false
+	}
 	switch country {
 	case "SE":
-		d, ok := digits(n)
-		return ok && len(d) == 10 && luhn(d)
+		return luhn(d)
 	case "NO":
-		d, ok := digits(n)
-		if !ok || len(d) != 9 {
-			return false
-		}
 		c := mod11(d[:8], []int{3, 2, 7, 6, 5, 4, 3, 2})
 		return c >= 0 && c == d[8]
 	case "FI":
-		d, ok := digits(n)
-		if !ok || len(d) != 8 {
-			return false
-		}
 		c := mod11(d[:7], []int{7, 9, 10, 5, 8, 4, 2})
 		return c >= 0 && c == d[7]
-	case "DK":
-		d, ok := digits(n)
-		if !ok || len(d) != 8 {
-			return false
-		}
+	default: // DK
 		sum := 0
 		for i, w := range []int{2, 7, 6, 5, 4, 3, 2, 1} {
 			sum += d[i] * w
 		}
 		return sum%11 == 0
-	default:
-		return len(n) >= 4 && len(n) <= 20
 	}
 }
 
@@ -170,11 +163,8 @@ func ValidNumber(country, n string) bool {
 // check digit (SE, NO, FI, DK), so that a query passing it is a number and
 // not a name.
 func HasCheckDigit(country string) bool {
-	switch country {
-	case "SE", "NO", "FI", "DK":
-		return true
-	}
-	return false
+	_, ok := numberLen[country]
+	return ok
 }
 
 func luhn(d []int) bool {
