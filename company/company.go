@@ -103,7 +103,9 @@ type index struct {
 	tokens    []entry          // sorted by token, then company
 }
 
-func build(cs []Company) *index {
+// build indexes a country's companies; numbers are keyed in their canonical
+// form, which lookups ask for, whatever form a loader gave them in.
+func build(country string, cs []Company) *index {
 	type named struct {
 		c     Company
 		words []string
@@ -124,7 +126,7 @@ func build(cs []Company) *index {
 		byNumber: make(map[string]int32, len(all))}
 	for i, n := range all {
 		ix.companies[i], ix.norm[i], ix.words[i] = n.c, n.norm, n.words
-		ix.byNumber[n.c.ID] = int32(i)
+		ix.byNumber[CanonicalNumber(country, n.c.ID)] = int32(i)
 		for _, t := range n.words {
 			ix.tokens = append(ix.tokens, entry{t, int32(i)})
 		}
@@ -156,7 +158,7 @@ func NewDirectory() *Directory { return &Directory{countries: map[string]*index{
 
 // Set replaces the companies of a country.
 func (d *Directory) Set(country string, cs []Company) {
-	ix := build(cs)
+	ix := build(country, cs)
 	d.mu.Lock()
 	d.countries[country] = ix
 	d.mu.Unlock()

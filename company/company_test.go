@@ -239,3 +239,16 @@ func TestSearchIgnoresWrittenOutLegalForms(t *testing.T) {
 		t.Errorf("a legal form alone matched %+v", got)
 	}
 }
+
+// TestLookupOfANumberListedWithSeparators: the index keys numbers in their
+// canonical form, as lookups ask for it, whatever form the companies were
+// given in (a fixture or import written "556000-0001").
+func TestLookupOfANumberListedWithSeparators(t *testing.T) {
+	d := NewDirectory()
+	d.Set("SE", []Company{{ID: "556000-0001", Name: "Bindestreck AB", Country: "SE"}})
+	for _, q := range []string{"5560000001", "556000-0001", "SE556000000101"} {
+		if c, ok := d.Lookup("SE", q); !ok || c.Name != "Bindestreck AB" {
+			t.Errorf("lookup %q: %v %v", q, c, ok)
+		}
+	}
+}
