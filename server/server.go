@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -256,7 +257,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		route := rec.route
 		s.metrics.ObserveRequest(methodLabel(method), route, rec.status, d)
 		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
-			slog.String("requestId", id), slog.String("method", method), slog.String("path", r.URL.Path),
+			slog.String("requestId", id), slog.String("method", method), slog.String("path", logPath(r.URL.Path, route != "unmatched")),
 			slog.String("route", route), slog.Int("status", rec.status), slog.Int("bytes", rec.bytes),
 			slog.Float64("durationMs", float64(d.Microseconds())/1000), slog.String("merchantId", merchantOf(r.Context())),
 			slog.String("code", rec.code))
@@ -288,6 +289,35 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.router.ServeHTTP(rec, r)
+}
+
+// tokenPrefixes begin the paths whose next segment is an authorization or
+// customer token: a credential that, with the merchant's, creates an order or
+// charges the buyer, so it must not reach a log shipped to a log store.
+var tokenPrefixes = []string{"/v1/authorization-tokens/", "/v1/customer-tokens/"}
+
+// logPath is path as the access log shows it: a token segment is replaced
+// by "{token:FP}", FP the first 12 hex digits of the token's SHA-256, which
+// finds a token's requests without giving the token (tokens are random, so
+// the digest does not lead back to one). On a route that did not match, the
+// token's place is unknown (another case, "//", an encoded slash, a typo
+// after it), so everything after the prefix is one fingerprint. The prefix
+// is matched in any case, as a client's typo may be.
+func logPath(path string, matched bool) string {
+	for _, p := range tokenPrefixes {
+		if len(path) <= len(p) || !strings.EqualFold(path[:len(p)], p) {
+			continue
+		}
+		tok, tail := path[len(p):], ""
+		if matched {
+			if i := strings.IndexByte(tok, '/'); i >= 0 {
+				tok, tail = tok[:i], tok[i:]
+			}
+		}
+		sum := sha256.Sum256([]byte(tok))
+		return path[:len(p)] + "{token:" + hex.EncodeToString(sum[:6]) + "}" + tail
+	}
+	return path
 }
 
 // requestLog adds the request id of a record's context to every line the
