@@ -256,11 +256,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		d := time.Since(start)
 		route := rec.route
 		s.metrics.ObserveRequest(methodLabel(method), route, rec.status, d)
-		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
+		attrs := []slog.Attr{
 			slog.String("requestId", id), slog.String("method", method), slog.String("path", logPath(r.URL.Path, route != "unmatched")),
 			slog.String("route", route), slog.Int("status", rec.status), slog.Int("bytes", rec.bytes),
 			slog.Float64("durationMs", float64(d.Microseconds())/1000), slog.String("merchantId", merchantOf(r.Context())),
-			slog.String("code", rec.code))
+		}
+		// A success has no code: an empty one would only be noise to
+		// filter out of every query on the field.
+		if rec.code != "" {
+			attrs = append(attrs, slog.String("code", rec.code))
+		}
+		s.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 	}()
 	if ambiguousPath(r.URL) {
 		s.writeError(rec, r, fault.NotFoundf("route_not_found", "no route %s %s", r.Method, r.URL.EscapedPath()))
