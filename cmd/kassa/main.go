@@ -336,7 +336,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	if c.baseURL != "" {
 		if err := checkBaseURL(c.baseURL); err != nil {
-			fmt.Fprintf(stderr, "kassa: bad --base-url %q: %v\n", c.baseURL, err)
+			fmt.Fprintf(stderr, "kassa: bad --base-url%s: %v\n", shownURL(c.baseURL), err)
 			return 2
 		}
 	}
@@ -596,7 +596,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // would hand buyers and merchants broken links while the server looked fine.
 func checkBaseURL(s string) error {
 	u, err := url.Parse(s)
+	var ue *url.Error
 	switch {
+	case errors.As(err, &ue):
+		return ue.Err // the url.Error repeats s, password and all
 	case err != nil:
 		return err
 	case u.Scheme != "http" && u.Scheme != "https":
@@ -609,6 +612,19 @@ func checkBaseURL(s string) error {
 		return errors.New("links append a path to it: no query or fragment")
 	}
 	return nil
+}
+
+// shownURL is s as an error message quotes it, after a space: without its
+// password, as stderr goes to a log. One that does not parse cannot be cut
+// apart reliably, so with user info it is not shown (the reason still is).
+func shownURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return fmt.Sprintf(" %q", u.Redacted())
+	}
+	if strings.Contains(s, "@") {
+		return ""
+	}
+	return fmt.Sprintf(" %q", s)
 }
 
 // maxHeaderBytes bounds a request's header block (431 past it).

@@ -382,6 +382,19 @@ func TestBadBaseURLRefused(t *testing.T) {
 	}
 }
 
+// TestBadBaseURLRefusalHidesItsPassword: the refusal of a base URL that
+// carries credentials names the flag and the URL without its password, as
+// stderr goes to a log, whether the URL parses or not.
+func TestBadBaseURLRefusalHidesItsPassword(t *testing.T) {
+	for _, bad := range []string{"https://u:hunter2pw@pay.example.com", "https://u:hunter2pw%zz@pay.example.com", "https://u:hunter2pw@pay.example.com/?a=1"} {
+		var out, errb lockedBuffer
+		code := run([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--base-url", bad}, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "--base-url") || strings.Contains(errb.String()+out.String(), "hunter2pw") {
+			t.Errorf("--base-url %s: exit %d, %s", bad, code, errb.String())
+		}
+	}
+}
+
 // TestEmptyAddrRefused: KASSA_ADDR set but empty (a template that expanded to
 // nothing) is refused, instead of listening on every interface at a random
 // port where the default listens on the loopback only.
