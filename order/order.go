@@ -392,7 +392,7 @@ func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals, siz
 			// them (CheckSize). Refunds, cancels and voids are never bounded.
 			if o.captureBlocked(now) == "" && fits(1, 0) {
 				remaining := o.RemainingAuthorization()
-				if SumLines(l.Lines, o.VATMode).Gross <= remaining {
+				if o.capturable(l.Lines, remaining) {
 					acts = append(acts, ActionCapture) // moves the lines it captures
 				}
 				// A line without id adds a line; one by id moves it.
@@ -457,11 +457,20 @@ func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals, siz
 // captured on its own by id: it adds no line to the order.
 func (o *Order) lineFits(l *Ledger, remaining int64) bool {
 	for i := range l.Lines {
-		if g := SumLines(l.Lines[i:i+1], o.VATMode).Gross; g >= 0 && g <= remaining {
+		if o.capturable(l.Lines[i:i+1], remaining) {
 			return true
 		}
 	}
 	return false
+}
+
+// capturable reports whether lines can be captured as one invoice within
+// remaining: what the capture package refuses (a negative amount, VAT
+// outside Totals.VATWithin, more than the authorization left) is not
+// offered.
+func (o *Order) capturable(lines []Line, remaining int64) bool {
+	t := SumLines(lines, o.VATMode)
+	return t.Gross >= 0 && t.Gross <= remaining && t.VATWithin()
 }
 
 // Require finds ledger id and checks that action is offered on it now.
