@@ -77,3 +77,40 @@ func TestCaptureVATWithinItsGross(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Once captures without id have used the whole authorization, nothing more
+// can be captured until an edit: the order is not readyForCapture, and
+// offers no capture.
+func TestAuthorizationUsedUpIsNotReadyForCapture(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t, ordertest.Line("Goods", 2, 5000, 2500))
+	if _, err := capture.Partial(o, partial(5000, ordertest.Line("Goods", 1, 5000, 2500)), f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if !o.HasStatus(order.StatusReadyForCapture, f.Clock.Now()) {
+		t.Fatal("half the authorization left, but not readyForCapture")
+	}
+	if _, err := capture.Partial(o, partial(5000, ordertest.Line("Goods", 1, 5000, 2500)), f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if o.RemainingAuthorization() != 0 {
+		t.Fatalf("remaining %d", o.RemainingAuthorization())
+	}
+	if got := o.Statuses(f.Clock.Now()); slices.Contains(got, order.StatusReadyForCapture) {
+		t.Fatalf("statuses %v with the authorization used up", got)
+	}
+	for _, a := range o.Actions(&o.Uncaptured, f.Clock.Now(), f.Policy) {
+		if a == order.ActionCapture || a == order.ActionPartialCapture {
+			t.Fatalf("offers %s with the authorization used up", a)
+		}
+	}
+	// An edit to a remainder of 0 makes it capturable again: it closes the order.
+	zero := ordertest.Line("Goods (invoiced)", 1, 0, 2500)
+	if err := o.Edit(&order.EditRequest{OrderLines: []order.LineInput{zero}, TotalsInput: order.TotalsInput{
+		TotalOrderAmount: p(0), TotalOrderAmountExclVat: p(0), TotalOrderVatAmount: p(0)}}, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if !o.HasStatus(order.StatusReadyForCapture, f.Clock.Now()) {
+		t.Fatalf("statuses %v after an edit to 0", o.Statuses(f.Clock.Now()))
+	}
+}

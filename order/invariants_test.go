@@ -792,6 +792,13 @@ func (m *machine) check(t fatalT) {
 	if has(order.StatusReadyForCapture) && !hasUncap {
 		t.Fatalf("readyForCapture with nothing uncaptured")
 	}
+	// readyForCapture says some capture can be taken: not once captures
+	// without id have used the authorization up (the size limit aside,
+	// which these orders do not reach).
+	if has(order.StatusReadyForCapture) != capOffered {
+		t.Fatalf("readyForCapture present=%v, capture offered=%v (statuses %v, %d authorization left)",
+			has(order.StatusReadyForCapture), capOffered, r.Status, m.remaining())
+	}
 	// Every invoice holds VAT between 0 and its gross, as an order's totals do.
 	for i := range o.Captured {
 		if _, net, vat := m.gross(o.Captured[i].Lines); vat < 0 || net < 0 {

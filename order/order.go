@@ -473,6 +473,16 @@ func (o *Order) capturable(lines []Line, remaining int64) bool {
 	return t.Gross >= 0 && t.Gross <= remaining && t.VATWithin()
 }
 
+// authorizationAllowsCapture reports whether some capture fits what is left
+// of the authorization: any line without id while some remains, or else the
+// whole remainder (of 0). Captures without id leave the remainder as it was,
+// so they can use the authorization up with lines still uncaptured; until an
+// edit, such an order cannot be captured and is not readyForCapture.
+func (o *Order) authorizationAllowsCapture() bool {
+	remaining := o.RemainingAuthorization()
+	return remaining > 0 || o.capturable(o.Uncaptured.Lines, remaining)
+}
+
 // Require finds ledger id and checks that action is offered on it now.
 func (o *Order) Require(ledgerID string, action Action, env Env) (*Ledger, error) {
 	l := o.Ledger(ledgerID)
@@ -501,8 +511,9 @@ func (o *Order) Require(ledgerID string, action Action, env Env) (*Ledger, error
 // order's statuses must raise it: each store then rewrites the status
 // index of its orders once (see storage/bolt and storage/postgres).
 // 2: a capture that owes nothing and was never paid no longer keeps an order
-// from fullyPaid.
-const StatusRules = 2
+// from fullyPaid. 3: an order whose authorization captures without id used
+// up is no longer readyForCapture.
+const StatusRules = 3
 
 // Statuses computes the order's status array at now.
 func (o *Order) Statuses(now time.Time) []Status {
@@ -546,7 +557,7 @@ func (o *Order) Statuses(now time.Time) []Status {
 	if o.Unacknowledged {
 		s = append(s, StatusUnacknowledged)
 	}
-	if o.captureBlocked(now) == "" {
+	if o.captureBlocked(now) == "" && o.authorizationAllowsCapture() {
 		s = append(s, StatusReadyForCapture)
 	}
 	paidAny, failure := false, false
