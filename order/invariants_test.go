@@ -799,6 +799,13 @@ func (m *machine) check(t fatalT) {
 		t.Fatalf("readyForCapture present=%v, capture offered=%v (statuses %v, %d authorization left)",
 			has(order.StatusReadyForCapture), capOffered, r.Status, m.remaining())
 	}
+	// No credit note gives back negative VAT: what it credits is bounded by
+	// what its capture invoiced, which is 0 or more.
+	for i := range o.Refunded {
+		if _, _, vat := m.gross(o.Refunded[i].Lines); vat < 0 {
+			t.Fatalf("refund %s credits VAT %d", o.Refunded[i].ID, vat)
+		}
+	}
 	// Every invoice holds VAT between 0 and its gross, as an order's totals do.
 	for i := range o.Captured {
 		if _, net, vat := m.gross(o.Captured[i].Lines); vat < 0 || net < 0 {
