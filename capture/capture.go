@@ -229,9 +229,17 @@ func Full(o *order.Order, r *FullRequest, env order.Env) (*order.Ledger, error) 
 }
 
 func apply(o *order.Order, sel selection, ev order.EventType, final bool, env order.Env) (*order.Ledger, error) {
-	gross := order.SumLines(sel.lines, o.VATMode).Gross
+	sum := order.SumLines(sel.lines, o.VATMode)
+	gross := sum.Gross
 	if gross < 0 {
 		return nil, fault.InvalidCode("capture_amount_negative", "orderLines", "the captured lines sum to %d including VAT; a capture cannot be negative", gross)
+	}
+	// The invoice's VAT is held to the bounds of an order's totals: lines
+	// without id can take a discount apart from its goods, or mix rates,
+	// into an invoice of negative VAT or of VAT above its gross.
+	if !sum.VATWithin() {
+		return nil, fault.InvalidCode("capture_vat_out_of_bounds", "orderLines",
+			"the captured lines sum to %d including VAT, of which %d is VAT; an invoice's VAT must be between 0 and its amount including VAT: capture a discount together with the goods it discounts, at their rate", gross, sum.VAT)
 	}
 	if remaining := o.RemainingAuthorization(); gross > remaining {
 		return nil, fault.InvalidCode("capture_exceeds_authorization", "totalCaptureAmount",

@@ -69,6 +69,14 @@ type Totals struct {
 	Sum   int64 `json:"sum"` // sum of totalAmount as sent (equals Gross in inclVat mode)
 }
 
+// VATWithin reports whether the VAT of the sums lies within the bounds an
+// order's own totals are held to (CheckTotals): 0 or more, and no more than
+// the amount including VAT (the amount excluding VAT is 0 or more). A
+// capture is an invoice and is held to them too, whatever lines it took:
+// a discount at 25 % captured apart from its goods, or beside goods at 0 %,
+// would invoice negative VAT, or VAT above its own gross.
+func (t Totals) VATWithin() bool { return t.VAT >= 0 && t.Net >= 0 }
+
 // SumLines adds up lines in mode.
 func SumLines(lines []Line, mode money.VATMode) Totals {
 	var t Totals

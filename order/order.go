@@ -392,7 +392,7 @@ func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals, siz
 			// them (CheckSize). Refunds, cancels and voids are never bounded.
 			if o.captureBlocked(now) == "" && fits(1, 0) {
 				remaining := o.RemainingAuthorization()
-				if SumLines(l.Lines, o.VATMode).Gross <= remaining {
+				if o.capturable(l.Lines, remaining) {
 					acts = append(acts, ActionCapture) // moves the lines it captures
 				}
 				// A line without id adds a line; one by id moves it.
@@ -457,11 +457,30 @@ func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals, siz
 // captured on its own by id: it adds no line to the order.
 func (o *Order) lineFits(l *Ledger, remaining int64) bool {
 	for i := range l.Lines {
-		if g := SumLines(l.Lines[i:i+1], o.VATMode).Gross; g >= 0 && g <= remaining {
+		if o.capturable(l.Lines[i:i+1], remaining) {
 			return true
 		}
 	}
 	return false
+}
+
+// capturable reports whether lines can be captured as one invoice within
+// remaining: what the capture package refuses (a negative amount, VAT
+// outside Totals.VATWithin, more than the authorization left) is not
+// offered.
+func (o *Order) capturable(lines []Line, remaining int64) bool {
+	t := SumLines(lines, o.VATMode)
+	return t.Gross >= 0 && t.Gross <= remaining && t.VATWithin()
+}
+
+// authorizationAllowsCapture reports whether some capture fits what is left
+// of the authorization: any line without id while some remains, or else the
+// whole remainder (of 0). Captures without id leave the remainder as it was,
+// so they can use the authorization up with lines still uncaptured; until an
+// edit, such an order cannot be captured and is not readyForCapture.
+func (o *Order) authorizationAllowsCapture() bool {
+	remaining := o.RemainingAuthorization()
+	return remaining > 0 || o.capturable(o.Uncaptured.Lines, remaining)
 }
 
 // Require finds ledger id and checks that action is offered on it now.
@@ -492,8 +511,9 @@ func (o *Order) Require(ledgerID string, action Action, env Env) (*Ledger, error
 // order's statuses must raise it: each store then rewrites the status
 // index of its orders once (see storage/bolt and storage/postgres).
 // 2: a capture that owes nothing and was never paid no longer keeps an order
-// from fullyPaid.
-const StatusRules = 2
+// from fullyPaid. 3: an order whose authorization captures without id used
+// up is no longer readyForCapture.
+const StatusRules = 3
 
 // Statuses computes the order's status array at now.
 func (o *Order) Statuses(now time.Time) []Status {
@@ -537,7 +557,7 @@ func (o *Order) Statuses(now time.Time) []Status {
 	if o.Unacknowledged {
 		s = append(s, StatusUnacknowledged)
 	}
-	if o.captureBlocked(now) == "" {
+	if o.captureBlocked(now) == "" && o.authorizationAllowsCapture() {
 		s = append(s, StatusReadyForCapture)
 	}
 	paidAny, failure := false, false

@@ -222,6 +222,17 @@ func apply(o *order.Order, ledgerID string, lines []order.Line, note string, ev 
 		return nil, fault.InvalidCode("refund_exceeds_captured", "orderLines",
 			"the refund gives back %d of VAT, but the capture has %d of VAT left to credit", asked.VAT, left.VAT)
 	}
+	// Nor may it credit more VAT than its own amount including VAT, as no
+	// invoice may hold (capture_vat_out_of_bounds): lines at two rates would
+	// credit VAT at one while charging net back at the other. The refund of
+	// all that is left is exempt: it must credit what is left as it is
+	// (closesAtEveryRate), which a goodwill refund at a lower rate can have
+	// made VAT over a negative net. Negative VAT is bounded above, by what
+	// the capture invoiced.
+	if ev == order.EventPartialRefund && gross < left.Gross && asked.Net < 0 {
+		return nil, fault.InvalidCode("refund_vat_out_of_bounds", "orderLines",
+			"the refund gives back %d including VAT, of which %d is VAT; a credit note's VAT must not exceed its amount including VAT", gross, asked.VAT)
+	}
 	// The full refund's lines (remainder) close every rate by construction.
 	if ev == order.EventPartialRefund && gross == left.Gross {
 		if err := closesAtEveryRate(o, c, lines); err != nil {

@@ -400,3 +400,27 @@ func TestLastUnitWithNegativeNetOffersOnlyTheFullRefund(t *testing.T) {
 		t.Fatalf("full refund of the last unit: %v", err)
 	}
 }
+
+// A credit note is held to the bounds an invoice is: lines of a partial
+// refund at different rates must not credit more VAT than the refund's own
+// amount including VAT (crediting VAT at 25 % while charging back net at
+// 0 % moves the capture from one rate to another).
+func TestPartialRefundVATWithinItsGross(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t, ordertest.Line("Goods 25", 1, 10000, 2500), ordertest.Line("Goods 0", 1, 10000, 0))
+	c, err := capture.Full(o, nil, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ordertest.Snapshot(t, o)
+	// Gross 100 = net −900 + VAT 1 000.
+	_, err = refund.Partial(o, c.ID, partial(100, ordertest.Line("Goods 25", 1, 5000, 2500), ordertest.Line("Goods 0", 1, -4900, 0)), f.Env())
+	wantFault(t, err, fault.Invalid, "refund_vat_out_of_bounds", "orderLines")
+	if ordertest.Snapshot(t, o) != before || f.Seq.Last(order.SeriesCreditNote) != 0 {
+		t.Fatal("a refused refund changed the order or took a number")
+	}
+	// Lines at two rates whose VAT stays within the refund's gross are fine.
+	if _, err := refund.Partial(o, c.ID, partial(5100, ordertest.Line("Goods 25", 1, 5000, 2500), ordertest.Line("Goods 0", 1, 100, 0)), f.Env()); err != nil {
+		t.Fatal(err)
+	}
+}
