@@ -1,0 +1,84 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+)
+
+// approvedToken opens a checkout session with body, has the buyer approve
+// it and returns the session's authorization token.
+func (e *sessionEnv) approvedToken(path, body string) string {
+	e.t.Helper()
+	code, _, s := e.do("POST", path, body, e.auth)
+	if code != 201 {
+		e.t.Fatalf("session: %d %v", code, s)
+	}
+	link := s["checkoutUrl"].(string)
+	if code := e.approve(link, e.checkoutTerms(link)); code != http.StatusSeeOther {
+		e.t.Fatalf("approve: %d", code)
+	}
+	_, _, got := e.do("GET", path+"/"+s["id"].(string), "", e.auth)
+	return got["authorizationToken"].(string)
+}
+
+// TestOrderFromSessionTakesTheSessionsReferences: the merchant opened the
+// session with its store, its reference, metadata and the buyer's shipping
+// address and references; the order made from the session's approval
+// carries them when its request leaves them out (it used to carry none, so
+// the order was in no store, matched no merchantReference filter and lost
+// the delivery address), and the request's own values win when it sends
+// them. A customer token made from a session's approval takes its store.
+func TestOrderFromSessionTakesTheSessionsReferences(t *testing.T) {
+	e := newSessionEnv(t)
+	sess := `{"country":"SE","currency":"SEK","locale":"sv-SE","storeId":"store-7","merchantReference":"PO-1",
+		"metadata":{"crm":"42"},"customer":{"reference1":"Cost centre 9","reference2":"Ann",
+		"shippingAddress":{"companyName":"Acme Site","streetAddress":"Bygget 3","postalCode":"11122","city":"Solna","country":"SE"}},
+		"orderLines":[{"description":"Tiles","quantity":2,"unitPrice":12500,"vat":2500}]}`
+	bare := `{"country":"SE","currency":"SEK","locale":"sv-SE","orderLines":[{"description":"Tiles","quantity":2,"unitPrice":12500,"vat":2500}]}`
+
+	tok := e.approvedToken("/v1/sessions", sess)
+	code, _, p := e.do("POST", "/v1/authorization-tokens/"+tok+"/order", bare, e.auth)
+	if code != 200 {
+		t.Fatalf("order: %d %v", code, p)
+	}
+	o := e.get(p["orderId"].(string))
+	c := o["customer"].(map[string]any)
+	if o["storeId"] != "store-7" || o["merchantReference"] != "PO-1" || o["metadata"].(map[string]any)["crm"] != "42" ||
+		c["reference1"] != "Cost centre 9" || c["reference2"] != "Ann" || c["shippingAddress"] == nil ||
+		c["shippingAddress"].(map[string]any)["streetAddress"] != "Bygget 3" {
+		t.Fatalf("order from a session left out what the session said: storeId %v merchantReference %v metadata %v customer %v",
+			o["storeId"], o["merchantReference"], o["metadata"], c)
+	}
+	if c["email"] != "a@b.se" || c["companyId"] != "5560000001" {
+		t.Fatalf("the buyer's approved details must stay: %v", c)
+	}
+	if _, _, l := e.do("GET", "/v1/orders?storeId=store-7&merchantReference=PO-1", "", e.auth); len(l["orders"].([]any)) != 1 {
+		t.Fatalf("the order is not found by the session's store and reference: %v", l)
+	}
+
+	tok = e.approvedToken("/v1/payment-sessions", sess)
+	own := `{"country":"SE","currency":"SEK","locale":"sv-SE","storeId":"store-9","reference":"PO-2","metadata":{"erp":"x"},
+		"customer":{"reference1":"Dock 4","shippingAddress":{"streetAddress":"Hamnen 1","postalCode":"41101","city":"Göteborg","country":"SE"}},
+		"orderLines":[{"description":"Tiles","quantity":2,"unitPrice":12500,"vat":2500}]}`
+	if code, _, p = e.do("POST", "/v1/authorization-tokens/"+tok+"/order", own, e.auth); code != 200 {
+		t.Fatalf("order: %d %v", code, p)
+	}
+	o = e.get(p["orderId"].(string))
+	c = o["customer"].(map[string]any)
+	md := o["metadata"].(map[string]any)
+	if o["storeId"] != "store-9" || o["merchantReference"] != "PO-2" || md["erp"] != "x" || md["crm"] != nil ||
+		c["reference1"] != "Dock 4" || c["reference2"] != "Ann" || c["shippingAddress"].(map[string]any)["city"] != "Göteborg" {
+		t.Fatalf("the order's own values must win: storeId %v merchantReference %v metadata %v customer %v",
+			o["storeId"], o["merchantReference"], md, c)
+	}
+
+	tok = e.approvedToken("/v1/payment-sessions", sess)
+	code, _, ct := e.do("POST", "/v1/authorization-tokens/"+tok+"/customer-token",
+		`{"country":"SE","currency":"SEK","locale":"sv-SE","customer":{}}`, e.auth)
+	if code != 200 {
+		t.Fatalf("customer token: %d %v", code, ct)
+	}
+	if _, _, got := e.do("GET", "/v1/customer-tokens/"+ct["customerToken"].(string), "", e.auth); got["storeId"] != "store-7" {
+		t.Fatalf("customer token from a session of store-7: storeId %v", got["storeId"])
+	}
+}
