@@ -1,7 +1,9 @@
 package server
 
 import (
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -80,5 +82,32 @@ func TestOrderFromSessionTakesTheSessionsReferences(t *testing.T) {
 	}
 	if _, _, got := e.do("GET", "/v1/customer-tokens/"+ct["customerToken"].(string), "", e.auth); got["storeId"] != "store-7" {
 		t.Fatalf("customer token from a session of store-7: storeId %v", got["storeId"])
+	}
+}
+
+// TestCheckoutPageShowsTheMerchantsPrefill: the session's customer is the
+// merchant's prefill of the buyer; the hosted page opens with it filled in
+// (the company chosen, in the directory's form of its number), where it
+// used to open empty, so the buyer retyped what the merchant already knew.
+func TestCheckoutPageShowsTheMerchantsPrefill(t *testing.T) {
+	e := newSessionEnv(t)
+	code, _, s := e.do("POST", "/v1/sessions", `{"country":"SE","currency":"SEK","locale":"sv-SE",
+		"customer":{"companyId":"556000-0001","email":"ap@acme.se","firstName":"Eva","lastName":"Berg","phone":"+46701234567",
+		"billingAddress":{"streetAddress":"Storgatan 1","postalCode":"11122","city":"Stockholm"}},
+		"orderLines":[{"description":"Tiles","quantity":2,"unitPrice":12500,"vat":2500}]}`, e.auth)
+	if code != 201 {
+		t.Fatalf("session: %d %v", code, s)
+	}
+	resp, err := http.Get(s["checkoutUrl"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`value="ap@acme.se"`, `value="Eva"`, `value="Berg"`, `value="&#43;46701234567"`,
+		`value="Storgatan 1"`, `value="11122"`, `value="Stockholm"`, `value="5560000001" checked`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("checkout page lacks the prefill %s", want)
+		}
 	}
 }
