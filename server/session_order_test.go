@@ -111,3 +111,39 @@ func TestCheckoutPageShowsTheMerchantsPrefill(t *testing.T) {
 		}
 	}
 }
+
+// TestCustomerTokenKeepsTheBuyersReferences: the authorized buyer's
+// reference1 and reference2 stay on a customer token made without them (as
+// its email and names do, and as an order made from the same token keeps
+// them); they used to be dropped, so every order of the token lost them.
+// References sent with the customer token win.
+func TestCustomerTokenKeepsTheBuyersReferences(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, c := range []struct{ customer, want1, want2 string }{
+		{`{}`, "Buyer ref", "Proj 9"},
+		{`{"reference1":"Own"}`, "Own", "Proj 9"},
+	} {
+		code, _, m := e.do("POST", "/sandbox/v1/authorization-tokens", `{"country":"SE","currency":"SEK","locale":"sv-SE",
+			"customer":{"companyId":"5560000001","reference1":"Buyer ref","reference2":"Proj 9","email":"x@y.se"}}`, e.auth)
+		if code != 201 {
+			t.Fatalf("mint: %d %v", code, m)
+		}
+		code, _, ct := e.do("POST", "/v1/authorization-tokens/"+m["authorizationToken"].(string)+"/customer-token",
+			`{"country":"SE","currency":"SEK","locale":"sv-SE","customer":`+c.customer+`}`, e.auth)
+		if code != 200 {
+			t.Fatalf("customer token: %d %v", code, ct)
+		}
+		id := ct["customerToken"].(string)
+		if _, _, got := e.do("GET", "/v1/customer-tokens/"+id, "", e.auth); got["reference1"] != c.want1 || got["reference2"] != c.want2 {
+			t.Errorf("customer token made with %s: references %v, %v; want %s, %s", c.customer, got["reference1"], got["reference2"], c.want1, c.want2)
+		}
+		code, _, p := e.do("POST", "/v1/customer-tokens/"+id+"/order", `{"country":"SE","currency":"SEK",
+			"orderLines":[{"description":"Refill","quantity":1,"unitPrice":9900,"vat":2500}]}`, e.auth)
+		if code != 200 {
+			t.Fatalf("order: %d %v", code, p)
+		}
+		if cu := e.get(p["orderId"].(string))["customer"].(map[string]any); cu["reference1"] != c.want1 || cu["reference2"] != c.want2 {
+			t.Errorf("order of the token made with %s: references %v, %v", c.customer, cu["reference1"], cu["reference2"])
+		}
+	}
+}
