@@ -86,15 +86,21 @@ func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, to
 		if err != nil {
 			return nil, err
 		}
-		oreq := req
+		oreq, olines, omode := req, lines, mode
 		var s *session.Session
 		if a.SessionID != "" {
 			if s, err = tx.GetSession(call.MerchantID, a.SessionID); err != nil {
 				return nil, err
 			}
 			oreq = orderFromSession(req, s)
+			if oreq.VatMode != req.VatMode {
+				// The lines are read in the session's mode, as the buyer saw them.
+				if olines, omode, err = order.ValidateCreate(oreq, false, l.opts.IDs); err != nil {
+					return nil, err
+				}
+			}
 		}
-		res, err := l.createOrder(tx, call.MerchantID, oreq, lines, mode, a.Approval(ack), env)
+		res, err := l.createOrder(tx, call.MerchantID, oreq, olines, omode, a.Approval(ack), env)
 		if err != nil {
 			return nil, err
 		}
@@ -285,8 +291,8 @@ func (l *Ledger) PutAuthorization(ctx context.Context, a *token.Authorization) e
 }
 
 // orderFromSession is the order request r completed with what the merchant
-// told the session the buyer approved in: its store, its reference, its
-// metadata, and the shipping address and references of its customer
+// told the session the buyer approved in: its store, its reference, its VAT
+// mode, its metadata, and the shipping address and references of its customer
 // prefill. The spec names none of it, so the request's own value wins and
 // the session's fills only what the request leaves empty; the buyer's
 // approved details (company, billing address, contact) come from the token
@@ -299,6 +305,11 @@ func orderFromSession(r *order.CreateRequest, s *session.Session) *order.CreateR
 	}
 	if out.Reference == "" {
 		out.Reference = s.MerchantReference
+	}
+	if out.VatMode == "" && s.VATMode == money.ExclVAT {
+		// Lines priced without VAT in the session are so in the order:
+		// read in the default inclVat, they would bill less than approved.
+		out.VatMode = string(s.VATMode)
 	}
 	if len(out.Metadata) == 0 && len(s.Metadata) > 0 {
 		out.Metadata = s.Metadata // copied by order.Create

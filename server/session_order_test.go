@@ -147,3 +147,31 @@ func TestCustomerTokenKeepsTheBuyersReferences(t *testing.T) {
 		}
 	}
 }
+
+// TestOrderFromSessionKeepsItsVATMode: the buyer approved an exclVat
+// session (prices without VAT, 125.00 with it); the order made from the
+// approval with the same lines and no vatMode is exclVat too, not read in
+// the default inclVat, which made it 100.00 with VAT included: 25.00 less
+// than the buyer approved and the merchant meant to bill.
+func TestOrderFromSessionKeepsItsVATMode(t *testing.T) {
+	e := newSessionEnv(t)
+	ls := `"orderLines":[{"description":"Tiles","quantity":1,"unitPrice":10000,"vat":2500}]`
+	tok := e.approvedToken("/v1/sessions", `{"country":"SE","currency":"SEK","locale":"sv-SE","vatMode":"exclVat",`+ls+`}`)
+	code, _, p := e.do("POST", "/v1/authorization-tokens/"+tok+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE",`+ls+`}`, e.auth)
+	if code != 200 {
+		t.Fatalf("order: %d %v", code, p)
+	}
+	o := e.get(p["orderId"].(string))
+	if o["vatMode"] != "exclVat" || minor(o["orderAmount"]) != 12500 {
+		t.Fatalf("order from an exclVat session: vatMode %v, amount %v; want exclVat, 12500", o["vatMode"], minor(o["orderAmount"]))
+	}
+	// A mode the order states is its own.
+	tok = e.approvedToken("/v1/sessions", `{"country":"SE","currency":"SEK","locale":"sv-SE","vatMode":"exclVat",`+ls+`}`)
+	code, _, p = e.do("POST", "/v1/authorization-tokens/"+tok+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE","vatMode":"inclVat",`+ls+`}`, e.auth)
+	if code != 200 {
+		t.Fatalf("order: %d %v", code, p)
+	}
+	if o = e.get(p["orderId"].(string)); o["vatMode"] != "inclVat" || minor(o["orderAmount"]) != 10000 {
+		t.Fatalf("order stating inclVat: vatMode %v, amount %v", o["vatMode"], minor(o["orderAmount"]))
+	}
+}
