@@ -330,20 +330,6 @@ func (l *Ledger) DeclineSession(ctx context.Context, merchantID, id string) (ses
 	return v, err
 }
 
-// completeSession links what a session's token became (an order, or a
-// customer token) back to the session: complete is the session's method
-// that records it.
-func completeSession(tx storage.Tx, merchantID, sessionID string, complete func(*session.Session, time.Time) error) error {
-	s, err := tx.GetSession(merchantID, sessionID)
-	if err != nil {
-		return err
-	}
-	if err := complete(s, tx.Now()); err != nil {
-		return err
-	}
-	return tx.PutSession(s)
-}
-
 // SessionPaymentStatus is the payment status of a session: its order's once
 // the order exists, else derived from the session's state.
 func (l *Ledger) SessionPaymentStatus(ctx context.Context, merchantID, sessionID string) (PaymentStatus, error) {

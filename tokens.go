@@ -3,7 +3,6 @@ package kassa
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/money"
@@ -87,17 +86,32 @@ func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, to
 		if err != nil {
 			return nil, err
 		}
-		res, err := l.createOrder(tx, call.MerchantID, req, lines, mode, a.Approval(ack), env)
+		oreq, olines, omode := req, lines, mode
+		var s *session.Session
+		if a.SessionID != "" {
+			if s, err = tx.GetSession(call.MerchantID, a.SessionID); err != nil {
+				return nil, err
+			}
+			oreq = orderFromSession(req, s)
+			if oreq.VatMode != req.VatMode {
+				// The lines are read in the session's mode, as the buyer saw them.
+				if olines, omode, err = order.ValidateCreate(oreq, false, l.opts.IDs); err != nil {
+					return nil, err
+				}
+			}
+		}
+		res, err := l.createOrder(tx, call.MerchantID, oreq, olines, omode, a.Approval(ack), env)
 		if err != nil {
 			return nil, err
 		}
 		if err := a.Consume(env.Now, "order:"+res.Order.ID); err != nil {
 			return nil, err
 		}
-		if a.SessionID != "" {
-			if err := completeSession(tx, call.MerchantID, a.SessionID, func(s *session.Session, now time.Time) error {
-				return s.Complete(res.Order.ID, now)
-			}); err != nil {
+		if s != nil {
+			if err := s.Complete(res.Order.ID, tx.Now()); err != nil {
+				return nil, err
+			}
+			if err := tx.PutSession(s); err != nil {
 				return nil, err
 			}
 		}
@@ -157,16 +171,25 @@ func (l *Ledger) CreateCustomerToken(ctx context.Context, call Call, tok string,
 		if err != nil {
 			return nil, err
 		}
-		c, err := token.NewCustomer(a, req, l.opts.IDs.NewID("customerToken"), tx.Now())
+		creq := req
+		var s *session.Session
+		if a.SessionID != "" {
+			if s, err = tx.GetSession(call.MerchantID, a.SessionID); err != nil {
+				return nil, err
+			}
+			creq = customerTokenFromSession(req, s)
+		}
+		c, err := token.NewCustomer(a, creq, l.opts.IDs.NewID("customerToken"), tx.Now())
 		if err != nil {
 			return nil, err
 		}
-		if a.SessionID != "" {
+		if s != nil {
 			// The session's approval is used up, as by an order: it is
 			// completed, and can no longer be cancelled.
-			if err := completeSession(tx, call.MerchantID, a.SessionID, func(s *session.Session, now time.Time) error {
-				return s.CompleteWithCustomerToken(c.TokenID, now)
-			}); err != nil {
+			if err := s.CompleteWithCustomerToken(c.TokenID, tx.Now()); err != nil {
+				return nil, err
+			}
+			if err := tx.PutSession(s); err != nil {
 				return nil, err
 			}
 		}
@@ -265,4 +288,67 @@ func (l *Ledger) PutAuthorization(ctx context.Context, a *token.Authorization) e
 		}
 		return tx.PutAuthorization(a)
 	})
+}
+
+// orderFromSession is the order request r completed with what the merchant
+// told the session the buyer approved in: its store, its reference, its VAT
+// mode, its metadata, and the shipping address and references of its customer
+// prefill. The spec names none of it, so the request's own value wins and
+// the session's fills only what the request leaves empty; the buyer's
+// approved details (company, billing address, contact) come from the token
+// as before. r itself is left as it was sent (it is the request's
+// fingerprint and a retried transaction's input).
+func orderFromSession(r *order.CreateRequest, s *session.Session) *order.CreateRequest {
+	out := *r
+	if out.StoreID == "" {
+		out.StoreID = s.StoreID
+	}
+	if out.Reference == "" {
+		out.Reference = s.MerchantReference
+	}
+	if out.VatMode == "" && s.VATMode == money.ExclVAT {
+		// Lines priced without VAT in the session are so in the order:
+		// read in the default inclVat, they would bill less than approved.
+		out.VatMode = string(s.VATMode)
+	}
+	if len(out.Metadata) == 0 && len(s.Metadata) > 0 {
+		out.Metadata = s.Metadata // copied by order.Create
+	}
+	if p := s.Customer; p != nil && (p.ShippingAddress != nil || p.Reference1 != "" || p.Reference2 != "") {
+		c := order.CustomerInput{}
+		if r.Customer != nil {
+			c = *r.Customer
+		}
+		if c.ShippingAddress == nil {
+			c.ShippingAddress = p.ShippingAddress
+		}
+		if c.Reference1 == "" {
+			c.Reference1 = p.Reference1
+		}
+		if c.Reference2 == "" {
+			c.Reference2 = p.Reference2
+		}
+		out.Customer = &c
+	}
+	return &out
+}
+
+// customerTokenFromSession is orderFromSession for a customer token: the
+// session's store and its prefill's references fill what r leaves empty.
+func customerTokenFromSession(r *token.CreateCustomerRequest, s *session.Session) *token.CreateCustomerRequest {
+	out := *r
+	if out.StoreID == "" {
+		out.StoreID = s.StoreID
+	}
+	if p := s.Customer; p != nil && r.Customer != nil && (p.Reference1 != "" || p.Reference2 != "") {
+		c := *r.Customer
+		if c.Reference1 == "" {
+			c.Reference1 = p.Reference1
+		}
+		if c.Reference2 == "" {
+			c.Reference2 = p.Reference2
+		}
+		out.Customer = &c
+	}
+	return &out
 }

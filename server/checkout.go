@@ -203,6 +203,9 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 		s.checkoutFailure(w, r, err)
 		return
 	}
+	if form == (checkoutForm{Q: form.Q}) && errs == nil && notice == "" {
+		form = s.prefill(sess, form)
+	}
 	v := checkoutView{S: sess, Sig: s.checkoutSig(p.ByName("merchantId"), p.ByName("sessionId")), Terms: sess.Terms(),
 		Action: r.URL.Path, Script: checkoutScript, Form: form, Errors: errs, Notice: notice, MethodTxt: methodNames,
 		Amount: func(m int64) string { return money.New(m, sess.Currency).Formatted() }}
@@ -235,6 +238,25 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 	if err := checkoutTemplate.Execute(w, v); err != nil {
 		s.log.ErrorContext(r.Context(), "render checkout", "err", err)
 	}
+}
+
+// prefill opens the page with what the merchant told the session of its
+// buyer (the session's customer), so the buyer confirms it rather than
+// types it again; the company is chosen in the directory's form of its
+// number, as the page lists it.
+func (s *Server) prefill(sess session.Record, f checkoutForm) checkoutForm {
+	c := sess.Customer
+	if c == nil || sess.State != session.StateCreated {
+		return f
+	}
+	if co, ok := s.cfg.Companies.Lookup(sess.Country, c.CompanyID); ok && c.CompanyID != "" {
+		f.CompanyID = co.ID
+	}
+	f.FirstName, f.LastName, f.Email, f.Phone = c.FirstName, c.LastName, c.Email, c.Phone
+	if a := c.BillingAddress; a != nil {
+		f.Street, f.PostalCode, f.City = a.StreetAddress, a.PostalCode, a.City
+	}
+	return f
 }
 
 func containsCompany(ms []company.Match, id string) bool {

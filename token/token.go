@@ -279,7 +279,7 @@ func NewCustomer(a *Authorization, r *CreateCustomerRequest, id string, now time
 			CompanyID: pick(b.CompanyID, in.CompanyID), Country: a.Country, // the authorized buyer's form of its number
 			Email: pick(in.Email, b.Email), FirstName: pick(in.FirstName, b.FirstName),
 			LastName: pick(in.LastName, b.LastName), Phone: pick(in.Phone, b.Phone),
-			Reference1: in.Reference1, Reference2: in.Reference2,
+			Reference1: pick(in.Reference1, b.Reference1), Reference2: pick(in.Reference2, b.Reference2),
 			BillingAddress: in.BillingAddress, PaymentMethod: a.PaymentMethod},
 		Currency: a.Currency, Locale: r.Locale, CompanyName: b.CompanyName, RiskTags: a.RiskTags,
 		CreatedAt: now,
