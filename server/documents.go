@@ -43,7 +43,7 @@ type documentView struct {
 	// No refund note: the spec makes it internal, and the document goes
 	// to the buyer.
 	Title, Noun, Reference, OrderID, OrderReference, MerchantReference, Date string
-	Buyer                                                                    order.Customer
+	BuyerName, BuyerID                                                       string
 	Lines                                                                    []order.Line
 	VATRows                                                                  []vatRow
 	Net, VAT, Gross                                                          string
@@ -74,7 +74,7 @@ th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-
 <body><h1>{{.Title}} {{.Reference}}{{if .Void}} (void){{end}}</h1>
 {{if .Void}}<p><strong>This {{.Noun}} is void: nothing is payable on it.</strong></p>{{end}}
 <p>Order {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, merchant reference {{.MerchantReference}}{{end}}. Date {{.Date}}.</p>
-<p>Buyer: {{.Buyer.CompanyName}} {{.Buyer.CompanyID}}</p>
+<p>Buyer: {{.BuyerName}} {{.BuyerID}}</p>
 {{if .Credits}}<p>Credits {{.Credits}}.</p>{{end}}
 <table><caption>Lines</caption><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price ({{.Basis}})</th>{{if .Discounted}}<th class="n">Unit discount</th>{{end}}<th class="n">VAT %</th><th class="n">VAT</th><th class="n">Total ({{.Basis}})</th></tr></thead><tbody>
 {{range .Lines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .UnitPrice}}</td>{{if $.Discounted}}<td class="n">{{call $.Amount .UnitDiscountAmount}}</td>{{end}}<td class="n">{{call $.Amount .Vat}}</td><td class="n">{{call $.Amount .TotalVatAmount}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>
@@ -103,9 +103,16 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 		return
 	}
 	amount := func(v int64) string { return money.New(v, o.Currency).Formatted() }
+	// What the document was issued with, not what the order says now: an
+	// issued document is an accounting record. One issued before kassa kept
+	// that renders from the order, as it did then.
+	is := o.CurrentIssue()
+	if l.Issued != nil {
+		is = *l.Issued
+	}
 	v := documentView{Title: "Invoice", Noun: "invoice", Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
-		MerchantReference: o.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"),
-		Buyer: o.Customer, Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: "incl. VAT"}
+		MerchantReference: is.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"),
+		BuyerName: is.BuyerName, BuyerID: is.BuyerID, Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: "incl. VAT"}
 	if o.VATMode == money.ExclVAT {
 		v.Basis = "excl. VAT"
 	}
