@@ -47,3 +47,27 @@ func TestRefundAfterRecourseIsOfferedAndAccepted(t *testing.T) {
 		t.Fatalf("the credit note after recourse does not name the invoice:\n%s", page)
 	}
 }
+
+// After a recourse the claim is the merchant's: the provider no longer
+// collects it, so its reminders and debt collection are refused on the
+// invoice, as they are on one paid at capture. A delivery failure is a fact
+// of the invoice and is still recorded.
+func TestNoRemindersOnARecoursedInvoice(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice")
+	id := o["id"].(string)
+	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/recourse/"+capID, `{"reason":"unpaid"}`, e.auth, nil); code != 200 {
+		t.Fatalf("recourse: %d %v", code, b)
+	}
+	for _, s := range []string{"reminder1", "reminder2", "debtCollection"} {
+		code, _, b := e.req("POST", "/sandbox/v1/orders/"+id+"/ledgers/"+capID+"/status", `{"status":"`+s+`"}`, e.auth, nil)
+		if code != 409 || b["code"] != "action_not_available" {
+			t.Fatalf("%s on a recoursed invoice: %d %v, want 409 action_not_available", s, code, b)
+		}
+	}
+	if code, _, b := e.req("POST", "/sandbox/v1/orders/"+id+"/ledgers/"+capID+"/status", `{"status":"invoiceDeliveryFailure"}`, e.auth, nil); code != 200 {
+		t.Fatalf("delivery failure on a recoursed invoice: %d %v", code, b)
+	}
+}
