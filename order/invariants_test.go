@@ -572,7 +572,8 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 			}
 			id := l.ID
 			s := rapid.SampledFrom([]order.SubStatus{order.SubReminder1, order.SubReminder2, order.SubDebtCollection, order.SubInvoiceDeliveryFailure}).Draw(t, "sub")
-			owes := m.o.PaymentMethod.Category() != order.CategoryCard && m.o.Outstanding(l) > 0
+			// A recoursed invoice is the merchant's to collect.
+			owes := m.o.PaymentMethod.Category() != order.CategoryCard && m.o.Outstanding(l) > 0 && l.Recourse == ""
 			ok := !l.Void() && (s == order.SubInvoiceDeliveryFailure || owes)
 			m.expect(t, "reminder", ok, fault.NotAvailable, func() error { return m.o.MarkLedger(id, s, m.env()) })
 		},

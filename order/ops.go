@@ -358,7 +358,8 @@ func (o *Order) RefreshPaid(l *Ledger) {
 }
 
 // MarkLedger sets a buyer-side status on a capture: reminder1, reminder2,
-// debtCollection or invoiceDeliveryFailure. Reminders need something outstanding.
+// debtCollection or invoiceDeliveryFailure. Reminders need something
+// outstanding that the provider still collects.
 func (o *Order) MarkLedger(ledgerID string, s SubStatus, env Env) error {
 	l, err := o.liveCapture(ledgerID)
 	if err != nil {
@@ -368,6 +369,11 @@ func (o *Order) MarkLedger(ledgerID string, s SubStatus, env Env) error {
 	case SubReminder1, SubReminder2, SubDebtCollection:
 		if err := o.owed(l); err != nil {
 			return err
+		}
+		// The claim went back to the merchant: the provider no longer
+		// collects it.
+		if l.Recourse != "" {
+			return fault.NotAvailablef("sub-order %s was handed back to the merchant (recourse): the merchant collects it", ledgerID)
 		}
 		if o.Outstanding(l) <= 0 {
 			return fault.NotAvailablef("sub-order %s has nothing outstanding", ledgerID)

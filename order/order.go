@@ -107,6 +107,32 @@ type Ledger struct {
 	Resent            int         `json:"resent,omitempty"`   // times the document was resent
 	Recourse          string      `json:"recourse,omitempty"` // recourse reason, when recoursed
 	DocumentSeq       int64       `json:"documentSeq,omitempty"`
+	// Issued is what the sub-order's document showed of its order when it
+	// was issued. Nil on the uncaptured sub-order, and on documents issued
+	// before kassa kept it (those render from the order, as they always did).
+	Issued *Issue `json:"issued,omitempty"`
+}
+
+// Issue holds what an invoice or credit note shows of its order, as it was
+// when the document was issued: an issued document is an accounting record,
+// and a later edit of the order (set reference, edit customer) must not
+// rewrite it, nor what a resend sends.
+type Issue struct {
+	MerchantReference string `json:"merchantReference"`
+	BuyerName         string `json:"buyerName,omitempty"`
+	BuyerID           string `json:"buyerId,omitempty"`
+}
+
+// Issue records on l, a capture or refund just given its document number,
+// what its document shows of o now.
+func (o *Order) Issue(l *Ledger) {
+	is := o.CurrentIssue()
+	l.Issued = &is
+}
+
+// CurrentIssue is what a document issued now would show of o.
+func (o *Order) CurrentIssue() Issue {
+	return Issue{MerchantReference: o.MerchantReference, BuyerName: o.Customer.CompanyName, BuyerID: o.Customer.CompanyID}
 }
 
 // HasStatus reports whether s is among the ledger's statuses.
@@ -652,6 +678,10 @@ func (o *Order) Clone() *Order {
 func (l Ledger) clone() Ledger {
 	l.Lines = slices.Clone(l.Lines)
 	l.Status = slices.Clone(l.Status)
+	if l.Issued != nil {
+		is := *l.Issued
+		l.Issued = &is
+	}
 	return l
 }
 

@@ -43,7 +43,7 @@ type documentView struct {
 	// No refund note: the spec makes it internal, and the document goes
 	// to the buyer.
 	Title, Noun, Reference, OrderID, OrderReference, MerchantReference, Date string
-	Buyer                                                                    order.Customer
+	BuyerName, BuyerID                                                       string
 	Lines                                                                    []order.Line
 	VATRows                                                                  []vatRow
 	Net, VAT, Gross                                                          string
@@ -65,6 +65,21 @@ type documentView struct {
 	// Void marks an invoice voided after it was issued: its link still
 	// works, and without the mark it read as an invoice to pay.
 	Void bool
+	// Standing is where a live invoice stands after its issue, shown
+	// apart from the issued record once the buyer has paid part of it or
+	// it was handed back: an invoice that reads as its whole total to pay
+	// after a part payment invites a second one. Nil otherwise.
+	Standing *standing
+	// Recourse says the claim was handed back to the merchant, whom the
+	// buyer now owes. The merchant's reason stays off: it is theirs.
+	Recourse bool
+}
+
+// standing is an invoice's payment status: Invoiced − Credited − Paid =
+// Outstanding. Credited is "" when nothing was credited; Due heads the
+// last row, which says who owes the difference.
+type standing struct {
+	Invoiced, Credited, Paid, Due, Outstanding string
 }
 
 var documentTemplate = template.Must(template.New("doc").Parse(`<!doctype html>
@@ -74,7 +89,7 @@ th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-
 <body><h1>{{.Title}} {{.Reference}}{{if .Void}} (void){{end}}</h1>
 {{if .Void}}<p><strong>This {{.Noun}} is void: nothing is payable on it.</strong></p>{{end}}
 <p>Order {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, merchant reference {{.MerchantReference}}{{end}}. Date {{.Date}}.</p>
-<p>Buyer: {{.Buyer.CompanyName}} {{.Buyer.CompanyID}}</p>
+<p>Buyer: {{.BuyerName}} {{.BuyerID}}</p>
 {{if .Credits}}<p>Credits {{.Credits}}.</p>{{end}}
 <table><caption>Lines</caption><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price ({{.Basis}})</th>{{if .Discounted}}<th class="n">Unit discount</th>{{end}}<th class="n">VAT %</th><th class="n">VAT</th><th class="n">Total ({{.Basis}})</th></tr></thead><tbody>
 {{range .Lines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .UnitPrice}}</td>{{if $.Discounted}}<td class="n">{{call $.Amount .UnitDiscountAmount}}</td>{{end}}<td class="n">{{call $.Amount .Vat}}</td><td class="n">{{call $.Amount .TotalVatAmount}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>
@@ -82,6 +97,13 @@ th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-
 <table><caption>VAT breakdown ({{.Currency}})</caption><thead><tr><th>Rate %</th><th class="n">Excl. VAT</th><th class="n">VAT</th><th class="n">Incl. VAT</th></tr></thead><tbody>
 {{range .VATRows}}<tr><td>{{.Rate}}</td><td class="n">{{.Net}}</td><td class="n">{{.VAT}}</td><td class="n">{{.Gross}}</td></tr>
 {{end}}</tbody><tfoot><tr><th>Total</th><th class="n">{{.Net}}</th><th class="n">{{.VAT}}</th><th class="n">{{.Gross}}</th></tr></tfoot></table>
+{{with .Standing}}<table><caption>Payment status ({{$.Currency}})</caption><tbody>
+<tr><th>Invoiced</th><td class="n">{{.Invoiced}}</td></tr>
+{{if .Credited}}<tr><th>Credited</th><td class="n">{{.Credited}}</td></tr>
+{{end}}<tr><th>Paid</th><td class="n">{{.Paid}}</td></tr>
+<tr><th>{{.Due}}</th><td class="n">{{.Outstanding}}</td></tr>
+</tbody></table>{{end}}
+{{if .Recourse}}<p><strong>This {{.Noun}} was handed back to the merchant (recourse): what is outstanding on it is owed to the merchant.</strong></p>{{end}}
 </body></html>`))
 
 func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -103,9 +125,16 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 		return
 	}
 	amount := func(v int64) string { return money.New(v, o.Currency).Formatted() }
+	// What the document was issued with, not what the order says now: an
+	// issued document is an accounting record. One issued before kassa kept
+	// that renders from the order, as it did then.
+	is := o.CurrentIssue()
+	if l.Issued != nil {
+		is = *l.Issued
+	}
 	v := documentView{Title: "Invoice", Noun: "invoice", Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
-		MerchantReference: o.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"),
-		Buyer: o.Customer, Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: "incl. VAT"}
+		MerchantReference: is.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"),
+		BuyerName: is.BuyerName, BuyerID: is.BuyerID, Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: "incl. VAT"}
 	if o.VATMode == money.ExclVAT {
 		v.Basis = "excl. VAT"
 	}
@@ -123,6 +152,17 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 		// A card (or PayPal) capture is paid when it is made: the spec
 		// sends a card receipt, not an invoice to pay.
 		v.Title, v.Noun = "Receipt", "receipt"
+	case !l.Void() && (l.Paid > 0 || l.Recourse != ""):
+		v.Recourse = l.Recourse != ""
+		st := standing{Invoiced: amount(order.SumLines(l.Lines, o.VATMode).Gross), Paid: amount(l.Paid), Due: "Outstanding", Outstanding: amount(o.Outstanding(l))}
+		if out := o.Outstanding(l); out < 0 {
+			// Paid in full, then credited: the buyer is owed the credit.
+			st.Due, st.Outstanding = "Due to the buyer", amount(-out)
+		}
+		if c := o.RefundedOf(l.ID); c != 0 {
+			st.Credited = amount(c)
+		}
+		v.Standing = &st
 	}
 	byRate := map[int64]*[3]int64{}
 	var rates []int64
