@@ -37,7 +37,8 @@ type DeliveryOptions struct {
 	Retry notify.Retry
 	// Batch is how many due messages one run claims; default 50, at most 10 000.
 	Batch int
-	// Parallel is how many POSTs are in flight at once; default 8.
+	// Parallel is how many POSTs are in flight at once; default 8. A
+	// merchant gets one until its first POST of the run has answered.
 	Parallel int
 	// Lease is how long a claimed message is hidden from other deliverers
 	// (other replicas, or this one after a crash); default 2 min, well above
@@ -262,51 +263,77 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 	// for the run. Its unsent messages keep their claim and come back when
 	// the lease ends, without an attempt counted.
 	var unreachable sync.Map
-	sem := make(chan struct{}, opts.Parallel)
-	var wg sync.WaitGroup
+	// postOne makes and records one attempt.
+	postOne := func(c *claim) {
+		// No caller can recover a panic of this goroutine: unrecovered,
+		// it would end the process, a server's API and jobs with it. The
+		// panic counts as a failed attempt: left unrecorded, a message
+		// whose POST panics every time (a bug that its payload or its
+		// receiver triggers) came back after every lease, forever, and
+		// never reached the schedule's end. Whether its POST went out is
+		// unknown, so it is sent again, as after any failure: delivery is
+		// at least once.
+		defer func() {
+			if p := recover(); p != nil {
+				err := fault.Internalf(fmt.Errorf("panic: %v\n%s", p, debug.Stack()),
+					"panic delivering notification %s", c.msg.ID)
+				c.outcome = storage.DeliveryAttempt{At: opts.WallClock(), Error: internalErrorText}
+				recordAfterPanic(record, c)
+				mu.Lock()
+				defer mu.Unlock()
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+		}()
+		c.outcome = post(ctx, opts, c)
+		// A POST cut short by the run's end says nothing of the receiver.
+		slow := ctx.Err() == nil && l.noteReceiver(opts, c)
+		if failing(c.outcome) || slow && opts.SkipSlowReceivers {
+			unreachable.Store(c.msg.MerchantID, true)
+		}
+		record(c)
+	}
+	// A merchant's first claim of the run goes alone, and its others follow
+	// once it has answered: posted side by side at once, a receiver that
+	// hangs took a POST in flight for each of its claims, and four such
+	// receivers with two claims each held all 8 of a run's, while the other
+	// merchants' claims (which no other run takes up) waited out the
+	// client's timeout behind them. So a receiver that hangs holds one.
+	firsts, rest := []*claim{}, map[string][]*claim{}
 	for _, c := range claims {
-		if c.url == "" {
+		switch more, seen := rest[c.msg.MerchantID]; {
+		case c.url == "":
 			c.outcome = storage.DeliveryAttempt{At: opts.WallClock(), Error: "no webhook URL is configured"}
 			record(c)
-			continue
+		case seen:
+			rest[c.msg.MerchantID] = append(more, c)
+		default:
+			rest[c.msg.MerchantID] = nil
+			firsts = append(firsts, c)
 		}
+	}
+	sem := make(chan struct{}, opts.Parallel)
+	var wg sync.WaitGroup
+	for _, first := range firsts {
 		sem <- struct{}{}
-		if _, skip := unreachable.Load(c.msg.MerchantID); skip {
-			<-sem
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			// No caller can recover a panic of this goroutine: unrecovered,
-			// it would end the process, a server's API and jobs with it. The
-			// panic counts as a failed attempt: left unrecorded, a message
-			// whose POST panics every time (a bug that its payload or its
-			// receiver triggers) came back after every lease, forever, and
-			// never reached the schedule's end. Whether its POST went out is
-			// unknown, so it is sent again, as after any failure: delivery is
-			// at least once.
-			defer func() {
-				if p := recover(); p != nil {
-					err := fault.Internalf(fmt.Errorf("panic: %v\n%s", p, debug.Stack()),
-						"panic delivering notification %s", c.msg.ID)
-					c.outcome = storage.DeliveryAttempt{At: opts.WallClock(), Error: internalErrorText}
-					recordAfterPanic(record, c)
-					mu.Lock()
-					defer mu.Unlock()
-					if firstErr == nil {
-						firstErr = err
-					}
-				}
+		wg.Go(func() {
+			func() {
+				defer func() { <-sem }()
+				postOne(first)
 			}()
-			c.outcome = post(ctx, opts, c)
-			// A POST cut short by the run's end says nothing of the receiver.
-			slow := ctx.Err() == nil && l.noteReceiver(opts, c)
-			if failing(c.outcome) || slow && opts.SkipSlowReceivers {
-				unreachable.Store(c.msg.MerchantID, true)
+			for _, c := range rest[first.msg.MerchantID] {
+				sem <- struct{}{}
+				if _, skip := unreachable.Load(c.msg.MerchantID); skip {
+					<-sem
+					continue
+				}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					postOne(c)
+				})
 			}
-			record(c)
-		}()
+		})
 	}
 	wg.Wait()
 	if firstErr != nil {

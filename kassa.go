@@ -417,38 +417,71 @@ const DefaultNotificationRetention = 30 * 24 * time.Hour
 // transaction removes whole messages, so a crash leaves none half removed,
 // and it runs safely beside traffic, the deliverer and sweeps of other
 // replicas (a store removes each message once).
+//
+// A first sweep of a store that holds millions of old notifications runs for
+// as long as they take: a caller that runs other jobs after it sweeps with
+// SweepNotificationsOnce instead, a transaction at a time, between them.
 func (l *Ledger) SweepNotifications(ctx context.Context, limit int) (int, error) {
-	return l.sweep(ctx, limit, func(tx storage.Tx) (int, error) {
-		return tx.DeleteDoneOutbox(tx.Now().Add(-l.opts.NotificationRetention), limit)
-	})
+	return l.sweep(ctx, limit, l.deleteDoneOutbox)
+}
+
+// SweepNotificationsOnce is one transaction of SweepNotifications: it removes
+// up to limit (at least 1) notifications past their retention, and reports
+// how many, and whether more may be left (it removed limit).
+func (l *Ledger) SweepNotificationsOnce(ctx context.Context, limit int) (removed int, more bool, err error) {
+	return l.sweepOnce(ctx, limit, l.deleteDoneOutbox)
+}
+
+func (l *Ledger) deleteDoneOutbox(tx storage.Tx, limit int) (int, error) {
+	return tx.DeleteDoneOutbox(tx.Now().Add(-l.opts.NotificationRetention), limit)
 }
 
 // SweepIdempotency removes idempotency records whose retention has passed,
 // at most limit (at least 1) per transaction, until none is left or ctx ends. It reports
 // how many it removed. Safe to run concurrently with traffic.
 func (l *Ledger) SweepIdempotency(ctx context.Context, limit int) (int, error) {
-	return l.sweep(ctx, limit, func(tx storage.Tx) (int, error) { return tx.DeleteExpiredIdempotency(wallClock(), limit) })
+	return l.sweep(ctx, limit, deleteExpiredIdempotency)
+}
+
+// SweepIdempotencyOnce is one transaction of SweepIdempotency: it removes up
+// to limit (at least 1) records, and reports how many, and whether more may
+// be left (it removed limit).
+func (l *Ledger) SweepIdempotencyOnce(ctx context.Context, limit int) (removed int, more bool, err error) {
+	return l.sweepOnce(ctx, limit, deleteExpiredIdempotency)
+}
+
+func deleteExpiredIdempotency(tx storage.Tx, limit int) (int, error) {
+	return tx.DeleteExpiredIdempotency(wallClock(), limit)
 }
 
 // sweep runs del, which removes at most limit records, one transaction at a
 // time until a transaction removes fewer (none left) or ctx ends, and
 // reports how many were removed in all.
-func (l *Ledger) sweep(ctx context.Context, limit int, del func(storage.Tx) (int, error)) (int, error) {
-	if err := checkLimit(limit); err != nil {
-		return 0, err
-	}
+func (l *Ledger) sweep(ctx context.Context, limit int, del func(storage.Tx, int) (int, error)) (int, error) {
 	total := 0
 	for ctx.Err() == nil {
-		n := 0
-		err := l.store.Update(ctx, func(tx storage.Tx) error {
-			var err error
-			n, err = del(tx)
-			return err
-		})
+		n, more, err := l.sweepOnce(ctx, limit, del)
 		total += n
-		if err != nil || n < limit {
+		if err != nil || !more {
 			return total, err
 		}
 	}
 	return total, ctx.Err()
+}
+
+// sweepOnce runs del in one transaction.
+func (l *Ledger) sweepOnce(ctx context.Context, limit int, del func(storage.Tx, int) (int, error)) (int, bool, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, false, err
+	}
+	n := 0
+	err := l.store.Update(ctx, func(tx storage.Tx) error {
+		var err error
+		n, err = del(tx, limit)
+		return err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return n, n >= limit, nil
 }

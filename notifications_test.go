@@ -1105,9 +1105,11 @@ func TestOverlappingRunsPostNothingMoreToABusyMerchant(t *testing.T) {
 	ctx := context.Background()
 	first := make(chan error, 1)
 	go func() { _, err := f.ledger.DeliverNotifications(ctx, opts); first <- err }()
-	for deadline := time.Now().Add(2 * time.Second); posts.Load() < int64(opts.Parallel); {
+	// The first run's first POST to the merchant hangs; its others wait for
+	// that one's answer.
+	for deadline := time.Now().Add(2 * time.Second); posts.Load() < 1; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d POSTs to the hanging receiver; want %d", posts.Load(), opts.Parallel)
+			t.Fatalf("%d POSTs to the hanging receiver; want 1", posts.Load())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -1117,7 +1119,7 @@ func TestOverlappingRunsPostNothingMoreToABusyMerchant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); s.Delivered == 0 || took > time.Second || posts.Load() != int64(opts.Parallel) {
+	if took := time.Since(start); s.Delivered == 0 || took > time.Second || posts.Load() != 1 {
 		t.Errorf("second run: %+v in %v, %d POSTs to the hanging receiver in all; want the other merchant's delivered at once and no more POSTs to the busy one",
 			s, took, posts.Load())
 	}
@@ -1165,4 +1167,69 @@ func TestSkipSlowReceiversLeavesASlowMerchantAlone(t *testing.T) {
 	deliver(usual, 1) // the slow merchant's, promptly now
 	f.orderFor(t, creds.MerchantID, "s3", order.PayAdvanceInvoice, 1000)
 	deliver(prompt, 1)
+}
+
+// TestHangingReceiversTakeOneSlotEach: a run posted a merchant's claimed
+// notifications side by side before any had answered, so four receivers
+// that hang, with two notifications each, took all 8 of a run's POSTs in
+// flight, and another merchant's notifications claimed by the same run (its
+// later ones too: a merchant a run holds is left alone by the other runs)
+// waited out the client's timeout behind them. A merchant's first POST of a
+// run now goes alone; the rest follow it only once it has answered, so a
+// receiver that hangs holds one POST of the run, and the others go out.
+func TestHangingReceiversTakeOneSlotEach(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	ctx := context.Background()
+	release := make(chan struct{})
+	var hung atomic.Int64
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hung.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(func() { free(); hang.Close() })
+	for i := range 4 {
+		creds, _, err := f.ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: fmt.Sprint("hangs", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.ledger.SetWebhook(ctx, creds.MerchantID, kassa.SetWebhookRequest{URL: hang.URL + "/hooks"}); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 2 {
+			f.orderFor(t, creds.MerchantID, fmt.Sprint("h", i, "-", j), order.PayAdvanceInvoice, 1000)
+		}
+	}
+	f.clock.Advance(time.Second) // the other merchant's notifications are due after theirs
+	f.order(t, "fast1", order.PayAdvanceInvoice, 1000)
+	f.order(t, "fast2", order.PayAdvanceInvoice, 1000)
+	want := len(f.log(t))
+	if want < 2 {
+		t.Fatalf("the other merchant has %d notifications due, want 2 or more", want)
+	}
+	// The receivers hang until the other merchant has had all of its
+	// notifications, or a minute has passed: the run ends either way.
+	var got, hungThen atomic.Int64
+	f.rc.onPost = func() {
+		if got.Add(1) == int64(want) {
+			hungThen.Store(hung.Load())
+			free()
+		}
+	}
+	time.AfterFunc(20*time.Second, free)
+	opts := kassa.DeliveryOptions{Parallel: 8, AllowPrivateNetworks: true, Client: &http.Client{Timeout: 2 * time.Minute}}
+	s, err := f.ledger.DeliverNotifications(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Delivered < want {
+		t.Fatalf("stats %+v: the other merchant's %d notifications were not all delivered", s, want)
+	}
+	if n := hungThen.Load(); n != 4 {
+		t.Errorf("the hanging receivers got %d POSTs before the other merchant's were through, want one each (4)", n)
+	}
 }

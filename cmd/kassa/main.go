@@ -895,63 +895,142 @@ func runDelivery(stop, posts context.Context, ledger *kassa.Ledger, log *slog.Lo
 // DeliveryOptions.Parallel.
 const deliveryRuns = 4
 
-// runJobs runs the periodic work of the server until ctx ends: the
-// idempotency-record sweep, the delivery log's retention sweep, the scheduled tasks (auto-capture, token expiry,
-// reminders), the expiry marking of orders and the daily settlement run.
+// runJobs runs the periodic work of the server until ctx ends: the daily
+// settlement run, the scheduled tasks (auto-capture, token expiry,
+// reminders), the expiry marking of orders, the idempotency-record sweep and
+// the delivery log's retention sweep, a pass of them every minute.
+//
+// A job with a backlog (a day of expiries after an outage, the first
+// retention sweep of a store holding millions of old notifications) works in
+// small transactions for at most jobBudget in a pass, then yields to the
+// next job, and the next pass begins after jobRest instead of a minute: one
+// job's backlog neither holds up the others nor waits a minute between
+// slices, and API traffic gets the store between each of its transactions.
 func runJobs(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger, clock *server.Clock, settleAt time.Time) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
+	j := jobs{ledger: ledger, log: log, clock: clock, settleAt: settleAt, wall: time.Now, budget: jobBudget}
 	// The first pass runs the latest settlement time, not the next: if it
 	// passed while no server ran (a deploy, an outage), that day is settled
 	// now rather than folded into the next day's run. A day already settled
 	// is not settled twice, as with a replica that runs a minute late.
-	nextSettle := settleCutoff(clock.Now(), settleAt)
+	j.nextSettle = settleCutoff(clock.Now(), settleAt)
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
-		// The schedule follows the server's clock, so the sandbox test clock
-		// can move a merchant to the next settlement in seconds.
-		if now := clock.Now(); !now.Before(nextSettle) {
-			// Up to the day's settlement time, not to now: every replica
-			// runs this, and the later ones must find the day settled.
-			// A run that panicked is tried again at the next tick.
-			guard(log, "settlement run", func() {
-				if made, err := ledger.RunSettlementsBefore(ctx, settleCutoff(now, settleAt)); err != nil && ctx.Err() == nil {
-					log.Error("settlement run", "err", err)
-				} else {
-					log.Info("settlement run", "settlements", len(made))
-					nextSettle = nextAt(now, settleAt)
-				}
-			})
+		start := time.Now()
+		wait := time.Minute
+		if j.pass(ctx) {
+			wait = jobRest
 		}
-		guard(log, "idempotency sweep", func() {
-			if n, err := ledger.SweepIdempotency(ctx, 1000); err != nil && ctx.Err() == nil {
-				log.Error("idempotency sweep", "err", err)
-			} else if n > 0 {
-				log.Info("idempotency sweep", "removed", n)
-			}
-		})
-		guard(log, "notification retention sweep", func() {
-			// A batch per transaction, so the sweep holds the writer (bbolt's
-			// one, or PostgreSQL's row locks) only briefly between requests.
-			if n, err := ledger.SweepNotifications(ctx, 500); err != nil && ctx.Err() == nil {
-				log.Error("notification retention sweep", "err", err)
-			} else if n > 0 {
-				log.Info("notification retention sweep", "removed", n)
-			}
-		})
-		guard(log, "scheduled tasks", func() { runTasks(ctx, ledger, log) })
-		guard(log, "expiry job", func() {
-			if n, err := ledger.ExpireOrders(ctx, 1000); err != nil && ctx.Err() == nil {
-				log.Error("expiry job", "err", err)
-			} else if n > 0 {
-				log.Info("expiry job", "expired", n)
-			}
-		})
+		t.Reset(max(time.Until(start.Add(wait)), 0))
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// jobBudget is how long one job may go on in a pass of runJobs while it
+// has more to do; jobRest is the pause before the next pass then.
+const (
+	jobBudget = 5 * time.Second
+	jobRest   = time.Second
+)
+
+// jobs is the state of runJobs' passes.
+type jobs struct {
+	ledger     *kassa.Ledger
+	log        *slog.Logger
+	clock      *server.Clock
+	settleAt   time.Time
+	nextSettle time.Time
+	wall       func() time.Time // measures the budget
+	budget     time.Duration
+}
+
+// pass runs each job once, each for up to the budget, and reports whether
+// one of them stopped with work left.
+func (j *jobs) pass(ctx context.Context) (more bool) {
+	// The schedule follows the server's clock, so the sandbox test clock
+	// can move a merchant to the next settlement in seconds.
+	if now := j.clock.Now(); !now.Before(j.nextSettle) {
+		// Up to the day's settlement time, not to now: every replica
+		// runs this, and the later ones must find the day settled.
+		// A run that panicked is tried again at the next tick.
+		guard(j.log, "settlement run", func() {
+			if made, err := j.ledger.RunSettlementsBefore(ctx, settleCutoff(now, j.settleAt)); err != nil && ctx.Err() == nil {
+				j.log.Error("settlement run", "err", err)
+			} else {
+				j.log.Info("settlement run", "settlements", len(made))
+				j.nextSettle = nextAt(now, j.settleAt)
+			}
+		})
+	}
+	// The jobs that move money or what a merchant sees of an order go
+	// first; the sweeps only keep the store tidy.
+	guard(j.log, "scheduled tasks", func() { more = j.runTasks(ctx) || more })
+	guard(j.log, "expiry job", func() {
+		n := 0
+		left := j.drain(ctx, func() bool {
+			m, err := j.ledger.ExpireOrders(ctx, kassa.ExpiryBatch)
+			n += m
+			if err != nil && ctx.Err() == nil {
+				j.log.Error("expiry job", "err", err)
+			}
+			return err == nil && m == kassa.ExpiryBatch
+		})
+		if n > 0 {
+			j.log.Info("expiry job", "expired", n)
+		}
+		more = left || more
+	})
+	guard(j.log, "idempotency sweep", func() {
+		more = j.sweep(ctx, "idempotency sweep", func() (int, bool, error) {
+			return j.ledger.SweepIdempotencyOnce(ctx, 1000)
+		}) || more
+	})
+	guard(j.log, "notification retention sweep", func() {
+		// A batch per transaction, so the sweep holds the writer (bbolt's
+		// one, or PostgreSQL's row locks) only briefly between requests.
+		more = j.sweep(ctx, "notification retention sweep", func() (int, bool, error) {
+			return j.ledger.SweepNotificationsOnce(ctx, 500)
+		}) || more
+	})
+	return more
+}
+
+// drain runs step, one transaction or a few of a job, which reports whether
+// the job has more to do, until it has not, ctx ends or the budget has
+// passed (between steps: a step is never cut short). It always runs one
+// step, and reports whether the job stopped with work left.
+func (j *jobs) drain(ctx context.Context, step func() (more bool)) bool {
+	end := j.wall().Add(j.budget)
+	for step() {
+		if ctx.Err() != nil {
+			return false
+		}
+		if !j.wall().Before(end) {
+			return true
+		}
+	}
+	return false
+}
+
+// sweep drains a sweep whose step removes a batch and logs what it removed.
+func (j *jobs) sweep(ctx context.Context, job string, step func() (int, bool, error)) bool {
+	removed := 0
+	left := j.drain(ctx, func() bool {
+		n, more, err := step()
+		removed += n
+		if err != nil && ctx.Err() == nil {
+			j.log.Error(job, "err", err)
+		}
+		return err == nil && more
+	})
+	if removed > 0 {
+		j.log.Info(job, "removed", removed)
+	}
+	return left
 }
 
 // guard runs one step of a background job and logs a panic in it, with its
@@ -970,25 +1049,32 @@ func guard(log *slog.Logger, job string, step func()) {
 	step()
 }
 
-// runTasks works through every due task, a batch at a time, so a backlog
-// (a day of token expiries, say) drains within one tick.
-func runTasks(ctx context.Context, ledger *kassa.Ledger, log *slog.Logger) {
-	const batch = 1000
-	for ctx.Err() == nil {
+// runTasks works through the due tasks, a batch at a time, for up to the
+// budget, so a backlog (a day of token expiries, say) drains within a pass
+// or a few, and reports whether it stopped with tasks left.
+func (j *jobs) runTasks(ctx context.Context) bool {
+	const batch = 100
+	var total kassa.TaskStats
+	left := j.drain(ctx, func() bool {
 		// A run that set failing tasks aside answers their errors beside
 		// what it did: both are logged, and a full batch goes on.
-		s, err := ledger.RunTasks(ctx, batch)
-		if s.TasksProcessed > 0 {
-			log.Info("scheduled tasks", "autoCaptured", s.AutoCaptured, "tokensExpired", s.TokensExpired,
-				"remindersSent", s.RemindersSent, "rescheduled", s.Rescheduled, "failed", s.Failed)
-		}
+		s, err := j.ledger.RunTasks(ctx, batch)
+		total.AutoCaptured += s.AutoCaptured
+		total.TokensExpired += s.TokensExpired
+		total.RemindersSent += s.RemindersSent
+		total.Rescheduled += s.Rescheduled
+		total.Failed += s.Failed
+		total.TasksProcessed += s.TasksProcessed
 		if err != nil && ctx.Err() == nil {
-			log.Error("scheduled tasks", "err", err)
+			j.log.Error("scheduled tasks", "err", err)
 		}
-		if s.TasksProcessed < batch {
-			return
-		}
+		return s.TasksProcessed == batch
+	})
+	if total.TasksProcessed > 0 {
+		j.log.Info("scheduled tasks", "autoCaptured", total.AutoCaptured, "tokensExpired", total.TokensExpired,
+			"remindersSent", total.RemindersSent, "rescheduled", total.Rescheduled, "failed", total.Failed)
 	}
+	return left
 }
 
 // nextAt is the first time after now at the hour and minute of at (UTC).
