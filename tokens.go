@@ -322,12 +322,7 @@ func orderFromSession(r *order.CreateRequest, s *session.Session) *order.CreateR
 		if c.ShippingAddress == nil {
 			c.ShippingAddress = p.ShippingAddress
 		}
-		if c.Reference1 == "" {
-			c.Reference1 = p.Reference1
-		}
-		if c.Reference2 == "" {
-			c.Reference2 = p.Reference2
-		}
+		fillReferences(&c.Reference1, &c.Reference2, p)
 		out.Customer = &c
 	}
 	return &out
@@ -342,13 +337,19 @@ func customerTokenFromSession(r *token.CreateCustomerRequest, s *session.Session
 	}
 	if p := s.Customer; p != nil && r.Customer != nil && (p.Reference1 != "" || p.Reference2 != "") {
 		c := *r.Customer
-		if c.Reference1 == "" {
-			c.Reference1 = p.Reference1
-		}
-		if c.Reference2 == "" {
-			c.Reference2 = p.Reference2
-		}
+		fillReferences(&c.Reference1, &c.Reference2, p)
 		out.Customer = &c
 	}
 	return &out
+}
+
+// fillReferences sets the buyer's references a request left empty to the
+// session prefill's.
+func fillReferences(ref1, ref2 *string, p *order.CustomerInput) {
+	if *ref1 == "" {
+		*ref1 = p.Reference1
+	}
+	if *ref2 == "" {
+		*ref2 = p.Reference2
+	}
 }
