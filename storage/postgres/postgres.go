@@ -356,10 +356,21 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 		return storage.WaitEnded(ctx, nil)
 	}
 	start := time.Now()
+	// lastLost is the error of the latest attempt that found no connection
+	// or lost its own: when the caller's deadline then ends the retries,
+	// that is why nothing was done, not a slow database (/readyz's 2 s
+	// equal the reconnect window, and an outage read "did not answer in
+	// time").
+	var lastLost *connLost
 	for attempt := 1; ; attempt++ {
 		err := s.once(ctx, opts, writable, fn)
 		var lost *connLost
 		isLost := errors.As(err, &lost)
+		if isLost {
+			lastLost = lost
+		} else if lastLost != nil && ctx.Err() != nil && fault.Is(err, fault.Unavailable) {
+			return lastLost.err // this attempt only met the deadline
+		}
 		// Lost connections are bounded by time, the rest by attempts: a
 		// refused connection fails in a millisecond, and forty of those
 		// would not outlast a restart.
@@ -373,6 +384,9 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 		pause := time.Duration(rand.IntN(min(attempt*5, 50))+1) * time.Millisecond
 		if isLost {
 			pause = 50*time.Millisecond + time.Duration(rand.IntN(50))*time.Millisecond
+			if d, ok := ctx.Deadline(); ok && time.Until(d) < pause {
+				return lost.err // the next attempt could not begin in time
+			}
 		}
 		time.Sleep(pause)
 	}
