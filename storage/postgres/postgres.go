@@ -76,13 +76,33 @@ type Store struct {
 	closed    atomic.Bool
 }
 
-// Advisory lock ids (the first argument space of pg_advisory_lock is shared
-// by everything on the database, so these are fixed, distinctive numbers).
+// lockKind names one of the store's own advisory locks. They take the
+// two-key form, (kind, a hash of the schema): deployments in different
+// schemas of one database (search_path in the URL) do not wait for each
+// other, and the one-key (bigint) space, a separate set of locks in
+// PostgreSQL, is left to the idempotency and authorization keys' hashes
+// (advisoryKey), which therefore never meet these.
+type lockKind int32
+
 const (
-	lockMigrate    int64 = 0x6b61737361_01 // "kassa" 1
-	lockSettlement int64 = 0x6b61737361_02
-	lockReindex    int64 = 0x6b61737361_03
-	lockStart      int64 = 0x6b61737361_04
+	lockMigrate    lockKind = 0x6b617301 // "kas" 1
+	lockSettlement lockKind = 0x6b617302
+	lockReindex    lockKind = 0x6b617303
+	lockStart      lockKind = 0x6b617304
+)
+
+// schemaKey is the second key of the store's advisory locks: the schema its
+// tables are in, which every connection of one store shares.
+const schemaKey = `hashtext(coalesce(current_schema(), ''))`
+
+// legacyLockMigrate is the migration lock of builds before the two-key
+// locks: one id for the whole database. A replica of such a build may
+// start beside this one on the same schema during a rolling upgrade, so
+// while any migration those builds carry (up to legacyMigrations) is still
+// to apply, this build takes that lock too (see migrate).
+const (
+	legacyLockMigrate int64 = 0x6b61737361_01
+	legacyMigrations        = 10
 )
 
 // defaultConnectTimeout bounds one connection attempt (dial and startup)
@@ -180,10 +200,27 @@ func setsPoolSize(url string) bool {
 // longer than the caller's deadline (a large table's index build, one
 // waiting on a long transaction) would be started over at every start and
 // never finish. The process ending still stops it.
+//
+// The lock is the schema's own (lockKind), so deployments in other schemas
+// do not wait. A replica of a build before it takes the database-wide
+// legacyLockMigrate instead; while a migration such a build may also apply
+// is pending, this one takes that lock as well, after its own, so the two
+// never migrate one schema at once. Then, and only then, schemas migrating
+// at the same moment still wait for each other.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	run := context.WithoutCancel(ctx)
 	for attempt := 1; ; attempt++ {
 		err := withSessionLock(ctx, pool, lockMigrate, "migration", func(conn *pgxpool.Conn) error {
+			legacy, err := legacyPending(ctx, conn)
+			if err != nil {
+				return err
+			}
+			if legacy {
+				if err := waitLock(ctx, conn, "migration", `SELECT pg_try_advisory_lock($1)`, legacyLockMigrate); err != nil {
+					return err
+				}
+				defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, legacyLockMigrate)
+			}
 			if err := applyMigrations(run, conn); err != nil {
 				return err
 			}
@@ -208,19 +245,29 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 // It waits by trying every 50 ms, not with pg_advisory_lock: a statement
 // waiting on a lock holds a snapshot all along, and the holder's concurrent
 // index build (a migration) would wait for that snapshot, a deadlock.
-func withSessionLock(ctx context.Context, pool *pgxpool.Pool, key int64, what string, fn func(*pgxpool.Conn) error) error {
+func withSessionLock(ctx context.Context, pool *pgxpool.Pool, kind lockKind, what string, fn func(*pgxpool.Conn) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	defer conn.Release()
+	if err := waitLock(ctx, conn, what, `SELECT pg_try_advisory_lock($1, `+schemaKey+`)`, kind); err != nil {
+		return err
+	}
+	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1, `+schemaKey+`)`, kind)
+	return fn(conn)
+}
+
+// waitLock runs try, a pg_try_advisory_lock of args, every 50 ms until it
+// succeeds or ctx ends.
+func waitLock(ctx context.Context, conn *pgxpool.Conn, what, try string, args ...any) error {
 	for {
 		var locked bool
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&locked); err != nil {
+		if err := conn.QueryRow(ctx, try, args...).Scan(&locked); err != nil {
 			return fmt.Errorf("postgres: %s lock: %w", what, err)
 		}
 		if locked {
-			break
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -228,8 +275,23 @@ func withSessionLock(ctx context.Context, pool *pgxpool.Pool, key int64, what st
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, key)
-	return fn(conn)
+}
+
+// legacyPending reports whether a migration that builds with the legacy
+// migration lock also carry is not yet recorded in the schema.
+func legacyPending(ctx context.Context, conn *pgxpool.Conn) (bool, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'schema_migrations')`).Scan(&exists); err != nil {
+		return false, fmt.Errorf("postgres: %w", err)
+	}
+	if !exists {
+		return true, nil
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version BETWEEN 1 AND $1`, legacyMigrations).Scan(&n); err != nil {
+		return false, fmt.Errorf("postgres: %w", err)
+	}
+	return n < legacyMigrations, nil
 }
 
 // noTransaction, as a migration's first line, runs it outside a transaction:
@@ -681,6 +743,12 @@ func advisoryKey(parts ...string) int64 {
 // runs first, so the statement's snapshot is taken once the lock is granted.
 func (t *tx) advisoryLock(key int64) error {
 	return t.later("advisory lock", nil, `SELECT pg_advisory_xact_lock($1)`, key)
+}
+
+// kindLock takes the store's transaction advisory lock kind of this schema,
+// the way advisoryLock does.
+func (t *tx) kindLock(kind lockKind) error {
+	return t.later("advisory lock", nil, `SELECT pg_advisory_xact_lock($1, `+schemaKey+`)`, kind)
 }
 
 func timeKey(at time.Time) []byte { return storage.AppendTimeKey(nil, at) }
