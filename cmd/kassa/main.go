@@ -415,7 +415,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if cacheBytes == 0 {
 		cacheBytes = -1
 	}
-	db, err := openStore(c.store, c.data, c.databaseURL, clock.Now, cacheBytes, 0)
+	db, err := openStore(c.store, c.data, c.databaseURL, clock.Now, cacheBytes, 0, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store: %v\n", err)
 		return 1
@@ -721,8 +721,8 @@ func companies(args []string, stdout, stderr io.Writer) int {
 }
 
 // openStore opens the store the flags name; cacheBytes bounds its cache of decoded orders
-// (0: the default, negative: none).
-func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64, lockWait time.Duration) (storage.Store, error) {
+// (0: the default, negative: none). log hears why opening PostgreSQL waits.
+func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64, lockWait time.Duration, log *slog.Logger) (storage.Store, error) {
 	if err := checkStore(kind, databaseURL); err != nil {
 		return nil, err
 	}
@@ -740,7 +740,7 @@ func openStore(kind, data, databaseURL string, clock func() time.Time, cacheByte
 		// replica's migration; one this replica begins runs to its end.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		return postgres.Open(ctx, databaseURL, postgres.Options{Clock: clock, DecodedOrderBytes: cacheBytes})
+		return postgres.Open(ctx, databaseURL, postgres.Options{Clock: clock, DecodedOrderBytes: cacheBytes, Logger: log})
 	}
 	return nil, fmt.Errorf("unknown --store %q (bolt or postgres)", kind)
 }
@@ -1029,7 +1029,7 @@ func settle(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	// A running server holds a bolt file: fail fast instead of waiting for it.
-	db, err := openStore(*kind, *data, *dbURL, clock.Now, 0, 2*time.Second)
+	db, err := openStore(*kind, *data, *dbURL, clock.Now, 0, 2*time.Second, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store (is the server running? it settles daily by itself): %v\n", err)
 		return 1

@@ -1,7 +1,12 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,5 +136,96 @@ func TestMigrationExcludesAnOlderBuild(t *testing.T) {
 		t.Errorf("open of a migrated schema while an older build migrates another: %v", err)
 	} else {
 		s.Close()
+	}
+}
+
+// syncBuffer is a log destination safe for the goroutines that write it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestOpenLogsWhatItWaitsFor: a start held back by another session's
+// migration lock, or by a migration waiting on a table another transaction
+// has written, says so in the log, with the sessions in the way, instead of
+// waiting silently (Open had no logger).
+func TestOpenLogsWhatItWaitsFor(t *testing.T) {
+	defer func(d time.Duration) { waitLogEvery = d }(waitLogEvery)
+	waitLogEvery = 100 * time.Millisecond
+	a, u := migrated(t)
+	ctx := context.Background()
+
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	held := make(chan int)
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- withSessionLock(ctx, a.pool, lockMigrate, "migration", func(c *pgxpool.Conn) error {
+			held <- int(c.Conn().PgConn().PID())
+			<-release
+			return nil
+		})
+	}()
+	pid := <-held
+	wait, cancel := context.WithTimeout(ctx, time.Second)
+	_, err := Open(wait, u, Options{MaxConns: 4, Logger: log})
+	cancel()
+	close(release)
+	if err == nil || <-done != nil {
+		t.Fatalf("open while the migration lock is held: %v", err)
+	}
+	if out := logs.String(); !strings.Contains(out, "waiting for the migration lock") || !strings.Contains(out, fmt.Sprintf("pid %d,", pid)) {
+		t.Errorf("log while the migration lock is held names no holder (pid %d):\n%s", pid, out)
+	}
+
+	// Migration 8 pending, and a transaction that wrote outbox still open:
+	// the index build waits for it.
+	for _, q := range []string{`DROP INDEX outbox_merchant_pending`, `DELETE FROM schema_migrations WHERE version = 8`} {
+		if _, err := a.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := a.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var holder int
+	if err := tx.QueryRow(ctx, `INSERT INTO outbox (id, merchant_id, created_key, next_key, done, body)
+		VALUES ('held', 'm1', '\x00', '\x00', false, '\x7b7d') RETURNING pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	var logs2 syncBuffer
+	opened := make(chan error, 1)
+	go func() {
+		s, err := Open(ctx, u, Options{MaxConns: 4, Logger: slog.New(slog.NewTextHandler(&logs2, nil))})
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs2.String(), fmt.Sprintf("pid %d,", holder)) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out := logs2.String(); !strings.Contains(out, "waits for locks other sessions hold") || !strings.Contains(out, fmt.Sprintf("pid %d,", holder)) {
+		t.Errorf("log of a migration blocked by pid %d names no blocker:\n%s", holder, out)
+	}
+	tx.Rollback(ctx)
+	if err := <-opened; err != nil {
+		t.Fatal(err)
 	}
 }

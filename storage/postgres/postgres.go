@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"regexp"
 	"runtime/debug"
@@ -65,6 +66,11 @@ type Options struct {
 	// DecodedOrderBytes bounds the cache of decoded orders (package
 	// ordercache): 0 is its default, negative none.
 	DecodedOrderBytes int64
+	// Logger, when set, hears why Open waits: for another session's
+	// migration lock (and which sessions hold it), or for a migration of
+	// this one blocked by other sessions' locks, every so often until it
+	// goes on. Without it, a replica that is not ready says nothing of why.
+	Logger *slog.Logger
 }
 
 // Store is a PostgreSQL-backed storage.Store.
@@ -137,7 +143,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := migrate(ctx, pool, opts.Logger); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -207,20 +213,22 @@ func setsPoolSize(url string) bool {
 // is pending, this one takes that lock as well, after its own, so the two
 // never migrate one schema at once. Then, and only then, schemas migrating
 // at the same moment still wait for each other.
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	run := context.WithoutCancel(ctx)
+	w := lockWaiter{pool: pool, log: log}
 	for attempt := 1; ; attempt++ {
-		err := withSessionLock(ctx, pool, lockMigrate, "migration", func(conn *pgxpool.Conn) error {
+		err := w.withSessionLock(ctx, lockMigrate, "migration", func(conn *pgxpool.Conn) error {
 			legacy, err := legacyPending(ctx, conn)
 			if err != nil {
 				return err
 			}
 			if legacy {
-				if err := waitLock(ctx, conn, "migration", `SELECT pg_try_advisory_lock($1)`, legacyLockMigrate); err != nil {
+				if err := w.wait(ctx, conn, "migration", legacyHolders, `SELECT pg_try_advisory_lock($1)`, legacyLockMigrate); err != nil {
 					return err
 				}
 				defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, legacyLockMigrate)
 			}
+			defer w.watchBlocked(conn, "migration")()
 			if err := applyMigrations(run, conn); err != nil {
 				return err
 			}
@@ -246,28 +254,64 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 // waiting on a lock holds a snapshot all along, and the holder's concurrent
 // index build (a migration) would wait for that snapshot, a deadlock.
 func withSessionLock(ctx context.Context, pool *pgxpool.Pool, kind lockKind, what string, fn func(*pgxpool.Conn) error) error {
-	conn, err := pool.Acquire(ctx)
+	return lockWaiter{pool: pool}.withSessionLock(ctx, kind, what, fn)
+}
+
+// lockWaiter takes session advisory locks on connections of pool, and tells
+// log (when not nil) what it waits for.
+type lockWaiter struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+// waitLogEvery is how long a wait goes on before it is logged, and then
+// between its log lines.
+var waitLogEvery = 5 * time.Second
+
+func (w lockWaiter) withSessionLock(ctx context.Context, kind lockKind, what string, fn func(*pgxpool.Conn) error) error {
+	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	defer conn.Release()
-	if err := waitLock(ctx, conn, what, `SELECT pg_try_advisory_lock($1, `+schemaKey+`)`, kind); err != nil {
+	if err := w.wait(ctx, conn, what, kindHolders, `SELECT pg_try_advisory_lock($1, `+schemaKey+`)`, kind); err != nil {
 		return err
 	}
 	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1, `+schemaKey+`)`, kind)
 	return fn(conn)
 }
 
-// waitLock runs try, a pg_try_advisory_lock of args, every 50 ms until it
-// succeeds or ctx ends.
-func waitLock(ctx context.Context, conn *pgxpool.Conn, what, try string, args ...any) error {
+// Sessions holding an advisory lock, found in pg_locks from the arguments
+// of its pg_try_advisory_lock: the two-key form (objsubid 2), or the
+// one-key form, split in its high and low halves (objsubid 1).
+const (
+	kindHolders   = `l.classid = $1::bigint AND l.objid::bigint = ` + schemaKey + `::bigint & 4294967295 AND l.objsubid = 2`
+	legacyHolders = `l.classid = $1::bigint >> 32 AND l.objid::bigint = $1::bigint & 4294967295 AND l.objsubid = 1`
+)
+
+// wait runs try, a pg_try_advisory_lock of args, every 50 ms until it
+// succeeds or ctx ends. Every waitLogEvery it logs the sessions that hold
+// the lock (holders selects them in pg_locks l).
+func (w lockWaiter) wait(ctx context.Context, conn *pgxpool.Conn, what, holders, try string, args ...any) error {
+	start := time.Now()
+	next := start.Add(waitLogEvery)
 	for {
 		var locked bool
 		if err := conn.QueryRow(ctx, try, args...).Scan(&locked); err != nil {
 			return fmt.Errorf("postgres: %s lock: %w", what, err)
 		}
 		if locked {
+			if w.log != nil && time.Since(start) >= waitLogEvery {
+				w.log.Info("postgres: got the "+what+" lock", "waited", time.Since(start).Round(time.Millisecond).String())
+			}
 			return nil
+		}
+		if w.log != nil && time.Now().After(next) {
+			next = time.Now().Add(waitLogEvery)
+			w.log.Warn("postgres: waiting for the "+what+" lock, held by another session (a replica migrating or starting)",
+				"waited", time.Since(start).Round(time.Second).String(),
+				"holders", sessions(ctx, conn, `SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+					AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND `+holders, args...))
 		}
 		select {
 		case <-ctx.Done():
@@ -275,6 +319,58 @@ func waitLock(ctx context.Context, conn *pgxpool.Conn, what, try string, args ..
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// watchBlocked logs, every waitLogEvery until the returned func is called,
+// the sessions whose locks block conn's statement (a long transaction on a
+// table a migration alters). It looks from another connection of the pool.
+func (w lockWaiter) watchBlocked(conn *pgxpool.Conn, what string) (stop func()) {
+	if w.log == nil {
+		return func() {}
+	}
+	pid := conn.Conn().PgConn().PID()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(waitLogEvery):
+			}
+			c, err := w.pool.Acquire(ctx)
+			if err != nil {
+				continue
+			}
+			blockers := sessions(ctx, c, `SELECT unnest(pg_blocking_pids($1::int))`, int64(pid))
+			c.Release()
+			if len(blockers) > 0 {
+				w.log.Warn("postgres: the "+what+" waits for locks other sessions hold (end or commit their transactions)",
+					"waited", time.Since(start).Round(time.Second).String(), "pid", pid, "blockers", blockers)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// sessions describes, from pg_stat_activity, the backends whose pids pids
+// selects: no statement text, which may carry customer data, only what
+// finds the session.
+func sessions(ctx context.Context, conn *pgxpool.Conn, pids string, args ...any) []string {
+	rows, err := conn.Query(ctx, `SELECT format('pid %s, application %L, client %s, %s, transaction open %s, waiting on %s',
+		a.pid, a.application_name, coalesce(host(a.client_addr), 'local'), coalesce(a.state, '?'),
+		coalesce(date_trunc('second', now() - a.xact_start)::text, 'no'), coalesce(a.wait_event_type || ':' || a.wait_event, 'nothing'))
+		FROM pg_stat_activity a WHERE a.pid IN (`+pids+`)`, args...)
+	if err != nil {
+		return []string{"unknown: " + err.Error()}
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return []string{"unknown: " + err.Error()}
+	}
+	return out
 }
 
 // legacyPending reports whether a migration that builds with the legacy
