@@ -157,6 +157,24 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	return &Store{pool: pool, clock: opts.Clock, decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}, nil
 }
 
+// Unreachable reports whether err, from Open, is the database not being
+// reached yet: no connection could be made (refused, no route, a name that
+// does not resolve, no answer within the connect timeout) or the server
+// refused it while starting up, shutting down or full (57P03, 53300). A
+// caller starting beside its database may try again; a refused login, an
+// unknown database or a bad URL will not change by waiting.
+func Unreachable(err error) bool {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(ce, &pe) {
+		return pe.Code == "57P03" || pe.Code == "53300"
+	}
+	return true
+}
+
 // urlError says why a database URL could not be parsed without quoting it.
 // pgx quotes it with the password masked, but only as best it can: after an
 // unescaped '@' in the password, the rest of it was shown, in a message that
