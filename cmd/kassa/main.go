@@ -142,6 +142,7 @@ type serveConfig struct {
 	notificationRetention                    string
 	maxBodyMB                                int
 	storeTimeout                             string
+	startTimeout                             string
 }
 
 // envInt reads KASSA_<NAME> as a whole-number flag's default; one that is no
@@ -213,6 +214,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.idempotencyTTL, "idempotency-ttl", envDefault("idempotency-ttl", "24h"), "how long an Idempotency-Key is remembered, from 1h to 720h (KASSA_IDEMPOTENCY_TTL)")
 	fs.StringVar(&c.notificationRetention, "notification-retention", envDefault("notification-retention", "720h"), "how long the delivery log keeps a delivered or failed notification, from its creation, from 24h to 87600h; pending ones are kept however old (KASSA_NOTIFICATION_RETENTION)")
 	fs.StringVar(&c.storeTimeout, "store-timeout", envDefault("store-timeout", "10s"), "longest a request waits for the store (a free database connection, a lock another request holds), from 1s to 30s; past it, it is answered 503 store_unavailable with nothing done, while a commit already sent is still waited for (KASSA_STORE_TIMEOUT)")
+	fs.StringVar(&c.startTimeout, "start-timeout", envDefault("start-timeout", "1m"), "--store postgres: longest the start waits for the database, from 1s to 1h: a database not reachable yet (started with kassa) is tried again with backoff, each failure logged, and another replica's migration is waited for; past it, serve exits 1 (KASSA_START_TIMEOUT)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "diagnostics: write a CPU profile of the whole run to this file")
 	return fs
 }
@@ -306,6 +308,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// 5 s for its cancel, 5 s to settle a lost answer), its answer could
 	// miss the 60 s write timeout.
 	storeTimeout, ok := durationIn(stderr, "store-timeout", c.storeTimeout, "1s", "30s", "10s")
+	if !ok {
+		return 2
+	}
+	startTimeout, ok := durationIn(stderr, "start-timeout", c.startTimeout, "1s", "1h", "1m")
 	if !ok {
 		return 2
 	}
@@ -415,7 +421,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if cacheBytes == 0 {
 		cacheBytes = -1
 	}
-	db, err := openStore(c.store, c.data, c.databaseURL, clock.Now, cacheBytes, 0)
+	db, err := openStore(c.store, c.data, c.databaseURL, clock.Now, cacheBytes, 0, log, startTimeout)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store: %v\n", err)
 		return 1
@@ -737,8 +743,11 @@ func companies(args []string, stdout, stderr io.Writer) int {
 }
 
 // openStore opens the store the flags name; cacheBytes bounds its cache of decoded orders
-// (0: the default, negative: none).
-func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64, lockWait time.Duration) (storage.Store, error) {
+// (0: the default, negative: none). log hears why opening PostgreSQL waits.
+// With retryFor (serve's --start-timeout), a PostgreSQL that cannot be
+// reached yet is tried again, with backoff, for that long (the bound of the
+// whole open); without, once, within a minute.
+func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64, lockWait time.Duration, log *slog.Logger, retryFor time.Duration) (storage.Store, error) {
 	if err := checkStore(kind, databaseURL); err != nil {
 		return nil, err
 	}
@@ -752,11 +761,38 @@ func openStore(kind, data, databaseURL string, clock func() time.Time, cacheByte
 		}
 		return st, err
 	case "postgres":
-		// The minute bounds reaching the database and waiting for another
+		// The bound covers reaching the database and waiting for another
 		// replica's migration; one this replica begins runs to its end.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		bound := time.Minute
+		if retryFor > 0 {
+			bound = retryFor
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
 		defer cancel()
-		return postgres.Open(ctx, databaseURL, postgres.Options{Clock: clock, DecodedOrderBytes: cacheBytes})
+		opts := postgres.Options{Clock: clock, DecodedOrderBytes: cacheBytes, Logger: log}
+		pause := 500 * time.Millisecond
+		for attempt := 1; ; attempt++ {
+			st, err := postgres.Open(ctx, databaseURL, opts)
+			if err != nil && retryFor > 0 && ctx.Err() != nil && !postgres.Unreachable(err) {
+				// A wait for another replica's migration ran out.
+				return nil, fmt.Errorf("the start did not complete within %v (--start-timeout): %w", retryFor, err)
+			}
+			if err == nil || retryFor == 0 || !postgres.Unreachable(err) {
+				return st, err
+			}
+			// An orchestrator may start the database and kassa together:
+			// a refused or unresolved address is waited for, not fatal.
+			// The last attempt goes a moment before the deadline, so that
+			// its error is the database's, not the deadline's.
+			d, _ := ctx.Deadline()
+			wait := min(pause, time.Until(d)-100*time.Millisecond)
+			if wait <= 0 {
+				return nil, fmt.Errorf("the database could not be reached within %v (--start-timeout), %d attempts: %w", retryFor, attempt, err)
+			}
+			log.Warn("database not reachable yet; trying again", "attempt", attempt, "in", wait.Round(time.Millisecond).String(), "err", err)
+			time.Sleep(wait)
+			pause = min(pause*2, 5*time.Second)
+		}
 	}
 	return nil, fmt.Errorf("unknown --store %q (bolt or postgres)", kind)
 }
@@ -1131,7 +1167,7 @@ func settle(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	// A running server holds a bolt file: fail fast instead of waiting for it.
-	db, err := openStore(*kind, *data, *dbURL, clock.Now, 0, 2*time.Second)
+	db, err := openStore(*kind, *data, *dbURL, clock.Now, 0, 2*time.Second, slog.New(slog.NewTextHandler(stderr, nil)), 0)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store (is the server running? it settles daily by itself): %v\n", err)
 		return 1

@@ -624,3 +624,35 @@ func TestCommitAnswerLostAcrossAnotherServerLife(t *testing.T) {
 	}
 	wantChangedOnce(t, s)
 }
+
+// TestOutageWithinTheCallersDeadline: a caller whose deadline is no longer
+// than the store's reconnect window (/readyz gives 2 s) is told that the
+// database cannot be reached, not that the store did not answer in time: it
+// was refused at every attempt, and its deadline only ended the retries.
+func TestOutageWithinTheCallersDeadline(t *testing.T) {
+	p := newProxy(t)
+	u, err := url.Parse(freshSchema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.addr
+	s := openNow(t, u.String())
+	p.down()
+	for _, deadline := range []time.Duration{300 * time.Millisecond, 2 * time.Second} {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		start := time.Now()
+		err := s.View(ctx, func(tx storage.Tx) error {
+			_, err := tx.GetMerchant("readyz")
+			return err
+		})
+		took := time.Since(start)
+		cancel()
+		var fe *fault.Error
+		if !errors.As(err, &fe) || fe.Code != "store_unavailable" || !strings.Contains(fe.Message, "cannot be reached") {
+			t.Errorf("deadline %v: %v, want the database cannot be reached", deadline, err)
+		}
+		if took > deadline+200*time.Millisecond {
+			t.Errorf("deadline %v: answered after %v", deadline, took)
+		}
+	}
+}

@@ -16,8 +16,10 @@ import (
 	"github.com/kassahq/kassa/storage/postgres"
 )
 
-// lockMigrate is the store's migration lock (postgres.lockMigrate), which a
-// replica of an older build waits for with a plain pg_advisory_lock.
+// lockMigrate is the database-wide migration lock of older builds
+// (postgres.legacyLockMigrate), which a replica of such a build waits for
+// with a plain pg_advisory_lock, and this build also takes while migration 8
+// is pending.
 const lockMigrate int64 = 0x6b61737361_01
 
 // beforeMigration8 gives a schema as replicas of the build before migration 8

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"regexp"
 	"runtime/debug"
@@ -65,6 +66,11 @@ type Options struct {
 	// DecodedOrderBytes bounds the cache of decoded orders (package
 	// ordercache): 0 is its default, negative none.
 	DecodedOrderBytes int64
+	// Logger, when set, hears why Open waits: for another session's
+	// migration lock (and which sessions hold it), or for a migration of
+	// this one blocked by other sessions' locks, every so often until it
+	// goes on. Without it, a replica that is not ready says nothing of why.
+	Logger *slog.Logger
 }
 
 // Store is a PostgreSQL-backed storage.Store.
@@ -76,13 +82,33 @@ type Store struct {
 	closed    atomic.Bool
 }
 
-// Advisory lock ids (the first argument space of pg_advisory_lock is shared
-// by everything on the database, so these are fixed, distinctive numbers).
+// lockKind names one of the store's own advisory locks. They take the
+// two-key form, (kind, a hash of the schema): deployments in different
+// schemas of one database (search_path in the URL) do not wait for each
+// other, and the one-key (bigint) space, a separate set of locks in
+// PostgreSQL, is left to the idempotency and authorization keys' hashes
+// (advisoryKey), which therefore never meet these.
+type lockKind int32
+
 const (
-	lockMigrate    int64 = 0x6b61737361_01 // "kassa" 1
-	lockSettlement int64 = 0x6b61737361_02
-	lockReindex    int64 = 0x6b61737361_03
-	lockStart      int64 = 0x6b61737361_04
+	lockMigrate    lockKind = 0x6b617301 // "kas" 1
+	lockSettlement lockKind = 0x6b617302
+	lockReindex    lockKind = 0x6b617303
+	lockStart      lockKind = 0x6b617304
+)
+
+// schemaKey is the second key of the store's advisory locks: the schema its
+// tables are in, which every connection of one store shares.
+const schemaKey = `hashtext(coalesce(current_schema(), ''))`
+
+// legacyLockMigrate is the migration lock of builds before the two-key
+// locks: one id for the whole database. A replica of such a build may
+// start beside this one on the same schema during a rolling upgrade, so
+// while any migration those builds carry (up to legacyMigrations) is still
+// to apply, this build takes that lock too (see migrate).
+const (
+	legacyLockMigrate int64 = 0x6b61737361_01
+	legacyMigrations        = 10
 )
 
 // defaultConnectTimeout bounds one connection attempt (dial and startup)
@@ -117,7 +143,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := migrate(ctx, pool, opts.Logger); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -129,6 +155,24 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		opts.Clock = time.Now
 	}
 	return &Store{pool: pool, clock: opts.Clock, decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}, nil
+}
+
+// Unreachable reports whether err, from Open, is the database not being
+// reached yet: no connection could be made (refused, no route, a name that
+// does not resolve, no answer within the connect timeout) or the server
+// refused it while starting up, shutting down or full (57P03, 53300). A
+// caller starting beside its database may try again; a refused login, an
+// unknown database or a bad URL will not change by waiting.
+func Unreachable(err error) bool {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(ce, &pe) {
+		return pe.Code == "57P03" || pe.Code == "53300"
+	}
+	return true
 }
 
 // urlError says why a database URL could not be parsed without quoting it.
@@ -180,10 +224,29 @@ func setsPoolSize(url string) bool {
 // longer than the caller's deadline (a large table's index build, one
 // waiting on a long transaction) would be started over at every start and
 // never finish. The process ending still stops it.
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+//
+// The lock is the schema's own (lockKind), so deployments in other schemas
+// do not wait. A replica of a build before it takes the database-wide
+// legacyLockMigrate instead; while a migration such a build may also apply
+// is pending, this one takes that lock as well, after its own, so the two
+// never migrate one schema at once. Then, and only then, schemas migrating
+// at the same moment still wait for each other.
+func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	run := context.WithoutCancel(ctx)
+	w := lockWaiter{pool: pool, log: log}
 	for attempt := 1; ; attempt++ {
-		err := withSessionLock(ctx, pool, lockMigrate, "migration", func(conn *pgxpool.Conn) error {
+		err := w.withSessionLock(ctx, lockMigrate, "migration", func(conn *pgxpool.Conn) error {
+			legacy, err := legacyPending(ctx, conn)
+			if err != nil {
+				return err
+			}
+			if legacy {
+				if err := w.wait(ctx, conn, "migration", legacyHolders, `SELECT pg_try_advisory_lock($1)`, legacyLockMigrate); err != nil {
+					return err
+				}
+				defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, legacyLockMigrate)
+			}
+			defer w.watchBlocked(conn, "migration")()
 			if err := applyMigrations(run, conn); err != nil {
 				return err
 			}
@@ -208,19 +271,65 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 // It waits by trying every 50 ms, not with pg_advisory_lock: a statement
 // waiting on a lock holds a snapshot all along, and the holder's concurrent
 // index build (a migration) would wait for that snapshot, a deadlock.
-func withSessionLock(ctx context.Context, pool *pgxpool.Pool, key int64, what string, fn func(*pgxpool.Conn) error) error {
-	conn, err := pool.Acquire(ctx)
+func withSessionLock(ctx context.Context, pool *pgxpool.Pool, kind lockKind, what string, fn func(*pgxpool.Conn) error) error {
+	return lockWaiter{pool: pool}.withSessionLock(ctx, kind, what, fn)
+}
+
+// lockWaiter takes session advisory locks on connections of pool, and tells
+// log (when not nil) what it waits for.
+type lockWaiter struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+// waitLogEvery is how long a wait goes on before it is logged, and then
+// between its log lines.
+var waitLogEvery = 5 * time.Second
+
+func (w lockWaiter) withSessionLock(ctx context.Context, kind lockKind, what string, fn func(*pgxpool.Conn) error) error {
+	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	defer conn.Release()
+	if err := w.wait(ctx, conn, what, kindHolders, `SELECT pg_try_advisory_lock($1, `+schemaKey+`)`, kind); err != nil {
+		return err
+	}
+	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1, `+schemaKey+`)`, kind)
+	return fn(conn)
+}
+
+// Sessions holding an advisory lock, found in pg_locks from the arguments
+// of its pg_try_advisory_lock: the two-key form (objsubid 2), or the
+// one-key form, split in its high and low halves (objsubid 1).
+const (
+	kindHolders   = `l.classid = $1::bigint AND l.objid::bigint = ` + schemaKey + `::bigint & 4294967295 AND l.objsubid = 2`
+	legacyHolders = `l.classid = $1::bigint >> 32 AND l.objid::bigint = $1::bigint & 4294967295 AND l.objsubid = 1`
+)
+
+// wait runs try, a pg_try_advisory_lock of args, every 50 ms until it
+// succeeds or ctx ends. Every waitLogEvery it logs the sessions that hold
+// the lock (holders selects them in pg_locks l).
+func (w lockWaiter) wait(ctx context.Context, conn *pgxpool.Conn, what, holders, try string, args ...any) error {
+	start := time.Now()
+	next := start.Add(waitLogEvery)
 	for {
 		var locked bool
-		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&locked); err != nil {
+		if err := conn.QueryRow(ctx, try, args...).Scan(&locked); err != nil {
 			return fmt.Errorf("postgres: %s lock: %w", what, err)
 		}
 		if locked {
-			break
+			if w.log != nil && time.Since(start) >= waitLogEvery {
+				w.log.Info("postgres: got the "+what+" lock", "waited", time.Since(start).Round(time.Millisecond).String())
+			}
+			return nil
+		}
+		if w.log != nil && time.Now().After(next) {
+			next = time.Now().Add(waitLogEvery)
+			w.log.Warn("postgres: waiting for the "+what+" lock, held by another session (a replica migrating or starting)",
+				"waited", time.Since(start).Round(time.Second).String(),
+				"holders", sessions(ctx, conn, `SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+					AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND `+holders, args...))
 		}
 		select {
 		case <-ctx.Done():
@@ -228,8 +337,75 @@ func withSessionLock(ctx context.Context, pool *pgxpool.Pool, key int64, what st
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, key)
-	return fn(conn)
+}
+
+// watchBlocked logs, every waitLogEvery until the returned func is called,
+// the sessions whose locks block conn's statement (a long transaction on a
+// table a migration alters). It looks from another connection of the pool.
+func (w lockWaiter) watchBlocked(conn *pgxpool.Conn, what string) (stop func()) {
+	if w.log == nil {
+		return func() {}
+	}
+	pid := conn.Conn().PgConn().PID()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(waitLogEvery):
+			}
+			c, err := w.pool.Acquire(ctx)
+			if err != nil {
+				continue
+			}
+			blockers := sessions(ctx, c, `SELECT unnest(pg_blocking_pids($1::int))`, int64(pid))
+			c.Release()
+			if len(blockers) > 0 {
+				w.log.Warn("postgres: the "+what+" waits for locks other sessions hold (end or commit their transactions)",
+					"waited", time.Since(start).Round(time.Second).String(), "pid", pid, "blockers", blockers)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// sessions describes, from pg_stat_activity, the backends whose pids pids
+// selects: no statement text, which may carry customer data, only what
+// finds the session.
+func sessions(ctx context.Context, conn *pgxpool.Conn, pids string, args ...any) []string {
+	rows, err := conn.Query(ctx, `SELECT format('pid %s, application %L, client %s, %s, transaction open %s, waiting on %s',
+		a.pid, a.application_name, coalesce(host(a.client_addr), 'local'), coalesce(a.state, '?'),
+		coalesce(date_trunc('second', now() - a.xact_start)::text, 'no'), coalesce(a.wait_event_type || ':' || a.wait_event, 'nothing'))
+		FROM pg_stat_activity a WHERE a.pid IN (`+pids+`)`, args...)
+	if err != nil {
+		return []string{"unknown: " + err.Error()}
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return []string{"unknown: " + err.Error()}
+	}
+	return out
+}
+
+// legacyPending reports whether a migration that builds with the legacy
+// migration lock also carry is not yet recorded in the schema.
+func legacyPending(ctx context.Context, conn *pgxpool.Conn) (bool, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'schema_migrations')`).Scan(&exists); err != nil {
+		return false, fmt.Errorf("postgres: %w", err)
+	}
+	if !exists {
+		return true, nil
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version BETWEEN 1 AND $1`, legacyMigrations).Scan(&n); err != nil {
+		return false, fmt.Errorf("postgres: %w", err)
+	}
+	return n < legacyMigrations, nil
 }
 
 // noTransaction, as a migration's first line, runs it outside a transaction:
@@ -356,10 +532,21 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 		return storage.WaitEnded(ctx, nil)
 	}
 	start := time.Now()
+	// lastLost is the error of the latest attempt that found no connection
+	// or lost its own: when the caller's deadline then ends the retries,
+	// that is why nothing was done, not a slow database (/readyz's 2 s
+	// equal the reconnect window, and an outage read "did not answer in
+	// time").
+	var lastLost *connLost
 	for attempt := 1; ; attempt++ {
 		err := s.once(ctx, opts, writable, fn)
 		var lost *connLost
 		isLost := errors.As(err, &lost)
+		if isLost {
+			lastLost = lost
+		} else if lastLost != nil && ctx.Err() != nil && fault.Is(err, fault.Unavailable) {
+			return lastLost.err // this attempt only met the deadline
+		}
 		// Lost connections are bounded by time, the rest by attempts: a
 		// refused connection fails in a millisecond, and forty of those
 		// would not outlast a restart.
@@ -373,6 +560,9 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 		pause := time.Duration(rand.IntN(min(attempt*5, 50))+1) * time.Millisecond
 		if isLost {
 			pause = 50*time.Millisecond + time.Duration(rand.IntN(50))*time.Millisecond
+			if d, ok := ctx.Deadline(); ok && time.Until(d) < pause {
+				return lost.err // the next attempt could not begin in time
+			}
 		}
 		time.Sleep(pause)
 	}
@@ -667,6 +857,12 @@ func advisoryKey(parts ...string) int64 {
 // runs first, so the statement's snapshot is taken once the lock is granted.
 func (t *tx) advisoryLock(key int64) error {
 	return t.later("advisory lock", nil, `SELECT pg_advisory_xact_lock($1)`, key)
+}
+
+// kindLock takes the store's transaction advisory lock kind of this schema,
+// the way advisoryLock does.
+func (t *tx) kindLock(kind lockKind) error {
+	return t.later("advisory lock", nil, `SELECT pg_advisory_xact_lock($1, `+schemaKey+`)`, kind)
 }
 
 func timeKey(at time.Time) []byte { return storage.AppendTimeKey(nil, at) }

@@ -37,13 +37,13 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
 	// The rules are read under the lock, so a replica that waited out
 	// another's sweep sees it done instead of sweeping again.
 	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lockReindex).Scan(&locked); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, `+schemaKey+`)`, lockReindex).Scan(&locked); err != nil {
 		return fmt.Errorf("postgres: reindex lock: %w", err)
 	}
 	if !locked {
 		return nil // another replica is sweeping
 	}
-	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, lockReindex)
+	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1, `+schemaKey+`)`, lockReindex)
 	var rules int64
 	err = conn.QueryRow(ctx, `SELECT value FROM store_info WHERE name = 'statusRules'`).Scan(&rules)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {

@@ -285,7 +285,7 @@ func (t *tx) QueueSettlementItems(items []settlement.Item) error {
 // The queue is read oldest first, ties by key (index settlement_queue_occurred).
 func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
 	if t.writable {
-		if err := t.advisoryLock(lockSettlement); err != nil {
+		if err := t.kindLock(lockSettlement); err != nil {
 			return nil, err
 		}
 	}
