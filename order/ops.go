@@ -279,7 +279,9 @@ func (r *RecourseRequest) Validate() error {
 }
 
 // Recourse hands an unpaid invoice back to the merchant: the sub-order gets
-// status recourse and can no longer be voided. There is no event type for it.
+// status recourse and can no longer be voided, and records the claim handed
+// back, which the next settlement takes back from the merchant (it was paid
+// the capture in full). There is no event type for it.
 func (o *Order) Recourse(ledgerID string, r *RecourseRequest, env Env) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -289,6 +291,8 @@ func (o *Order) Recourse(ledgerID string, r *RecourseRequest, env Env) error {
 		return err
 	}
 	l.Recourse = *r.Reason
+	l.RecourseClaim = o.Outstanding(l) // > 0: Require offers recourse only then
+	l.RecoursedAt = o.eventTime(env.Now)
 	l.setStatus(SubRecourse, true)
 	return nil
 }
@@ -319,6 +323,17 @@ func (o *Order) Outstanding(l *Ledger) int64 {
 	return o.Refundable(l).Gross - l.Paid
 }
 
+// ClaimLeft is what the merchant still holds of the claim a recourse handed
+// back on capture l: the claim less the refunds since, never below 0. As
+// payments stop at the recourse, that is what is outstanding. 0 on a
+// capture not recoursed, or recoursed before kassa recorded the claim.
+func (o *Order) ClaimLeft(l *Ledger) int64 {
+	if l.RecourseClaim <= 0 {
+		return 0
+	}
+	return max(0, o.Outstanding(l))
+}
+
 // RegisterPayment records the buyer paying amount on a capture (buyer side,
 // used by the sandbox and by payment reconciliation). Appends paid.
 func (o *Order) RegisterPayment(ledgerID string, amount int64, env Env) error {
@@ -328,6 +343,12 @@ func (o *Order) RegisterPayment(ledgerID string, amount int64, env Env) error {
 	}
 	if err := o.owed(l); err != nil {
 		return err
+	}
+	// The provider no longer collects a claim handed back: the buyer pays
+	// the merchant, and what the recourse took back from the merchant's
+	// settlement stays what it was.
+	if l.Recourse != "" {
+		return fault.NotAvailablef("sub-order %s was handed back to the merchant (recourse): the merchant collects it", ledgerID)
 	}
 	due := o.Outstanding(l)
 	if amount <= 0 || amount > due {

@@ -106,7 +106,15 @@ type Ledger struct {
 	Paid              int64       `json:"paid,omitempty"`     // captures: amount the buyer paid
 	Resent            int         `json:"resent,omitempty"`   // times the document was resent
 	Recourse          string      `json:"recourse,omitempty"` // recourse reason, when recoursed
-	DocumentSeq       int64       `json:"documentSeq,omitempty"`
+	// RecourseClaim is what a recourse handed back to the merchant (captured
+	// − refunded − paid then, always > 0), and RecoursedAt when: the
+	// settlement takes the claim back from the merchant, and later refunds
+	// are set against it (settlement.NewItems). Both are zero on captures
+	// recoursed before kassa settled recourses: no claim was taken back
+	// from those, so their refunds settle in full, as they always did.
+	RecourseClaim int64     `json:"recourseClaim,omitempty"`
+	RecoursedAt   time.Time `json:"recoursedAt,omitzero"`
+	DocumentSeq   int64     `json:"documentSeq,omitempty"`
 	// Issued is what the sub-order's document showed of its order when it
 	// was issued. Nil on the uncaptured sub-order, and on documents issued
 	// before kassa kept it (those render from the order, as they always did).

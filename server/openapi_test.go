@@ -343,7 +343,7 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeOf(session.State("")):     strs(session.States),
 	reflect.TypeOf(session.Source("")):    strs(session.Sources),
 	reflect.TypeOf(sandbox.Outcome("")):   {"approved", "creditDeclined", "advanceInvoiceOnly", "possibleFraud", "blacklisted"},
-	reflect.TypeOf(settlement.Kind("")):   {"capture", "refund", "fee", "adjustment"},
+	reflect.TypeOf(settlement.Kind("")):   {"capture", "refund", "fee", "adjustment", "recourse"},
 }
 
 var names = map[reflect.Type]string{

@@ -71,3 +71,62 @@ func TestNoRemindersOnARecoursedInvoice(t *testing.T) {
 		t.Fatalf("delivery failure on a recoursed invoice: %d %v", code, b)
 	}
 }
+
+// A recourse moves money: the merchant was paid the capture at settlement
+// and now owns the buyer's debt, so the next settlement takes the claim
+// (captured − refunded − paid) back as a recourse transaction. A refund
+// afterwards is taken from the merchant only beyond the claim it still
+// holds, and the provider takes no more payments on the invoice.
+func TestRecourseIsSettled(t *testing.T) {
+	e := newSessionEnv(t)
+	o := e.order("5560000001", "invoice") // 300.00 incl. VAT
+	id := o["id"].(string)
+	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	if code, _, b := e.req("POST", "/sandbox/v1/orders/"+id+"/ledgers/"+capID+"/payments", `{"amount":10000}`, e.auth, nil); code != 200 {
+		t.Fatalf("payment: %d %v", code, b)
+	}
+	settle := func() map[string]any {
+		t.Helper()
+		code, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil)
+		if code != 200 || len(run["settlements"].([]any)) != 1 {
+			t.Fatalf("run: %d %v", code, run)
+		}
+		return run["settlements"].([]any)[0].(map[string]any)
+	}
+	if s := settle(); minor(s["netAmount"]) != 30000 {
+		t.Fatalf("the capture's settlement %v", s)
+	}
+	// 300.00 captured, 100.00 paid: the merchant takes over a 200.00 claim.
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/recourse/"+capID, `{"reason":"unpaid"}`, e.auth, nil); code != 200 {
+		t.Fatalf("recourse: %d %v", code, b)
+	}
+	code, _, b := e.req("POST", "/sandbox/v1/orders/"+id+"/ledgers/"+capID+"/payments", `{"amount":100}`, e.auth, nil)
+	wantProblem(t, code, b, 409, "action_not_available")
+	s := settle()
+	if minor(s["recourseAmount"]) != 20000 || minor(s["netAmount"]) != -20000 || s["transactionCount"] != 1.0 {
+		t.Fatalf("the recourse's settlement %v", s)
+	}
+	_, _, page := e.req("GET", "/v1/settlements/"+s["id"].(string)+"/tx", "", e.auth, nil)
+	tx := page["transactions"].([]any)[0].(map[string]any)
+	if tx["type"] != "recourse" || tx["ledgerId"] != capID || minor(tx["amount"]) != -20000 {
+		t.Fatalf("recourse transaction %v", tx)
+	}
+	// The goods come back: a 50.00 credit lowers the buyer's debt to the
+	// merchant (the claim left is 150.00) and is nothing to settle; a 250.00
+	// credit is 150.00 of the debt and 100.00 the buyer paid the provider.
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/partialrefund/"+capID, `{"orderLines":[{"description":"Return","quantity":1,"unitPrice":5000,"vat":2500}],"totalRefundAmount":5000}`, e.auth, nil); code != 200 {
+		t.Fatalf("refund within the claim: %d %v", code, b)
+	}
+	if code, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil); code != 200 || len(run["settlements"].([]any)) != 0 {
+		t.Fatalf("a refund within the claim settled: %d %v", code, run)
+	}
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/refund/"+capID, "", e.auth, nil); code != 200 {
+		t.Fatalf("refund beyond the claim: %d %v", code, b)
+	}
+	if s := settle(); minor(s["refundAmount"]) != 10000 || minor(s["netAmount"]) != -10000 {
+		t.Fatalf("the refund's settlement %v", s)
+	}
+	// All told: 300.00 − 200.00 − 100.00 = 0, the 100.00 the buyer paid
+	// having gone back to the buyer.
+}

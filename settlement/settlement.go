@@ -1,8 +1,8 @@
 // Package settlement pays captured money out to merchants: settlement runs
-// gather every capture and refund not yet settled, per merchant, store and
-// currency, into one settlement with its transactions (capture, refund, fee,
-// adjustment), so that a finance team can reconcile it to the minor unit:
-// the transactions sum to the net payout.
+// gather every capture, refund and recourse not yet settled, per merchant,
+// store and currency, into one settlement with its transactions (capture,
+// refund, fee, adjustment, recourse), so that a finance team can reconcile it
+// to the minor unit: the transactions sum to the net payout.
 //
 // The package does no I/O. The store keeps a queue of unsettled items,
 // written in the same transaction as the capture or refund that creates
@@ -27,12 +27,14 @@ const (
 	KindRefund     Kind = "refund"
 	KindFee        Kind = "fee"
 	KindAdjustment Kind = "adjustment" // a capture voided after it was settled
+	KindRecourse   Kind = "recourse"   // a claim handed back to the merchant
 	kindVoid       Kind = "void"       // queue only: becomes an adjustment
 )
 
-// Item is a captured, refunded or voided amount waiting to be settled.
+// Item is a captured, refunded, voided or recoursed amount waiting to be
+// settled.
 type Item struct {
-	Key               string         `json:"key"` // unique: ledger id, or ledger id + ":void"
+	Key               string         `json:"key"` // unique: ledger id, or ledger id + ":void" or ":recourse"
 	MerchantID        string         `json:"merchantId"`
 	StoreID           string         `json:"storeId"`
 	Currency          money.Currency `json:"currency"`
@@ -48,15 +50,31 @@ type Item struct {
 	OccurredAt          time.Time `json:"occurredAt"`
 }
 
-// NewItems lists what an operation made settleable: the captures, refunds
-// and voids of after that before did not have. before is nil for a new order.
+// NewItems lists what an operation made settleable: the captures, refunds,
+// voids and recourses of after that before did not have. before is nil for a
+// new order.
+//
+// A recourse hands the merchant the claim on the buyer (captured − refunded
+// − paid), having paid it the capture: the claim is taken back. A refund
+// after a recourse first lowers the buyer's debt to the merchant, which the
+// merchant then no longer collects: only the part beyond the claim the
+// merchant still holds is taken from it, and a refund within it queues
+// nothing. So the merchant gets, over all settlements of a capture (fees
+// aside), captured − refunded − the claim it still holds.
 func NewItems(before, after *order.Order) []Item {
 	had := map[string]bool{}
 	voided := map[string]bool{}
+	recoursed := map[string]bool{}
+	claimLeft := map[string]int64{} // recoursed captures: the claim left before this operation
 	if before != nil {
-		for _, l := range before.Captured {
+		for i := range before.Captured {
+			l := &before.Captured[i]
 			had[l.ID] = true
 			voided[l.ID] = l.Void()
+			recoursed[l.ID] = l.RecourseClaim > 0
+			if recoursed[l.ID] {
+				claimLeft[l.ID] = before.ClaimLeft(l)
+			}
 		}
 		for _, l := range before.Refunded {
 			had[l.ID] = true
@@ -77,12 +95,27 @@ func NewItems(before, after *order.Order) []Item {
 		if l.Void() && !voided[l.ID] {
 			out = append(out, item(l, kindVoid, l.ID+":void"))
 		}
+		// A recourse appends no event, so updatedAt is not its time.
+		if l.RecourseClaim > 0 && !recoursed[l.ID] {
+			it := item(l, KindRecourse, l.ID+":recourse")
+			it.Amount, it.OccurredAt = l.RecourseClaim, l.RecoursedAt
+			out = append(out, it)
+		}
 	}
 	for i := range after.Refunded {
 		l := &after.Refunded[i]
-		if !had[l.ID] {
-			out = append(out, item(l, KindRefund, l.ID))
+		if had[l.ID] {
+			continue
 		}
+		it := item(l, KindRefund, l.ID)
+		if left, ok := claimLeft[l.RefundOf]; ok {
+			absorbed := min(left, it.Amount)
+			claimLeft[l.RefundOf] = left - absorbed
+			if it.Amount -= absorbed; it.Amount == 0 {
+				continue // within the merchant's claim: nothing to take back
+			}
+		}
+		out = append(out, it)
 	}
 	return out
 }
@@ -101,7 +134,7 @@ func (p FeePolicy) Fee(amount int64) int64 {
 
 // Settlement is one payout to a merchant for one store and currency. Every
 // amount is positive minor units; Net = Gross − Refunds − Fees − Adjustments
-// and equals the sum of the signed transaction amounts.
+// − Recourses and equals the sum of the signed transaction amounts.
 type Settlement struct {
 	ID               string         `json:"id"`
 	Reference        string         `json:"reference"`
@@ -116,12 +149,13 @@ type Settlement struct {
 	Refunds          int64          `json:"refunds"`
 	Fees             int64          `json:"fees"`
 	Adjustments      int64          `json:"adjustments"`
+	Recourses        int64          `json:"recourses,omitempty"` // absent on settlements made before recourses were settled
 	Net              int64          `json:"net"`
 	TransactionCount int            `json:"transactionCount"`
 }
 
 // Transaction is one line of a settlement, signed as it affects the payout:
-// captures positive; refunds, fees and adjustments negative.
+// captures positive; refunds, fees, adjustments and recourses negative.
 type Transaction struct {
 	ID                string `json:"id"`
 	SettlementID      string `json:"settlementId"`
@@ -170,6 +204,8 @@ func (s *Settlement) Group() Group { return Group{s.MerchantID, s.StoreID, s.Cur
 // Run builds one settlement per merchant, store and currency from the queued
 // items. A capture voided before it was settled cancels out: neither it nor
 // its void is paid. A void of an earlier-settled capture is an adjustment.
+// A recourse is its own transaction, whether its capture is settled in the
+// same settlement or was in an earlier one.
 // Keys lists every item consumed, including cancelled-out pairs.
 func Run(items []Item, env Env) ([]Batch, error) {
 	captured := map[string]bool{}
@@ -257,9 +293,12 @@ func Run(items []Item, env Env) ([]Batch, error) {
 			case kindVoid:
 				s.Adjustments += it.Amount
 				add(it, KindAdjustment, -it.Amount)
+			case KindRecourse:
+				s.Recourses += it.Amount
+				add(it, KindRecourse, -it.Amount)
 			}
 		}
-		s.Net = s.Gross - s.Refunds - s.Fees - s.Adjustments
+		s.Net = s.Gross - s.Refunds - s.Fees - s.Adjustments - s.Recourses
 		s.TransactionCount = len(b.Transactions)
 		if gi == 0 {
 			b.Keys = append(b.Keys, dropped...)

@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/kassahq/kassa/capture"
+	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/order/ordertest"
 	"github.com/kassahq/kassa/refund"
@@ -76,11 +77,13 @@ func TestRunGroupsAndCancelsVoidedPairs(t *testing.T) {
 	}
 }
 
-// TestSettlementProperty runs random captures, refunds, voids and settlement
-// runs over real orders and checks after every step: every capture and
-// refund is in exactly one settlement once a run came after it, none twice;
-// each settlement's net = gross − refunds − fees − adjustments = sum of its
-// transactions; fees follow the formula.
+// TestSettlementProperty runs random captures, refunds, voids, payments,
+// recourses and settlement runs over real orders and checks after every
+// step: every capture and refund is in exactly one settlement once a run came
+// after it, none twice; each settlement's net = gross − refunds − fees −
+// adjustments − recourses = sum of its transactions; fees follow the
+// formula; per capture, settled and queued money is captured − refunded −
+// the claim the merchant holds after a recourse.
 func TestSettlementProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		f := ordertest.New()
@@ -93,7 +96,7 @@ func TestSettlementProperty(t *testing.T) {
 		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
 		for i := 0; i < steps; i++ {
 			f.Clock.Advance(time.Minute)
-			switch op := rapid.IntRange(0, 5).Draw(rt, "op"); {
+			switch op := rapid.IntRange(0, 7).Draw(rt, "op"); {
 			case op == 0 || len(orders) == 0:
 				o := f.Order(rt)
 				orders = append(orders, o)
@@ -127,6 +130,35 @@ func TestSettlementProperty(t *testing.T) {
 				if err := o.CancelLedger(o.Captured[len(o.Captured)-1].ID, f.Env()); err == nil {
 					enqueue(before, o)
 				}
+			case op == 4: // the buyer pays the provider
+				o := orders[rapid.IntRange(0, len(orders)-1).Draw(rt, "o")]
+				if len(o.Captured) == 0 {
+					continue
+				}
+				l := &o.Captured[rapid.IntRange(0, len(o.Captured)-1).Draw(rt, "l")]
+				due := o.Outstanding(l)
+				if due <= 0 || l.Void() {
+					continue
+				}
+				before := o.Clone()
+				err := o.RegisterPayment(l.ID, rapid.Int64Range(1, due).Draw(rt, "paid"), f.Env())
+				switch {
+				case l.Recourse != "" && !fault.Is(err, fault.NotAvailable):
+					rt.Fatalf("a payment after the recourse of %s: %v, want refused", l.ID, err)
+				case l.Recourse == "" && err != nil:
+					rt.Fatalf("payment: %v", err)
+				}
+				enqueue(before, o)
+			case op == 5: // the invoice is handed back to the merchant
+				o := orders[rapid.IntRange(0, len(orders)-1).Draw(rt, "o")]
+				if len(o.Captured) == 0 {
+					continue
+				}
+				before := o.Clone()
+				l := o.Captured[rapid.IntRange(0, len(o.Captured)-1).Draw(rt, "l")]
+				if err := o.Recourse(l.ID, &order.RecourseRequest{Reason: ordertest.Ptr("unpaid")}, f.Env()); err == nil {
+					enqueue(before, o)
+				}
 			default:
 				env.Now = f.Clock.Now()
 				bs, err := Run(queue, env)
@@ -149,10 +181,55 @@ func TestSettlementProperty(t *testing.T) {
 			for _, it := range queue {
 				inQueue[it.Key] = true
 			}
+			// A refund within the claim a recourse handed the merchant
+			// queues nothing: the money check below covers it.
 			for _, o := range orders {
 				for _, l := range append(append([]order.Ledger{}, o.Captured...), o.Refunded...) {
+					if c := o.Ledger(l.RefundOf); c != nil && c.RecourseClaim > 0 {
+						continue
+					}
 					if _, ok := settledIn[l.ID]; !ok && !inQueue[l.ID] {
 						rt.Fatalf("ledger %s neither settled nor queued", l.ID)
+					}
+				}
+			}
+			// Money, per capture, fees aside: what its settlements pay and
+			// what is still queued for them sums to captured − refunded − the
+			// claim the merchant still holds after a recourse (nothing for a
+			// voided capture).
+			captureOf := map[string]string{} // ledger id → its capture
+			for _, o := range orders {
+				for _, c := range o.Captured {
+					captureOf[c.ID] = c.ID
+				}
+				for _, r := range o.Refunded {
+					captureOf[r.ID] = r.RefundOf
+				}
+			}
+			got := map[string]int64{}
+			for _, it := range queue {
+				sign := int64(-1)
+				if it.Kind == KindCapture {
+					sign = 1
+				}
+				got[captureOf[it.LedgerID]] += sign * it.Amount
+			}
+			for _, b := range all {
+				for _, tx := range b.Transactions {
+					if tx.Type != KindFee {
+						got[captureOf[tx.LedgerID]] += tx.Amount
+					}
+				}
+			}
+			for _, o := range orders {
+				for i := range o.Captured {
+					c := &o.Captured[i]
+					want := int64(0)
+					if !c.Void() {
+						want = order.SumLines(c.Lines, o.VATMode).Gross - o.RefundedOf(c.ID) - o.ClaimLeft(c)
+					}
+					if got[c.ID] != want {
+						rt.Fatalf("capture %s (recourse claim %d, paid %d) pays the merchant %d, want %d", c.ID, c.RecourseClaim, c.Paid, got[c.ID], want)
 					}
 				}
 			}
@@ -161,7 +238,7 @@ func TestSettlementProperty(t *testing.T) {
 				if s.ID == "" {
 					continue
 				}
-				var sum, gross, refunds, fees, adj int64
+				var sum, gross, refunds, fees, adj, recourses int64
 				for _, tx := range b.Transactions {
 					sum += tx.Amount
 					switch tx.Type {
@@ -182,10 +259,13 @@ func TestSettlementProperty(t *testing.T) {
 						fees -= tx.Amount
 					case KindAdjustment:
 						adj -= tx.Amount
+					case KindRecourse:
+						recourses -= tx.Amount
 					}
 				}
-				if s.Net != s.Gross-s.Refunds-s.Fees-s.Adjustments || s.Net != sum || s.Gross != gross ||
-					s.Refunds != refunds || s.Fees != fees || s.Adjustments != adj || s.TransactionCount != len(b.Transactions) {
+				if s.Net != s.Gross-s.Refunds-s.Fees-s.Adjustments-s.Recourses || s.Net != sum || s.Gross != gross ||
+					s.Refunds != refunds || s.Fees != fees || s.Adjustments != adj || s.Recourses != recourses ||
+					s.TransactionCount != len(b.Transactions) {
 					rt.Fatalf("settlement %s does not add up: %+v (sum %d)", s.ID, s, sum)
 				}
 			}
@@ -252,5 +332,124 @@ func TestSettlementNeverDatedBeforeItsItems(t *testing.T) {
 					s.CreatedAt, s.PeriodEnd, s.PayoutDate, tc.wantCreated, tc.last, tc.wantPayout)
 			}
 		})
+	}
+}
+
+// TestNewItemsOfARecourse: a recourse hands the merchant the claim K =
+// captured − refunded − paid, which it was paid at settlement: the claim is
+// taken back once, keyed so a retry queues the same item. A refund after
+// the recourse first lowers the buyer's debt to the merchant: only the part
+// beyond the claim still left is taken back, and a refund within it queues
+// nothing.
+func TestNewItemsOfARecourse(t *testing.T) {
+	type step struct {
+		op     string // pay, refund, recourse, legacy (a recourse made before kassa settled them)
+		amount int64
+		want   []Item // Kind and Amount only
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"unpaid", []step{{op: "recourse", want: []Item{{Kind: KindRecourse, Amount: 10000}}}}},
+		{"paid and refunded in part first", []step{
+			{op: "pay", amount: 3000},
+			{op: "refund", amount: 2000, want: []Item{{Kind: KindRefund, Amount: 2000}}},
+			{op: "recourse", want: []Item{{Kind: KindRecourse, Amount: 5000}}},
+		}},
+		{"refunds within the claim, then beyond it", []step{
+			{op: "pay", amount: 3000},
+			{op: "recourse", want: []Item{{Kind: KindRecourse, Amount: 7000}}},
+			{op: "refund", amount: 2000},
+			{op: "refund", amount: 4000},
+			{op: "refund", amount: 3000, want: []Item{{Kind: KindRefund, Amount: 2000}}},
+			{op: "refund", amount: 1000, want: []Item{{Kind: KindRefund, Amount: 1000}}},
+		}},
+		{"a refund larger than the claim", []step{
+			{op: "pay", amount: 6000},
+			{op: "recourse", want: []Item{{Kind: KindRecourse, Amount: 4000}}},
+			{op: "refund", amount: 7000, want: []Item{{Kind: KindRefund, Amount: 3000}}},
+		}},
+		{"recoursed before kassa settled recourses", []step{
+			{op: "legacy"},
+			{op: "refund", amount: 2500, want: []Item{{Kind: KindRefund, Amount: 2500}}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := ordertest.New()
+			o := f.Order(t)
+			amt := int64(10000)
+			if _, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{ordertest.Line("x", 1, amt, 2500)},
+				TotalCaptureAmount: &amt}, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			capID := o.Captured[0].ID
+			for i, s := range tc.steps {
+				f.Clock.Advance(time.Minute)
+				before := o.Clone()
+				var err error
+				switch s.op {
+				case "pay":
+					err = o.RegisterPayment(capID, s.amount, f.Env())
+				case "refund":
+					_, err = refund.Partial(o, capID, &refund.PartialRequest{OrderLines: []order.LineInput{ordertest.Line("r", 1, s.amount, 2500)},
+						TotalRefundAmount: &s.amount}, f.Env())
+				case "recourse", "legacy":
+					err = o.Recourse(capID, &order.RecourseRequest{Reason: ordertest.Ptr("unpaid")}, f.Env())
+					if s.op == "legacy" {
+						o.Captured[0].RecourseClaim, o.Captured[0].RecoursedAt = 0, time.Time{}
+						before = o.Clone() // stored long ago: its item, had there been one, is not this step's
+					}
+				}
+				if err != nil {
+					t.Fatalf("step %d %s: %v", i, s.op, err)
+				}
+				got := NewItems(before, o)
+				if len(got) != len(s.want) {
+					t.Fatalf("step %d %s: items %+v, want %+v", i, s.op, got, s.want)
+				}
+				for j, it := range got {
+					if it.Kind != s.want[j].Kind || it.Amount != s.want[j].Amount {
+						t.Fatalf("step %d %s: item %+v, want %s of %d", i, s.op, it, s.want[j].Kind, s.want[j].Amount)
+					}
+					if it.Kind == KindRecourse && (it.Key != capID+":recourse" || it.LedgerID != capID || !it.OccurredAt.Equal(f.Clock.Now())) {
+						t.Fatalf("recourse item %+v: want key %s:recourse at %v", it, capID, f.Clock.Now())
+					}
+				}
+				if again := NewItems(o, o); len(again) != 0 {
+					t.Fatalf("step %d: nothing new queues %+v", i, again)
+				}
+			}
+			if o.Captured[0].Recourse != "" {
+				err := o.RegisterPayment(capID, 1, f.Env())
+				if o.Outstanding(&o.Captured[0]) > 0 && !fault.Is(err, fault.NotAvailable) {
+					t.Fatalf("a payment after the recourse: %v, want refused", err)
+				}
+			}
+		})
+	}
+}
+
+// TestRunSettlesARecourse: a recourse is its own transaction, negative,
+// counted in the settlement's recourses; with its capture in the same
+// settlement the net is what the merchant keeps.
+func TestRunSettlesARecourse(t *testing.T) {
+	at := time.Date(2026, 3, 6, 12, 0, 0, 0, time.UTC)
+	items := []Item{
+		{Key: "c1", MerchantID: "m1", Currency: "SEK", LedgerID: "c1", Kind: KindCapture, Amount: 10000, OccurredAt: at},
+		{Key: "c1:recourse", MerchantID: "m1", Currency: "SEK", LedgerID: "c1", Kind: KindRecourse, Amount: 7000, OccurredAt: at.Add(time.Minute)},
+	}
+	bs, err := Run(items, testEnv(at.Add(time.Hour)))
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("%d settlements, %v", len(bs), err)
+	}
+	s, txs := bs[0].Settlement, bs[0].Transactions
+	// fee: 1.5 % of 100.00 + 1.00 = 2.50
+	if s.Gross != 10000 || s.Recourses != 7000 || s.Fees != 250 || s.Net != 2750 || len(txs) != 3 ||
+		txs[2].Type != KindRecourse || txs[2].Amount != -7000 || len(bs[0].Keys) != 2 {
+		t.Fatalf("settlement %+v, transactions %+v", s, txs)
+	}
+	if r := s.View(); r.RecourseAmount.Amount != "70.00" {
+		t.Fatalf("record %+v", r)
 	}
 }

@@ -27,6 +27,7 @@ type Record struct {
 	RefundAmount     money.Record `json:"refundAmount"`
 	FeeAmount        money.Record `json:"feeAmount"`
 	AdjustmentAmount money.Record `json:"adjustmentAmount"`
+	RecourseAmount   money.Record `json:"recourseAmount"`
 	NetAmount        money.Record `json:"netAmount"`
 	TransactionCount int          `json:"transactionCount"`
 }
@@ -37,7 +38,7 @@ func (s *Settlement) View() Record {
 	return Record{ID: s.ID, Reference: s.Reference, MerchantID: s.MerchantID, StoreID: s.StoreID, Currency: string(s.Currency),
 		CreatedAt: s.CreatedAt.UTC(), PeriodStart: s.PeriodStart.UTC(), PeriodEnd: s.PeriodEnd.UTC(), PayoutDate: s.PayoutDate,
 		GrossAmount: m(s.Gross), RefundAmount: m(s.Refunds), FeeAmount: m(s.Fees), AdjustmentAmount: m(s.Adjustments),
-		NetAmount: m(s.Net), TransactionCount: s.TransactionCount}
+		RecourseAmount: m(s.Recourses), NetAmount: m(s.Net), TransactionCount: s.TransactionCount}
 }
 
 // TransactionRecord is a transaction as the API returns it.

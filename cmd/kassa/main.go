@@ -1179,9 +1179,10 @@ func settle(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	for _, s := range made {
-		fmt.Fprintf(stdout, "%s %s store %q %s: gross %s, refunds %s, fees %s, adjustments %s, net %s (%d transactions)\n",
+		fmt.Fprintf(stdout, "%s %s store %q %s: gross %s, refunds %s, fees %s, adjustments %s, recourses %s, net %s (%d transactions)\n",
 			s.Reference, s.MerchantID, s.StoreID, s.Currency, money.New(s.Gross, s.Currency).Amount(), money.New(s.Refunds, s.Currency).Amount(),
-			money.New(s.Fees, s.Currency).Amount(), money.New(s.Adjustments, s.Currency).Amount(), money.New(s.Net, s.Currency).Amount(), s.TransactionCount)
+			money.New(s.Fees, s.Currency).Amount(), money.New(s.Adjustments, s.Currency).Amount(), money.New(s.Recourses, s.Currency).Amount(),
+			money.New(s.Net, s.Currency).Amount(), s.TransactionCount)
 	}
 	fmt.Fprintf(stdout, "%d settlements\n", len(made))
 	return 0
