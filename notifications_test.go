@@ -1229,7 +1229,9 @@ func TestHangingReceiversTakeOneSlotEach(t *testing.T) {
 	if s.Delivered < want {
 		t.Fatalf("stats %+v: the other merchant's %d notifications were not all delivered", s, want)
 	}
-	if n := hungThen.Load(); n != 4 {
-		t.Errorf("the hanging receivers got %d POSTs before the other merchant's were through, want one each (4)", n)
+	// At most one each: their first POSTs race the other merchant's, so
+	// on a loaded machine some may not have reached the receiver yet.
+	if n := hungThen.Load(); n > 4 {
+		t.Errorf("the hanging receivers got %d POSTs before the other merchant's were through, want at most one each (4)", n)
 	}
 }
