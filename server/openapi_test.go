@@ -628,7 +628,12 @@ func buildOpenAPI() map[string]any {
 			ok["content"] = map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(o.resp))}}
 		}
 		responses[fmt.Sprint(o.status)] = ok
-		for _, code := range o.errs {
+		errs := o.errs
+		if queryChecked(o.path) && !slices.Contains(errs, http.StatusBadRequest) {
+			// A query parameter the operation does not list is refused.
+			errs = append([]int{http.StatusBadRequest}, errs...)
+		}
+		for _, code := range errs {
 			r := map[string]any{"description": http.StatusText(code), "content": map[string]any{"application/problem+json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Problem"}}}}
 			switch {
 			case o.path == "/oauth/token":
@@ -646,7 +651,7 @@ func buildOpenAPI() map[string]any {
 	return map[string]any{
 		"openapi": "3.1.0",
 		"info": map[string]any{"title": "kassa", "version": "1.0",
-			"description": "Business-to-business payments, checkout and order management: the /v1 interface of the spec, OAuth 2.0, idempotency, the sandbox and the hosted checkout. Errors are RFC 9457 problem documents (docs/errors.md)."},
+			"description": "Business-to-business payments, checkout and order management: the /v1 interface of the spec, OAuth 2.0, idempotency, the sandbox and the hosted checkout. Errors are RFC 9457 problem documents (docs/errors.md). On /v1 and /sandbox/v1 operations, a query parameter the operation does not list is 400 validation_failed naming it."},
 		"servers": []any{map[string]any{"url": "/"}},
 		"paths":   paths,
 		"components": map[string]any{

@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/url"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -59,6 +61,81 @@ func TestQueryParameterGivenTwice(t *testing.T) {
 	for _, path := range []string{"/v1/orders?size=1&size=1", "/v1/orders?size=1&cursor=" + c1 + "&fromId=" + c1} {
 		if code, _, b := e.do("GET", path, "", e.auth); code != 200 || b["noOfOrders"] != 1.0 {
 			t.Errorf("%s: %d %v", path, code, b)
+		}
+	}
+}
+
+// A query parameter the route does not read is 400 naming it: a misspelled
+// filter (stauts, storeID) used to list every order, as if none had been
+// sent, and a reconciliation script would act on the wrong ones; an amount
+// sent in the query of a capture was dropped and the whole order captured.
+func TestUnknownQueryParameterRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	for _, c := range []struct{ method, path, field string }{
+		{"GET", "/v1/orders?stauts=fullyCaptured", "stauts"},
+		{"GET", "/v1/orders?storeID=s1&size=5", "storeID"},
+		{"GET", "/v1/orders?limit=5&Status=uncaptured", "Status,limit"},
+		{"GET", "/v1/orders/" + id + "?expand=events", "expand"},
+		{"GET", "/v1/orders/" + id + "/paymentstatus?x=1", "x"},
+		{"GET", "/v1/paymentstatus?orderID=" + id, "orderID"},
+		{"GET", "/v1/sessions?sotreId=s1", "sotreId"},
+		{"GET", "/v1/settlements?curency=SEK", "curency"},
+		{"GET", "/v1/settlements/x/tx?limit=5", "limit"},
+		{"GET", "/v1/notifications?cursor=a", "cursor"},
+		{"GET", "/v1/headless/search/companies?q=bygg&country=SE&limit=5", "limit"},
+		{"GET", "/sandbox/v1/clock?tz=UTC", "tz"},
+		{"POST", "/v1/orders/" + id + "/capture?totalCaptureAmount=100", "totalCaptureAmount"},
+	} {
+		code, _, b := e.do(c.method, c.path, "", e.auth)
+		if code != 400 || b["code"] != "validation_failed" || problemFields(b) != c.field {
+			t.Errorf("%s %s: %d %v, want 400 naming %s", c.method, c.path, code, b, c.field)
+		}
+	}
+	if o := e.get(id); len(o["captured"].([]any)) != 0 {
+		t.Fatalf("the refused capture captured: %v", o["captured"])
+	}
+	// What the routes read is still read.
+	for _, path := range []string{
+		"/v1/orders?q=" + id + "&id=" + id + "&status=uncaptured&size=5&createdFrom=2000-01-01T00:00:00Z",
+		"/v1/sessions?size=5&updatedTo=2100-01-01T00:00:00Z",
+		"/v1/settlements?currency=SEK&size=5",
+		"/v1/notifications?size=5",
+		"/v1/paymentstatus?orderId=" + id,
+		"/v1/headless/search/companies?q=bygg&country=SE",
+	} {
+		if code, _, b := e.do("GET", path, "", e.auth); code != 200 {
+			t.Errorf("%s: %d %v", path, code, b)
+		}
+	}
+}
+
+// The table of API query parameters and the OpenAPI document name the same
+// parameters for every route, so that a documented parameter is never
+// refused and a refused one never documented.
+func TestQueryTableMatchesOpenAPI(t *testing.T) {
+	seen := map[string]bool{}
+	for _, o := range operations() {
+		if !queryChecked(o.path) {
+			continue
+		}
+		key := o.method + " " + strings.NewReplacer("{", ":", "}", "").Replace(o.path)
+		seen[key] = true
+		var documented []string
+		for _, p := range o.query {
+			documented = append(documented, p.name)
+		}
+		p := apiQuery[key]
+		read := slices.Concat(p.filters, p.lists, p.others)
+		slices.Sort(documented)
+		slices.Sort(read)
+		if !slices.Equal(documented, read) {
+			t.Errorf("%s: OpenAPI documents %v, the server reads %v", key, documented, read)
+		}
+	}
+	for key := range apiQuery {
+		if !seen[key] {
+			t.Errorf("%s is in the query table but is no documented operation", key)
 		}
 	}
 }
