@@ -566,6 +566,13 @@ func buildOpenAPI() map[string]any {
 			case q.typ == "date-time":
 				s = map[string]any{"type": "string", "format": "date-time"}
 			}
+			// A filter sent empty is refused (apiQuery).
+			key := o.method + " " + strings.NewReplacer("{", ":", "}", "").Replace(o.path)
+			if rp := apiQuery[key]; slices.Contains(rp.lists, q.name) {
+				s["minItems"] = 1
+			} else if slices.Contains(rp.filters, q.name) {
+				s["minLength"] = 1
+			}
 			p := map[string]any{"name": q.name, "in": "query", "required": q.required, "schema": s}
 			if q.csv {
 				p["style"], p["explode"] = "form", false
@@ -651,7 +658,7 @@ func buildOpenAPI() map[string]any {
 	return map[string]any{
 		"openapi": "3.1.0",
 		"info": map[string]any{"title": "kassa", "version": "1.0",
-			"description": "Business-to-business payments, checkout and order management: the /v1 interface of the spec, OAuth 2.0, idempotency, the sandbox and the hosted checkout. Errors are RFC 9457 problem documents (docs/errors.md). On /v1 and /sandbox/v1 operations, a query parameter the operation does not list is 400 validation_failed naming it."},
+			"description": "Business-to-business payments, checkout and order management: the /v1 interface of the spec, OAuth 2.0, idempotency, the sandbox and the hosted checkout. Errors are RFC 9457 problem documents (docs/errors.md). On /v1 and /sandbox/v1 operations, a query parameter the operation does not list, or a filter sent empty, is 400 validation_failed naming it."},
 		"servers": []any{map[string]any{"url": "/"}},
 		"paths":   paths,
 		"components": map[string]any{

@@ -53,8 +53,11 @@ func queryChecked(pattern string) bool {
 	return strings.HasPrefix(pattern, "/v1/") || strings.HasPrefix(pattern, "/sandbox/")
 }
 
-// check refuses, naming each, a parameter p does not list. raw has been
-// checked to decode (checkQuery).
+// check refuses, naming each, a parameter p does not list and a filter sent
+// empty: "?storeId=" is what a script sends when its variable is unset,
+// and read as no filter it listed every store. A paging parameter may be
+// empty (the first page, the default size), as a loop's first request
+// sends it. raw has been checked to decode (checkQuery).
 func (p routeParams) check(raw string) error {
 	if raw == "" {
 		return nil
@@ -65,8 +68,23 @@ func (p routeParams) check(raw string) error {
 	}
 	var f fault.Fields
 	for _, name := range slices.Sorted(maps.Keys(v)) {
+		vs := v[name]
 		switch {
-		case slices.Contains(p.filters, name), slices.Contains(p.lists, name), slices.Contains(p.others, name):
+		case slices.Contains(p.filters, name):
+			for _, s := range vs {
+				if strings.TrimSpace(s) == "" {
+					f.Add(name, "is empty; leave the parameter out to not filter on it")
+					break
+				}
+			}
+		case slices.Contains(p.lists, name):
+			for _, s := range vs {
+				if len(queryList([]string{s})) == 0 {
+					f.Add(name, "is empty; leave the parameter out to not filter on it")
+					break
+				}
+			}
+		case slices.Contains(p.others, name):
 		case name == "":
 			f.Add(name, "a parameter without a name is given")
 		default:

@@ -110,6 +110,39 @@ func TestUnknownQueryParameterRefused(t *testing.T) {
 	}
 }
 
+// A filter given with an empty value is 400 naming it, on every list
+// route: "?storeId=" is what a script sends when its variable is unset, and
+// reading it as no filter listed every store's orders. Paging parameters
+// (cursor, fromId) may be empty: they then mean the first page.
+func TestEmptyFilterRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	e.order("5560000001", "invoice")
+	for path, field := range map[string]string{
+		"/v1/orders?storeId=":                        "storeId",
+		"/v1/orders?storeId=s1&storeId=":             "storeId",
+		"/v1/orders?merchantReference=%20":           "merchantReference",
+		"/v1/orders?id=,":                            "id",
+		"/v1/orders?status=&statusNot=":              "status,statusNot",
+		"/v1/orders?q=":                              "q",
+		"/v1/orders?createdFrom=&expiresTo=":         "createdFrom,expiresTo",
+		"/v1/sessions?orderId=":                      "orderId",
+		"/v1/sessions?state=&updatedTo=":             "state,updatedTo",
+		"/v1/settlements?currency=":                  "currency",
+		"/v1/settlements?reference=&createdFrom=":    "createdFrom,reference",
+		"/v1/orders?paymentMethodCategory=&size=100": "paymentMethodCategory",
+	} {
+		code, _, b := e.do("GET", path, "", e.auth)
+		if code != 400 || b["code"] != "validation_failed" || problemFields(b) != field {
+			t.Errorf("%s: %d %v, want 400 naming %s", path, code, b, field)
+		}
+	}
+	for _, path := range []string{"/v1/orders?cursor=", "/v1/orders?fromId=&size=5", "/v1/sessions?fromId=", "/v1/settlements?fromId="} {
+		if code, _, b := e.do("GET", path, "", e.auth); code != 200 {
+			t.Errorf("%s: %d %v", path, code, b)
+		}
+	}
+}
+
 // The table of API query parameters and the OpenAPI document name the same
 // parameters for every route, so that a documented parameter is never
 // refused and a refused one never documented.
