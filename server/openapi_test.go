@@ -179,7 +179,7 @@ func operations() []op {
 		tag: "Notifications", auth: true, status: 204, errs: reads})
 	add(op{method: "GET", path: "/v1/notifications", id: "listNotifications", summary: "The delivery log, newest first",
 		tag: "Notifications", auth: true, status: 200, resp: kassa.NotificationPage{}, errs: reads,
-		query: []param{{name: "fromId", typ: "string", desc: "nextFromId of the previous page"}, {name: "size", typ: "integer", desc: "1 to 200, default 20"}}})
+		query: []param{{name: "fromId", typ: "string", desc: "nextFromId of the previous page"}, {name: "size", typ: "integer", desc: "1 to 1000, default 100"}}})
 	add(op{method: "GET", path: "/v1/notifications/{notificationId}", id: "getNotification", summary: "One notification with its delivery attempts",
 		tag: "Notifications", auth: true, status: 200, resp: kassa.Notification{}, errs: reads})
 	add(op{method: "POST", path: "/v1/notifications/{notificationId}/redeliver", id: "redeliverNotification",

@@ -1,10 +1,15 @@
 package server
 
 import (
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/settlement"
+	"github.com/kassahq/kassa/storage"
 )
 
 // checkQuery refuses exactly what url.ParseQuery refuses, without building
@@ -169,6 +174,40 @@ func TestQueryTableMatchesOpenAPI(t *testing.T) {
 	for key := range apiQuery {
 		if !seen[key] {
 			t.Errorf("%s is in the query table but is no documented operation", key)
+		}
+	}
+}
+
+// The OpenAPI document states each list's page size bounds as the server
+// applies them: the delivery log's said "1 to 200, default 20" while the
+// server takes 1 to 1000 and gives 100.
+func TestPageSizeBoundsDocumented(t *testing.T) {
+	e := newSessionEnv(t)
+	bounds := map[string][2]int{
+		"/v1/orders":                        {storage.MaxPageSize, storage.DefaultPageSize},
+		"/v1/sessions":                      {1000, 100},
+		"/v1/settlements":                   {settlement.MaxPageSize, settlement.DefaultPageSize},
+		"/v1/settlements/{settlementId}/tx": {settlement.MaxPageSize, settlement.DefaultPageSize},
+		"/v1/notifications":                 {kassa.MaxNotificationPage, kassa.DefaultNotificationPage},
+	}
+	for _, o := range operations() {
+		for _, p := range o.query {
+			if p.name != "size" {
+				continue
+			}
+			b, ok := bounds[o.path]
+			if want := fmt.Sprintf("1 to %d, default %d", b[0], b[1]); !ok || p.desc != want {
+				t.Errorf("%s: size is documented as %q, want %q", o.path, p.desc, want)
+			}
+			if strings.Contains(o.path, "{") {
+				continue
+			}
+			if code, _, body := e.do("GET", fmt.Sprintf("%s?size=%d", o.path, b[0]), "", e.auth); code != 200 {
+				t.Errorf("%s?size=%d: %d %v", o.path, b[0], code, body)
+			}
+			if code, _, body := e.do("GET", fmt.Sprintf("%s?size=%d", o.path, b[0]+1), "", e.auth); code != 400 || problemFields(body) != "size" {
+				t.Errorf("%s?size=%d: %d %v", o.path, b[0]+1, code, body)
+			}
 		}
 	}
 }
