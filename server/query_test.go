@@ -211,3 +211,36 @@ func TestPageSizeBoundsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// A range whose upper bound is not after its lower bound is 400 naming the
+// upper bound: the bounds swapped, or the same instant sent for "that day",
+// listed nothing, which a reconciliation reads as "no orders".
+func TestEmptyRangeRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	e.order("5560000001", "invoice")
+	const a, b = "2026-01-31T00:00:00Z", "2026-02-01T00:00:00Z"
+	for path, field := range map[string]string{
+		"/v1/orders?createdFrom=" + b + "&createdTo=" + a:                                           "createdTo",
+		"/v1/orders?createdFrom=" + a + "&createdTo=" + a:                                           "createdTo",
+		"/v1/orders?expiresFrom=" + b + "&expiresTo=2026-01-31T22:00:00-02:00":                      "expiresTo",
+		"/v1/sessions?updatedFrom=" + b + "&updatedTo=" + a + "&createdFrom=" + a:                   "updatedTo",
+		"/v1/sessions?createdFrom=" + b + "&createdTo=" + a:                                         "createdTo",
+		"/v1/settlements?createdFrom=" + b + "&createdTo=" + a:                                      "createdTo",
+		"/v1/orders?createdFrom=" + b + "&createdTo=" + a + "&expiresTo=" + a + "&expiresFrom=" + b: "createdTo,expiresTo",
+	} {
+		code, _, body := e.do("GET", path, "", e.auth)
+		if code != 400 || body["code"] != "validation_failed" || problemFields(body) != field {
+			t.Errorf("%s: %d %v, want 400 naming %s", path, code, body, field)
+		}
+	}
+	for _, path := range []string{
+		"/v1/orders?createdFrom=2000-01-01T00:00:00Z&createdTo=2100-01-01T00:00:00Z",
+		"/v1/orders?createdFrom=" + a + "&createdTo=2026-01-31T00:00:00.000000001Z",
+		"/v1/orders?createdTo=0001-01-01T00:00:00Z",
+		"/v1/settlements?createdFrom=" + a + "&createdTo=" + b,
+	} {
+		if code, _, body := e.do("GET", path, "", e.auth); code != 200 {
+			t.Errorf("%s: %d %v", path, code, body)
+		}
+	}
+}
