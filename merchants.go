@@ -147,8 +147,8 @@ func (l *Ledger) Merchant(ctx context.Context, id string) (*storage.Merchant, er
 func (l *Ledger) HasMerchants(ctx context.Context) (bool, error) {
 	var any bool
 	err := l.store.View(ctx, func(tx storage.Tx) error {
-		ms, err := tx.ListMerchants()
-		any = len(ms) > 0
+		var err error
+		any, err = tx.HasMerchants()
 		return err
 	})
 	return any, err

@@ -179,7 +179,7 @@ func operations() []op {
 		tag: "Notifications", auth: true, status: 204, errs: reads})
 	add(op{method: "GET", path: "/v1/notifications", id: "listNotifications", summary: "The delivery log, newest first",
 		tag: "Notifications", auth: true, status: 200, resp: kassa.NotificationPage{}, errs: reads,
-		query: []param{{name: "fromId", typ: "string", desc: "nextFromId of the previous page"}, {name: "size", typ: "integer", desc: "1 to 200, default 20"}}})
+		query: []param{{name: "fromId", typ: "string", desc: "nextFromId of the previous page"}, {name: "size", typ: "integer", desc: "1 to 1000, default 100"}}})
 	add(op{method: "GET", path: "/v1/notifications/{notificationId}", id: "getNotification", summary: "One notification with its delivery attempts",
 		tag: "Notifications", auth: true, status: 200, resp: kassa.Notification{}, errs: reads})
 	add(op{method: "POST", path: "/v1/notifications/{notificationId}/redeliver", id: "redeliverNotification",
@@ -566,6 +566,13 @@ func buildOpenAPI() map[string]any {
 			case q.typ == "date-time":
 				s = map[string]any{"type": "string", "format": "date-time"}
 			}
+			// A filter sent empty is refused (apiQuery).
+			key := o.method + " " + strings.NewReplacer("{", ":", "}", "").Replace(o.path)
+			if rp := apiQuery[key]; slices.Contains(rp.lists, q.name) {
+				s["minItems"] = 1
+			} else if slices.Contains(rp.filters, q.name) {
+				s["minLength"] = 1
+			}
 			p := map[string]any{"name": q.name, "in": "query", "required": q.required, "schema": s}
 			if q.csv {
 				p["style"], p["explode"] = "form", false
@@ -628,7 +635,12 @@ func buildOpenAPI() map[string]any {
 			ok["content"] = map[string]any{"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(o.resp))}}
 		}
 		responses[fmt.Sprint(o.status)] = ok
-		for _, code := range o.errs {
+		errs := o.errs
+		if queryChecked(o.path) && !slices.Contains(errs, http.StatusBadRequest) {
+			// A query parameter the operation does not list is refused.
+			errs = append([]int{http.StatusBadRequest}, errs...)
+		}
+		for _, code := range errs {
 			r := map[string]any{"description": http.StatusText(code), "content": map[string]any{"application/problem+json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Problem"}}}}
 			switch {
 			case o.path == "/oauth/token":
@@ -646,7 +658,7 @@ func buildOpenAPI() map[string]any {
 	return map[string]any{
 		"openapi": "3.1.0",
 		"info": map[string]any{"title": "kassa", "version": "1.0",
-			"description": "Business-to-business payments, checkout and order management: the /v1 interface of the spec, OAuth 2.0, idempotency, the sandbox and the hosted checkout. Errors are RFC 9457 problem documents (docs/errors.md)."},
+			"description": "Business-to-business payments, checkout and order management: the /v1 interface of the spec, OAuth 2.0, idempotency, the sandbox and the hosted checkout. Errors are RFC 9457 problem documents (docs/errors.md). On /v1 and /sandbox/v1 operations, a query parameter the operation does not list, or a filter sent empty, is 400 validation_failed naming it."},
 		"servers": []any{map[string]any{"url": "/"}},
 		"paths":   paths,
 		"components": map[string]any{

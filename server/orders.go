@@ -76,6 +76,16 @@ func parseUpperBound(f *fault.Fields, name, v string) time.Time {
 	return t
 }
 
+// checkRange refuses a range whose upper bound (exclusive) is not after its
+// lower bound (inclusive): such a range holds nothing, and the bounds
+// swapped, or one instant sent for "that day", listed nothing without a
+// word, which a reconciliation reads as "no orders".
+func checkRange(f *fault.Fields, fromName string, from time.Time, toName string, to time.Time) {
+	if !from.IsZero() && !to.IsZero() && !to.After(from) {
+		f.Add(toName, "must be after %s: the range is empty", fromName)
+	}
+}
+
 func parseStatuses(f *fault.Fields, name string, vals []string) []order.Status {
 	var out []order.Status
 	for _, v := range queryList(vals) {
@@ -109,6 +119,8 @@ func parseOrderQuery(r *http.Request) (storage.OrderQuery, error) {
 		ExpiresFrom:        parseTime(&f, "expiresFrom", one("expiresFrom")),
 		ExpiresTo:          parseUpperBound(&f, "expiresTo", one("expiresTo")),
 	}
+	checkRange(&f, "createdFrom", q.CreatedFrom, "createdTo", q.CreatedTo)
+	checkRange(&f, "expiresFrom", q.ExpiresFrom, "expiresTo", q.ExpiresTo)
 	// fromId is the deprecated name of cursor: both with different values
 	// would leave one of them unread.
 	cursorParam := "cursor"

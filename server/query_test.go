@@ -1,8 +1,15 @@
 package server
 
 import (
+	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/settlement"
+	"github.com/kassahq/kassa/storage"
 )
 
 // checkQuery refuses exactly what url.ParseQuery refuses, without building
@@ -59,6 +66,181 @@ func TestQueryParameterGivenTwice(t *testing.T) {
 	for _, path := range []string{"/v1/orders?size=1&size=1", "/v1/orders?size=1&cursor=" + c1 + "&fromId=" + c1} {
 		if code, _, b := e.do("GET", path, "", e.auth); code != 200 || b["noOfOrders"] != 1.0 {
 			t.Errorf("%s: %d %v", path, code, b)
+		}
+	}
+}
+
+// A query parameter the route does not read is 400 naming it: a misspelled
+// filter (stauts, storeID) used to list every order, as if none had been
+// sent, and a reconciliation script would act on the wrong ones; an amount
+// sent in the query of a capture was dropped and the whole order captured.
+func TestUnknownQueryParameterRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	for _, c := range []struct{ method, path, field string }{
+		{"GET", "/v1/orders?stauts=fullyCaptured", "stauts"},
+		{"GET", "/v1/orders?storeID=s1&size=5", "storeID"},
+		{"GET", "/v1/orders?limit=5&Status=uncaptured", "Status,limit"},
+		{"GET", "/v1/orders/" + id + "?expand=events", "expand"},
+		{"GET", "/v1/orders/" + id + "/paymentstatus?x=1", "x"},
+		{"GET", "/v1/paymentstatus?orderID=" + id, "orderID"},
+		{"GET", "/v1/sessions?sotreId=s1", "sotreId"},
+		{"GET", "/v1/settlements?curency=SEK", "curency"},
+		{"GET", "/v1/settlements/x/tx?limit=5", "limit"},
+		{"GET", "/v1/notifications?cursor=a", "cursor"},
+		{"GET", "/v1/headless/search/companies?q=bygg&country=SE&limit=5", "limit"},
+		{"GET", "/sandbox/v1/clock?tz=UTC", "tz"},
+		{"POST", "/v1/orders/" + id + "/capture?totalCaptureAmount=100", "totalCaptureAmount"},
+	} {
+		code, _, b := e.do(c.method, c.path, "", e.auth)
+		if code != 400 || b["code"] != "validation_failed" || problemFields(b) != c.field {
+			t.Errorf("%s %s: %d %v, want 400 naming %s", c.method, c.path, code, b, c.field)
+		}
+	}
+	if o := e.get(id); len(o["captured"].([]any)) != 0 {
+		t.Fatalf("the refused capture captured: %v", o["captured"])
+	}
+	// What the routes read is still read.
+	for _, path := range []string{
+		"/v1/orders?q=" + id + "&id=" + id + "&status=uncaptured&size=5&createdFrom=2000-01-01T00:00:00Z",
+		"/v1/sessions?size=5&updatedTo=2100-01-01T00:00:00Z",
+		"/v1/settlements?currency=SEK&size=5",
+		"/v1/notifications?size=5",
+		"/v1/paymentstatus?orderId=" + id,
+		"/v1/headless/search/companies?q=bygg&country=SE",
+	} {
+		if code, _, b := e.do("GET", path, "", e.auth); code != 200 {
+			t.Errorf("%s: %d %v", path, code, b)
+		}
+	}
+}
+
+// A filter given with an empty value is 400 naming it, on every list
+// route: "?storeId=" is what a script sends when its variable is unset, and
+// reading it as no filter listed every store's orders. Paging parameters
+// (cursor, fromId) may be empty: they then mean the first page.
+func TestEmptyFilterRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	e.order("5560000001", "invoice")
+	for path, field := range map[string]string{
+		"/v1/orders?storeId=":                        "storeId",
+		"/v1/orders?storeId=s1&storeId=":             "storeId",
+		"/v1/orders?merchantReference=%20":           "merchantReference",
+		"/v1/orders?id=,":                            "id",
+		"/v1/orders?status=&statusNot=":              "status,statusNot",
+		"/v1/orders?q=":                              "q",
+		"/v1/orders?createdFrom=&expiresTo=":         "createdFrom,expiresTo",
+		"/v1/sessions?orderId=":                      "orderId",
+		"/v1/sessions?state=&updatedTo=":             "state,updatedTo",
+		"/v1/settlements?currency=":                  "currency",
+		"/v1/settlements?reference=&createdFrom=":    "createdFrom,reference",
+		"/v1/orders?paymentMethodCategory=&size=100": "paymentMethodCategory",
+	} {
+		code, _, b := e.do("GET", path, "", e.auth)
+		if code != 400 || b["code"] != "validation_failed" || problemFields(b) != field {
+			t.Errorf("%s: %d %v, want 400 naming %s", path, code, b, field)
+		}
+	}
+	for _, path := range []string{"/v1/orders?cursor=", "/v1/orders?fromId=&size=5", "/v1/sessions?fromId=", "/v1/settlements?fromId="} {
+		if code, _, b := e.do("GET", path, "", e.auth); code != 200 {
+			t.Errorf("%s: %d %v", path, code, b)
+		}
+	}
+}
+
+// The table of API query parameters and the OpenAPI document name the same
+// parameters for every route, so that a documented parameter is never
+// refused and a refused one never documented.
+func TestQueryTableMatchesOpenAPI(t *testing.T) {
+	seen := map[string]bool{}
+	for _, o := range operations() {
+		if !queryChecked(o.path) {
+			continue
+		}
+		key := o.method + " " + strings.NewReplacer("{", ":", "}", "").Replace(o.path)
+		seen[key] = true
+		var documented []string
+		for _, p := range o.query {
+			documented = append(documented, p.name)
+		}
+		p := apiQuery[key]
+		read := slices.Concat(p.filters, p.lists, p.others)
+		slices.Sort(documented)
+		slices.Sort(read)
+		if !slices.Equal(documented, read) {
+			t.Errorf("%s: OpenAPI documents %v, the server reads %v", key, documented, read)
+		}
+	}
+	for key := range apiQuery {
+		if !seen[key] {
+			t.Errorf("%s is in the query table but is no documented operation", key)
+		}
+	}
+}
+
+// The OpenAPI document states each list's page size bounds as the server
+// applies them: the delivery log's said "1 to 200, default 20" while the
+// server takes 1 to 1000 and gives 100.
+func TestPageSizeBoundsDocumented(t *testing.T) {
+	e := newSessionEnv(t)
+	bounds := map[string][2]int{
+		"/v1/orders":                        {storage.MaxPageSize, storage.DefaultPageSize},
+		"/v1/sessions":                      {1000, 100},
+		"/v1/settlements":                   {settlement.MaxPageSize, settlement.DefaultPageSize},
+		"/v1/settlements/{settlementId}/tx": {settlement.MaxPageSize, settlement.DefaultPageSize},
+		"/v1/notifications":                 {kassa.MaxNotificationPage, kassa.DefaultNotificationPage},
+	}
+	for _, o := range operations() {
+		for _, p := range o.query {
+			if p.name != "size" {
+				continue
+			}
+			b, ok := bounds[o.path]
+			if want := fmt.Sprintf("1 to %d, default %d", b[0], b[1]); !ok || p.desc != want {
+				t.Errorf("%s: size is documented as %q, want %q", o.path, p.desc, want)
+			}
+			if strings.Contains(o.path, "{") {
+				continue
+			}
+			if code, _, body := e.do("GET", fmt.Sprintf("%s?size=%d", o.path, b[0]), "", e.auth); code != 200 {
+				t.Errorf("%s?size=%d: %d %v", o.path, b[0], code, body)
+			}
+			if code, _, body := e.do("GET", fmt.Sprintf("%s?size=%d", o.path, b[0]+1), "", e.auth); code != 400 || problemFields(body) != "size" {
+				t.Errorf("%s?size=%d: %d %v", o.path, b[0]+1, code, body)
+			}
+		}
+	}
+}
+
+// A range whose upper bound is not after its lower bound is 400 naming the
+// upper bound: the bounds swapped, or the same instant sent for "that day",
+// listed nothing, which a reconciliation reads as "no orders".
+func TestEmptyRangeRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	e.order("5560000001", "invoice")
+	const a, b = "2026-01-31T00:00:00Z", "2026-02-01T00:00:00Z"
+	for path, field := range map[string]string{
+		"/v1/orders?createdFrom=" + b + "&createdTo=" + a:                                           "createdTo",
+		"/v1/orders?createdFrom=" + a + "&createdTo=" + a:                                           "createdTo",
+		"/v1/orders?expiresFrom=" + b + "&expiresTo=2026-01-31T22:00:00-02:00":                      "expiresTo",
+		"/v1/sessions?updatedFrom=" + b + "&updatedTo=" + a + "&createdFrom=" + a:                   "updatedTo",
+		"/v1/sessions?createdFrom=" + b + "&createdTo=" + a:                                         "createdTo",
+		"/v1/settlements?createdFrom=" + b + "&createdTo=" + a:                                      "createdTo",
+		"/v1/orders?createdFrom=" + b + "&createdTo=" + a + "&expiresTo=" + a + "&expiresFrom=" + b: "createdTo,expiresTo",
+	} {
+		code, _, body := e.do("GET", path, "", e.auth)
+		if code != 400 || body["code"] != "validation_failed" || problemFields(body) != field {
+			t.Errorf("%s: %d %v, want 400 naming %s", path, code, body, field)
+		}
+	}
+	for _, path := range []string{
+		"/v1/orders?createdFrom=2000-01-01T00:00:00Z&createdTo=2100-01-01T00:00:00Z",
+		"/v1/orders?createdFrom=" + a + "&createdTo=2026-01-31T00:00:00.000000001Z",
+		"/v1/orders?createdTo=0001-01-01T00:00:00Z",
+		"/v1/settlements?createdFrom=" + a + "&createdTo=" + b,
+	} {
+		if code, _, body := e.do("GET", path, "", e.auth); code != 200 {
+			t.Errorf("%s: %d %v", path, code, body)
 		}
 	}
 }

@@ -403,9 +403,16 @@ func methodLabel(method string) string {
 // metrics and logs, so that ids in paths do not blow up the label set.
 func (s *Server) handle(method, pattern string, h httprouter.Handle) {
 	s.served = append(s.served, method+" "+pattern)
+	params, checked := apiQuery[method+" "+pattern], queryChecked(pattern)
 	s.router.Handle(method, pattern, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		if sr, ok := w.(*statusRecorder); ok {
 			sr.route = pattern
+		}
+		if checked {
+			if err := params.check(r.URL.RawQuery); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
 		}
 		h(w, r, p)
 	})

@@ -63,6 +63,8 @@ func parseSessionQuery(r *http.Request) (session.Query, error) {
 		UpdatedFrom:        parseTime(&f, "updatedFrom", one("updatedFrom")),
 		UpdatedTo:          parseUpperBound(&f, "updatedTo", one("updatedTo")),
 	}
+	checkRange(&f, "createdFrom", q.CreatedFrom, "createdTo", q.CreatedTo)
+	checkRange(&f, "updatedFrom", q.UpdatedFrom, "updatedTo", q.UpdatedTo)
 	for _, st := range queryList(v["state"]) {
 		q.States = append(q.States, session.State(st))
 	}

@@ -66,6 +66,7 @@ func (s *Server) listSettlements(w http.ResponseWriter, r *http.Request, _ httpr
 	q := settlement.Query{StoreIDs: queryList(v["storeId"]), IDs: queryList(v["id"]), References: queryList(v["reference"]),
 		Currencies: queryList(v["currency"]), FromID: one("fromId"),
 		CreatedFrom: parseTime(&f, "createdFrom", one("createdFrom")), CreatedTo: parseUpperBound(&f, "createdTo", one("createdTo"))}
+	checkRange(&f, "createdFrom", q.CreatedFrom, "createdTo", q.CreatedTo)
 	for _, c := range q.Currencies {
 		// A code no settlement can have ("sek") would list nothing, as if
 		// there were no settlements in SEK.

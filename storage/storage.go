@@ -86,6 +86,9 @@ type Tx interface {
 	// PutMerchant creates or replaces a merchant; a client id belongs to one merchant.
 	PutMerchant(m *Merchant) error
 	ListMerchants() ([]*Merchant, error)
+	// HasMerchants reports whether the store holds any merchant, without
+	// reading them all (a server asks at every start).
+	HasMerchants() (bool, error)
 
 	// Orders. A merchant sees only its own orders.
 	GetOrder(merchantID, orderID string) (*order.Order, error)

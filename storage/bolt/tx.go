@@ -221,6 +221,14 @@ func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
 	return out, err
 }
 
+func (t *tx) HasMerchants() (bool, error) {
+	if err := t.check(false); err != nil {
+		return false, err
+	}
+	k, _ := t.st.bucket(bMerchants).Cursor().First()
+	return k != nil, nil
+}
+
 // Orders.
 
 func (t *tx) GetOrder(merchantID, orderID string) (*order.Order, error) {

@@ -217,6 +217,15 @@ func (t *tx) PutMerchant(m *storage.Merchant) error {
 	return t.put("merchant/"+m.ID, m)
 }
 
+func (t *tx) HasMerchants() (bool, error) {
+	for k := range t.s.data {
+		if strings.HasPrefix(k, "merchant/") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
 	var out []*storage.Merchant
 	for k := range t.s.data {

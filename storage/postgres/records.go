@@ -142,6 +142,14 @@ func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
 	return out, nil
 }
 
+func (t *tx) HasMerchants() (bool, error) {
+	var has bool
+	if err := t.tx.QueryRow(t.ctx, `SELECT EXISTS (SELECT 1 FROM merchants)`).Scan(&has); err != nil {
+		return false, dbErr(err, "merchant")
+	}
+	return has, nil
+}
+
 // Tokens.
 
 func (t *tx) GetAuthorization(merchantID, tok string) (*token.Authorization, error) {

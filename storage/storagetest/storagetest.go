@@ -106,8 +106,17 @@ func testMerchants(t *testing.T, s storage.Store) {
 	m := &storage.Merchant{ID: "m1", Name: "One", ClientID: "c1", SecretHash: []byte{1, 2}, Salt: []byte{3},
 		RequireAck: true, WebhookURL: "https://one.example/hook", WebhookSecret: "whsec_1",
 		WebhookEvents: []string{"order.partialCapture", "order.fullCapture"}, CreatedAt: Now()}
+	view(t, s, func(tx storage.Tx) error {
+		if has, err := tx.HasMerchants(); has || err != nil {
+			t.Fatalf("an empty store has merchants: %v %v", has, err)
+		}
+		return nil
+	})
 	update(t, s, func(tx storage.Tx) error { return tx.PutMerchant(m) })
 	view(t, s, func(tx storage.Tx) error {
+		if has, err := tx.HasMerchants(); !has || err != nil {
+			t.Fatalf("a store with a merchant has none: %v %v", has, err)
+		}
 		got, err := tx.GetMerchant("m1")
 		if err != nil || got.Name != "One" || got.ClientID != "c1" || string(got.SecretHash) != "\x01\x02" ||
 			string(got.Salt) != "\x03" || !got.RequireAck || got.WebhookURL != m.WebhookURL || !got.CreatedAt.Equal(m.CreatedAt) ||
