@@ -69,10 +69,12 @@ func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, to
 	if err := missingRequest(req); err != nil {
 		return nil, err
 	}
-	lines, mode, err := order.ValidateCreate(req, false, l.opts.IDs)
-	if err != nil {
-		return nil, err
+	lines, mode, invalid := order.ValidateCreate(req, false, l.opts.IDs)
+	if invalid != nil && (req.VatMode != "" || !validExclVAT(req, l.opts.IDs)) {
+		return nil, invalid
 	}
+	// Lines valid only in exclVat wait for the token: from an exclVat
+	// session they are read in its mode (orderFromSession), as it showed them.
 	return l.run(ctx, call, request{"createOrder", []string{tok}, req}, func(tx storage.Tx) (*Result, error) {
 		a, err := tx.GetAuthorization(call.MerchantID, tok)
 		if err != nil {
@@ -98,7 +100,11 @@ func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, to
 				if olines, omode, err = order.ValidateCreate(oreq, false, l.opts.IDs); err != nil {
 					return nil, err
 				}
+				invalid = nil
 			}
+		}
+		if invalid != nil {
+			return nil, invalid
 		}
 		res, err := l.createOrder(tx, call.MerchantID, oreq, olines, omode, a.Approval(ack), env)
 		if err != nil {
@@ -326,6 +332,15 @@ func orderFromSession(r *order.CreateRequest, s *session.Session) *order.CreateR
 		out.Customer = &c
 	}
 	return &out
+}
+
+// validExclVAT reports whether r, which states no vatMode, is valid read in
+// exclVat, the mode an order from an exclVat session's token takes.
+func validExclVAT(r *order.CreateRequest, ids order.IDSource) bool {
+	x := *r
+	x.VatMode = string(money.ExclVAT)
+	_, _, err := order.ValidateCreate(&x, false, ids)
+	return err == nil
 }
 
 // customerTokenFromSession is orderFromSession for a customer token: the

@@ -175,3 +175,29 @@ func TestOrderFromSessionKeepsItsVATMode(t *testing.T) {
 		t.Fatalf("order stating inclVat: vatMode %v, amount %v", o["vatMode"], minor(o["orderAmount"]))
 	}
 }
+
+// TestOrderFromSessionTakesItsLinesAsShown: a merchant copies the lines of
+// an exclVat session into the order as the session shows them, VAT amounts
+// included, and leaves vatMode out. They are read in the session's mode, as
+// lines without VAT amounts are; they used to be checked in the default
+// inclVat first, where 2500 of VAT on 10000 is no 25 % line, and refused.
+func TestOrderFromSessionTakesItsLinesAsShown(t *testing.T) {
+	e := newSessionEnv(t)
+	ls := `"orderLines":[{"description":"Tiles","quantity":1,"unitPrice":10000,"vat":2500}]`
+	tok := e.approvedToken("/v1/sessions", `{"country":"SE","currency":"SEK","locale":"sv-SE","vatMode":"exclVat",`+ls+`}`)
+	shown := `"orderLines":[{"description":"Tiles","quantity":1,"unitPrice":10000,"vat":2500,"totalAmount":10000,"totalVatAmount":2500}],
+		"totalOrderAmount":12500,"totalOrderVatAmount":2500`
+	code, _, p := e.do("POST", "/v1/authorization-tokens/"+tok+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE",`+shown+`}`, e.auth)
+	if code != 200 {
+		t.Fatalf("order with the session's lines as shown: %d %v", code, p)
+	}
+	if o := e.get(p["orderId"].(string)); o["vatMode"] != "exclVat" || minor(o["orderAmount"]) != 12500 {
+		t.Fatalf("order: vatMode %v, amount %v; want exclVat, 12500", o["vatMode"], minor(o["orderAmount"]))
+	}
+	// Lines no mode can read are refused before the token is looked at, as
+	// any invalid request is.
+	bad := `{"country":"SE","currency":"SEK","locale":"sv-SE","orderLines":[{"description":"Tiles","quantity":1,"unitPrice":10000,"vat":2500,"totalVatAmount":9999}]}`
+	if code, _, p := e.do("POST", "/v1/authorization-tokens/no-such-token/order", bad, e.auth); code != 400 {
+		t.Fatalf("invalid lines on an unknown token: %d %v, want 400", code, p)
+	}
+}
