@@ -10,6 +10,7 @@ import (
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/settlement"
+	"github.com/kassahq/kassa/storage"
 )
 
 func settleIxKey(s *settlement.Settlement) []byte {
@@ -29,12 +30,10 @@ func settleQIxKey(occurred time.Time, itemKey string) []byte {
 	return append(putTime(make([]byte, 0, timeLen+len(itemKey)), occurred), itemKey...)
 }
 
-// queuedOccurred reads the occurrence time of a queued item's JSON.
+// queuedOccurred reads the occurrence time of a queued item.
 func queuedOccurred(v []byte) (time.Time, error) {
-	var it struct {
-		OccurredAt time.Time `json:"occurredAt"`
-	}
-	err := json.Unmarshal(v, &it)
+	var it storage.QueuedItem
+	err := storage.DecodeRecord(v, &it)
 	return it.OccurredAt, err
 }
 
@@ -73,7 +72,7 @@ func (t *tx) QueueSettlementItems(items []settlement.Item) error {
 				return err
 			}
 		}
-		if err := t.putRecord(bSettleQ, k, &items[i]); err != nil {
+		if err := t.putRecord(bSettleQ, k, storage.QueuedItem(items[i])); err != nil {
 			return err
 		}
 		if err := t.put(bSettleQIx, settleQIxKey(items[i].OccurredAt, items[i].Key), present); err != nil {
@@ -99,11 +98,11 @@ func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
 		if v == nil {
 			return nil, fault.Internalf(nil, "settlement queue index names %q, which is not queued", k[timeLen:])
 		}
-		var it settlement.Item
-		if err := json.Unmarshal(v, &it); err != nil {
+		var it storage.QueuedItem
+		if err := storage.DecodeRecord(v, &it); err != nil {
 			return nil, fault.Internalf(err, "decode settlement item")
 		}
-		out = append(out, it)
+		out = append(out, settlement.Item(it))
 	}
 	return out, nil
 }

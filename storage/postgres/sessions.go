@@ -266,7 +266,7 @@ func fillSessionColumns(ctx context.Context, conn *pgxpool.Conn) error {
 
 func (t *tx) QueueSettlementItems(items []settlement.Item) error {
 	for i := range items {
-		b, err := encode("settlement item", items[i])
+		b, err := encode("settlement item", storage.QueuedItem(items[i]))
 		if err != nil {
 			return err
 		}
@@ -293,13 +293,13 @@ func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, err := decodeAll[settlement.Item]("settlement item", bs)
+	items, err := decodeAll[storage.QueuedItem]("settlement item", bs)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]settlement.Item, len(items))
 	for i, it := range items {
-		out[i] = *it
+		out[i] = settlement.Item(*it)
 	}
 	return out, nil
 }
