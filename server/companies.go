@@ -28,7 +28,7 @@ const (
 )
 
 func (s *Server) searchCompanies(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if !s.limiter.allow(clientAddr(r), time.Now()) {
+	if !s.limiter.allow(s.clientAddr(r), time.Now()) {
 		w.Header().Set("Retry-After", "1")
 		s.writeError(w, r, fault.New(fault.RateLimited, "rate_limited", "too many company searches from this address; retry after a second"))
 		return
@@ -72,11 +72,13 @@ func (s *Server) searchCompanies(w http.ResponseWriter, r *http.Request, _ httpr
 	writeJSON(w, http.StatusOK, res)
 }
 
-// clientAddr is what rate limits are kept by: the remote IPv4 address, or
-// the /64 network of an IPv6 one. A host is routinely given a whole /64 and
-// may send each request from another address in it, so a limit per IPv6
-// address would limit nothing.
-func clientAddr(r *http.Request) string {
+// clientAddr is what rate limits are kept by: the client's IPv4 address,
+// or the /64 network of an IPv6 one. A host is routinely given a whole /64
+// and may send each request from another address in it, so a limit per IPv6
+// address would limit nothing. The client is the peer, or, when the peer is
+// a trusted proxy, the last address of X-Forwarded-For that is not one: the
+// addresses before it are the client's own say and may be forged.
+func (s *Server) clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
@@ -86,10 +88,44 @@ func clientAddr(r *http.Request) string {
 		return host
 	}
 	a = a.Unmap()
+	if s.trusted(a) {
+		a = s.forwardedFor(r, a)
+	}
 	if a.Is4() {
 		return a.String()
 	}
 	return netip.PrefixFrom(a, 64).Masked().String()
+}
+
+// forwardedFor walks the X-Forwarded-For addresses of r from the last (the
+// one the trusted peer added) back past the trusted proxies, and answers the
+// first that is not one; peer when there is none, or an entry does not parse
+// (a proxy that does not keep the header's form cannot be followed further).
+func (s *Server) forwardedFor(r *http.Request, peer netip.Addr) netip.Addr {
+	hops := r.Header.Values("X-Forwarded-For")
+	for i := len(hops) - 1; i >= 0; i-- {
+		parts := strings.Split(hops[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
+			if err != nil {
+				return peer
+			}
+			if a = a.Unmap(); !s.trusted(a) {
+				return a
+			}
+			peer = a
+		}
+	}
+	return peer
+}
+
+func (s *Server) trusted(a netip.Addr) bool {
+	for _, p := range s.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // minSweep is the number of client buckets below which none are dropped.

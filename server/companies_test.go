@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -160,8 +161,63 @@ func TestCompanySearchRateLimitPerIPv6Network(t *testing.T) {
 		"[::ffff:192.0.2.7]:80": "192.0.2.7", "[2001:db8:1:3::1]:1": "2001:db8:1:3::/64"} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = addr
-		if got := clientAddr(r); got != want {
+		if got := (&Server{}).clientAddr(r); got != want {
 			t.Errorf("clientAddr(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}
+
+// Behind a load balancer every browser's search came from the balancer's
+// address, so one busy client used up the limit of all. A trusted proxy's
+// X-Forwarded-For names the client; the header of an untrusted peer, and the
+// addresses a client put before the proxies' own, are not believed.
+func TestCompanySearchRateLimitBehindTrustedProxies(t *testing.T) {
+	lb := netip.MustParsePrefix("10.0.0.0/8")
+	s := &Server{cfg: Config{TrustedProxies: []netip.Prefix{lb, netip.MustParsePrefix("2001:db8:ff::/48")}}}
+	for _, tc := range []struct {
+		peer string
+		xff  []string
+		want string
+	}{
+		{"10.0.0.5:1", []string{"198.51.100.7"}, "198.51.100.7"},
+		{"10.0.0.5:1", []string{"203.0.113.9, 198.51.100.7"}, "198.51.100.7"},   // the first is the client's say
+		{"10.0.0.5:1", []string{"198.51.100.7, 10.1.2.3"}, "198.51.100.7"},      // two proxies
+		{"10.0.0.5:1", []string{"198.51.100.7", "10.1.2.3"}, "198.51.100.7"},    // one header each
+		{"10.0.0.5:1", []string{"2001:db8:1:2::9"}, "2001:db8:1:2::/64"},        // an IPv6 client
+		{"[2001:db8:ff::1]:1", []string{"::ffff:198.51.100.7"}, "198.51.100.7"}, // an IPv6 proxy
+		{"10.0.0.5:1", []string{"10.1.2.3, 10.9.9.9"}, "10.1.2.3"},              // only proxies: the farthest
+		{"10.0.0.5:1", []string{"unknown"}, "10.0.0.5"},                         // a form it cannot follow
+		{"10.0.0.5:1", nil, "10.0.0.5"},                                         // no header
+		{"192.0.2.7:1", []string{"198.51.100.7"}, "192.0.2.7"},                  // an untrusted peer's header
+		{"[::ffff:10.0.0.5]:1", []string{"198.51.100.8"}, "198.51.100.8"},       // a mapped proxy address
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tc.peer
+		for _, h := range tc.xff {
+			r.Header.Add("X-Forwarded-For", h)
+		}
+		if got := s.clientAddr(r); got != tc.want {
+			t.Errorf("peer %s, X-Forwarded-For %q: client %s, want %s", tc.peer, tc.xff, got, tc.want)
+		}
+	}
+
+	// Through the router: two browsers behind one balancer each get their
+	// own burst.
+	h := New(Config{CompanySearchRate: 1, Logger: quiet, TrustedProxies: []netip.Prefix{lb}}).Handler()
+	for _, client := range []string{"198.51.100.7", "198.51.100.8"} {
+		ok := 0
+		for range 10 {
+			r := httptest.NewRequest("GET", "/v1/headless/search/companies?country=SE&q=bygg", nil)
+			r.RemoteAddr = "10.0.0.5:40000"
+			r.Header.Set("X-Forwarded-For", client)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code == http.StatusOK {
+				ok++
+			}
+		}
+		if ok != 10 {
+			t.Errorf("client %s behind the balancer: %d of its 10 searches answered, want its whole burst", client, ok)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
 	"strconv"
@@ -57,6 +58,12 @@ type Config struct {
 	// CompanySearchRate is the per-address rate limit of company search
 	// (requests per second, with a burst of ten times that); default 20.
 	CompanySearchRate float64
+	// TrustedProxies are the networks of the reverse proxies or load
+	// balancers in front of the server. A request from one of them is rate
+	// limited by the client address its X-Forwarded-For names (the last one
+	// not itself trusted), not by the proxy's, which every client behind it
+	// shares. Empty: the peer's address, whatever a request's header says.
+	TrustedProxies []netip.Prefix
 	// Delivery tunes the notification deliverer that the sandbox's
 	// jobs/notifications endpoint runs.
 	Delivery kassa.DeliveryOptions

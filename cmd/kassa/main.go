@@ -24,6 +24,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -143,6 +144,7 @@ type serveConfig struct {
 	maxBodyMB                                int
 	storeTimeout                             string
 	startTimeout                             string
+	trustedProxies                           string
 }
 
 // envInt reads KASSA_<NAME> as a whole-number flag's default; one that is no
@@ -202,6 +204,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	c.badSandboxEnv = err != nil
 	fs.BoolVar(&c.sandbox, "sandbox", sb, "enable /sandbox/v1: test clock, buyer simulation, fixtures (KASSA_SANDBOX)")
 	fs.StringVar(&c.logLevel, "log-level", envDefault("log-level", "info"), "debug, info, warn or error (KASSA_LOG_LEVEL)")
+	fs.StringVar(&c.trustedProxies, "trusted-proxies", envDefault("trusted-proxies", ""), "comma-separated networks (CIDR) or addresses of the reverse proxies or load balancers in front of the server, whose X-Forwarded-For names the client for the per-address limits of company search and checkout; default none (KASSA_TRUSTED_PROXIES)")
 	fs.StringVar(&c.settleAt, "settle-at", envDefault("settle-at", "02:00"), "daily settlement run time, HH:MM UTC on the server's clock (KASSA_SETTLE_AT)")
 	fs.StringVar(&c.store, "store", envDefault("store", "bolt"), "bolt (one file in --data) or postgres (--database-url; several replicas may share it) (KASSA_STORE)")
 	fs.StringVar(&c.databaseURL, "database-url", envDefault("database-url", ""), "PostgreSQL URL for --store postgres, e.g. postgres://user:pw@host/db (KASSA_DATABASE_URL)")
@@ -346,6 +349,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	proxies, err := parseTrustedProxies(c.trustedProxies)
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: bad --trusted-proxies (KASSA_TRUSTED_PROXIES): %v\n", err)
+		return 2
+	}
 	if c.orderCacheMB < 0 || c.orderCacheMB > 1<<20 {
 		fmt.Fprintln(stderr, "kassa: --order-cache-mb (KASSA_ORDER_CACHE_MB) must be a whole number from 0 (off) to 1048576")
 		return 2
@@ -482,7 +490,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	srv = server.New(server.Config{
 		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock, MaxBodyBytes: int64(c.maxBodyMB) << 20,
 		Metrics: metrics, Version: Version, Companies: dir, Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox},
-		StoreTimeout: storeTimeout,
+		StoreTimeout: storeTimeout, TrustedProxies: proxies,
 		Ready: func(ctx context.Context) error {
 			// A real read: an empty transaction never reaches PostgreSQL
 			// (BEGIN waits for a first statement), so it would stay ready
@@ -594,6 +602,32 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// parseTrustedProxies reads --trusted-proxies: networks in CIDR form, or
+// single addresses, separated by commas.
+func parseTrustedProxies(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if strings.Contains(f, "/") {
+			p, err := netip.ParsePrefix(f)
+			if err != nil {
+				return nil, fmt.Errorf("%q is no network: write it as 10.0.0.0/8 or fd00::/8", f)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is no address or network: write it as 10.0.0.7 or 10.0.0.0/8", f)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }
 
 // checkBaseURL refuses a --base-url the links could not be made from: they

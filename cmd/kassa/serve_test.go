@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"math/big"
@@ -572,6 +573,24 @@ func TestBadKassaKeyNamesTheRule(t *testing.T) {
 		// A usage error, found before anything is written.
 		if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("KASSA_KEY of %d characters: the data directory was made (%v)", len(key), err)
+		}
+	}
+}
+
+// TestTrustedProxiesFlag: --trusted-proxies takes networks and addresses,
+// and refuses anything else before touching the data directory, naming the
+// entry, rather than trusting nothing (or everything) silently.
+func TestTrustedProxiesFlag(t *testing.T) {
+	got, err := parseTrustedProxies(" 10.0.0.0/8, 192.0.2.7 ,fd00::/8,::ffff:198.51.100.1,10.1.2.3/16")
+	want := []string{"10.0.0.0/8", "192.0.2.7/32", "fd00::/8", "198.51.100.1/32", "10.1.0.0/16"}
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("parsed %v, %v; want %v", got, err, want)
+	}
+	for _, bad := range []string{"10.0.0.0/33", "lb.internal", "10.0.0.0/8;", "*"} {
+		data := filepath.Join(t.TempDir(), "data")
+		serveRefused(t, 2, bad, "--data", data, "--addr", "127.0.0.1:0", "--trusted-proxies", bad)
+		if _, err := os.Stat(data); !os.IsNotExist(err) {
+			t.Errorf("--trusted-proxies %q: the data directory was made before the refusal", bad)
 		}
 	}
 }
