@@ -95,3 +95,34 @@ func checkAccessPaths(t *testing.T, logs *logBuffer, want map[string]string) {
 		t.Fatalf("no access lines for %v", want)
 	}
 }
+
+// TestAccessLogRedactsTokensOnPathsItDoesNotStartWith: a client that joins
+// its base URL and a path with one slash too many ("https://host/" +
+// "/v1/..."), or sends a dot segment, is refused (404, or a redirect to
+// the clean path), but its token is still in the path: the log line of
+// that refusal must not hold it either.
+func TestAccessLogRedactsTokensOnPathsItDoesNotStartWith(t *testing.T) {
+	logs := &logBuffer{}
+	clock := NewClock(true)
+	e := newEnvOn(t, true, clock, openStore(t, clock.Now), func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	tok := e.mint("5560000001", "card")
+	body := `{"country":"SE","currency":"SEK","locale":"sv-SE","customer":{"email":"ap@b.se"}}`
+	for _, p := range []string{
+		"//v1/authorization-tokens/" + tok + "/customer-token",
+		"/v1//authorization-tokens/" + tok + "/customer-token",
+		"/v1/./authorization-tokens/" + tok + "/customer-token",
+		"/v1/orders/../authorization-tokens/" + tok + "/customer-token",
+		"/sandbox/v1/authorization-tokens/" + tok,
+	} {
+		if code, _, _ := e.req("POST", p, body, e.auth, nil); code == 200 {
+			t.Errorf("POST %s answered 200", p)
+		}
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if strings.Contains(logs.b.String(), tok) {
+		t.Errorf("a log line holds the token %s:\n%s", tok, logs.b.String())
+	}
+}

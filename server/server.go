@@ -314,23 +314,39 @@ var tokenPrefixes = []string{"/v1/authorization-tokens/", "/v1/customer-tokens/"
 // finds a token's requests without giving the token (tokens are random, so
 // the digest does not lead back to one). On a route that did not match, the
 // token's place is unknown (another case, "//", an encoded slash, a typo
-// after it), so everything after the prefix is one fingerprint. The prefix
-// is matched in any case, as a client's typo may be.
+// after it), and so is where the token routes' prefix begins (a base URL
+// joined with one slash too many, "//v1/…", a dot segment, "/sandbox" in
+// front): everything after the first segment naming a token, in any case
+// and wherever it is, is one fingerprint.
 func logPath(path string, matched bool) string {
+	if !matched {
+		i := strings.Index(strings.ToLower(path), "token")
+		if i < 0 {
+			return path
+		}
+		j := strings.IndexByte(path[i:], '/')
+		if j < 0 || i+j+1 == len(path) {
+			return path
+		}
+		return fingerprinted(path[:i+j+1], path[i+j+1:], "")
+	}
 	for _, p := range tokenPrefixes {
-		if len(path) <= len(p) || !strings.EqualFold(path[:len(p)], p) {
+		if len(path) <= len(p) || path[:len(p)] != p {
 			continue
 		}
 		tok, tail := path[len(p):], ""
-		if matched {
-			if i := strings.IndexByte(tok, '/'); i >= 0 {
-				tok, tail = tok[:i], tok[i:]
-			}
+		if i := strings.IndexByte(tok, '/'); i >= 0 {
+			tok, tail = tok[:i], tok[i:]
 		}
-		sum := sha256.Sum256([]byte(tok))
-		return path[:len(p)] + "{token:" + hex.EncodeToString(sum[:6]) + "}" + tail
+		return fingerprinted(path[:len(p)], tok, tail)
 	}
 	return path
+}
+
+// fingerprinted is head, tok's fingerprint and tail.
+func fingerprinted(head, tok, tail string) string {
+	sum := sha256.Sum256([]byte(tok))
+	return head + "{token:" + hex.EncodeToString(sum[:6]) + "}" + tail
 }
 
 // requestLog adds the request id of a record's context to every line the

@@ -656,9 +656,11 @@ func checkBaseURL(s string) error {
 
 // shownURL is s as an error message quotes it, after a space: without its
 // password, as stderr goes to a log. One that does not parse cannot be cut
-// apart reliably, so with user info it is not shown (the reason still is).
+// apart reliably, nor one whose user info did not parse as such (without
+// "//", "u:pw@host" is scheme "u" and an opaque "pw@host", which Redacted
+// keeps), so with an '@' it is not shown (the reason still is).
 func shownURL(s string) string {
-	if u, err := url.Parse(s); err == nil {
+	if u, err := url.Parse(s); err == nil && (u.User != nil || !strings.Contains(s, "@")) {
 		return fmt.Sprintf(" %q", u.Redacted())
 	}
 	if strings.Contains(s, "@") {

@@ -387,7 +387,10 @@ func TestBadBaseURLRefused(t *testing.T) {
 // carries credentials names the flag and the URL without its password, as
 // stderr goes to a log, whether the URL parses or not.
 func TestBadBaseURLRefusalHidesItsPassword(t *testing.T) {
-	for _, bad := range []string{"https://u:hunter2pw@pay.example.com", "https://u:hunter2pw%zz@pay.example.com", "https://u:hunter2pw@pay.example.com/?a=1"} {
+	for _, bad := range []string{"https://u:hunter2pw@pay.example.com", "https://u:hunter2pw%zz@pay.example.com", "https://u:hunter2pw@pay.example.com/?a=1",
+		// Without "//" the user info parses as an opaque part, which
+		// url.URL.Redacted leaves as it is.
+		"u:hunter2pw@pay.example.com", "http:u:hunter2pw@pay.example.com", "https//u:hunter2pw@pay.example.com"} {
 		var out, errb lockedBuffer
 		code := run([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--base-url", bad}, &out, &errb)
 		if code != 2 || !strings.Contains(errb.String(), "--base-url") || strings.Contains(errb.String()+out.String(), "hunter2pw") {

@@ -32,9 +32,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"regexp"
 	"runtime/debug"
 	"slices"
@@ -162,7 +164,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 // does not resolve, no answer within the connect timeout) or the server
 // refused it while starting up, shutting down or full (57P03, 53300). A
 // caller starting beside its database may try again; a refused login, an
-// unknown database or a bad URL will not change by waiting.
+// unknown database, a bad URL, a server that refuses TLS the URL requires
+// or a certificate that does not verify will not change by waiting.
 func Unreachable(err error) bool {
 	var ce *pgconn.ConnectError
 	if !errors.As(err, &ce) {
@@ -172,7 +175,13 @@ func Unreachable(err error) bool {
 	if errors.As(ce, &pe) {
 		return pe.Code == "57P03" || pe.Code == "53300"
 	}
-	return true
+	// Only what the network says: a refused, reset or unresolved dial, no
+	// answer in time, a connection closed in the startup (a server going
+	// down). pgx's other connect errors (TLS refused, x509, a bad setting)
+	// are answers, and would be the same on every try.
+	var ne net.Error
+	return errors.As(ce, &ne) || pgconn.Timeout(ce) || errors.Is(ce, context.DeadlineExceeded) ||
+		errors.Is(ce, io.EOF) || errors.Is(ce, io.ErrUnexpectedEOF)
 }
 
 // urlError says why a database URL could not be parsed without quoting it.
