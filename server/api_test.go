@@ -70,6 +70,20 @@ func (e *sessionEnv) mint(companyID, pm string) string {
 const orderBody = `{"country":"SE","currency":"SEK","locale":"sv-SE","reference":"PO-1","storeId":"s1",
 	"orderLines":[{"description":"Tiles","quantity":2,"unitPrice":12500,"vat":2500},{"description":"Grout","quantity":1,"unitPrice":5000,"vat":2500}]}`
 
+// capturedInvoice makes an invoice order of the sandbox buyer 5560000001
+// and captures it in full, answering the order's id, the capture's ledger id
+// and its invoice's link.
+func (e *sessionEnv) capturedInvoice() (id, capID, link string) {
+	e.t.Helper()
+	id = e.order("5560000001", "invoice")["id"].(string)
+	code, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	if code != 200 {
+		e.t.Fatalf("capture: %d %v", code, o)
+	}
+	c := o["captured"].([]any)[0].(map[string]any)
+	return id, c["ledgerId"].(string), c["documentUrl"].(string)
+}
+
 func (e *sessionEnv) order(companyID, pm string) map[string]any {
 	e.t.Helper()
 	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint(companyID, pm)+"/order", orderBody, e.auth, nil)

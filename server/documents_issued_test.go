@@ -15,10 +15,7 @@ import (
 // that differs from the one in its books under the same number.
 func TestIssuedDocumentsDoNotChangeWithLaterEdits(t *testing.T) {
 	e := newSessionEnv(t)
-	o := e.order("5560000001", "invoice")
-	id := o["id"].(string)
-	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
-	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	id, capID, _ := e.capturedInvoice()
 	code, _, o := e.req("POST", "/v1/orders/"+id+"/partialrefund/"+capID, `{"orderLines":[{"description":"Goodwill","quantity":1,"unitPrice":1000,"vat":2500}],"totalRefundAmount":1000}`, e.auth, nil)
 	if code != 200 {
 		t.Fatalf("partial refund: %d %v", code, o)
@@ -56,11 +53,8 @@ func TestDocumentStoredWithoutIssueRecordRendersAsBefore(t *testing.T) {
 	clock := NewClock(true)
 	st := openStore(t, clock.Now)
 	e := newEnvOn(t, true, clock, st, nil)
-	o := e.order("5560000001", "invoice")
-	id := o["id"].(string)
-	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
-	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
-	_, _, o = e.req("POST", "/v1/orders/"+id+"/refund/"+capID, "", e.auth, nil)
+	id, capID, _ := e.capturedInvoice()
+	_, _, o := e.req("POST", "/v1/orders/"+id+"/refund/"+capID, "", e.auth, nil)
 	links := []string{o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string), o["refunded"].([]any)[0].(map[string]any)["documentUrl"].(string)}
 	var issued []string
 	for _, l := range links {

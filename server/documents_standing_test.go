@@ -34,11 +34,7 @@ func documentStanding(t *testing.T, link string) (map[string]string, string) {
 // merchant (recourse) must not send the buyer's payment to the provider.
 func TestDocumentShowsPaymentsAndRecourse(t *testing.T) {
 	e := newSessionEnv(t)
-	o := e.order("5560000001", "invoice")
-	id := o["id"].(string)
-	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
-	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
-	link := o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string)
+	id, capID, link := e.capturedInvoice()
 	if rows, page := documentStanding(t, link); rows != nil || strings.Contains(page, "recourse") {
 		t.Fatalf("an invoice nothing happened to shows a payment status:\n%s", page)
 	}
@@ -78,11 +74,7 @@ func TestDocumentShowsPaymentsAndRecourse(t *testing.T) {
 // credit: the status must not read as a negative amount still to pay.
 func TestDocumentOfAnInvoiceCreditedAfterPaymentSaysWhatTheBuyerIsOwed(t *testing.T) {
 	e := newSessionEnv(t)
-	o := e.order("5560000001", "invoice")
-	id := o["id"].(string)
-	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
-	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
-	link := o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string)
+	id, capID, link := e.capturedInvoice()
 	if code, _, b := e.req("POST", "/sandbox/v1/orders/"+id+"/ledgers/"+capID+"/payments", `{"amount":30000}`, e.auth, nil); code != 200 {
 		t.Fatalf("payment: %d %v", code, b)
 	}

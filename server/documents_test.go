@@ -150,11 +150,7 @@ func TestDocumentShowsUnitDiscount(t *testing.T) {
 // itself must say it is void rather than read as an invoice to pay.
 func TestDocumentOfVoidedInvoiceSaysVoid(t *testing.T) {
 	e := newSessionEnv(t)
-	o := e.order("5560000001", "invoice")
-	id := o["id"].(string)
-	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
-	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
-	link := o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string)
+	id, capID, link := e.capturedInvoice()
 	if title, _ := documentLines(t, link); strings.Contains(title, "void") {
 		t.Fatalf("live invoice reads %q", title)
 	}
@@ -230,10 +226,7 @@ func TestDocumentLinesSayWhetherTheyIncludeVAT(t *testing.T) {
 // the credit note goes to the buyer, so it must not carry it.
 func TestCreditNoteLeavesOutTheInternalNote(t *testing.T) {
 	e := newSessionEnv(t)
-	o := e.order("5560000001", "invoice")
-	id := o["id"].(string)
-	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
-	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	id, capID, _ := e.capturedInvoice()
 	const note = "goodwill: buyer threatened to leave"
 	code, _, o := e.req("POST", "/v1/orders/"+id+"/partialrefund/"+capID, `{"orderLines":[{"description":"Goodwill","quantity":1,"unitPrice":1000,"vat":2500}],"totalRefundAmount":1000,"note":"`+note+`"}`, e.auth, nil)
 	if code != 200 {

@@ -54,10 +54,7 @@ func TestRefundAfterRecourseIsOfferedAndAccepted(t *testing.T) {
 // of the invoice and is still recorded.
 func TestNoRemindersOnARecoursedInvoice(t *testing.T) {
 	e := newSessionEnv(t)
-	o := e.order("5560000001", "invoice")
-	id := o["id"].(string)
-	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
-	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	id, capID, _ := e.capturedInvoice()
 	if code, _, b := e.req("POST", "/v1/orders/"+id+"/recourse/"+capID, `{"reason":"unpaid"}`, e.auth, nil); code != 200 {
 		t.Fatalf("recourse: %d %v", code, b)
 	}
@@ -79,10 +76,7 @@ func TestNoRemindersOnARecoursedInvoice(t *testing.T) {
 // holds, and the provider takes no more payments on the invoice.
 func TestRecourseIsSettled(t *testing.T) {
 	e := newSessionEnv(t)
-	o := e.order("5560000001", "invoice") // 300.00 incl. VAT
-	id := o["id"].(string)
-	_, _, o = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
-	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	id, capID, _ := e.capturedInvoice() // 300.00 incl. VAT
 	if code, _, b := e.req("POST", "/sandbox/v1/orders/"+id+"/ledgers/"+capID+"/payments", `{"amount":10000}`, e.auth, nil); code != 200 {
 		t.Fatalf("payment: %d %v", code, b)
 	}
