@@ -22,24 +22,39 @@ var openAPI []byte
 func OpenAPI() []byte { return openAPI }
 
 func (s *Server) handleOpenAPI(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	if s.cfg.Sandbox {
-		writeRaw(w, http.StatusOK, openAPI)
-		return
-	}
-	writeRaw(w, http.StatusOK, openAPIWithoutSandbox())
+	writeRaw(w, http.StatusOK, servedOpenAPI(s.cfg.Sandbox, s.cfg.SeparateOps))
 }
 
-// openAPIWithoutSandbox is the document of a server with the sandbox off:
-// without the /sandbox/v1 operations it answers 404, so that a client
-// generated from it does not call them.
-var openAPIWithoutSandbox = sync.OnceValue(func() []byte {
+// servedOpenAPI is the document of what a server's Handler serves: without
+// the /sandbox/v1 operations when the sandbox is off, and without /metrics
+// when it is on the operations listener (SeparateOps), since Handler
+// answers them 404, so that a client generated from it does not call them.
+func servedOpenAPI(sandbox, separateOps bool) []byte {
+	return servedDocs[b2i(sandbox)][b2i(separateOps)]()
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var servedDocs = [2][2]func() []byte{
+	{sync.OnceValue(func() []byte { return openAPIWithout(false, false) }), sync.OnceValue(func() []byte { return openAPIWithout(false, true) })},
+	{func() []byte { return openAPI }, sync.OnceValue(func() []byte { return openAPIWithout(true, true) })},
+}
+
+// openAPIWithout is the embedded document without the sandbox's paths
+// (unless sandbox) and without /metrics if separateOps.
+func openAPIWithout(sandbox, separateOps bool) []byte {
 	var doc map[string]json.RawMessage
 	var paths map[string]json.RawMessage
 	if json.Unmarshal(openAPI, &doc) != nil || json.Unmarshal(doc["paths"], &paths) != nil {
 		panic("server: the embedded openapi.json does not decode") // TestOpenAPIUpToDate keeps it valid
 	}
 	for p := range paths {
-		if strings.HasPrefix(p, "/sandbox/") {
+		if (!sandbox && strings.HasPrefix(p, "/sandbox/")) || (separateOps && p == "/metrics") {
 			delete(paths, p)
 		}
 	}
@@ -52,7 +67,7 @@ var openAPIWithoutSandbox = sync.OnceValue(func() []byte {
 		panic(err)
 	}
 	return b
-})
+}
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.cfg.Version})

@@ -16,6 +16,27 @@ import (
 )
 
 func (s *Server) routes() {
+	s.router = s.newRouter()
+	s.ops = s.newRouter()
+
+	s.handle(http.MethodPost, tokenPath, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { s.handleToken(w, r) })
+	// Load balancers and orchestrators probe the port they send traffic to,
+	// so the health routes stay on the API with SeparateOps; /metrics tells
+	// traffic volumes and error rates, which the public must not read.
+	s.handle(http.MethodGet, "/healthz", s.handleHealth)
+	s.handle(http.MethodGet, "/readyz", s.handleReady)
+	if !s.cfg.SeparateOps {
+		s.handle(http.MethodGet, "/metrics", s.handleMetrics)
+	}
+	s.handleOn(s.ops, http.MethodGet, "/healthz", s.handleHealth)
+	s.handleOn(s.ops, http.MethodGet, "/readyz", s.handleReady)
+	s.handleOn(s.ops, http.MethodGet, "/metrics", s.handleMetrics)
+	s.apiRoutes()
+}
+
+// newRouter is a router that answers what no route matches with a problem
+// document, as every answer of the server is.
+func (s *Server) newRouter() *httprouter.Router {
 	r := httprouter.New()
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
@@ -40,12 +61,11 @@ func (s *Server) routes() {
 			Message: req.Method + " is not allowed on " + req.URL.Path})
 	})
 	r.PanicHandler = nil // the outer middleware recovers and logs
-	s.router = r
+	return r
+}
 
-	s.handle(http.MethodPost, tokenPath, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { s.handleToken(w, r) })
-	s.handle(http.MethodGet, "/healthz", s.handleHealth)
-	s.handle(http.MethodGet, "/readyz", s.handleReady)
-	s.handle(http.MethodGet, "/metrics", s.handleMetrics)
+// apiRoutes registers the routes of the public API.
+func (s *Server) apiRoutes() {
 	s.handle(http.MethodGet, "/openapi.json", s.handleOpenAPI)
 	s.handle(http.MethodGet, "/documents/:merchantId/:orderId/:ledgerId", s.handleDocument)
 

@@ -76,6 +76,11 @@ type Config struct {
 	// can take every database connection. Zero means none; kassa serve
 	// sets 10 s.
 	StoreTimeout time.Duration
+	// SeparateOps takes /metrics off Handler, which then answers it 404
+	// like any unknown route and leaves it out of /openapi.json: it is
+	// served by OpsHandler only, which kassa serve puts on a listener of
+	// its own (--ops-addr). /healthz and /readyz stay on both.
+	SeparateOps bool
 }
 
 // Server is the HTTP front of a kassa Ledger.
@@ -84,6 +89,7 @@ type Server struct {
 	ledger  *kassa.Ledger
 	log     *slog.Logger
 	router  *httprouter.Router
+	ops     *httprouter.Router // the operations routes, for OpsHandler
 	metrics *Metrics
 	limiter *rateLimiter
 	served  []string // "METHOD pattern" of every route, for the OpenAPI coverage test
@@ -127,7 +133,18 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 
 // Handler returns the root HTTP handler with logging, request ids, metrics
 // and panic recovery around the router.
-func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serve(s.router, slog.LevelInfo, w, r) })
+}
+
+// OpsHandler returns the handler of the operations routes (/healthz,
+// /readyz, /metrics) for a listener of their own on an internal network;
+// see Config.SeparateOps. Its requests are logged at debug level: a
+// scraper and probes call every few seconds, which at info would bury the
+// API's lines. They are counted in the metrics as the API's are, by route.
+func (s *Server) OpsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serve(s.ops, slog.LevelDebug, w, r) })
+}
 
 type statusRecorder struct {
 	http.ResponseWriter
@@ -231,7 +248,7 @@ func checkHeaders(h http.Header) error {
 	return f.Err()
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serve(router *httprouter.Router, level slog.Level, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.Header.Get("X-Request-Id")
 	if !validRequestID(id) {
@@ -273,7 +290,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if rec.code != "" {
 			attrs = append(attrs, slog.String("code", rec.code))
 		}
-		s.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+		s.log.LogAttrs(ctx, level, "request", attrs...)
 	}()
 	if ambiguousPath(r.URL) {
 		s.writeError(rec, r, fault.NotFoundf("route_not_found", "no route %s %s", r.Method, r.URL.EscapedPath()))
@@ -297,11 +314,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
 		// HEAD is GET without the body; r is this handler's copy, so
 		// net/http still knows to send none.
-		if h, _, _ := s.router.Lookup(http.MethodGet, r.URL.Path); h != nil {
+		if h, _, _ := router.Lookup(http.MethodGet, r.URL.Path); h != nil {
 			r.Method = http.MethodGet
 		}
 	}
-	s.router.ServeHTTP(rec, r)
+	router.ServeHTTP(rec, r)
 }
 
 // tokenPrefixes begin the paths whose next segment is an authorization or
@@ -426,8 +443,13 @@ func methodLabel(method string) string {
 // metrics and logs, so that ids in paths do not blow up the label set.
 func (s *Server) handle(method, pattern string, h httprouter.Handle) {
 	s.served = append(s.served, method+" "+pattern)
+	s.handleOn(s.router, method, pattern, h)
+}
+
+// handleOn registers a route on router, with handle's wrapper.
+func (s *Server) handleOn(router *httprouter.Router, method, pattern string, h httprouter.Handle) {
 	params, checked := apiQuery[method+" "+pattern], queryChecked(pattern)
-	s.router.Handle(method, pattern, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	router.Handle(method, pattern, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		if sr, ok := w.(*statusRecorder); ok {
 			sr.route = pattern
 		}

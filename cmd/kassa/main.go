@@ -128,6 +128,7 @@ func noArguments(fs *flag.FlagSet, stderr io.Writer) bool {
 
 type serveConfig struct {
 	addr, data, clientID, clientSecret, tlsCert, tlsKey, baseURL string
+	opsAddr                                                      string
 	sandbox                                                      bool
 	// badSandboxEnv: KASSA_SANDBOX held no boolean, which --sandbox would
 	// refuse too (read as false, it would turn the sandbox off silently).
@@ -194,6 +195,7 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", envDefault("addr", "127.0.0.1:8080"), "listen address (KASSA_ADDR)")
+	fs.StringVar(&c.opsAddr, "ops-addr", envDefault("ops-addr", ""), "listen address of the operations endpoints, plain HTTP for an internal network: /metrics, /healthz and /readyz; when set, --addr answers /metrics 404 (the health routes stay on it too); default none: /metrics is served on --addr (KASSA_OPS_ADDR)")
 	fs.StringVar(&c.data, "data", envDefault("data", "./kassa-data"), "data directory; the store is DATA/kassa.db (KASSA_DATA)")
 	fs.StringVar(&c.clientID, "client-id", envDefault("client-id", ""), "create or keep the sandbox merchant with this client id (KASSA_CLIENT_ID)")
 	fs.StringVar(&c.clientSecret, "client-secret", envDefault("client-secret", ""), "secret for --client-id, at least 12 characters (KASSA_CLIENT_SECRET)")
@@ -287,6 +289,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		// net.Listen takes "" as ":0": every interface, on a port of the
 		// kernel's choosing, where the default is the loopback only.
 		fmt.Fprintln(stderr, "kassa: --addr (KASSA_ADDR) is empty; give host:port, e.g. 127.0.0.1:8080 (\":8080\" listens on every interface)")
+		return 2
+	}
+	if err := checkOpsAddr(c.opsAddr, c.addr); err != nil {
+		fmt.Fprintf(stderr, "kassa: bad --ops-addr %q (KASSA_OPS_ADDR): %v\n", c.opsAddr, err)
 		return 2
 	}
 	settleAt, err := time.Parse("15:04", c.settleAt)
@@ -452,6 +458,17 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	ln := newLimitListener(tcp, c.maxConnections)
+	var opsLn *limitListener
+	if c.opsAddr != "" {
+		opsTCP, err := net.Listen("tcp", c.opsAddr)
+		if err != nil {
+			tcp.Close()
+			fmt.Fprintf(stderr, "kassa: listen on --ops-addr (KASSA_OPS_ADDR): %v\n", err)
+			return 1
+		}
+		opsLn = newLimitListener(opsTCP, opsConnections)
+		defer opsLn.Close() // a start that fails after this point
+	}
 	scheme := "http"
 	if c.tlsCert != "" {
 		scheme = "https"
@@ -490,7 +507,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	srv = server.New(server.Config{
 		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock, MaxBodyBytes: int64(c.maxBodyMB) << 20,
 		Metrics: metrics, Version: Version, Companies: dir, Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox},
-		StoreTimeout: storeTimeout, TrustedProxies: proxies,
+		StoreTimeout: storeTimeout, TrustedProxies: proxies, SeparateOps: opsLn != nil,
 		Ready: func(ctx context.Context) error {
 			// A real read: an empty transaction never reaches PostgreSQL
 			// (BEGIN waits for a first statement), so it would stay ready
@@ -558,6 +575,21 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			errc <- hs.Serve(ln)
 		}
 	}()
+	// The operations listener: plain HTTP on an internal network, with
+	// the API's timeouts, for a scraper and probes, so a few connections.
+	var ops *http.Server
+	var opsErrc chan error // nil without one: never ready
+	if opsLn != nil {
+		ops = &http.Server{Handler: srv.OpsHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: maxHeaderBytes,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ConnState: opsLn.ConnState}
+		opsErrc = make(chan error, 1)
+		go func() { opsErrc <- ops.Serve(opsLn) }()
+		// Before "listening", which tells a supervisor (and the tests) that
+		// the start is complete.
+		fmt.Fprintf(stdout, "operations (/metrics, /healthz, /readyz) on http://%s\n", opsLn.Addr())
+		log.Info("operations listening", "addr", opsLn.Addr().String())
+	}
 	fmt.Fprintf(stdout, "kassa %s listening on %s (data %s, sandbox %v)\n", Version, c.baseURL, c.data, c.sandbox)
 	log.Info("listening", "addr", ln.Addr().String(), "baseUrl", c.baseURL, "sandbox", c.sandbox)
 
@@ -565,8 +597,17 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintf(stderr, "kassa: serve: %v\n", err)
+			if ops != nil {
+				ops.Close()
+			}
 			return 1
 		}
+	case err := <-opsErrc:
+		// The operations listener failed: the server is not to run on
+		// unwatched, so it stops as it does when the API's listener fails.
+		fmt.Fprintf(stderr, "kassa: serve --ops-addr: %v\n", err)
+		hs.Close()
+		return 1
 	case s := <-sig:
 		log.Info("shutting down", "signal", s.String())
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -585,6 +626,17 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 		stopJobs()
+		// The operations listener drains alongside: a scrape or probe under
+		// way is answered, and it stops with the API, not before it (an
+		// orchestrator would read a closed port as the process gone).
+		var opsDone sync.WaitGroup
+		if ops != nil {
+			opsDone.Go(func() {
+				if err := ops.Shutdown(sctx); err != nil {
+					ops.Close()
+				}
+			})
+		}
 		// Shutdown stops accepting and waits for in-flight requests to finish.
 		if err := hs.Shutdown(sctx); err != nil {
 			// Clients still sending or reading after the grace (a slow
@@ -593,6 +645,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			log.Warn("shutdown grace ended; closing the connections still open", "err", err)
 			hs.Close()
 		}
+		opsDone.Wait()
 		// Webhook POSTs under way have the rest of the grace to be answered.
 		select {
 		case <-stopped:
@@ -602,6 +655,31 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// opsConnections bounds the operations listener's open connections: a
+// scraper and a few probes need a handful, and a flood there must not take
+// the process's file descriptors from the API.
+const opsConnections = 64
+
+// checkOpsAddr refuses an --ops-addr that is set but no host:port with a
+// numeric port (net.Listen would take a service name, or "" as every
+// interface), or that is --addr itself, which could only fail to bind
+// after the data directory was made.
+func checkOpsAddr(ops, addr string) error {
+	if ops == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(ops)
+	if err != nil {
+		return errors.New("want host:port, e.g. 127.0.0.1:9090 (\":9090\" listens on every interface)")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return errors.New("the port must be a number from 0 to 65535")
+	} else if n != 0 && ops == addr {
+		return errors.New("it is --addr (KASSA_ADDR) itself: the operations endpoints need a port of their own")
+	}
+	return nil
 }
 
 // parseTrustedProxies reads --trusted-proxies: networks in CIDR form, or
