@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"regexp"
@@ -34,6 +35,9 @@ func TestMonthReconciles(t *testing.T) {
 	mo := &month{e: e, t: t, auth: basic(m["clientId"].(string), m["clientSecret"].(string)), rng: rand.New(rand.NewPCG(monthSeed, 11)),
 		caps: map[string]*capRec{}, orders: map[string]*ordRec{}}
 	mo.call("POST", "/sandbox/v1/clock", `{"set":"2031-03-01T07:00:00Z"}`, 200)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	defer hook.Close()
+	mo.call("PUT", "/v1/notification-settings", `{"url":"`+hook.URL+`/hooks","events":["order.*"]}`, 200)
 
 	for day := 0; day < 30; day++ {
 		for range 6 {
@@ -558,6 +562,7 @@ func (mo *month) reconcile() {
 	t.Logf("%d settlements, transactions %v", len(ss), kinds)
 	mo.checkOrders(all, fail)
 	mo.checkEvents(all, fail)
+	mo.checkNotifications(all, fail)
 	mo.checkDocuments(all, txByLedger, fail)
 }
 
@@ -1017,5 +1022,50 @@ func (mo *month) checkEvents(all map[string]map[string]any, fail func(string, ..
 			fail("order %s: events capture %d refund %d paid %d; captures %d, refunded %d, paid %d", id, capd,
 				sum["fullRefund"]+sum["partialRefund"], sum["paid"], all, mu(o["refundedAmount"]), paid)
 		}
+	}
+}
+
+// checkNotifications: the notification log holds each order event once,
+// with the event's type, sub-order and amount, and nothing else.
+func (mo *month) checkNotifications(all map[string]map[string]any, fail func(string, ...any)) {
+	type note struct {
+		typ, ledger string
+		amount      int64
+	}
+	seen := map[string]note{}
+	from := ""
+	for range 1000 {
+		b := mo.call("GET", "/v1/notifications?size=1000"+from, "", 200)
+		for _, n := range b["notifications"].([]any) {
+			p := n.(map[string]any)["payload"].(map[string]any)
+			d := p["data"].(map[string]any)
+			ev, _ := d["eventId"].(string)
+			if ev == "" {
+				continue
+			}
+			if _, dup := seen[ev]; dup {
+				fail("event %s notified twice", ev)
+			}
+			seen[ev] = note{p["type"].(string), d["ledgerId"].(string), mu(d["amount"])}
+		}
+		next, _ := b["nextFromId"].(string)
+		if next == "" {
+			break
+		}
+		from = "&fromId=" + url.QueryEscape(next)
+	}
+	n := 0
+	for id, o := range all {
+		for _, ev := range events(o) {
+			n++
+			got, ok := seen[ev["id"].(string)]
+			want := note{"order." + ev["type"].(string), ev["ledgerId"].(string), mu(ev["amount"])}
+			if !ok || got != want {
+				fail("order %s event %s %v: notified %v (%v)", id, ev["id"], want, got, ok)
+			}
+		}
+	}
+	if n != len(seen) {
+		fail("%d order events, %d notified", n, len(seen))
 	}
 }
