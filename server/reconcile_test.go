@@ -33,7 +33,7 @@ func TestMonthReconciles(t *testing.T) {
 		t.Fatalf("merchant: %d %v", code, m)
 	}
 	mo := &month{e: e, t: t, auth: basic(m["clientId"].(string), m["clientSecret"].(string)), rng: rand.New(rand.NewPCG(monthSeed, 11)),
-		caps: map[string]*capRec{}, orders: map[string]*ordRec{}}
+		caps: map[string]*capRec{}, refsAt: map[string][2]string{}, orders: map[string]*ordRec{}}
 	mo.call("POST", "/sandbox/v1/clock", `{"set":"2031-03-01T07:00:00Z"}`, 200)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	defer hook.Close()
@@ -72,12 +72,15 @@ type month struct {
 	rng    *rand.Rand
 	orders map[string]*ordRec
 	ids    []string
-	caps   map[string]*capRec // by capture ledger id
+	caps   map[string]*capRec   // by capture ledger id
+	refsAt map[string][2]string // ledger id → the order's references when it was made
 	done   map[string]int
 }
 
 type ordRec struct {
 	id, currency, store, pm, mode string
+	ref, sref                     string // the references now
+	refs                          int
 }
 
 // capRec is what the merchant knows of one capture from its own actions.
@@ -145,7 +148,7 @@ func (mo *month) newOrder() {
 	id := mo.call("POST", "/v1/authorization-tokens/"+tok+"/order", fmt.Sprintf(`{"country":%q,"currency":%q,"locale":%q,"vatMode":%q,%s
 		"reference":"PO-%d","settlementReference":"SR-%d","storeId":%q,"orderLines":[%s]}`,
 		c.country, c.currency, c.locale, mode, auto, n, n, store, strings.Join(ls, ",")), 200)["orderId"].(string)
-	mo.orders[id] = &ordRec{id: id, currency: c.currency, store: store, pm: pm, mode: mode}
+	mo.orders[id] = &ordRec{id: id, currency: c.currency, store: store, pm: pm, mode: mode, ref: fmt.Sprintf("PO-%d", n), sref: fmt.Sprintf("SR-%d", n)}
 	mo.ids = append(mo.ids, id)
 	o := mo.call("GET", "/v1/orders/"+id, "", 200)
 	if slices.Contains(strList(o["status"]), "unacknowledged") && r.IntN(4) != 0 {
@@ -183,6 +186,18 @@ func (mo *month) act() {
 	id := or.id
 	o := mo.call("GET", "/v1/orders/"+id, "", 200)
 	mo.sweepCaptures(o)
+	if r.IntN(10) == 0 {
+		or.refs++
+		ref, sref := fmt.Sprintf("PO-%d-%d", k, or.refs), fmt.Sprintf("=SR-%d-%d", k, or.refs)
+		code, _, b := mo.e.req("POST", "/v1/orders/"+id+"/reference", fmt.Sprintf(`{"reference":%q,"settlementReference":%q}`, ref, sref), mo.auth, nil)
+		if code != 200 {
+			mo.count("setReference refused " + fmt.Sprint(b["code"]))
+			return
+		}
+		mo.count("setReference")
+		or.ref, or.sref = ref, sref
+		return
+	}
 	type choice struct {
 		sub    map[string]any
 		action string
@@ -332,6 +347,8 @@ func (mo *month) noteCaptures(o map[string]any) {
 		c := c.(map[string]any)
 		id := c["ledgerId"].(string)
 		if mo.caps[id] == nil {
+			or := mo.orders[o["id"].(string)]
+			mo.refsAt[id] = [2]string{or.ref, or.sref}
 			mo.caps[id] = &capRec{order: o["id"].(string), ledger: id, amount: i64(c["totalOrderAmount"].(map[string]any)["minorUnits"])}
 		}
 	}
@@ -345,6 +362,8 @@ func (mo *month) noteRefund(o map[string]any, capID string, before int) {
 	rf := rs[len(rs)-1].(map[string]any)
 	amt := i64(rf["totalOrderAmount"].(map[string]any)["minorUnits"])
 	cr := mo.caps[capID]
+	or := mo.orders[cr.order]
+	mo.refsAt[rf["ledgerId"].(string)] = [2]string{or.ref, or.sref}
 	cr.refunds = append(cr.refunds, rf["ledgerId"].(string))
 	cr.refunded += amt
 	if cr.recoursed {
@@ -460,9 +479,8 @@ func (mo *month) reconcile() {
 			if x["amount"].(map[string]any)["currency"] != s["currency"] {
 				fail("settlement %s: tx %s in %v", s["reference"], key, x["amount"])
 			}
-			or := mo.orders[o["id"].(string)]
-			if x["merchantReference"] != o["merchantReference"] || x["settlementReference"] != "SR-"+strings.TrimPrefix(or.ref(o), "PO-") {
-				fail("settlement %s: tx %s references %v/%v, order %v", s["reference"], key, x["merchantReference"], x["settlementReference"], o["merchantReference"])
+			if at := mo.refsAt[x["ledgerId"].(string)]; x["merchantReference"] != at[0] || x["settlementReference"] != at[1] {
+				fail("settlement %s: tx %s references %v/%v, made under %v", s["reference"], key, x["merchantReference"], x["settlementReference"], at)
 			}
 			if !mo.docMatches(o, x) {
 				fail("settlement %s: tx %s documentReference %v matches no sub-order", s["reference"], key, x["documentReference"])
@@ -573,8 +591,6 @@ func divRound(a, b int64) int64 {
 	return -((-a + b/2) / b)
 }
 
-func (or *ordRec) ref(o map[string]any) string { return o["merchantReference"].(string) }
-
 // want is what a capture pays the merchant over all settlements, fees aside.
 func (cr *capRec) want() int64 {
 	if cr.voided {
@@ -655,6 +671,16 @@ func (mo *month) checkCSV(st settled, fail func(string, ...any)) {
 	}
 	for i, x := range st.txs {
 		row := rows[i+1]
+		cell := func(v any) string {
+			s, _ := v.(string)
+			if s != "" && strings.ContainsAny(s[:1], "=+-@\t\r") {
+				return "'" + s
+			}
+			return s
+		}
+		if row[7] != cell(x["merchantReference"]) || row[10] != cell(x["settlementReference"]) || row[4] != x["orderId"] {
+			fail("settlement %s: csv row %v, tx references %v/%v", st.s["reference"], row, x["merchantReference"], x["settlementReference"])
+		}
 		if row[2] != x["type"] || row[5] != x["ledgerId"] || row[8] != x["amount"].(map[string]any)["amount"] || row[6] != x["documentReference"] || row[1] != strconv.Itoa(i+1) {
 			fail("settlement %s: csv row %v, tx %v", st.s["reference"], row, x)
 		}
@@ -862,6 +888,9 @@ func (mo *month) checkDocuments(all map[string]map[string]any, by map[string][]m
 			}
 			if tm := docTitle.FindStringSubmatch(page); tm == nil || !strings.HasSuffix(strings.TrimSuffix(tm[1], " (void)"), ref) {
 				fail("document %s titled %v", ref, tm)
+			}
+			if at := mo.refsAt[s["ledgerId"].(string)]; !strings.Contains(page, "merchant reference "+at[0]+".") {
+				fail("document %s does not show the reference %q it was issued under", ref, at[0])
 			}
 			sign := int64(1)
 			if i > 0 {
