@@ -129,6 +129,11 @@ type Issue struct {
 	MerchantReference string `json:"merchantReference"`
 	BuyerName         string `json:"buyerName,omitempty"`
 	BuyerID           string `json:"buyerId,omitempty"`
+	// SettlementReference is not shown on the document. A void or recourse
+	// of the capture is settled under it, the key the capture was paid out
+	// under, not the order's at the reversal. Nil on documents issued
+	// before kassa kept it.
+	SettlementReference *string `json:"settlementReference,omitempty"`
 }
 
 // Issue records on l, a capture or refund just given its document number,
@@ -140,7 +145,9 @@ func (o *Order) Issue(l *Ledger) {
 
 // CurrentIssue is what a document issued now would show of o.
 func (o *Order) CurrentIssue() Issue {
-	return Issue{MerchantReference: o.MerchantReference, BuyerName: o.Customer.CompanyName, BuyerID: o.Customer.CompanyID}
+	sr := o.SettlementReference
+	return Issue{MerchantReference: o.MerchantReference, BuyerName: o.Customer.CompanyName, BuyerID: o.Customer.CompanyID,
+		SettlementReference: &sr}
 }
 
 // HasStatus reports whether s is among the ledger's statuses.
@@ -688,6 +695,10 @@ func (l Ledger) clone() Ledger {
 	l.Status = slices.Clone(l.Status)
 	if l.Issued != nil {
 		is := *l.Issued
+		if is.SettlementReference != nil {
+			sr := *is.SettlementReference
+			is.SettlementReference = &sr
+		}
 		l.Issued = &is
 	}
 	return l

@@ -170,3 +170,45 @@ func TestSettlementTransactionsCarryTheOrdersSettlementReference(t *testing.T) {
 		t.Fatalf("csv column orderSettlementReference (%d) in %v", col, rows)
 	}
 }
+
+// A void or a recourse reverses a capture: its transaction (adjustment,
+// recourse) carries the capture's invoice and so the references the
+// capture was settled under, not those the order has at the reversal, or
+// the merchant's books would take back from one key what was paid to
+// another.
+func TestReversalsCarryTheCapturesReferences(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, reversal := range []string{"void", "recourse"} {
+		code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE",
+			"reference":"PO-1","settlementReference":"ACC-1","orderLines":[{"description":"Tiles","quantity":1,"unitPrice":10000,"vat":2500}]}`, e.auth, nil)
+		if code != 200 {
+			t.Fatalf("create order: %d %v", code, b)
+		}
+		id := b["orderId"].(string)
+		_, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+		capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+		e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil)
+		if code, _, b := e.req("POST", "/v1/orders/"+id+"/reference", `{"reference":"PO-2","settlementReference":"ACC-2"}`, e.auth, nil); code != 200 {
+			t.Fatalf("set reference: %d %v", code, b)
+		}
+		if reversal == "void" {
+			code, _, b = e.req("DELETE", "/v1/orders/"+id+"/"+capID, "", e.auth, nil)
+		} else {
+			code, _, b = e.req("POST", "/v1/orders/"+id+"/recourse/"+capID, `{"reason":"unpaid"}`, e.auth, nil)
+		}
+		if code != 200 {
+			t.Fatalf("%s: %d %v", reversal, code, b)
+		}
+		_, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil)
+		sid := run["settlements"].([]any)[0].(map[string]any)["id"].(string)
+		_, _, page := e.req("GET", "/v1/settlements/"+sid+"/tx", "", e.auth, nil)
+		txs := page["transactions"].([]any)
+		if len(txs) != 1 {
+			t.Fatalf("%s: transactions %v", reversal, txs)
+		}
+		tx := txs[0].(map[string]any)
+		if tx["merchantReference"] != "PO-1" || tx["settlementReference"] != "ACC-1" {
+			t.Errorf("%s transaction: references %v/%v, want those of the capture PO-1/ACC-1", tx["type"], tx["merchantReference"], tx["settlementReference"])
+		}
+	}
+}

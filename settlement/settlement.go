@@ -86,6 +86,15 @@ func NewItems(before, after *order.Order) []Item {
 			DocumentReference: l.DocumentReference, MerchantReference: after.MerchantReference,
 			SettlementReference: after.SettlementReference, OccurredAt: after.UpdatedAt}
 	}
+	// A void or recourse takes back what the capture paid: the merchant's
+	// books match it by the references the capture was settled under.
+	reversal := func(l *order.Ledger, k Kind, key string) Item {
+		it := item(l, k, key)
+		if l.Issued != nil && l.Issued.SettlementReference != nil {
+			it.MerchantReference, it.SettlementReference = l.Issued.MerchantReference, *l.Issued.SettlementReference
+		}
+		return it
+	}
 	var out []Item
 	for i := range after.Captured {
 		l := &after.Captured[i]
@@ -93,11 +102,11 @@ func NewItems(before, after *order.Order) []Item {
 			out = append(out, item(l, KindCapture, l.ID))
 		}
 		if l.Void() && !voided[l.ID] {
-			out = append(out, item(l, kindVoid, l.ID+":void"))
+			out = append(out, reversal(l, kindVoid, l.ID+":void"))
 		}
 		// A recourse appends no event, so updatedAt is not its time.
 		if l.RecourseClaim > 0 && !recoursed[l.ID] {
-			it := item(l, KindRecourse, l.ID+":recourse")
+			it := reversal(l, KindRecourse, l.ID+":recourse")
 			it.Amount, it.OccurredAt = l.RecourseClaim, l.RecoursedAt
 			out = append(out, it)
 		}
