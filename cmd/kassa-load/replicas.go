@@ -24,6 +24,10 @@ import (
 // unanswered requests are retried, with their keys, on the others. Afterwards
 // every order must match the tally to the minor unit, and a key answered
 // twice must have answered the same bytes (executed once, replayed once).
+// With -recourse (recourse.go) invoices are also paid in part, recoursed
+// and refunded after the recourse, settlement runs go to several replicas
+// at once throughout, and every capture's payout over all settlements must
+// be what the docs say (docs/settlements.md).
 func replicas(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("kassa-load replicas", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -33,11 +37,13 @@ func replicas(args []string, stdout, stderr io.Writer) int {
 	conc := fs.Int("concurrency", 8, "concurrent order flows")
 	dur := fs.Duration("duration", 10*time.Second, "how long to run")
 	kill := fs.Bool("kill", true, "SIGKILL the last replica half way through")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *dur <= 0 || *dur > time.Hour || *bin == "" || *dbURL == "" || *n < 2 || *n > 8 || *conc < 1 {
-		fmt.Fprintln(stderr, "usage: kassa-load replicas -bin PATH -database-url URL [-replicas 3] [-concurrency 8] [-duration 10s] [-kill]")
+	recourses := fs.Bool("recourse", true, "also pay, recourse and refund after recourse some invoices, run settlements on several replicas at once throughout, and check every capture's payout over all settlements")
+	port := fs.Int("port", 0, "first TCP port of the replicas (one each, on 127.0.0.1); 0: any free ones")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *dur <= 0 || *dur > time.Hour || *bin == "" || *dbURL == "" || *n < 2 || *n > 8 || *conc < 1 || *port < 0 || *port > 65535-8 {
+		fmt.Fprintln(stderr, "usage: kassa-load replicas -bin PATH -database-url URL [-replicas 3] [-concurrency 8] [-duration 10s] [-kill] [-recourse] [-port N]")
 		return 2
 	}
-	cl, err := startCluster(*bin, *dbURL, *n, "replicas", "replicas-secret-123")
+	cl, err := startCluster(*bin, *dbURL, *n, *port, "replicas", "replicas-secret-123")
 	if err != nil {
 		fmt.Fprintln(stderr, "kassa-load replicas:", err)
 		return 1
@@ -45,10 +51,18 @@ func replicas(args []string, stdout, stderr io.Writer) int {
 	defer cl.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), *dur)
 	defer cancel()
-	run := &contended{cl: cl, tl: newTally(), answers: map[string][]byte{}}
+	run := &contended{cl: cl, tl: newTally(), answers: map[string][]byte{}, recourse: *recourses}
+	var runs sync.WaitGroup
+	if *recourses {
+		runs.Go(func() { run.settleRuns(ctx) })
+	}
 	if *kill {
 		go func() {
 			time.Sleep(*dur / 2)
+			if *recourses {
+				run.runOn(*n - 1) // a settlement run in flight on the replica killed
+				time.Sleep(time.Duration(mrand.IntN(20)) * time.Millisecond)
+			}
 			cl.kill(*n - 1)
 			fmt.Fprintf(stdout, "killed replica %d (%s) at %s\n", *n-1, cl.bases[*n-1], (*dur / 2).Round(time.Millisecond))
 		}()
@@ -63,14 +77,18 @@ func replicas(args []string, stdout, stderr io.Writer) int {
 		})
 	}
 	wg.Wait()
+	runs.Wait()
 	retried := run.settlePending()
 	c := cl.client(0)
 	bad := verify(context.Background(), c, run.tl, stdout)
 	bad += invariants(context.Background(), c, run.tl, stdout)
+	if *recourses {
+		bad += run.verifyPayouts(context.Background(), c, stdout)
+	}
 	fmt.Fprintf(stdout, "replicas: %d processes, %d orders, %d captures, %d refunds; %d same-key pairs sent to two replicas (%d both answered, identical); %d unanswered requests retried on another replica; %d mismatches, %d differing replays\n",
 		*n, len(run.tl.orders), run.captures.Load(), run.refunds.Load(), run.dupPairs.Load(), run.dupBoth.Load(), retried, bad, run.differ.Load())
-	if bad > 0 || run.differ.Load() > 0 || run.failed.Load() > 0 {
-		fmt.Fprintf(stdout, "FAILED: %d mismatches, %d differing replays, %d unexpected answers\n", bad, run.differ.Load(), run.failed.Load())
+	if bad > 0 || run.differ.Load() > 0 || run.failed.Load() > 0 || run.extras.Load() > 0 {
+		fmt.Fprintf(stdout, "FAILED: %d mismatches, %d differing replays, %d unexpected answers, %d payments taken after a recourse\n", bad, run.differ.Load(), run.failed.Load(), run.extras.Load())
 		return 1
 	}
 	return 0
@@ -87,7 +105,8 @@ type cluster struct {
 	sec   string
 }
 
-func startCluster(bin, dbURL string, n int, id, secret string) (*cluster, error) {
+// port, if not 0, is the first of the replicas' ports, one each.
+func startCluster(bin, dbURL string, n, port int, id, secret string) (*cluster, error) {
 	// No KASSA_KEY: the replicas share the signing key through the database
 	// (the first one's), so an access token is valid on every replica, and
 	// across the scale command's steps on one database.
@@ -99,7 +118,11 @@ func startCluster(bin, dbURL string, n int, id, secret string) (*cluster, error)
 			cl.stop()
 			return nil, err
 		}
-		cmd, base, err := startKassa(bin, filepath.Join(dir, "data"), id, secret, storeArgs("postgres", dbURL)...)
+		args := storeArgs("postgres", dbURL)
+		if port != 0 {
+			args = append(args, "--addr", fmt.Sprintf("127.0.0.1:%d", port+i)) // the last --addr counts
+		}
+		cmd, base, err := startKassa(bin, filepath.Join(dir, "data"), id, secret, args...)
 		if err != nil {
 			os.RemoveAll(dir)
 			cl.stop()
@@ -154,12 +177,18 @@ type contended struct {
 	pending []pendingCall
 
 	captures, refunds, dupPairs, dupBoth, differ, failed atomic.Int64
+
+	// With -recourse (recourse.go).
+	recourse                                                 bool
+	payments, recoursed, refused, runsMade, runsSent, extras atomic.Int64
+	paid                                                     map[string]int64 // capture → payments acknowledged (under mu)
 }
 
 type pendingCall struct {
 	method, path, key string
 	body              any
 	onOK              func(response)
+	refusable         bool
 }
 
 func (r *contended) clientOf(i int) *client {
@@ -180,14 +209,24 @@ func (r *contended) pick(k int) int {
 // however many replicas answered it; a lost answer or an in-progress 409
 // queues the call for a retry with the same key.
 func (r *contended) send(i int, method, path string, body any, key string, onOK func(response)) (response, bool) {
+	return r.sendOr(i, method, path, body, key, false, onOK)
+}
+
+// sendOr is send where, if refusable, a 409 action_not_available is an
+// expected answer (the operation raced one that made it unavailable): not
+// applied, and no failure.
+func (r *contended) sendOr(i int, method, path string, body any, key string, refusable bool, onOK func(response)) (response, bool) {
 	resp, err := r.clientOf(i).do(context.Background(), method, path, body, key)
 	switch {
 	case err != nil, resp.status == 409 && bytes.Contains(resp.body, []byte("idempotency_request_in_progress")):
 		if key != "" {
 			r.mu.Lock()
-			r.pending = append(r.pending, pendingCall{method, path, key, body, onOK})
+			r.pending = append(r.pending, pendingCall{method, path, key, body, onOK, refusable})
 			r.mu.Unlock()
 		}
+		return resp, false
+	case refusable && resp.status == 409 && bytes.Contains(resp.body, []byte("action_not_available")):
+		r.refused.Add(1)
 		return resp, false
 	case resp.status/100 != 2:
 		r.failed.Add(1)
@@ -227,11 +266,15 @@ func (r *contended) accept(key string, resp response, onOK func(response)) {
 // both sends the same keyed request to two replicas at once and reports
 // whether either answered 2xx.
 func (r *contended) both(a, b int, method, path string, body any, key string, onOK func(response)) bool {
+	return r.bothOr(a, b, method, path, body, key, false, onOK)
+}
+
+func (r *contended) bothOr(a, b int, method, path string, body any, key string, refusable bool, onOK func(response)) bool {
 	r.dupPairs.Add(1)
 	var wg sync.WaitGroup
 	var okA, okB bool
-	wg.Go(func() { _, okA = r.send(a, method, path, body, key, onOK) })
-	wg.Go(func() { _, okB = r.send(b, method, path, body, key, onOK) })
+	wg.Go(func() { _, okA = r.sendOr(a, method, path, body, key, refusable, onOK) })
+	wg.Go(func() { _, okB = r.sendOr(b, method, path, body, key, refusable, onOK) })
 	wg.Wait()
 	if okA && okB {
 		r.dupBoth.Add(1)
@@ -331,7 +374,7 @@ func (r *contended) flow(rng *mrand.Rand, prefix string) {
 		if amount <= 0 {
 			continue
 		}
-		body := map[string]any{"orderLines": []any{map[string]any{"description": "Return", "quantity": 1, "unitPrice": amount, "vat": 0}},
+		body := map[string]any{"orderLines": []any{map[string]any{"description": "Return " + o.Captured[j].LedgerID, "quantity": 1, "unitPrice": amount, "vat": 0}},
 			"totalRefundAmount": amount}
 		path := "/v1/orders/" + id + "/partialrefund/" + o.Captured[j].LedgerID
 		apply := func(response) {
@@ -347,6 +390,9 @@ func (r *contended) flow(rng *mrand.Rand, prefix string) {
 		})
 	}
 	wg.Wait()
+	if r.recourse {
+		r.recourseFlow(rng, prefix, k, id, o)
+	}
 }
 
 // settlePending retries every unanswered or in-progress call with its key on
@@ -364,7 +410,7 @@ func (r *contended) settlePending() int {
 		time.Sleep(200 * time.Millisecond)
 		for j, p := range todo {
 			retried++
-			r.send(r.pick(j), p.method, p.path, p.body, p.key, p.onOK)
+			r.sendOr(r.pick(j), p.method, p.path, p.body, p.key, p.refusable, p.onOK)
 		}
 	}
 	r.mu.Lock()

@@ -50,7 +50,7 @@ func scale(args []string, stdout, stderr io.Writer) int {
 	var size int
 	results := map[int]float64{}
 	for _, n := range ns {
-		cl, err := startCluster(*bin, *dbURL, n, "scale", "scale-secret-123")
+		cl, err := startCluster(*bin, *dbURL, n, 0, "scale", "scale-secret-123")
 		if err != nil {
 			fmt.Fprintln(stderr, "kassa-load scale:", err)
 			return 1
