@@ -87,7 +87,7 @@ func (s *Server) clientAddr(r *http.Request) string {
 	if err != nil {
 		return host
 	}
-	a = a.Unmap()
+	a = plainAddr(a)
 	if s.trusted(a) {
 		a = s.forwardedFor(r, a)
 	}
@@ -110,7 +110,7 @@ func (s *Server) forwardedFor(r *http.Request, peer netip.Addr) netip.Addr {
 			if err != nil {
 				return peer
 			}
-			if a = a.Unmap(); !s.trusted(a) {
+			if a = plainAddr(a); !s.trusted(a) {
 				return a
 			}
 			peer = a
@@ -119,9 +119,17 @@ func (s *Server) forwardedFor(r *http.Request, peer netip.Addr) netip.Addr {
 	return peer
 }
 
+// plainAddr is a without IPv4 mapping or zone: a proxy reached over a
+// link-local address is the peer with its zone (fe80::1%eth0), which no
+// network contains.
+func plainAddr(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
+
+// trusted reports whether a (a plainAddr) is a trusted proxy's. A network
+// written IPv4-mapped (::ffff:10.0.0.0/104) holds the IPv4 addresses it
+// maps, which it does not contain in their plain form.
 func (s *Server) trusted(a netip.Addr) bool {
 	for _, p := range s.cfg.TrustedProxies {
-		if p.Contains(a) {
+		if p.Contains(a) || (a.Is4() && p.Addr().Is4In6() && p.Contains(netip.AddrFrom16(a.As16()))) {
 			return true
 		}
 	}

@@ -222,6 +222,31 @@ func TestCompanySearchRateLimitBehindTrustedProxies(t *testing.T) {
 	}
 }
 
+// A proxy reached over a link-local address is the peer with its zone
+// ([fe80::1%eth0]:443), which a network never contains, and a network can
+// be written in its IPv4-mapped form (::ffff:10.0.0.0/104) while addresses
+// are compared unmapped: either way the proxy was not trusted, and every
+// client behind it shared its limit.
+func TestTrustedProxyZonedOrMappedForms(t *testing.T) {
+	s := &Server{cfg: Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("fe80::/10"),
+		netip.MustParsePrefix("::ffff:10.0.0.0/104")}}}
+	for _, tc := range []struct{ peer, xff, want string }{
+		{"[fe80::1%eth0]:1", "198.51.100.7", "198.51.100.7"},
+		{"10.0.0.5:1", "198.51.100.7", "198.51.100.7"},
+		{"[::ffff:10.0.0.5]:1", "198.51.100.7", "198.51.100.7"},
+		{"10.0.0.5:1", "198.51.100.7, fe80::2%eth1", "198.51.100.7"}, // a link-local hop
+		{"10.0.0.5:1", "198.51.100.7, ::ffff:10.9.9.9", "198.51.100.7"},
+		{"192.0.2.7:1", "198.51.100.7", "192.0.2.7"}, // still not believed from anyone else
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tc.peer
+		r.Header.Set("X-Forwarded-For", tc.xff)
+		if got := s.clientAddr(r); got != tc.want {
+			t.Errorf("peer %s, X-Forwarded-For %q: client %s, want %s", tc.peer, tc.xff, got, tc.want)
+		}
+	}
+}
+
 // Past minSweep clients a new client dropped the idle buckets by scanning
 // all of them under the lock; with every client active (many addresses
 // within seconds) that scan found nothing to drop and ran again for every
