@@ -101,12 +101,16 @@ func (s *Server) clientAddr(r *http.Request) string {
 // one the trusted peer added) back past the trusted proxies, and answers the
 // first that is not one; peer when there is none, or an entry does not parse
 // (a proxy that does not keep the header's form cannot be followed further).
+// It reads only the entries it walks: the ones before are the client's own,
+// and may fill the header's whole size (every request pays this walk before
+// its rate limit is looked at).
 func (s *Server) forwardedFor(r *http.Request, peer netip.Addr) netip.Addr {
 	hops := r.Header.Values("X-Forwarded-For")
 	for i := len(hops) - 1; i >= 0; i-- {
-		parts := strings.Split(hops[i], ",")
-		for j := len(parts) - 1; j >= 0; j-- {
-			a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
+		rest := hops[i]
+		for {
+			j := strings.LastIndexByte(rest, ',')
+			a, err := netip.ParseAddr(strings.TrimSpace(rest[j+1:]))
 			if err != nil {
 				return peer
 			}
@@ -114,6 +118,10 @@ func (s *Server) forwardedFor(r *http.Request, peer netip.Addr) netip.Addr {
 				return a
 			}
 			peer = a
+			if j < 0 {
+				break
+			}
+			rest = rest[:j]
 		}
 	}
 	return peer
