@@ -87,7 +87,7 @@ func (s *Server) clientAddr(r *http.Request) string {
 	if err != nil {
 		return host
 	}
-	a = a.Unmap()
+	a = plainAddr(a)
 	if s.trusted(a) {
 		a = s.forwardedFor(r, a)
 	}
@@ -101,27 +101,43 @@ func (s *Server) clientAddr(r *http.Request) string {
 // one the trusted peer added) back past the trusted proxies, and answers the
 // first that is not one; peer when there is none, or an entry does not parse
 // (a proxy that does not keep the header's form cannot be followed further).
+// It reads only the entries it walks: the ones before are the client's own,
+// and may fill the header's whole size (every request pays this walk before
+// its rate limit is looked at).
 func (s *Server) forwardedFor(r *http.Request, peer netip.Addr) netip.Addr {
 	hops := r.Header.Values("X-Forwarded-For")
 	for i := len(hops) - 1; i >= 0; i-- {
-		parts := strings.Split(hops[i], ",")
-		for j := len(parts) - 1; j >= 0; j-- {
-			a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
+		rest := hops[i]
+		for {
+			j := strings.LastIndexByte(rest, ',')
+			a, err := netip.ParseAddr(strings.TrimSpace(rest[j+1:]))
 			if err != nil {
 				return peer
 			}
-			if a = a.Unmap(); !s.trusted(a) {
+			if a = plainAddr(a); !s.trusted(a) {
 				return a
 			}
 			peer = a
+			if j < 0 {
+				break
+			}
+			rest = rest[:j]
 		}
 	}
 	return peer
 }
 
+// plainAddr is a without IPv4 mapping or zone: a proxy reached over a
+// link-local address is the peer with its zone (fe80::1%eth0), which no
+// network contains.
+func plainAddr(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
+
+// trusted reports whether a (a plainAddr) is a trusted proxy's. A network
+// written IPv4-mapped (::ffff:10.0.0.0/104) holds the IPv4 addresses it
+// maps, which it does not contain in their plain form.
 func (s *Server) trusted(a netip.Addr) bool {
 	for _, p := range s.cfg.TrustedProxies {
-		if p.Contains(a) {
+		if p.Contains(a) || (a.Is4() && p.Addr().Is4In6() && p.Contains(netip.AddrFrom16(a.As16()))) {
 			return true
 		}
 	}

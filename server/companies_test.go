@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -219,6 +220,54 @@ func TestCompanySearchRateLimitBehindTrustedProxies(t *testing.T) {
 		if ok != 10 {
 			t.Errorf("client %s behind the balancer: %d of its 10 searches answered, want its whole burst", client, ok)
 		}
+	}
+}
+
+// A proxy reached over a link-local address is the peer with its zone
+// ([fe80::1%eth0]:443), which a network never contains, and a network can
+// be written in its IPv4-mapped form (::ffff:10.0.0.0/104) while addresses
+// are compared unmapped: either way the proxy was not trusted, and every
+// client behind it shared its limit.
+func TestTrustedProxyZonedOrMappedForms(t *testing.T) {
+	s := &Server{cfg: Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("fe80::/10"),
+		netip.MustParsePrefix("::ffff:10.0.0.0/104")}}}
+	for _, tc := range []struct{ peer, xff, want string }{
+		{"[fe80::1%eth0]:1", "198.51.100.7", "198.51.100.7"},
+		{"10.0.0.5:1", "198.51.100.7", "198.51.100.7"},
+		{"[::ffff:10.0.0.5]:1", "198.51.100.7", "198.51.100.7"},
+		{"10.0.0.5:1", "198.51.100.7, fe80::2%eth1", "198.51.100.7"}, // a link-local hop
+		{"10.0.0.5:1", "198.51.100.7, ::ffff:10.9.9.9", "198.51.100.7"},
+		{"192.0.2.7:1", "198.51.100.7", "192.0.2.7"}, // still not believed from anyone else
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tc.peer
+		r.Header.Set("X-Forwarded-For", tc.xff)
+		if got := s.clientAddr(r); got != tc.want {
+			t.Errorf("peer %s, X-Forwarded-For %q: client %s, want %s", tc.peer, tc.xff, got, tc.want)
+		}
+	}
+}
+
+// A client behind the proxy sends what X-Forwarded-For it likes before the
+// address the proxy appends: a header filled with entries (64 KiB, some
+// 8 000) was split whole for every search, before its limit was looked at,
+// which tripled the request's cost. Only the entries walked are read now.
+func TestForwardedForReadsOnlyTheHopsWalked(t *testing.T) {
+	s := &Server{cfg: Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.0.0.5:1"
+	r.Header.Set("X-Forwarded-For", strings.Repeat("203.0.113.9, ", 5000)+"198.51.100.7, 10.1.2.3")
+	const runs = 50
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		if got := s.clientAddr(r); got != "198.51.100.7" {
+			t.Fatalf("client %s, want 198.51.100.7", got)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 8<<10 {
+		t.Errorf("%d bytes allocated per request for a header of %d bytes; want what the two hops walked need", per, len(r.Header.Get("X-Forwarded-For")))
 	}
 }
 
