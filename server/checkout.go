@@ -155,6 +155,12 @@ button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
 <input type="{{.Type}}" id="{{.ID}}" name="{{.ID}}" value="{{.Value}}" autocomplete="{{.Auto}}"{{with .Err}} aria-invalid="true" aria-describedby="{{$.ID}}-error"{{end}}>
 {{with .Err}}<p class="error" id="{{$.ID}}-error">{{.}}</p>{{end}}{{end}}`))
 
+// The page's addresses (its forms, its redirect after a submit, the
+// script's search) are relative to the page, /checkout/{merchantId}/{sessionId}:
+// behind a proxy that serves kassa under a path prefix (--base-url with a
+// path) kassa sees the path without the prefix, so an absolute path would
+// leave kassa, while a relative one keeps the prefix the browser has.
+
 // checkoutScript is the page's one script. The policy lets it run by its
 // hash rather than by 'unsafe-inline', so that markup slipped into the page
 // (were escaping ever to miss a field) could not run a script of its own;
@@ -166,7 +172,7 @@ const checkoutScript = `
 if(!q||!window.fetch)return;
 q.addEventListener('input',function(){clearTimeout(t);t=setTimeout(function(){
 if(q.value.trim().length<2)return;
-fetch('/v1/headless/search/companies?country='+encodeURIComponent(q.dataset.country)+'&q='+encodeURIComponent(q.value)).then(function(r){return r.ok||r.status===400?r.json().then(function(d){d.refused=!r.ok;return d}):null}).then(function(d){
+fetch('../../v1/headless/search/companies?country='+encodeURIComponent(q.dataset.country)+'&q='+encodeURIComponent(q.value)).then(function(r){return r.ok||r.status===400?r.json().then(function(d){d.refused=!r.ok;return d}):null}).then(function(d){
 if(!d)return;box.textContent='';
 if(d.refused){var e=document.createElement('p');e.className='error';e.textContent=d.errors&&d.errors.length?'This '+d.errors[0].message+'.':d.detail;box.appendChild(e);return}
 if(!d.companies.length){var p=document.createElement('p');p.textContent='No company matched.';box.appendChild(p);return}
@@ -207,7 +213,7 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 		form = s.prefill(sess, form)
 	}
 	v := checkoutView{S: sess, Sig: s.checkoutSig(p.ByName("merchantId"), p.ByName("sessionId")), Terms: sess.Terms(),
-		Action: r.URL.Path, Script: checkoutScript, Form: form, Errors: errs, Notice: notice, MethodTxt: methodNames,
+		Action: url.PathEscape(p.ByName("sessionId")), Script: checkoutScript, Form: form, Errors: errs, Notice: notice, MethodTxt: methodNames,
 		Amount: func(m int64) string { return money.New(m, sess.Currency).Formatted() }}
 	switch {
 	case form.Q == "":
@@ -316,7 +322,12 @@ func (s *Server) checkoutSubmit(w http.ResponseWriter, r *http.Request, p httpro
 		// The link's own signature, wherever the submit carried it (the
 		// page's form sends it in the body, other clients in the address).
 		sig := s.checkoutSig(p.ByName("merchantId"), p.ByName("sessionId"))
-		http.Redirect(w, r, r.URL.Path+"?sig="+url.QueryEscape(sig), http.StatusSeeOther)
+		// Relative, as the page's form and its search are: behind a
+		// proxy serving kassa under a path (--base-url with a path),
+		// the path kassa sees lacks that prefix, and an absolute one
+		// would send the buyer out of kassa.
+		w.Header().Set("Location", url.PathEscape(p.ByName("sessionId"))+"?sig="+url.QueryEscape(sig))
+		w.WriteHeader(http.StatusSeeOther)
 	}
 	if get("action") == "decline" {
 		if _, err := s.ledger.DeclineSession(r.Context(), p.ByName("merchantId"), p.ByName("sessionId")); err != nil && !fault.Is(err, fault.NotAvailable) {
