@@ -129,6 +129,11 @@ type Issue struct {
 	MerchantReference string `json:"merchantReference"`
 	BuyerName         string `json:"buyerName,omitempty"`
 	BuyerID           string `json:"buyerId,omitempty"`
+	// BuyerAddress is the buyer's billing address: an invoice must state
+	// the customer's address (VAT directive art. 226), and the one on
+	// record at issue, not one edited in later. Nil when the order had none,
+	// and on documents issued before kassa kept it.
+	BuyerAddress *Address `json:"buyerAddress,omitempty"`
 	// SettlementReference is not shown on the document. A void or recourse
 	// of the capture is settled under it, the key the capture was paid out
 	// under, not the order's at the reversal. Nil on documents issued
@@ -147,7 +152,7 @@ func (o *Order) Issue(l *Ledger) {
 func (o *Order) CurrentIssue() Issue {
 	sr := o.SettlementReference
 	return Issue{MerchantReference: o.MerchantReference, BuyerName: o.Customer.CompanyName, BuyerID: o.Customer.CompanyID,
-		SettlementReference: &sr}
+		BuyerAddress: o.Customer.BillingAddress.clone(), SettlementReference: &sr}
 }
 
 // HasStatus reports whether s is among the ledger's statuses.
@@ -699,6 +704,7 @@ func (l Ledger) clone() Ledger {
 			sr := *is.SettlementReference
 			is.SettlementReference = &sr
 		}
+		is.BuyerAddress = is.BuyerAddress.clone()
 		l.Issued = &is
 	}
 	return l
