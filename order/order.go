@@ -67,6 +67,9 @@ type Env struct {
 	IDs    IDSource
 	Docs   Sequencer
 	Policy Policy
+	// Supplier is the merchant's name, which the documents issued in the
+	// operation state as the seller's.
+	Supplier string
 }
 
 // NextDocument takes the next number of a document series (what for names
@@ -126,6 +129,10 @@ type Ledger struct {
 // and a later edit of the order (set reference, edit customer) must not
 // rewrite it, nor what a resend sends.
 type Issue struct {
+	// Supplier is the merchant's name: an invoice must name its supplier
+	// (VAT directive art. 226), and the one it was issued under. "" when
+	// the merchant has none, and on documents issued before kassa kept it.
+	Supplier          string `json:"supplier,omitempty"`
 	MerchantReference string `json:"merchantReference"`
 	BuyerName         string `json:"buyerName,omitempty"`
 	BuyerID           string `json:"buyerId,omitempty"`
@@ -142,9 +149,10 @@ type Issue struct {
 }
 
 // Issue records on l, a capture or refund just given its document number,
-// what its document shows of o now.
-func (o *Order) Issue(l *Ledger) {
+// what its document shows of o now, issued by supplier.
+func (o *Order) Issue(l *Ledger, supplier string) {
 	is := o.CurrentIssue()
+	is.Supplier = supplier
 	l.Issued = &is
 }
 

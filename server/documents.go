@@ -45,6 +45,9 @@ type documentView struct {
 	// to the buyer.
 	Title, Noun, Reference, OrderID, OrderReference, MerchantReference, Date string
 	BuyerName, BuyerID                                                       string
+	// Supplier is the merchant's name recorded at issue; "" leaves its
+	// line out.
+	Supplier string
 	// BuyerAddress is the billing address recorded at issue, on one line;
 	// "" leaves its line out.
 	BuyerAddress    string
@@ -95,7 +98,8 @@ th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-
 <body><h1>{{.Title}} {{.Reference}}{{if .Void}} (void){{end}}</h1>
 {{if .Void}}<p><strong>This {{.Noun}} is void: nothing is payable on it.</strong></p>{{end}}
 <p>Order {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, merchant reference {{.MerchantReference}}{{end}}. Date {{.Date}}.</p>
-<p>Buyer: {{.BuyerName}} {{.BuyerID}}</p>
+{{if .Supplier}}<p>Seller: {{.Supplier}}</p>
+{{end}}<p>Buyer: {{.BuyerName}} {{.BuyerID}}</p>
 {{if .BuyerAddress}}<p>Billing address: {{.BuyerAddress}}</p>
 {{end}}{{if .Credits}}<p>Credits {{.Credits}}.</p>{{end}}
 <table><caption>Lines</caption><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price ({{.Basis}})</th>{{if .Discounted}}<th class="n">Unit discount</th>{{end}}<th class="n">VAT %</th><th class="n">VAT</th><th class="n">Total ({{.Basis}})</th></tr></thead><tbody>
@@ -144,7 +148,7 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 	}
 	v := documentView{Title: "Invoice", Noun: "invoice", Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
 		MerchantReference: is.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"),
-		BuyerName: is.BuyerName, BuyerID: is.BuyerID, BuyerAddress: addressLine(is.BuyerAddress, is.BuyerName), Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: "incl. VAT"}
+		Supplier: is.Supplier, BuyerName: is.BuyerName, BuyerID: is.BuyerID, BuyerAddress: addressLine(is.BuyerAddress, is.BuyerName), Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: "incl. VAT"}
 	if o.VATMode == money.ExclVAT {
 		v.Basis = "excl. VAT"
 	}
