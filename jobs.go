@@ -262,7 +262,15 @@ func (l *Ledger) autoCapture(tx storage.Tx, task *storage.Task) (taskOutcome, er
 	if err != nil {
 		return outcomeNone, err
 	}
+	// The merchant is read before the invoice number is taken, whose row
+	// lock is held until commit (as in mutate); its name is the invoice's
+	// seller.
+	n, err := l.notifier(tx, o.MerchantID)
+	if err != nil {
+		return outcomeNone, err
+	}
 	env := l.env(tx, task.MerchantID)
+	env.Supplier = n.merchant.Name
 	before := o.Clone()
 	if _, err := o.Require(o.Uncaptured.ID, order.ActionCapture, env); err != nil {
 		if o.HasStatus(order.StatusUncaptured, env.Now) && !o.Expired(env.Now) && o.Hold != order.HoldFraudDeny {
@@ -284,10 +292,6 @@ func (l *Ledger) autoCapture(tx storage.Tx, task *storage.Task) (taskOutcome, er
 		return outcomeNone, err
 	}
 	if err := tx.QueueSettlementItems(settlement.NewItems(before, o)); err != nil {
-		return outcomeNone, err
-	}
-	n, err := l.notifier(tx, o.MerchantID)
-	if err != nil {
 		return outcomeNone, err
 	}
 	if err := n.orderChanged(before, o); err != nil {

@@ -45,6 +45,7 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 			return nil, err
 		}
 		env := l.env(tx, call.MerchantID)
+		env.Supplier = n.merchant.Name
 		before := o.Clone()
 		if err := apply(tx, o, env); err != nil {
 			return nil, err

@@ -67,6 +67,9 @@ type Env struct {
 	IDs    IDSource
 	Docs   Sequencer
 	Policy Policy
+	// Supplier is the merchant's name, which the documents issued in the
+	// operation state as the seller's.
+	Supplier string
 }
 
 // NextDocument takes the next number of a document series (what for names
@@ -126,9 +129,18 @@ type Ledger struct {
 // and a later edit of the order (set reference, edit customer) must not
 // rewrite it, nor what a resend sends.
 type Issue struct {
+	// Supplier is the merchant's name: an invoice must name its supplier
+	// (VAT directive art. 226), and the one it was issued under. "" when
+	// the merchant has none, and on documents issued before kassa kept it.
+	Supplier          string `json:"supplier,omitempty"`
 	MerchantReference string `json:"merchantReference"`
 	BuyerName         string `json:"buyerName,omitempty"`
 	BuyerID           string `json:"buyerId,omitempty"`
+	// BuyerAddress is the buyer's billing address: an invoice must state
+	// the customer's address (VAT directive art. 226), and the one on
+	// record at issue, not one edited in later. Nil when the order had none,
+	// and on documents issued before kassa kept it.
+	BuyerAddress *Address `json:"buyerAddress,omitempty"`
 	// SettlementReference is not shown on the document. A void or recourse
 	// of the capture is settled under it, the key the capture was paid out
 	// under, not the order's at the reversal. Nil on documents issued
@@ -137,9 +149,10 @@ type Issue struct {
 }
 
 // Issue records on l, a capture or refund just given its document number,
-// what its document shows of o now.
-func (o *Order) Issue(l *Ledger) {
+// what its document shows of o now, issued by supplier.
+func (o *Order) Issue(l *Ledger, supplier string) {
 	is := o.CurrentIssue()
+	is.Supplier = supplier
 	l.Issued = &is
 }
 
@@ -147,7 +160,7 @@ func (o *Order) Issue(l *Ledger) {
 func (o *Order) CurrentIssue() Issue {
 	sr := o.SettlementReference
 	return Issue{MerchantReference: o.MerchantReference, BuyerName: o.Customer.CompanyName, BuyerID: o.Customer.CompanyID,
-		SettlementReference: &sr}
+		BuyerAddress: o.Customer.BillingAddress.clone(), SettlementReference: &sr}
 }
 
 // HasStatus reports whether s is among the ledger's statuses.
@@ -699,6 +712,7 @@ func (l Ledger) clone() Ledger {
 			sr := *is.SettlementReference
 			is.SettlementReference = &sr
 		}
+		is.BuyerAddress = is.BuyerAddress.clone()
 		l.Issued = &is
 	}
 	return l

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -44,10 +45,16 @@ type documentView struct {
 	// to the buyer.
 	Title, Noun, Reference, OrderID, OrderReference, MerchantReference, Date string
 	BuyerName, BuyerID                                                       string
-	Lines                                                                    []order.Line
-	VATRows                                                                  []vatRow
-	Net, VAT, Gross                                                          string
-	Currency                                                                 string
+	// Supplier is the merchant's name recorded at issue; "" leaves its
+	// line out.
+	Supplier string
+	// BuyerAddress is the billing address recorded at issue, on one line;
+	// "" leaves its line out.
+	BuyerAddress    string
+	Lines           []order.Line
+	VATRows         []vatRow
+	Net, VAT, Gross string
+	Currency        string
 	// Basis says whether the lines' unit prices and totals include VAT
 	// ("incl. VAT") or not ("excl. VAT"): they are stored as the order's VAT
 	// mode has them, and a bare "Total" of 10.00 on a line whose VAT is 2.50
@@ -91,8 +98,10 @@ th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-
 <body><h1>{{.Title}} {{.Reference}}{{if .Void}} (void){{end}}</h1>
 {{if .Void}}<p><strong>This {{.Noun}} is void: nothing is payable on it.</strong></p>{{end}}
 <p>Order {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, merchant reference {{.MerchantReference}}{{end}}. Date {{.Date}}.</p>
-<p>Buyer: {{.BuyerName}} {{.BuyerID}}</p>
-{{if .Credits}}<p>Credits {{.Credits}}.</p>{{end}}
+{{if .Supplier}}<p>Seller: {{.Supplier}}</p>
+{{end}}<p>Buyer: {{.BuyerName}} {{.BuyerID}}</p>
+{{if .BuyerAddress}}<p>Billing address: {{.BuyerAddress}}</p>
+{{end}}{{if .Credits}}<p>Credits {{.Credits}}.</p>{{end}}
 <table><caption>Lines</caption><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price ({{.Basis}})</th>{{if .Discounted}}<th class="n">Unit discount</th>{{end}}<th class="n">VAT %</th><th class="n">VAT</th><th class="n">Total ({{.Basis}})</th></tr></thead><tbody>
 {{range .Lines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .UnitPrice}}</td>{{if $.Discounted}}<td class="n">{{call $.Amount .UnitDiscountAmount}}</td>{{end}}<td class="n">{{call $.Amount .Vat}}</td><td class="n">{{call $.Amount .TotalVatAmount}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>
 {{end}}</tbody></table>
@@ -133,10 +142,13 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 	is := o.CurrentIssue()
 	if l.Issued != nil {
 		is = *l.Issued
+	} else {
+		// Those showed no address: the page stays as it was issued.
+		is.BuyerAddress = nil
 	}
 	v := documentView{Title: "Invoice", Noun: "invoice", Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
 		MerchantReference: is.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"),
-		BuyerName: is.BuyerName, BuyerID: is.BuyerID, Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: "incl. VAT"}
+		Supplier: is.Supplier, BuyerName: is.BuyerName, BuyerID: is.BuyerID, BuyerAddress: addressLine(is.BuyerAddress, is.BuyerName), Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: "incl. VAT"}
 	if o.VATMode == money.ExclVAT {
 		v.Basis = "excl. VAT"
 	}
@@ -191,4 +203,28 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 	if err := documentTemplate.Execute(w, v); err != nil {
 		s.log.ErrorContext(r.Context(), "render document", "err", err)
 	}
+}
+
+// addressLine writes a billing address on one line, leaving out what it
+// does not have; its company name only where it is not the buyer's name
+// already shown above it.
+func addressLine(a *order.Address, buyer string) string {
+	if a == nil {
+		return ""
+	}
+	var parts []string
+	add := func(prefix, v string) {
+		if v = strings.TrimSpace(v); v != "" {
+			parts = append(parts, prefix+v)
+		}
+	}
+	if a.CompanyName != buyer {
+		add("", a.CompanyName)
+	}
+	add("attn. ", a.AttentionName)
+	add("c/o ", a.CareOf)
+	add("", a.StreetAddress)
+	add("", a.PostalCode+" "+a.City)
+	add("", a.Country)
+	return strings.Join(parts, ", ")
 }

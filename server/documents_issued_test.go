@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/storage"
 )
@@ -48,45 +49,64 @@ func TestIssuedDocumentsDoNotChangeWithLaterEdits(t *testing.T) {
 }
 
 // An order stored before documents recorded what they were issued with
-// renders as it always did: from the order.
+// renders as it always did: from the order. One stored before they
+// recorded the billing address renders without it, as it was issued.
 func TestDocumentStoredWithoutIssueRecordRendersAsBefore(t *testing.T) {
 	clock := NewClock(true)
 	st := openStore(t, clock.Now)
 	e := newEnvOn(t, true, clock, st, nil)
-	id, capID, _ := e.capturedInvoice()
-	_, _, o := e.req("POST", "/v1/orders/"+id+"/refund/"+capID, "", e.auth, nil)
+	if _, _, err := e.ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "Kakel AB", ClientID: "m3", ClientSecret: "s3"}); err != nil {
+		t.Fatal(err)
+	}
+	e.auth = basic("m3", "s3")
+	id := e.order("5560000001", "invoice")["id"].(string)
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/customer", `{"billingAddress":{"streetAddress":"Kakelvägen 1","city":"Stockholm","postalCode":"11122","country":"SE"}}`, e.auth, nil); code != 200 {
+		t.Fatalf("edit customer: %d %v", code, b)
+	}
+	_, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	_, _, o = e.req("POST", "/v1/orders/"+id+"/refund/"+capID, "", e.auth, nil)
 	links := []string{o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string), o["refunded"].([]any)[0].(map[string]any)["documentUrl"].(string)}
+	// What those pages were: the same, less the seller and the address
+	// kassa did not state then.
+	const seller, address = "<p>Seller: Kakel AB</p>\n", "<p>Billing address: Kakelvägen 1, 11122 Stockholm, SE</p>\n"
 	var issued []string
 	for _, l := range links {
 		_, _, page := fetchPage(t, l)
-		issued = append(issued, page)
+		if !strings.Contains(page, seller) || !strings.Contains(page, address) {
+			t.Fatalf("document does not name the seller %q and state the billing address %q:\n%s", seller, address, page)
+		}
+		issued = append(issued, strings.Replace(strings.Replace(page, address, "", 1), seller, "", 1))
 	}
 	merchant := o["merchantId"].(string)
-	err := st.Update(context.Background(), func(tx storage.Tx) error {
-		so, err := tx.GetOrder(merchant, id)
-		if err != nil {
-			return err
-		}
-		strip := func(ls []order.Ledger) {
-			for i := range ls {
-				if ls[i].Issued == nil {
-					t.Errorf("sub-order %s was stored without what its document was issued with", ls[i].ID)
+	strip := func(what string, f func(l *order.Ledger)) {
+		err := st.Update(context.Background(), func(tx storage.Tx) error {
+			so, err := tx.GetOrder(merchant, id)
+			if err != nil {
+				return err
+			}
+			for _, ls := range [][]order.Ledger{so.Captured, so.Refunded} {
+				for i := range ls {
+					if ls[i].Issued == nil {
+						t.Errorf("sub-order %s was stored without what its document was issued with", ls[i].ID)
+						continue
+					}
+					f(&ls[i])
 				}
-				ls[i].Issued = nil
+			}
+			return tx.UpdateOrder(so)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range links {
+			if _, _, page := fetchPage(t, l); page != issued[i] {
+				t.Fatalf("an order stored %s renders differently:\nbefore:\n%s\nnow:\n%s", what, issued[i], page)
 			}
 		}
-		strip(so.Captured)
-		strip(so.Refunded)
-		return tx.UpdateOrder(so)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	for i, l := range links {
-		if _, _, page := fetchPage(t, l); page != issued[i] {
-			t.Fatalf("an order stored without issue records renders differently:\nbefore:\n%s\nnow:\n%s", issued[i], page)
-		}
-	}
+	strip("before issue records kept the seller and the billing address", func(l *order.Ledger) { l.Issued.Supplier, l.Issued.BuyerAddress = "", nil })
+	strip("without issue records", func(l *order.Ledger) { l.Issued = nil })
 }
 
 // A document with no payment status and no recourse ends as documents did
@@ -100,5 +120,76 @@ func TestDocumentWithoutStandingEndsAsBefore(t *testing.T) {
 	_, _, page := fetchPage(t, o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string))
 	if !strings.HasSuffix(page, "</tfoot></table>\n</body></html>") {
 		t.Fatalf("document ends %q, want the VAT table then </body>", page[max(0, len(page)-80):])
+	}
+}
+
+// An invoice must state the customer's address (VAT directive art. 226),
+// and a credit note too, as the one it was issued to: an address edited in
+// later does not rewrite either, and what is issued after the edit states
+// the new one.
+func TestDocumentsStateTheBuyersBillingAddressAtIssue(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/customer", `{"billingAddress":{"companyName":"Acme Bygg AB Ekonomi","attentionName":"Accounts payable","streetAddress":"Kakelvägen 1","city":"Stockholm","postalCode":"11122","country":"SE"}}`, e.auth, nil); code != 200 {
+		t.Fatalf("edit customer: %d %v", code, b)
+	}
+	code, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	if code != 200 {
+		t.Fatalf("capture: %d %v", code, o)
+	}
+	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	_, _, o = e.req("POST", "/v1/orders/"+id+"/partialrefund/"+capID, `{"orderLines":[{"description":"Goodwill","quantity":1,"unitPrice":1000,"vat":2500}],"totalRefundAmount":1000}`, e.auth, nil)
+	const want = "<p>Billing address: Acme Bygg AB Ekonomi, attn. Accounts payable, Kakelvägen 1, 11122 Stockholm, SE</p>\n"
+	links := []string{o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string), o["refunded"].([]any)[0].(map[string]any)["documentUrl"].(string)}
+	for _, l := range links {
+		if _, _, page := fetchPage(t, l); !strings.Contains(page, want) {
+			t.Fatalf("document does not state the billing address, want %q:\n%s", want, page)
+		}
+	}
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/customer", `{"billingAddress":{"streetAddress":"Ny gatan 2","city":"Malmö","postalCode":"21111","country":"SE"}}`, e.auth, nil); code != 200 {
+		t.Fatalf("edit customer: %d %v", code, b)
+	}
+	for _, l := range links {
+		if _, _, page := fetchPage(t, l); !strings.Contains(page, want) {
+			t.Fatalf("an issued document's billing address changed with the order, want %q:\n%s", want, page)
+		}
+	}
+	_, _, o = e.req("POST", "/v1/orders/"+id+"/partialrefund/"+capID, `{"orderLines":[{"description":"Goodwill","quantity":1,"unitPrice":1000,"vat":2500}],"totalRefundAmount":1000}`, e.auth, nil)
+	if _, _, page := fetchPage(t, o["refunded"].([]any)[1].(map[string]any)["documentUrl"].(string)); !strings.Contains(page, "<p>Billing address: Ny gatan 2, 21111 Malmö, SE</p>\n") {
+		t.Fatalf("credit note issued after the edit does not state the address then on record:\n%s", page)
+	}
+}
+
+// An invoice must name its supplier (VAT directive art. 226): the merchant
+// whose name it was issued under, on the invoice whether the merchant or
+// the auto-capture job captured, and on the credit note.
+func TestDocumentsNameTheMerchantAsSeller(t *testing.T) {
+	e := newSessionEnv(t)
+	if _, _, err := e.ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "Kakel & Co AB", ClientID: "m3", ClientSecret: "s3"}); err != nil {
+		t.Fatal(err)
+	}
+	e.auth = basic("m3", "s3")
+	const want = "<p>Seller: Kakel &amp; Co AB</p>\n<p>Buyer: "
+	id, capID, link := e.capturedInvoice()
+	_, _, o := e.req("POST", "/v1/orders/"+id+"/partialrefund/"+capID, `{"orderLines":[{"description":"Goodwill","quantity":1,"unitPrice":1000,"vat":2500}],"totalRefundAmount":1000}`, e.auth, nil)
+	for _, l := range []string{link, o["refunded"].([]any)[0].(map[string]any)["documentUrl"].(string)} {
+		if _, _, page := fetchPage(t, l); !strings.Contains(page, want) {
+			t.Fatalf("document does not name the seller, want %q:\n%s", want, page)
+		}
+	}
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order",
+		strings.Replace(orderBody, `"storeId":"s1",`, `"storeId":"s1","autoCapture":{"enabled":true,"delayMinutes":0},`, 1), e.auth, nil)
+	if code != 200 {
+		t.Fatalf("create order: %d %v", code, b)
+	}
+	if code, _, r := e.req("POST", "/sandbox/v1/jobs/autocapture", "", e.auth, nil); code != 200 {
+		t.Fatalf("auto-capture: %d %v", code, r)
+	}
+	c := e.get(b["orderId"].(string))["captured"].([]any)
+	if len(c) != 1 {
+		t.Fatalf("auto-capture captured %d sub-orders, want 1", len(c))
+	}
+	if _, _, page := fetchPage(t, c[0].(map[string]any)["documentUrl"].(string)); !strings.Contains(page, want) {
+		t.Fatalf("auto-captured invoice does not name the seller, want %q:\n%s", want, page)
 	}
 }
