@@ -7,9 +7,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/kassahq/kassa"
-	"github.com/kassahq/kassa/storage/memory"
 )
 
 // TestSeparateOpsTakesMetricsOffTheAPI: /metrics tells anyone who can reach
@@ -22,9 +19,8 @@ import (
 func TestSeparateOpsTakesMetricsOffTheAPI(t *testing.T) {
 	for _, separate := range []bool{false, true} {
 		logs := &logBuffer{}
-		s := New(Config{Ledger: kassa.New(memory.New(nil), kassa.Options{}),
-			Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-			Key:    []byte("0123456789abcdef0123456789abcdef"), Sandbox: true, SeparateOps: separate})
+		s := memoryServer(Config{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+			Sandbox: true, SeparateOps: separate})
 		get := func(h http.Handler, path string) *httptest.ResponseRecorder {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

@@ -2,8 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,8 +17,7 @@ import (
 // there.
 func TestOpenAPIWithoutSandbox(t *testing.T) {
 	for _, on := range []bool{true, false} {
-		s := New(Config{Ledger: kassa.New(memory.New(nil), kassa.Options{}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Key: []byte("0123456789abcdef0123456789abcdef"), Sandbox: on})
+		s := memoryServer(Config{Sandbox: on})
 		rec := httptest.NewRecorder()
 		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi.json", nil))
 		var doc struct {
@@ -39,4 +36,16 @@ func TestOpenAPIWithoutSandbox(t *testing.T) {
 			t.Errorf("sandbox %v: %d sandbox paths of %d", on, sandbox, len(doc.Paths))
 		}
 	}
+}
+
+// memoryServer is a server on an empty memory store, with a fixed key and,
+// unless c names a logger, a silent one: for tests of its routes and
+// documents, which need no durable store.
+func memoryServer(c Config) *Server {
+	c.Ledger = kassa.New(memory.New(nil), kassa.Options{})
+	c.Key = []byte("0123456789abcdef0123456789abcdef")
+	if c.Logger == nil {
+		c.Logger = quiet
+	}
+	return New(c)
 }
