@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -131,14 +132,7 @@ func TestSettlementListCurrencyFilter(t *testing.T) {
 // as it was when the capture or refund was made, in JSON and in the CSV.
 func TestSettlementTransactionsCarryTheOrdersSettlementReference(t *testing.T) {
 	e := newSessionEnv(t)
-	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE",
-		"reference":"PO-7","settlementReference":"=ACC,42","orderLines":[{"description":"Tiles","quantity":1,"unitPrice":10000,"vat":2500}]}`, e.auth, nil)
-	if code != 200 {
-		t.Fatalf("create order: %d %v", code, b)
-	}
-	id := b["orderId"].(string)
-	_, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
-	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+	id, capID := e.capturedWithReferences("PO-7", "=ACC,42")
 	if code, _, b := e.req("POST", "/v1/orders/"+id+"/reference", `{"reference":"PO-7","settlementReference":"ACC-43"}`, e.auth, nil); code != 200 {
 		t.Fatalf("set reference: %d %v", code, b)
 	}
@@ -179,18 +173,13 @@ func TestSettlementTransactionsCarryTheOrdersSettlementReference(t *testing.T) {
 func TestReversalsCarryTheCapturesReferences(t *testing.T) {
 	e := newSessionEnv(t)
 	for _, reversal := range []string{"void", "recourse"} {
-		code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE",
-			"reference":"PO-1","settlementReference":"ACC-1","orderLines":[{"description":"Tiles","quantity":1,"unitPrice":10000,"vat":2500}]}`, e.auth, nil)
-		if code != 200 {
-			t.Fatalf("create order: %d %v", code, b)
-		}
-		id := b["orderId"].(string)
-		_, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
-		capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+		id, capID := e.capturedWithReferences("PO-1", "ACC-1")
 		e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil)
 		if code, _, b := e.req("POST", "/v1/orders/"+id+"/reference", `{"reference":"PO-2","settlementReference":"ACC-2"}`, e.auth, nil); code != 200 {
 			t.Fatalf("set reference: %d %v", code, b)
 		}
+		var code int
+		var b map[string]any
 		if reversal == "void" {
 			code, _, b = e.req("DELETE", "/v1/orders/"+id+"/"+capID, "", e.auth, nil)
 		} else {
@@ -211,4 +200,22 @@ func TestReversalsCarryTheCapturesReferences(t *testing.T) {
 			t.Errorf("%s transaction: references %v/%v, want those of the capture PO-1/ACC-1", tx["type"], tx["merchantReference"], tx["settlementReference"])
 		}
 	}
+}
+
+// capturedWithReferences makes a one-line invoice order of 100.00 with the
+// merchant's reference and settlement reference, and captures it in full.
+func (e *sessionEnv) capturedWithReferences(reference, settlementReference string) (id, capID string) {
+	e.t.Helper()
+	body, _ := json.Marshal(map[string]any{"country": "SE", "currency": "SEK", "locale": "sv-SE", "reference": reference,
+		"settlementReference": settlementReference, "orderLines": []any{map[string]any{"description": "Tiles", "quantity": 1, "unitPrice": 10000, "vat": 2500}}})
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", string(body), e.auth, nil)
+	if code != 200 {
+		e.t.Fatalf("create order: %d %v", code, b)
+	}
+	id = b["orderId"].(string)
+	code, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	if code != 200 {
+		e.t.Fatalf("capture: %d %v", code, o)
+	}
+	return id, o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
 }
