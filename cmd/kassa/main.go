@@ -560,13 +560,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	go func() { background.Wait(); close(stopped) }()
 	defer func() { stopJobs(); cutPosts(); <-stopped }()
 
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
-		// No request of the API needs large headers; Go's default (1 MiB)
-		// let each unfinished request hold a megabyte before any check.
-		MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn), TLSConfig: tlsConfig,
-		ConnState: ln.ConnState}
+	hs := httpServer(srv.Handler(), log, ln)
+	hs.TLSConfig = tlsConfig
 	errc := make(chan error, 1)
 	go func() {
 		if c.tlsCert != "" {
@@ -580,9 +575,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	var ops *http.Server
 	var opsErrc chan error // nil without one: never ready
 	if opsLn != nil {
-		ops = &http.Server{Handler: srv.OpsHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: maxHeaderBytes,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ConnState: opsLn.ConnState}
+		ops = httpServer(srv.OpsHandler(), log, opsLn)
 		opsErrc = make(chan error, 1)
 		go func() { opsErrc <- ops.Serve(opsLn) }()
 		// Before "listening", which tells a supervisor (and the tests) that
@@ -749,6 +742,18 @@ func shownURL(s string) string {
 
 // maxHeaderBytes bounds a request's header block (431 past it).
 const maxHeaderBytes = 64 << 10
+
+// httpServer is an HTTP server of serve for h on ln, the API's or the
+// operations listener, which take the same timeouts and bounds.
+func httpServer(h http.Handler, log *slog.Logger, ln *limitListener) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
+		// No request of the API needs large headers; Go's default (1 MiB)
+		// let each unfinished request hold a megabyte before any check.
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:      ln.ConnState}
+}
 
 // ensureMerchant creates the sandbox merchant on an empty store (printing its
 // credentials once) or keeps the one named by --client-id with its secret.
