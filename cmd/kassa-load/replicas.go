@@ -374,13 +374,9 @@ func (r *contended) flow(rng *mrand.Rand, prefix string) {
 		if amount <= 0 {
 			continue
 		}
-		body := map[string]any{"orderLines": []any{map[string]any{"description": "Return " + o.Captured[j].LedgerID, "quantity": 1, "unitPrice": amount, "vat": 0}},
-			"totalRefundAmount": amount}
+		body := refundBody(o.Captured[j].LedgerID, amount)
 		path := "/v1/orders/" + id + "/partialrefund/" + o.Captured[j].LedgerID
-		apply := func(response) {
-			r.refunds.Add(1)
-			r.tl.apply(id, func(e *expect) { e.refunded += amount; e.refunds++ })
-		}
+		apply := r.refunded(id, amount)
 		wg.Go(func() {
 			if j == 0 {
 				r.both(r.pick(k+j), r.pick(k+j+2), "POST", path, body, key, apply)

@@ -560,13 +560,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	go func() { background.Wait(); close(stopped) }()
 	defer func() { stopJobs(); cutPosts(); <-stopped }()
 
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
-		// No request of the API needs large headers; Go's default (1 MiB)
-		// let each unfinished request hold a megabyte before any check.
-		MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn), TLSConfig: tlsConfig,
-		ConnState: ln.ConnState}
+	hs := httpServer(srv.Handler(), log, ln)
+	hs.TLSConfig = tlsConfig
 	errc := make(chan error, 1)
 	go func() {
 		if c.tlsCert != "" {
@@ -580,9 +575,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	var ops *http.Server
 	var opsErrc chan error // nil without one: never ready
 	if opsLn != nil {
-		ops = &http.Server{Handler: srv.OpsHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: maxHeaderBytes,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ConnState: opsLn.ConnState}
+		ops = httpServer(srv.OpsHandler(), log, opsLn)
 		opsErrc = make(chan error, 1)
 		go func() { opsErrc <- ops.Serve(opsLn) }()
 		// Before "listening", which tells a supervisor (and the tests) that
@@ -749,6 +742,18 @@ func shownURL(s string) string {
 
 // maxHeaderBytes bounds a request's header block (431 past it).
 const maxHeaderBytes = 64 << 10
+
+// httpServer is an HTTP server of serve for h on ln, the API's or the
+// operations listener, which take the same timeouts and bounds.
+func httpServer(h http.Handler, log *slog.Logger, ln *limitListener) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
+		// No request of the API needs large headers; Go's default (1 MiB)
+		// let each unfinished request hold a megabyte before any check.
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:      ln.ConnState}
+}
 
 // ensureMerchant creates the sandbox merchant on an empty store (printing its
 // credentials once) or keeps the one named by --client-id with its secret.
@@ -1120,29 +1125,20 @@ func (j *jobs) pass(ctx context.Context) (more bool) {
 	// first; the sweeps only keep the store tidy.
 	guard(j.log, "scheduled tasks", func() { more = j.runTasks(ctx) || more })
 	guard(j.log, "expiry job", func() {
-		n := 0
-		left := j.drain(ctx, func() bool {
-			m, err := j.ledger.ExpireOrders(ctx, kassa.ExpiryBatch)
-			n += m
-			if err != nil && ctx.Err() == nil {
-				j.log.Error("expiry job", "err", err)
-			}
-			return err == nil && m == kassa.ExpiryBatch
-		})
-		if n > 0 {
-			j.log.Info("expiry job", "expired", n)
-		}
-		more = left || more
+		more = j.batches(ctx, "expiry job", "expired", func() (int, bool, error) {
+			n, err := j.ledger.ExpireOrders(ctx, kassa.ExpiryBatch)
+			return n, n == kassa.ExpiryBatch, err
+		}) || more
 	})
 	guard(j.log, "idempotency sweep", func() {
-		more = j.sweep(ctx, "idempotency sweep", func() (int, bool, error) {
+		more = j.batches(ctx, "idempotency sweep", "removed", func() (int, bool, error) {
 			return j.ledger.SweepIdempotencyOnce(ctx, 1000)
 		}) || more
 	})
 	guard(j.log, "notification retention sweep", func() {
 		// A batch per transaction, so the sweep holds the writer (bbolt's
 		// one, or PostgreSQL's row locks) only briefly between requests.
-		more = j.sweep(ctx, "notification retention sweep", func() (int, bool, error) {
+		more = j.batches(ctx, "notification retention sweep", "removed", func() (int, bool, error) {
 			return j.ledger.SweepNotificationsOnce(ctx, 500)
 		}) || more
 	})
@@ -1166,19 +1162,21 @@ func (j *jobs) drain(ctx context.Context, step func() (more bool)) bool {
 	return false
 }
 
-// sweep drains a sweep whose step removes a batch and logs what it removed.
-func (j *jobs) sweep(ctx context.Context, job string, step func() (int, bool, error)) bool {
-	removed := 0
+// batches drains a job whose step handles a batch (removes or expires
+// records) and reports how many and whether more may be left, and logs
+// the count under what.
+func (j *jobs) batches(ctx context.Context, job, what string, step func() (int, bool, error)) bool {
+	done := 0
 	left := j.drain(ctx, func() bool {
 		n, more, err := step()
-		removed += n
+		done += n
 		if err != nil && ctx.Err() == nil {
 			j.log.Error(job, "err", err)
 		}
 		return err == nil && more
 	})
-	if removed > 0 {
-		j.log.Info(job, "removed", removed)
+	if done > 0 {
+		j.log.Info(job, what, done)
 	}
 	return left
 }
