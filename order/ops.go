@@ -309,11 +309,17 @@ func (o *Order) liveCapture(ledgerID string) (*Ledger, error) {
 	return l, nil
 }
 
-// owed refuses what only a capture the buyer pays afterwards takes (a
-// payment, a reminder) on one paid when it was made.
+// owed refuses what only a capture the provider collects from the buyer
+// afterwards takes (a payment, a reminder): on one paid when it was made,
+// and on one handed back to the merchant (recourse), which the provider no
+// longer collects: the buyer pays the merchant, and what the recourse took
+// back from the merchant's settlement stays what it was.
 func (o *Order) owed(l *Ledger) error {
 	if o.PaymentMethod.PaidAtCapture() {
 		return fault.NotAvailablef("sub-order %s was paid by %s when it was captured: nothing is owed on it", l.ID, o.PaymentMethod.Type)
+	}
+	if l.Recourse != "" {
+		return fault.NotAvailablef("sub-order %s was handed back to the merchant (recourse): the merchant collects it", l.ID)
 	}
 	return nil
 }
@@ -343,12 +349,6 @@ func (o *Order) RegisterPayment(ledgerID string, amount int64, env Env) error {
 	}
 	if err := o.owed(l); err != nil {
 		return err
-	}
-	// The provider no longer collects a claim handed back: the buyer pays
-	// the merchant, and what the recourse took back from the merchant's
-	// settlement stays what it was.
-	if l.Recourse != "" {
-		return fault.NotAvailablef("sub-order %s was handed back to the merchant (recourse): the merchant collects it", ledgerID)
 	}
 	due := o.Outstanding(l)
 	if amount <= 0 || amount > due {
@@ -390,11 +390,6 @@ func (o *Order) MarkLedger(ledgerID string, s SubStatus, env Env) error {
 	case SubReminder1, SubReminder2, SubDebtCollection:
 		if err := o.owed(l); err != nil {
 			return err
-		}
-		// The claim went back to the merchant: the provider no longer
-		// collects it.
-		if l.Recourse != "" {
-			return fault.NotAvailablef("sub-order %s was handed back to the merchant (recourse): the merchant collects it", ledgerID)
 		}
 		if o.Outstanding(l) <= 0 {
 			return fault.NotAvailablef("sub-order %s has nothing outstanding", ledgerID)

@@ -527,13 +527,13 @@ func (o *Order) capturable(lines []Line, remaining int64) bool {
 	return t.Gross >= 0 && t.Gross <= remaining && t.VATWithin()
 }
 
-// authorizationAllowsCapture reports whether some capture fits what is left
-// of the authorization: any line without id while some remains, or else the
-// whole remainder (of 0). Captures without id leave the remainder as it was,
-// so they can use the authorization up with lines still uncaptured; until an
-// edit, such an order cannot be captured and is not readyForCapture.
-func (o *Order) authorizationAllowsCapture() bool {
-	remaining := o.RemainingAuthorization()
+// authorizationAllowsCapture reports whether some capture fits remaining,
+// what is left of the authorization: any line without id while some
+// remains, or else the whole remainder (of 0). Captures without id leave the
+// remainder as it was, so they can use the authorization up with lines still
+// uncaptured; until an edit, such an order cannot be captured and is not
+// readyForCapture.
+func (o *Order) authorizationAllowsCapture(remaining int64) bool {
 	return remaining > 0 || o.capturable(o.Uncaptured.Lines, remaining)
 }
 
@@ -611,7 +611,10 @@ func (o *Order) Statuses(now time.Time) []Status {
 	if o.Unacknowledged {
 		s = append(s, StatusUnacknowledged)
 	}
-	if o.captureBlocked(now) == "" && o.authorizationAllowsCapture() {
+	// RemainingAuthorization, from the amounts summed above: it would sum
+	// every sub-order's lines again, on each status computation (each
+	// render, each stored status index).
+	if o.captureBlocked(now) == "" && o.authorizationAllowsCapture(o.AuthorizedAmount-a.Consumed) {
 		s = append(s, StatusReadyForCapture)
 	}
 	paidAny, failure := false, false

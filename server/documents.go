@@ -146,6 +146,7 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 		// Those showed no address: the page stays as it was issued.
 		is.BuyerAddress = nil
 	}
+	tot := order.SumLines(l.Lines, o.VATMode)
 	v := documentView{Title: "Invoice", Noun: "invoice", Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
 		MerchantReference: is.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"),
 		Supplier: is.Supplier, BuyerName: is.BuyerName, BuyerID: is.BuyerID, BuyerAddress: addressLine(is.BuyerAddress, is.BuyerName), Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: "incl. VAT"}
@@ -168,8 +169,9 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 		v.Title, v.Noun = "Receipt", "receipt"
 	case !l.Void() && (l.Paid > 0 || l.Recourse != ""):
 		v.Recourse = l.Recourse != ""
-		st := standing{Invoiced: amount(order.SumLines(l.Lines, o.VATMode).Gross), Paid: amount(l.Paid), Due: "Outstanding", Outstanding: amount(o.Outstanding(l))}
-		if out := o.Outstanding(l); out < 0 {
+		out := o.Outstanding(l)
+		st := standing{Invoiced: amount(tot.Gross), Paid: amount(l.Paid), Due: "Outstanding", Outstanding: amount(out)}
+		if out < 0 {
 			// Paid in full, then credited: the buyer is owed the credit.
 			st.Due, st.Outstanding = "Due to the buyer", amount(-out)
 		}
@@ -196,7 +198,6 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 		t := byRate[rate]
 		v.VATRows = append(v.VATRows, vatRow{Rate: amount(rate), Net: amount(t[0]), VAT: amount(t[1]), Gross: amount(t[2])})
 	}
-	tot := order.SumLines(l.Lines, o.VATMode)
 	v.Net, v.VAT, v.Gross = amount(tot.Net), amount(tot.VAT), amount(tot.Gross)
 	pageHeaders(w, documentPolicy)
 	w.Header().Set("Cache-Control", "private, no-store")

@@ -64,15 +64,13 @@ type Item struct {
 func NewItems(before, after *order.Order) []Item {
 	had := map[string]bool{}
 	voided := map[string]bool{}
-	recoursed := map[string]bool{}
-	claimLeft := map[string]int64{} // recoursed captures: the claim left before this operation
+	claimLeft := map[string]int64{} // captures recoursed before this operation: the claim left then
 	if before != nil {
 		for i := range before.Captured {
 			l := &before.Captured[i]
 			had[l.ID] = true
 			voided[l.ID] = l.Void()
-			recoursed[l.ID] = l.RecourseClaim > 0
-			if recoursed[l.ID] {
+			if l.RecourseClaim > 0 {
 				claimLeft[l.ID] = before.ClaimLeft(l)
 			}
 		}
@@ -105,7 +103,7 @@ func NewItems(before, after *order.Order) []Item {
 			out = append(out, reversal(l, kindVoid, l.ID+":void"))
 		}
 		// A recourse appends no event, so updatedAt is not its time.
-		if l.RecourseClaim > 0 && !recoursed[l.ID] {
+		if _, settled := claimLeft[l.ID]; l.RecourseClaim > 0 && !settled {
 			it := reversal(l, KindRecourse, l.ID+":recourse")
 			it.Amount, it.OccurredAt = l.RecourseClaim, l.RecoursedAt
 			out = append(out, it)
