@@ -70,11 +70,12 @@ func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, to
 		return nil, err
 	}
 	lines, mode, invalid := order.ValidateCreate(req, false, l.opts.IDs)
-	if invalid != nil && (req.VatMode != "" || !validExclVAT(req, l.opts.IDs)) {
+	if invalid != nil && !(req.VatMode == "" && validExclVAT(req, l.opts.IDs)) && !sessionMayStateLines(req, l.opts.IDs) {
 		return nil, invalid
 	}
-	// Lines valid only in exclVat wait for the token: from an exclVat
-	// session they are read in its mode (orderFromSession), as it showed them.
+	// Lines valid only in exclVat, and lines left out, wait for the token:
+	// from a session they are read in its mode, or taken from it, as it
+	// showed them (orderFromSession).
 	return l.run(ctx, call, request{"createOrder", []string{tok}, req}, func(tx storage.Tx) (*Result, error) {
 		a, err := tx.GetAuthorization(call.MerchantID, tok)
 		if err != nil {
@@ -95,7 +96,7 @@ func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, to
 				return nil, err
 			}
 			oreq = orderFromSession(req, s)
-			if oreq.VatMode != req.VatMode {
+			if oreq.VatMode != req.VatMode || len(oreq.OrderLines) != len(req.OrderLines) {
 				// The lines are read in the session's mode, as the buyer saw them.
 				if olines, omode, err = order.ValidateCreate(oreq, false, l.opts.IDs); err != nil {
 					return nil, err
@@ -298,8 +299,8 @@ func (l *Ledger) PutAuthorization(ctx context.Context, a *token.Authorization) e
 
 // orderFromSession is the order request r completed with what the merchant
 // told the session the buyer approved in: its store, its reference, its VAT
-// mode, its metadata, and the shipping address and references of its customer
-// prefill. The spec names none of it, so the request's own value wins and
+// mode, its metadata, the shipping address and references of its customer
+// prefill, and its lines when r states neither lines nor a total. The spec names none of it, so the request's own value wins and
 // the session's fills only what the request leaves empty; the buyer's
 // approved details (company, billing address, contact) come from the token
 // as before. r itself is left as it was sent (it is the request's
@@ -311,6 +312,15 @@ func orderFromSession(r *order.CreateRequest, s *session.Session) *order.CreateR
 	}
 	if out.Reference == "" {
 		out.Reference = s.MerchantReference
+	}
+	if len(out.OrderLines) == 0 && out.TotalOrderAmount == nil && len(s.OrderLines) > 0 &&
+		(out.VatMode == "" || out.VatMode == string(s.VATMode)) {
+		// The spec makes lines optional here, and the buyer approved these.
+		out.OrderLines = make([]order.LineInput, len(s.OrderLines))
+		for i, ln := range s.OrderLines {
+			out.OrderLines[i] = ln.Input()
+		}
+		out.VatMode = string(s.VATMode)
 	}
 	if out.VatMode == "" && s.VATMode == money.ExclVAT {
 		// Lines priced without VAT in the session are so in the order:
@@ -332,6 +342,19 @@ func orderFromSession(r *order.CreateRequest, s *session.Session) *order.CreateR
 		out.Customer = &c
 	}
 	return &out
+}
+
+// sessionMayStateLines reports whether r leaves out its lines and total
+// and is otherwise valid, so that the lines of the session behind its
+// token, if any, may complete it.
+func sessionMayStateLines(r *order.CreateRequest, ids order.IDSource) bool {
+	if len(r.OrderLines) > 0 || r.TotalOrderAmount != nil {
+		return false
+	}
+	x := *r
+	x.OrderLines = []order.LineInput{{Description: new("stand-in"), Quantity: new(int64(1)), UnitPrice: new(int64(0)), Vat: new(int64(0))}}
+	_, _, err := order.ValidateCreate(&x, false, ids)
+	return err == nil
 }
 
 // validExclVAT reports whether r, which states no vatMode, is valid read in

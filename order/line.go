@@ -49,6 +49,14 @@ type Line struct {
 	Vat                int64    `json:"vat"`
 }
 
+// Input is the line stated as shown, every amount included and no id: a
+// request that repeats it makes the same line under a new id.
+func (l Line) Input() LineInput {
+	return LineInput{Description: &l.Description, Quantity: &l.Quantity, Reference: l.Reference,
+		TotalAmount: &l.TotalAmount, TotalVatAmount: &l.TotalVatAmount, Type: string(l.Type),
+		UnitDiscountAmount: &l.UnitDiscountAmount, UnitPrice: &l.UnitPrice, Vat: &l.Vat}
+}
+
 // Gross is the line's amount including VAT in mode.
 func (l Line) Gross(mode money.VATMode) int64 {
 	g, _ := money.Split(l.TotalAmount, l.TotalVatAmount, mode)

@@ -201,3 +201,47 @@ func TestOrderFromSessionTakesItsLinesAsShown(t *testing.T) {
 		t.Fatalf("invalid lines on an unknown token: %d %v, want 400", code, p)
 	}
 }
+
+// TestOrderFromSessionWithoutLinesTakesTheSessions: orderLines are
+// optional on an order from an authorization token (spec), and the buyer
+// approved the session's lines, so an order request that sends neither
+// lines nor totals takes them, in the session's VAT mode. It used to be
+// refused ("orderLines are required"). Without a session behind the token,
+// or with a mode of its own that is not the session's, the request must
+// still state its lines.
+func TestOrderFromSessionWithoutLinesTakesTheSessions(t *testing.T) {
+	e := newSessionEnv(t)
+	ls := `"orderLines":[{"description":"Tiles","quantity":2,"unitPrice":10000,"vat":2500,"reference":"T-1","type":"physical"},
+		{"description":"Grout","quantity":1,"unitPrice":5000,"unitDiscountAmount":1000,"vat":1200}]`
+	head := `{"country":"SE","currency":"SEK","locale":"sv-SE"`
+	for _, mode := range []string{"inclVat", "exclVat"} {
+		tok := e.approvedToken("/v1/sessions", head+`,"vatMode":"`+mode+`",`+ls+`}`)
+		code, _, p := e.do("POST", "/v1/authorization-tokens/"+tok+"/order", head+`}`, e.auth)
+		if code != 200 {
+			t.Fatalf("%s: order without lines from a session: %d %v", mode, code, p)
+		}
+		o := e.get(p["orderId"].(string))
+		lines := o["uncaptured"].(map[string]any)["orderLines"].([]any)
+		want := float64(2*10000 + 5000 - 1000)
+		if mode == "exclVat" {
+			want = 2*12500 + 4000 + 480
+		}
+		if o["vatMode"] != mode || minor(o["orderAmount"]) != want || len(lines) != 2 {
+			t.Fatalf("%s: order: vatMode %v, amount %v, %d lines; want %s, %v, 2", mode, o["vatMode"], minor(o["orderAmount"]), len(lines), mode, want)
+		}
+		l0, l1 := lines[0].(map[string]any), lines[1].(map[string]any)
+		if l0["description"] != "Tiles" || l0["reference"] != "T-1" || l0["type"] != "physical" || l0["quantity"] != float64(2) ||
+			l1["description"] != "Grout" || l1["unitDiscountAmount"] != float64(1000) || l1["vat"] != float64(1200) {
+			t.Fatalf("%s: lines not as the session's: %v", mode, lines)
+		}
+	}
+	// A mode stated against the session's: the lines must be stated too.
+	tok := e.approvedToken("/v1/sessions", head+`,"vatMode":"exclVat",`+ls+`}`)
+	if code, _, p := e.do("POST", "/v1/authorization-tokens/"+tok+"/order", head+`,"vatMode":"inclVat"}`, e.auth); code != 400 {
+		t.Fatalf("order stating another mode and no lines: %d %v, want 400", code, p)
+	}
+	// Still refused before the token is looked at when something else is wrong.
+	if code, _, p := e.do("POST", "/v1/authorization-tokens/no-such-token/order", `{"country":"SE","currency":"SEK"}`, e.auth); code != 400 {
+		t.Fatalf("no locale and no lines on an unknown token: %d %v, want 400", code, p)
+	}
+}

@@ -130,9 +130,9 @@ func ByID(id string) order.LineInput { return order.LineInput{ID: Ptr(id)} }
 
 // ByIDFull refers to uncaptured line l by id and repeats its fields.
 func ByIDFull(l order.Line) order.LineInput {
-	return order.LineInput{ID: Ptr(l.ID), Description: Ptr(l.Description), Quantity: Ptr(l.Quantity),
-		UnitPrice: Ptr(l.UnitPrice), TotalAmount: Ptr(l.TotalAmount), TotalVatAmount: Ptr(l.TotalVatAmount),
-		Vat: Ptr(l.Vat), UnitDiscountAmount: Ptr(l.UnitDiscountAmount), Type: string(l.Type)}
+	in := l.Input()
+	in.ID = Ptr(l.ID)
+	return in
 }
 
 // CreateRequest is a valid SE/SEK request with lines; totals are left to be computed.
