@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -302,11 +303,18 @@ func (s *Server) checkoutPage(w http.ResponseWriter, r *http.Request, p httprout
 		s.checkoutFailure(w, r, fault.New(fault.Forbidden, "checkout_link_invalid", "bad signature"))
 		return
 	}
-	q := strings.TrimSpace(r.URL.Query().Get("q"))
-	if len([]rune(q)) > maxCompanyQuery {
+	s.renderCheckout(w, r, p, http.StatusOK, checkoutForm{Q: pageQuery(r.URL.Query().Get("q"))}, nil, "")
+}
+
+// pageQuery cuts a search the page was sent, in its address or its form, to
+// what the search endpoint accepts: the directory's search costs in the
+// number of words, and a form of 0.8 MB of one-letter words took seconds.
+func pageQuery(q string) string {
+	q = strings.TrimSpace(q)
+	if utf8.RuneCountInString(q) > maxCompanyQuery {
 		q = string([]rune(q)[:maxCompanyQuery])
 	}
-	s.renderCheckout(w, r, p, http.StatusOK, checkoutForm{Q: q}, nil, "")
+	return q
 }
 
 func (s *Server) checkoutSubmit(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -315,7 +323,7 @@ func (s *Server) checkoutSubmit(w http.ResponseWriter, r *http.Request, p httpro
 		return
 	}
 	get := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
-	f := checkoutForm{Q: get("q"), CompanyID: get("companyId"), FirstName: get("firstName"), LastName: get("lastName"),
+	f := checkoutForm{Q: pageQuery(r.PostFormValue("q")), CompanyID: get("companyId"), FirstName: get("firstName"), LastName: get("lastName"),
 		Email: get("email"), Phone: get("phone"), Street: get("street"), PostalCode: get("postalCode"), City: get("city"),
 		PaymentMethod: get("paymentMethod")}
 	redirect := func() {

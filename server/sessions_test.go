@@ -533,6 +533,32 @@ func TestCheckoutSearchRateLimited(t *testing.T) {
 	}
 }
 
+// TestCheckoutSubmitBoundsItsSearch: the page's form sends its search back
+// (the hidden q) and a page shown again searches it. The address's q is cut
+// to the search endpoint's 100 characters, the form's was not: one submit
+// of 400 000 one-letter words (0.8 MB, within the body limit) searched for
+// 6 s of CPU on the sandbox's directory alone, and echoed the query twice.
+func TestCheckoutSubmitBoundsItsSearch(t *testing.T) {
+	e := newSessionEnv(t)
+	_, _, s := e.do("POST", "/v1/sessions", fill(sessionBody, "a", "PO-1", "big-q"), e.auth)
+	link := s["checkoutUrl"].(string)
+	u, _ := url.Parse(link)
+	long := strings.Repeat("Approved ", 1000)
+	resp, err := http.PostForm(e.ts.URL+u.Path, url.Values{"sig": {u.Query().Get("sig")}, "q": {long}, "action": {"approve"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("submit without the buyer's details: %d, want 422", resp.StatusCode)
+	}
+	want := `value="` + string([]rune(strings.TrimSpace(long))[:maxCompanyQuery]) + `"`
+	if n := strings.Count(string(page), want); n != 2 || strings.Contains(string(page), strings.TrimSpace(long)) {
+		t.Fatalf("the page shown again holds the search as sent, not cut to %d characters as the address's is (%d fields of %s)", maxCompanyQuery, n, want)
+	}
+}
+
 // TestCheckoutNoticeSurvivesTheSearchLimit: a buyer whose address has used
 // up the search limit (a NAT shared by a company's buyers) submits a page
 // whose order changed meanwhile. The page's hidden search went through the
