@@ -101,6 +101,7 @@ type index struct {
 	words     [][]string       // normalized words of each name
 	byNumber  map[string]int32 // registration number → company
 	tokens    []entry          // sorted by token, then company
+	maxWords  int              // the most words of any name
 }
 
 // build indexes a country's companies; numbers are keyed in their canonical
@@ -126,6 +127,7 @@ func build(country string, cs []Company) *index {
 		byNumber: make(map[string]int32, len(all))}
 	for i, n := range all {
 		ix.companies[i], ix.norm[i], ix.words[i] = n.c, n.norm, n.words
+		ix.maxWords = max(ix.maxWords, len(n.words))
 		ix.byNumber[CanonicalNumber(country, n.c.ID)] = int32(i)
 		for _, t := range n.words {
 			ix.tokens = append(ix.tokens, entry{t, int32(i)})
@@ -293,7 +295,9 @@ func (ix *index) searchName(qt []string, limit int) []Match {
 		c := ix.companies[i]
 		out = append(out, Match{CompanyID: c.ID, CompanyName: c.Name, ExactMatch: ix.norm[i] == qn})
 	}
-	if len(out) == limit {
+	// More query words than any name has cannot each start a word of their
+	// own; looking them up would cost per word of whatever a buyer typed.
+	if len(out) == limit || len(qt) > ix.maxWords {
 		return out
 	}
 	// 2. Names whose words each start with a query word, in any order: the

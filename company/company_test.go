@@ -252,3 +252,31 @@ func TestLookupOfANumberListedWithSeparators(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchCostsNothingPerWordBeyondTheLongestName: a name matches only
+// when each query word starts a word of its own, so a query of more words
+// than any name has matches no name by its words. Search used to look up
+// and intersect every query word's companies anyway: an embedder passing a
+// buyer's 0.8 MB of one-letter words to it spent seconds of CPU. Counted in
+// allocations, which do not depend on the machine: beyond tokenizing the
+// query, such a search may not allocate per word.
+func TestSearchCostsNothingPerWordBeyondTheLongestName(t *testing.T) {
+	d := NewDirectory()
+	d.Set("SE", []Company{
+		{ID: "5560360793", Name: "Göta Bygg AB", Country: "SE"},
+		{ID: "5560000019", Name: "Västra Göta Bygg Handelsbolag", Country: "SE"},
+	})
+	q := strings.Repeat("g ", 5000)
+	if got := d.Search("SE", q, 10); len(got) != 0 {
+		t.Fatalf("a query of 5000 words matched %v", got)
+	}
+	tokens := testing.AllocsPerRun(5, func() { Tokens(q) })
+	search := testing.AllocsPerRun(5, func() { d.Search("SE", q, 10) })
+	if search > tokens+50 {
+		t.Fatalf("searching 5000 words allocated %.0f times, tokenizing them %.0f: the search works per word", search, tokens)
+	}
+	// Within the longest name's words, every word still counts.
+	if got := d.Search("SE", "v g b", 10); len(got) != 1 || got[0].CompanyName != "Västra Göta Bygg Handelsbolag" {
+		t.Fatalf("v g b: %v", got)
+	}
+}
