@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/storage"
 )
 
@@ -107,4 +109,66 @@ func (t *timedStore) Update(ctx context.Context, fn func(storage.Tx) error) erro
 	err := t.Store.Update(ctx, fn)
 	t.m.ObserveCommit(time.Since(start))
 	return err
+}
+
+// backupWriteWindow is how long one write of a backup may take: the
+// listener's write timeout bounds a whole response, which a backup of a
+// large store to a remote host can outlast while it makes progress.
+const backupWriteWindow = time.Minute
+
+var errBackupBusy = fault.New(fault.Conflict, "backup_in_progress", "a backup is under way; try again once it has ended")
+
+var errBackupUnsupported = fault.New(fault.NotAvailable, "backup_unsupported",
+	"this server's store is PostgreSQL: back up the database with pg_dump (docs/postgres.md)")
+
+func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if s.cfg.Backup == nil {
+		s.writeError(w, r, errBackupUnsupported)
+		return
+	}
+	// Each backup spools a copy of the store beside it: two at once
+	// would take twice the disk for nothing.
+	if !s.backup.TryLock() {
+		s.writeError(w, r, errBackupBusy)
+		return
+	}
+	defer s.backup.Unlock()
+	bw := &backupWriter{w: w, rc: http.NewResponseController(w)}
+	err := s.cfg.Backup(bw)
+	switch {
+	case err == nil:
+		return
+	case !bw.started:
+		s.writeError(w, r, fault.Internalf(err, "backup"))
+	default:
+		s.log.ErrorContext(r.Context(), "backup cut short", slog.Any("err", err), slog.Int64("bytes", bw.n))
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// backupWriter sends the backup's headers with its first byte, so that a
+// backup failing before it can still be answered with a problem, and
+// renews the write deadline before each write.
+type backupWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+	n       int64
+}
+
+func (b *backupWriter) Write(p []byte) (int, error) {
+	if !b.started {
+		b.started = true
+		h := b.w.Header()
+		h.Set("Content-Type", "application/x-tar")
+		h.Set("Content-Disposition", `attachment; filename="kassa-backup-`+time.Now().UTC().Format("20060102T150405Z")+`.tar"`)
+		h.Set("Cache-Control", "no-store")
+		b.w.WriteHeader(http.StatusOK)
+	}
+	if err := b.rc.SetWriteDeadline(time.Now().Add(backupWriteWindow)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return 0, err
+	}
+	n, err := b.w.Write(p)
+	b.n += int64(n)
+	return n, err
 }

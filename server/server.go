@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -17,6 +18,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -81,6 +83,14 @@ type Config struct {
 	// served by OpsHandler only, which kassa serve puts on a listener of
 	// its own (--ops-addr). /healthz and /readyz stay on both.
 	SeparateOps bool
+	// Backup writes an online backup of the store's data to w, for GET
+	// /backup on OpsHandler only (never on Handler: it holds every
+	// merchant's data and the signing key). It must write nothing before
+	// it can no longer fail but for w; an error after its first byte cuts
+	// the response short so the client cannot take it for a whole one.
+	// Nil (PostgreSQL, whose backup is pg_dump's): /backup answers 409
+	// backup_unsupported.
+	Backup func(w io.Writer) error
 }
 
 // Server is the HTTP front of a kassa Ledger.
@@ -92,7 +102,8 @@ type Server struct {
 	ops     *httprouter.Router // the operations routes, for OpsHandler
 	metrics *Metrics
 	limiter *rateLimiter
-	served  []string // "METHOD pattern" of every route, for the OpenAPI coverage test
+	served  []string   // "METHOD pattern" of every route, for the OpenAPI coverage test
+	backup  sync.Mutex // held by the backup under way: one at a time
 }
 
 // New builds a Server and its routes.
@@ -160,6 +171,10 @@ func (w *statusRecorder) WriteHeader(code int) {
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection (a backup
+// extends its write deadline).
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusRecorder) Write(b []byte) (int, error) {
 	if w.status == 0 {
@@ -271,7 +286,15 @@ func (s *Server) serve(router *httprouter.Router, level slog.Level, w http.Respo
 	rec := &statusRecorder{ResponseWriter: w, route: "unmatched"}
 	method := r.Method // as sent: HEAD is routed as GET below
 	defer func() {
-		if p := recover(); p != nil {
+		// http.ErrAbortHandler cuts a response short on purpose (a backup
+		// that failed half-way): it is logged and counted as the request
+		// it was, then raised again so net/http drops the connection
+		// instead of ending the body as if it were whole.
+		aborted := false
+		if p := recover(); p == http.ErrAbortHandler {
+			aborted = true
+			defer panic(p)
+		} else if p != nil {
 			s.log.ErrorContext(ctx, "panic", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			if rec.status == 0 {
 				s.writeError(rec, r, fault.Internalf(errRecovered, "panic"))
@@ -289,6 +312,9 @@ func (s *Server) serve(router *httprouter.Router, level slog.Level, w http.Respo
 		// filter out of every query on the field.
 		if rec.code != "" {
 			attrs = append(attrs, slog.String("code", rec.code))
+		}
+		if aborted {
+			attrs = append(attrs, slog.Bool("aborted", true))
 		}
 		s.log.LogAttrs(ctx, level, "request", attrs...)
 	}()

@@ -195,7 +195,7 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", envDefault("addr", "127.0.0.1:8080"), "listen address (KASSA_ADDR)")
-	fs.StringVar(&c.opsAddr, "ops-addr", envDefault("ops-addr", ""), "listen address of the operations endpoints, plain HTTP for an internal network: /metrics, /healthz and /readyz; when set, --addr answers /metrics 404 (the health routes stay on it too); default none: /metrics is served on --addr (KASSA_OPS_ADDR)")
+	fs.StringVar(&c.opsAddr, "ops-addr", envDefault("ops-addr", ""), "listen address of the operations endpoints, plain HTTP for an internal network: /metrics, /healthz, /readyz and /backup (bolt: a tar of the data directory's state, taken while serving); when set, --addr answers /metrics 404 (the health routes stay on it too); default none: /metrics is served on --addr (KASSA_OPS_ADDR)")
 	fs.StringVar(&c.data, "data", envDefault("data", "./kassa-data"), "data directory; the store is DATA/kassa.db (KASSA_DATA)")
 	fs.StringVar(&c.clientID, "client-id", envDefault("client-id", ""), "create or keep the sandbox merchant with this client id (KASSA_CLIENT_ID)")
 	fs.StringVar(&c.clientSecret, "client-secret", envDefault("client-secret", ""), "secret for --client-id, at least 12 characters (KASSA_CLIENT_SECRET)")
@@ -412,7 +412,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	// Writes of these files that a crash cut short left temporaries beside them.
-	for _, p := range []string{filepath.Join(c.data, "server.key"), filepath.Join(c.data, "sandbox-clock.json"), filepath.Join(companiesDir(c.data), "*.csv")} {
+	// So did a backup's spool file, when the process died during one.
+	for _, p := range []string{filepath.Join(c.data, "server.key"), filepath.Join(c.data, "sandbox-clock.json"), filepath.Join(companiesDir(c.data), "*.csv"),
+		filepath.Join(c.data, backupSpool)} {
 		if n, err := durable.RemoveLeftovers(p); err != nil {
 			log.Warn("removing leftover temporary files", "path", p, "err", err)
 		} else if n > 0 {
@@ -496,6 +498,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		defer pprof.StopCPUProfile()
 	}
 	metrics := server.NewMetrics()
+	var backup func(io.Writer) error // PostgreSQL's is pg_dump's
+	if bs, ok := db.(*bolt.Store); ok {
+		backup = func(w io.Writer) error { return writeBackup(w, c.data, bs) }
+	}
 	var srv *server.Server
 	ledger := kassa.New(server.InstrumentStore(db, metrics), kassa.Options{
 		OrderCacheBytes:       cacheBytes,
@@ -507,7 +513,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	srv = server.New(server.Config{
 		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock, MaxBodyBytes: int64(c.maxBodyMB) << 20,
 		Metrics: metrics, Version: Version, Companies: dir, Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox},
-		StoreTimeout: storeTimeout, TrustedProxies: proxies, SeparateOps: opsLn != nil,
+		StoreTimeout: storeTimeout, TrustedProxies: proxies, SeparateOps: opsLn != nil, Backup: backup,
 		Ready: func(ctx context.Context) error {
 			// A real read: an empty transaction never reaches PostgreSQL
 			// (BEGIN waits for a first statement), so it would stay ready
@@ -580,7 +586,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		go func() { opsErrc <- ops.Serve(opsLn) }()
 		// Before "listening", which tells a supervisor (and the tests) that
 		// the start is complete.
-		fmt.Fprintf(stdout, "operations (/metrics, /healthz, /readyz) on http://%s\n", opsLn.Addr())
+		fmt.Fprintf(stdout, "operations (/metrics, /healthz, /readyz, /backup) on http://%s\n", opsLn.Addr())
 		log.Info("operations listening", "addr", opsLn.Addr().String())
 	}
 	fmt.Fprintf(stdout, "kassa %s listening on %s (data %s, sandbox %v)\n", Version, c.baseURL, c.data, c.sandbox)

@@ -56,6 +56,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -368,4 +369,21 @@ func (s *Store) commit(batch []*call) {
 		}
 		return
 	}
+}
+
+// WriteTo writes a consistent copy of the whole file to w, as of one read
+// transaction: what was committed when it began, and nothing after. It is an
+// online backup: writers go on meanwhile, except that one whose commit
+// must grow the file's memory map waits for the copy to end, so w should
+// be fast (a local file) rather than a network peer. The copy opens as a
+// store like the original.
+func (s *Store) WriteTo(w io.Writer) (n int64, err error) {
+	err = s.db.View(func(btx *bbolt.Tx) error {
+		n, err = btx.WriteTo(w)
+		return err
+	})
+	if errors.Is(err, bberrors.ErrDatabaseNotOpen) {
+		return n, storage.ErrClosed
+	}
+	return n, err
 }

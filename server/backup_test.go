@@ -1,0 +1,94 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestBackupRoute: GET /backup is served on the operations handler only;
+// without a Config.Backup (PostgreSQL) it is refused, naming pg_dump; a
+// backup that fails before its first byte is a 500 problem, one that fails
+// after it is a cut connection, never a body that ends as if whole; and one
+// backup runs at a time.
+func TestBackupRoute(t *testing.T) {
+	problem := func(t *testing.T, resp *http.Response, status int, code string) string {
+		t.Helper()
+		defer resp.Body.Close()
+		var p struct{ Code, Detail string }
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != status || json.Unmarshal(b, &p) != nil || p.Code != code {
+			t.Errorf("answered %d %s, want %d %s", resp.StatusCode, b, status, code)
+		}
+		return p.Detail
+	}
+	get := func(t *testing.T, url string) *http.Response {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	t.Run("postgres", func(t *testing.T) {
+		s := memoryServer(Config{SeparateOps: true})
+		ops := httptest.NewServer(s.OpsHandler())
+		defer ops.Close()
+		if d := problem(t, get(t, ops.URL+"/backup"), http.StatusConflict, "backup_unsupported"); !strings.Contains(d, "pg_dump") {
+			t.Errorf("the refusal does not name pg_dump: %q", d)
+		}
+	})
+
+	var fail error
+	var cut bool
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	s := memoryServer(Config{SeparateOps: true, Backup: func(w io.Writer) error {
+		switch {
+		case fail != nil && !cut:
+			return fail
+		case cut:
+			w.Write([]byte(strings.Repeat("x", 100<<10))) // past net/http's buffer: the headers are out
+			return fail
+		}
+		entered <- struct{}{}
+		<-release
+		_, err := io.WriteString(w, "archive")
+		return err
+	}})
+	api, ops := httptest.NewServer(s.Handler()), httptest.NewServer(s.OpsHandler())
+	defer api.Close()
+	defer ops.Close()
+	problem(t, get(t, api.URL+"/backup"), http.StatusNotFound, "route_not_found")
+
+	first := make(chan *http.Response)
+	go func() { first <- get(t, ops.URL+"/backup") }()
+	<-entered
+	problem(t, get(t, ops.URL+"/backup"), http.StatusConflict, "backup_in_progress")
+	close(release)
+	resp := <-first
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || err != nil || string(b) != "archive" || resp.Header.Get("Content-Type") != "application/x-tar" {
+		t.Fatalf("backup: %d %q %v %q", resp.StatusCode, resp.Header.Get("Content-Type"), err, b)
+	}
+
+	fail = errors.New("disk full")
+	problem(t, get(t, ops.URL+"/backup"), http.StatusInternalServerError, "internal")
+
+	cut = true
+	// Cut before or after the headers went out, depending on buffering:
+	// either way the client sees an error, not an end.
+	resp, err = http.Get(ops.URL + "/backup")
+	if err == nil {
+		b, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil {
+		t.Fatalf("a backup that failed half-way read as whole: %d, %d bytes", resp.StatusCode, len(b))
+	}
+}
