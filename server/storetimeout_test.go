@@ -199,3 +199,81 @@ func lockedOrderEnv(t *testing.T, storeTimeout time.Duration) (e *sessionEnv, lo
 	}
 	return e, locked, other, tx
 }
+
+// TestWaitersOfALockedDocumentRowLeaveThePoolToOthers: captures of many
+// orders of one merchant, all waiting for its invoice-number row that is
+// locked elsewhere (a transaction left open, a stuck replica), take one
+// database connection between them, not one each: while they wait, other
+// merchants and /readyz are served at once rather than when the waiters
+// give up. Once the lock is gone, every capture that answered 503 did
+// nothing, and a capture that answered 200 took one number.
+func TestWaitersOfALockedDocumentRowLeaveThePoolToOthers(t *testing.T) {
+	e, first, _, tx := lockedOrderEnv(t, 3*time.Second)
+	ctx := context.Background()
+	tx.Rollback(ctx) // the order itself is free; its merchant's invoice row will not be
+	// The first capture makes the invoice row; then it is locked elsewhere.
+	if code, _, b := e.req("POST", "/v1/orders/"+first["id"].(string)+"/capture", "", e.auth, nil); code != 200 {
+		t.Fatalf("first capture: %d %v", code, b)
+	}
+	const captures = 8 // twice the pool
+	ids := make([]string, captures)
+	for i := range ids {
+		ids[i] = e.order("5560000001", "invoice")["id"].(string)
+	}
+	lock, err := tx.Conn().Begin(ctx) // a connection on the test's schema
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if tag, err := lock.Exec(ctx, `SELECT 1 FROM sequences WHERE series = 'invoice' FOR UPDATE`); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("lock the invoice row: %v %v", tag, err)
+	}
+
+	var answered sync.WaitGroup
+	waiting := make(chan struct{})
+	codes := make([]int, captures)
+	for i, id := range ids {
+		answered.Add(1)
+		go func() {
+			defer answered.Done()
+			codes[i], _, _ = e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, map[string]string{"Idempotency-Key": fmt.Sprint("cap-", i)})
+		}()
+	}
+	go func() { answered.Wait(); close(waiting) }()
+	time.Sleep(300 * time.Millisecond) // the captures are waiting on the lock by then
+	check := func(what string, code int, b map[string]any) {
+		t.Helper()
+		select {
+		case <-waiting:
+			t.Errorf("%s was answered (%d) only once the waiters on the locked invoice row gave up", what, code)
+		default:
+			if code != 200 {
+				t.Errorf("%s while the waiters wait: %d %v", what, code, b)
+			}
+		}
+	}
+	code, _, b := e.req("GET", "/v1/orders", "", e.other, nil)
+	check("another merchant's list", code, b)
+	code, _, b = e.req("GET", "/readyz", "", "", nil)
+	check("/readyz", code, b)
+	answered.Wait()
+	lock.Rollback(ctx)
+
+	// The row was locked all along: each capture gave up, having done nothing.
+	for i, id := range ids {
+		if n := len(e.get(id)["captured"].([]any)); codes[i] != http.StatusServiceUnavailable || n != 0 {
+			t.Errorf("capture %d of the locked invoice row answered %d and left %d captures", i, codes[i], n)
+		}
+	}
+	// And took no number: the next capture takes the second.
+	for i, id := range ids[:2] {
+		if code, _, b := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, map[string]string{"Idempotency-Key": fmt.Sprint("cap-", i)}); code != 200 {
+			t.Fatalf("capture %d sent again once the lock is gone: %d %v", i, code, b)
+		}
+	}
+	for i, id := range ids[:2] {
+		if ref := e.get(id)["captured"].([]any)[0].(map[string]any)["documentReference"]; ref != fmt.Sprintf("INV-%08d", 2+i) {
+			t.Errorf("capture %d sent again took invoice %v, want INV-%08d", i, ref, 2+i)
+		}
+	}
+}

@@ -10,7 +10,10 @@
 //     replicas at once executes once and the second request, after waiting,
 //     finds the record and replays it. The primary key backs it up.
 //   - Document numbers come from a row per (merchant, series) updated in the
-//     transaction: gapless, and a rollback gives the number back.
+//     transaction: gapless, and a rollback gives the number back. Of one
+//     store's transactions, a quarter of the pool at most wait for such a
+//     row with a connection; the others wait for a turn without one
+//     (turns.go).
 //   - Background work (due tasks, pending notifications, expiring orders) is
 //     claimed with FOR UPDATE SKIP LOCKED, so two replicas never take the
 //     same row; settlement runs hold a transaction advisory lock, so runs on
@@ -82,6 +85,8 @@ type Store struct {
 	decoded   *ordercache.Decoded
 	merchants storage.MerchantCache
 	closed    atomic.Bool
+	// turns: a few transactions at a time wait for a shared row (turns.go).
+	turns turns
 }
 
 // lockKind names one of the store's own advisory locks. They take the
@@ -156,7 +161,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	return &Store{pool: pool, clock: opts.Clock, decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}, nil
+	return &Store{pool: pool, clock: opts.Clock, decoded: ordercache.NewDecoded(opts.DecodedOrderBytes),
+		turns: turns{per: int(cfg.MaxConns / 4)}}, nil
 }
 
 // Unreachable reports whether err, from Open, is the database not being
@@ -547,8 +553,26 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 	// equal the reconnect window, and an outage read "did not answer in
 	// time").
 	var lastLost *connLost
+	// wanted: the turns of shared rows (turns.go) an attempt found taken,
+	// which the next ones wait for before they take a connection.
+	var wanted []string
 	for attempt := 1; ; attempt++ {
-		err := s.once(ctx, opts, writable, fn)
+		held, err := s.turns.waitAll(ctx, wanted)
+		if err != nil {
+			return err
+		}
+		err = s.once(ctx, opts, writable, held, fn)
+		held.release()
+		if tt := (*turnTaken)(nil); errors.As(err, &tt) {
+			if ctx.Err() != nil {
+				return storage.WaitEnded(ctx, nil)
+			}
+			// Not a lost race: nothing to pause for, and each turn is
+			// missed at most once, so the attempt does not count.
+			wanted = addKey(wanted, tt.key)
+			attempt--
+			continue
+		}
 		var lost *connLost
 		isLost := errors.As(err, &lost)
 		if isLost {
@@ -577,7 +601,7 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 	}
 }
 
-func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn func(storage.Tx) error) (err error) {
+func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, held heldTurns, fn func(storage.Tx) error) (err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		if s.closed.Load() {
@@ -592,7 +616,8 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 	}
 	defer conn.Release()
 	w := newWire(ctx, s.pool, conn, opts)
-	t := &tx{ctx: ctx, tx: w, now: s.clock().UTC(), writable: writable, decoded: s.decoded, decodedMerchants: &s.merchants}
+	t := &tx{ctx: ctx, tx: w, now: s.clock().UTC(), writable: writable, decoded: s.decoded, decodedMerchants: &s.merchants,
+		shared: &s.turns, held: held}
 	if writable {
 		t.merchants = make(map[string][]byte)
 		t.locked = make(map[string]int64)
@@ -604,7 +629,14 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, fn 
 			err = fault.Internalf(fmt.Errorf("panic: %v\n%s", p, debug.Stack()), "panic in transaction")
 		}
 	}()
-	if err := fn(t); err != nil {
+	err = fn(t)
+	if t.missedTurn != "" {
+		// Whatever fn made of takeTurn's error, the attempt ends here: it
+		// holds no lock of the row, and runs again with its turn.
+		w.rollback()
+		return &turnTaken{t.missedTurn}
+	}
+	if err != nil {
 		w.rollback()
 		var h *heldErr
 		if errors.As(err, &h) {
@@ -735,6 +767,11 @@ type tx struct {
 	unusedKeys map[string]bool
 	// afterCommit runs once the transaction committed.
 	afterCommit []func()
+	// shared is the store's turns of shared rows; held, those this attempt
+	// has; missedTurn, one another transaction had (turns.go).
+	shared     *turns
+	held       heldTurns
+	missedTurn string
 }
 
 var errReadOnly = fault.Internalf(nil, "write in a read-only transaction")

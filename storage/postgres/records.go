@@ -199,9 +199,14 @@ func (t *tx) PutCustomerToken(c *token.Customer) error {
 
 // NextSequence takes the next number under the row's lock, held to commit:
 // concurrent transactions queue on it, and a rollback undoes the increment.
+// All of a merchant's captures share the row, so of this store's
+// transactions only a few at a time wait for it with a connection (turns.go).
 func (t *tx) NextSequence(merchantID, series string) (int64, error) {
 	if !t.writable {
 		return 0, errReadOnly
+	}
+	if err := t.takeTurn("sequence\x00" + merchantID + "\x00" + series); err != nil {
+		return 0, err
 	}
 	var n int64
 	err := t.tx.QueryRow(t.ctx, `INSERT INTO sequences (merchant_id, series, value) VALUES ($1, $2, 1)
