@@ -158,3 +158,26 @@ func BenchmarkCheckKeys50Lines(b *testing.B) {
 		}
 	})
 }
+
+// A body of null is no object, as [] or 0 is not: decoded it would read as
+// the body left out, which on a full capture captures every remaining line.
+func TestNullBodyIsRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	id, capID, _ := e.capturedInvoice()
+	open := e.order("5560000001", "invoice")["id"].(string)
+	for _, rt := range []string{"/v1/orders/" + open + "/capture", "/v1/orders/" + id + "/refund/" + capID, "/sandbox/v1/merchants", "/v1/orders/" + open + "/customer"} {
+		for _, body := range []string{`null`, " null\n"} {
+			code, _, b := e.req("POST", rt, body, e.auth, nil)
+			wantProblem(t, code, b, 400, "validation_failed")
+			if f := problemFields(b); f != "body" {
+				t.Fatalf("%s %q: fields %s, want body", rt, body, f)
+			}
+		}
+	}
+	if o := e.get(open); len(o["captured"].([]any)) != 0 {
+		t.Fatalf("captured after the refusals: %v", o["captured"])
+	}
+	if o := e.get(id); len(o["refunded"].([]any)) != 0 {
+		t.Fatalf("refunded after the refusals: %v", o["refunded"])
+	}
+}
