@@ -28,7 +28,7 @@ func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 	if err != nil {
 		return bodyReadError(err)
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	if len(bytes.Trim(body, jsonSpace)) == 0 {
 		if optional {
 			return nil
 		}

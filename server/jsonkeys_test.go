@@ -181,3 +181,22 @@ func TestNullBodyIsRefused(t *testing.T) {
 		t.Fatalf("refunded after the refusals: %v", o["refunded"])
 	}
 }
+
+// Only JSON's whitespace (RFC 8259) around nothing is a body left out: a
+// body of other Unicode spaces is not JSON, and read as left out it captured
+// every remaining line.
+func TestBodyOfOtherSpacesIsMalformed(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	for _, body := range []string{"\u00a0", "\u0085", "\u3000", "\u2028", "\ufeff"} {
+		code, _, b := e.req("POST", "/v1/orders/"+id+"/capture", body, e.auth, nil)
+		wantProblem(t, code, b, 400, "malformed_json")
+	}
+	if o := e.get(id); len(o["captured"].([]any)) != 0 {
+		t.Fatalf("captured after the refusals: %v", o["captured"])
+	}
+	code, _, b := e.req("POST", "/v1/orders/"+id+"/capture", " \t\r\n", e.auth, nil)
+	if code != 200 || len(b["captured"].([]any)) != 1 {
+		t.Fatalf("capture with a body of JSON whitespace: %d %v", code, b)
+	}
+}
