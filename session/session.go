@@ -18,6 +18,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -179,7 +180,11 @@ func checkURLs(f *fault.Fields, u *MerchantURLs) {
 		if v == "" {
 			continue
 		}
-		if len(v) > MaxURLLen || !(strings.HasPrefix(v, "https://") || strings.HasPrefix(v, "http://")) {
+		// Parsed, not only prefixed: a NUL (which PostgreSQL cannot hold) or
+		// a line break would be stored and linked from the checkout page.
+		u, err := url.Parse(v)
+		if len(v) > MaxURLLen || !(strings.HasPrefix(v, "https://") || strings.HasPrefix(v, "http://")) ||
+			err != nil || u.Host == "" {
 			f.Add(name, "must be an http(s) URL of at most %d characters", MaxURLLen)
 		}
 	}
