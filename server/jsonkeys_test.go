@@ -200,3 +200,30 @@ func TestBodyOfOtherSpacesIsMalformed(t *testing.T) {
 		t.Fatalf("capture with a body of JSON whitespace: %d %v", code, b)
 	}
 }
+
+// A partial refund's body sent to the full refund's route is refused, not
+// read as a full refund with unknown fields: it refunded the whole capture.
+func TestFullRefundRefusesAPartialRefundsBody(t *testing.T) {
+	e := newSessionEnv(t)
+	id, capID, _ := e.capturedInvoice()
+	rt := "/v1/orders/" + id + "/refund/" + capID
+	for body, fields := range map[string]string{
+		`{"orderLines":[{"description":"Grout","quantity":1,"unitPrice":100,"vat":2500}],"totalRefundAmount":100}`: "orderLines,totalRefundAmount",
+		`{"totalRefundAmount":100,"note":"n"}`: "totalRefundAmount",
+		`{"orderLines":[]}`:                    "orderLines",
+		`{"note":7,"totalRefundAmount":100}`:   "note,totalRefundAmount",
+	} {
+		code, _, b := e.req("POST", rt, body, e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if f := problemFields(b); f != fields {
+			t.Fatalf("%s: fields %s, want %s", body, f, fields)
+		}
+	}
+	if o := e.get(id); len(o["refunded"].([]any)) != 0 {
+		t.Fatalf("refunded after the refusals: %v", o["refunded"])
+	}
+	code, _, b := e.req("POST", rt, `{"note":"all of it","totalRefundAmount":null}`, e.auth, nil)
+	if code != 200 || len(b["refunded"].([]any)) != 1 {
+		t.Fatalf("full refund: %d %v", code, b)
+	}
+}
