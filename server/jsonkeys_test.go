@@ -39,6 +39,9 @@ func TestCheckKeys(t *testing.T) {
 		{"null metadata", `{"metadata":null}`, &order.CreateRequest{}, nil},
 		{"null selection of a full capture", `{"orderLines": null}`, &capture.FullRequest{}, []string{"orderLines"}},
 		{"null amount of a full capture", `{"totalCaptureAmount":null}`, &capture.FullRequest{}, nil},
+		{"NUL in a key", `{"totalCaptureAmount\u0000":1,"totalCaptureAmount":2}`, &capture.PartialRequest{}, []string{"totalCaptureAmount\x00"}},
+		{"NUL in a key of a line", `{"orderLines":[{"\u0000id":"x","id":"l1"}]}`, &capture.PartialRequest{}, []string{"orderLines[0].\x00id"}},
+		{"NUL in a metadata key is the operation's to name", `{"metadata":{"a\u0000":"x"}}`, &order.CreateRequest{}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,6 +82,7 @@ func TestAmbiguousKeysAreRefused(t *testing.T) {
 	for _, tt := range []struct{ body, field string }{
 		{`{"orderLines":[{"id":"` + lineID + `"}],"totalCaptureAmount":1,"totalCaptureAmount":` + fmt.Sprint(total) + `}`, "totalCaptureAmount"},
 		{`{"ORDERLINES":[{"id":"` + lineID + `"}],"totalCaptureAmount":` + fmt.Sprint(total) + `}`, "ORDERLINES"},
+		{`{"orderLines":[{"id":"` + lineID + `"}],"totalCaptureAmount\u0000":1,"totalCaptureAmount":` + fmt.Sprint(total) + `}`, "totalCaptureAmount\x00"},
 	} {
 		code, _, b := e.req("POST", "/v1/orders/"+id+"/partialcapture", tt.body, e.auth, nil)
 		wantProblem(t, code, b, 400, "validation_failed")
