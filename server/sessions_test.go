@@ -603,3 +603,26 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// On a session update an empty list or map differs from one left out, and
+// null, which a client's nil list or map marshals to, could mean either: it
+// is refused, as a full capture's "orderLines": null is.
+func TestSessionUpdateRefusesNullWhereEmptyDiffers(t *testing.T) {
+	e := newSessionEnv(t)
+	code, _, b := e.req("POST", "/v1/payment-sessions", `{"country":"SE","currency":"SEK","locale":"sv-SE","orderLines":[{"description":"T","quantity":1,"unitPrice":100,"vat":2500}],"paymentMethods":["card"],"metadata":{"k":"v"}}`, e.auth, nil)
+	if code != 201 {
+		t.Fatalf("create: %d %v", code, b)
+	}
+	id := b["id"].(string)
+	for _, field := range []string{"orderLines", "paymentMethods", "metadata"} {
+		code, _, b := e.req("POST", "/v1/payment-sessions/"+id, `{"merchantReference":"x","`+field+`":null}`, e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if f := problemFields(b); f != field {
+			t.Fatalf("%s: fields %s", field, f)
+		}
+	}
+	code, _, b = e.req("POST", "/v1/payment-sessions/"+id, `{"merchantReference":"x","customer":null,"merchantUrls":null,"vatMode":null}`, e.auth, nil)
+	if code != 200 {
+		t.Fatalf("null where it is the field left out: %d %v", code, b)
+	}
+}
