@@ -28,7 +28,7 @@ func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 	if err != nil {
 		return bodyReadError(err)
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	if len(bytes.Trim(body, jsonSpace)) == 0 {
 		if optional {
 			return nil
 		}
@@ -84,10 +84,19 @@ func bodyEncoding(r *http.Request) string {
 	return ""
 }
 
+// jsonSpace is the whitespace JSON allows around a value (RFC 8259).
+const jsonSpace = " \t\r\n"
+
 // decodeJSON decodes body into dst. Unknown fields are ignored. When a value
 // has the wrong type, the body is checked against dst's shape so that every
 // offending field is named at once, not just the first.
 func decodeJSON(body []byte, dst any) error {
+	if bytes.Equal(bytes.Trim(body, jsonSpace), []byte("null")) {
+		// Every body is an object, and null is none, as [] is not: decoded
+		// it would leave dst as it is, the body read as left out, which on
+		// a full capture captures every remaining line.
+		return fault.Invalidf("body", "must be an object")
+	}
 	err := json.Unmarshal(body, dst)
 	if err == nil {
 		var f fault.Fields

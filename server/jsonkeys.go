@@ -16,7 +16,8 @@ import (
 // would read differently from a reader that follows the field names: a key
 // given twice (the decoder keeps the last, a proxy or log may show the first
 // amount) and a key that matches a field only when case is ignored
-// ("TOTALCAPTUREAMOUNT", which the decoder takes for totalCaptureAmount).
+// ("TOTALCAPTUREAMOUNT", which the decoder takes for totalCaptureAmount),
+// and a key holding NUL.
 // Keys of no field at all stay ignored, as design.md says, but no key may be
 // given twice anywhere in the body: a duplicate is ambiguous wherever it is.
 //
@@ -137,6 +138,13 @@ func (s *keyScanner) object(t reflect.Type) {
 		s.path = append(s.path, pathStep{key: k})
 		if !seen.add(k) {
 			s.f.Add(s.at(), "is given more than once")
+		}
+		if (t == nil || t.Kind() != reflect.Map) && bytes.IndexByte(k, 0) >= 0 {
+			// A reader that ends text at NUL (C strings) takes
+			// "totalCaptureAmount\u0000" for totalCaptureAmount, which
+			// kassa ignores as no field. A map's keys are its operation's
+			// to check (metadata keys are named there).
+			s.f.Add(s.at(), "is not a field: a key must not hold NUL")
 		}
 		s.space()
 		isNull := bytes.HasPrefix(s.b[min(s.i, len(s.b)):], []byte("null"))

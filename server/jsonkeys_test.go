@@ -39,6 +39,9 @@ func TestCheckKeys(t *testing.T) {
 		{"null metadata", `{"metadata":null}`, &order.CreateRequest{}, nil},
 		{"null selection of a full capture", `{"orderLines": null}`, &capture.FullRequest{}, []string{"orderLines"}},
 		{"null amount of a full capture", `{"totalCaptureAmount":null}`, &capture.FullRequest{}, nil},
+		{"NUL in a key", `{"totalCaptureAmount\u0000":1,"totalCaptureAmount":2}`, &capture.PartialRequest{}, []string{"totalCaptureAmount\x00"}},
+		{"NUL in a key of a line", `{"orderLines":[{"\u0000id":"x","id":"l1"}]}`, &capture.PartialRequest{}, []string{"orderLines[0].\x00id"}},
+		{"NUL in a metadata key is the operation's to name", `{"metadata":{"a\u0000":"x"}}`, &order.CreateRequest{}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,6 +82,7 @@ func TestAmbiguousKeysAreRefused(t *testing.T) {
 	for _, tt := range []struct{ body, field string }{
 		{`{"orderLines":[{"id":"` + lineID + `"}],"totalCaptureAmount":1,"totalCaptureAmount":` + fmt.Sprint(total) + `}`, "totalCaptureAmount"},
 		{`{"ORDERLINES":[{"id":"` + lineID + `"}],"totalCaptureAmount":` + fmt.Sprint(total) + `}`, "ORDERLINES"},
+		{`{"orderLines":[{"id":"` + lineID + `"}],"totalCaptureAmount\u0000":1,"totalCaptureAmount":` + fmt.Sprint(total) + `}`, "totalCaptureAmount\x00"},
 	} {
 		code, _, b := e.req("POST", "/v1/orders/"+id+"/partialcapture", tt.body, e.auth, nil)
 		wantProblem(t, code, b, 400, "validation_failed")
@@ -157,4 +161,73 @@ func BenchmarkCheckKeys50Lines(b *testing.B) {
 			json.Unmarshal(body, &r)
 		}
 	})
+}
+
+// A body of null is no object, as [] or 0 is not: decoded it would read as
+// the body left out, which on a full capture captures every remaining line.
+func TestNullBodyIsRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	id, capID, _ := e.capturedInvoice()
+	open := e.order("5560000001", "invoice")["id"].(string)
+	for _, rt := range []string{"/v1/orders/" + open + "/capture", "/v1/orders/" + id + "/refund/" + capID, "/sandbox/v1/merchants", "/v1/orders/" + open + "/customer"} {
+		for _, body := range []string{`null`, " null\n"} {
+			code, _, b := e.req("POST", rt, body, e.auth, nil)
+			wantProblem(t, code, b, 400, "validation_failed")
+			if f := problemFields(b); f != "body" {
+				t.Fatalf("%s %q: fields %s, want body", rt, body, f)
+			}
+		}
+	}
+	if o := e.get(open); len(o["captured"].([]any)) != 0 {
+		t.Fatalf("captured after the refusals: %v", o["captured"])
+	}
+	if o := e.get(id); len(o["refunded"].([]any)) != 0 {
+		t.Fatalf("refunded after the refusals: %v", o["refunded"])
+	}
+}
+
+// Only JSON's whitespace (RFC 8259) around nothing is a body left out: a
+// body of other Unicode spaces is not JSON, and read as left out it captured
+// every remaining line.
+func TestBodyOfOtherSpacesIsMalformed(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	for _, body := range []string{"\u00a0", "\u0085", "\u3000", "\u2028", "\ufeff"} {
+		code, _, b := e.req("POST", "/v1/orders/"+id+"/capture", body, e.auth, nil)
+		wantProblem(t, code, b, 400, "malformed_json")
+	}
+	if o := e.get(id); len(o["captured"].([]any)) != 0 {
+		t.Fatalf("captured after the refusals: %v", o["captured"])
+	}
+	code, _, b := e.req("POST", "/v1/orders/"+id+"/capture", " \t\r\n", e.auth, nil)
+	if code != 200 || len(b["captured"].([]any)) != 1 {
+		t.Fatalf("capture with a body of JSON whitespace: %d %v", code, b)
+	}
+}
+
+// A partial refund's body sent to the full refund's route is refused, not
+// read as a full refund with unknown fields: it refunded the whole capture.
+func TestFullRefundRefusesAPartialRefundsBody(t *testing.T) {
+	e := newSessionEnv(t)
+	id, capID, _ := e.capturedInvoice()
+	rt := "/v1/orders/" + id + "/refund/" + capID
+	for body, fields := range map[string]string{
+		`{"orderLines":[{"description":"Grout","quantity":1,"unitPrice":100,"vat":2500}],"totalRefundAmount":100}`: "orderLines,totalRefundAmount",
+		`{"totalRefundAmount":100,"note":"n"}`: "totalRefundAmount",
+		`{"orderLines":[]}`:                    "orderLines",
+		`{"note":7,"totalRefundAmount":100}`:   "note,totalRefundAmount",
+	} {
+		code, _, b := e.req("POST", rt, body, e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if f := problemFields(b); f != fields {
+			t.Fatalf("%s: fields %s, want %s", body, f, fields)
+		}
+	}
+	if o := e.get(id); len(o["refunded"].([]any)) != 0 {
+		t.Fatalf("refunded after the refusals: %v", o["refunded"])
+	}
+	code, _, b := e.req("POST", rt, `{"note":"all of it","totalRefundAmount":null}`, e.auth, nil)
+	if code != 200 || len(b["refunded"].([]any)) != 1 {
+		t.Fatalf("full refund: %d %v", code, b)
+	}
 }

@@ -103,8 +103,11 @@ func (s *Server) apiRoutes() {
 	s.handle(http.MethodPost, "/v1/orders/:orderId/partialrefund/:ledgerId", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *refund.PartialRequest) (*kassa.Result, error) {
 		return s.ledger.PartialRefund(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"), b)
 	})))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/refund/:ledgerId", s.authed(bodyOp(s, true, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *refund.FullRequest) (*kassa.Result, error) {
-		return s.ledger.Refund(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"), b)
+	s.handle(http.MethodPost, "/v1/orders/:orderId/refund/:ledgerId", s.authed(bodyOp(s, true, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *fullRefundBody) (*kassa.Result, error) {
+		if err := b.Validate(); err != nil {
+			return nil, err
+		}
+		return s.ledger.Refund(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"), &b.FullRequest)
 	})))
 	s.handle(http.MethodPost, "/v1/orders/:orderId/paymentmethod", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.EditPaymentMethodRequest) (*kassa.Result, error) {
 		return s.ledger.EditPaymentMethod(ctx, c, p.ByName("orderId"), b)
@@ -160,6 +163,26 @@ func (s *Server) apiRoutes() {
 		s.handle(http.MethodPost, "/sandbox/v1/jobs/tasks", s.authed(s.sandboxTasks))
 		s.handle(http.MethodPost, "/sandbox/v1/jobs/notifications", s.authed(s.sandboxDeliver))
 	}
+}
+
+// fullRefundBody is a full refund's body, which refuses the partial
+// refund's amount fields: ignored as unknown fields, a body meant for
+// …/partialrefund refunded the whole capture. null is the field left out.
+type fullRefundBody struct {
+	refund.FullRequest
+	OrderLines        any `json:"orderLines"`
+	TotalRefundAmount any `json:"totalRefundAmount"`
+}
+
+func (b *fullRefundBody) Validate() error {
+	var f fault.Fields
+	if b.OrderLines != nil {
+		f.Add("orderLines", "a full refund refunds every line of the capture: send lines to …/partialrefund/{ledgerId}")
+	}
+	if b.TotalRefundAmount != nil {
+		f.Add("totalRefundAmount", "a full refund refunds all that is left of the capture: send an amount to …/partialrefund/{ledgerId}")
+	}
+	return f.Err()
 }
 
 // createOrderBody is a create-order body that checks itself (see

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -596,5 +597,58 @@ func TestCheckoutNoticeSurvivesTheSearchLimit(t *testing.T) {
 	}
 	if !strings.Contains(string(body), "The order changed") {
 		t.Fatalf("409 page does not say the order changed:\n%s", body)
+	}
+}
+
+// A merchant URL is checked as a URL, not only by its prefix: one holding a
+// NUL or a line break was stored on bbolt (and failed on PostgreSQL, which
+// holds no NUL) and linked from the checkout page.
+func TestMerchantURLsMustParse(t *testing.T) {
+	e := newSessionEnv(t)
+	const body = `{"country":"SE","currency":"SEK","locale":"sv-SE","orderLines":[{"description":"T","quantity":1,"unitPrice":100,"vat":2500}],"merchantUrls":{"confirmation":%s,"cancel":"https://shop.example/cancel#top"}}`
+	for _, u := range []string{"https://shop.example/ok\x00", "https://shop.example/\nok", "https://shop.example/\tok", "https://", "http:///path"} {
+		code, _, b := e.req("POST", "/v1/payment-sessions", fmt.Sprintf(body, jsonString(u)), e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if f := problemFields(b); f != "merchantUrls.confirmation" {
+			t.Fatalf("%q: fields %s", u, f)
+		}
+	}
+	code, _, b := e.req("POST", "/v1/payment-sessions", fmt.Sprintf(body, jsonString("https://shop.example/ok?o=1")), e.auth, nil)
+	if code != 201 {
+		t.Fatalf("a good URL: %d %v", code, b)
+	}
+	id := b["id"].(string)
+	code, _, b = e.req("POST", "/v1/payment-sessions/"+id, `{"merchantUrls":{"cancel":"https://shop.example/\u0000"}}`, e.auth, nil)
+	wantProblem(t, code, b, 400, "validation_failed")
+	if f := problemFields(b); f != "merchantUrls.cancel" {
+		t.Fatalf("update: fields %s", f)
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// On a session update an empty list or map differs from one left out, and
+// null, which a client's nil list or map marshals to, could mean either: it
+// is refused, as a full capture's "orderLines": null is.
+func TestSessionUpdateRefusesNullWhereEmptyDiffers(t *testing.T) {
+	e := newSessionEnv(t)
+	code, _, b := e.req("POST", "/v1/payment-sessions", `{"country":"SE","currency":"SEK","locale":"sv-SE","orderLines":[{"description":"T","quantity":1,"unitPrice":100,"vat":2500}],"paymentMethods":["card"],"metadata":{"k":"v"}}`, e.auth, nil)
+	if code != 201 {
+		t.Fatalf("create: %d %v", code, b)
+	}
+	id := b["id"].(string)
+	for _, field := range []string{"orderLines", "paymentMethods", "metadata"} {
+		code, _, b := e.req("POST", "/v1/payment-sessions/"+id, `{"merchantReference":"x","`+field+`":null}`, e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if f := problemFields(b); f != field {
+			t.Fatalf("%s: fields %s", field, f)
+		}
+	}
+	code, _, b = e.req("POST", "/v1/payment-sessions/"+id, `{"merchantReference":"x","customer":null,"merchantUrls":null,"vatMode":null}`, e.auth, nil)
+	if code != 200 {
+		t.Fatalf("null where it is the field left out: %d %v", code, b)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,12 +158,13 @@ type UpdateRequest struct {
 	MerchantReference *string `json:"merchantReference,omitempty"`
 	// Sent empty, these three differ from left out (lines refused; every
 	// method offered again; the metadata cleared), which the idempotency
-	// fingerprint must tell.
-	OrderLines     []order.LineInput    `json:"orderLines,omitempty" kassa:"emptydiffers"`
+	// fingerprint must tell; so a server refuses them as null, which a
+	// client's nil list or map marshals to and which could mean either.
+	OrderLines     []order.LineInput    `json:"orderLines,omitempty" kassa:"nonull,emptydiffers"`
 	Customer       *order.CustomerInput `json:"customer,omitempty"`
-	PaymentMethods []string             `json:"paymentMethods,omitempty" kassa:"emptydiffers"`
+	PaymentMethods []string             `json:"paymentMethods,omitempty" kassa:"nonull,emptydiffers"`
 	MerchantURLs   *MerchantURLs        `json:"merchantUrls,omitempty"`
-	Metadata       map[string]string    `json:"metadata,omitempty" kassa:"emptydiffers"`
+	Metadata       map[string]string    `json:"metadata,omitempty" kassa:"nonull,emptydiffers"`
 	// VatMode cannot change: it may only repeat the session's own, since
 	// lines without totals are read in it.
 	VatMode *string `json:"vatMode,omitempty"`
@@ -179,7 +181,11 @@ func checkURLs(f *fault.Fields, u *MerchantURLs) {
 		if v == "" {
 			continue
 		}
-		if len(v) > MaxURLLen || !(strings.HasPrefix(v, "https://") || strings.HasPrefix(v, "http://")) {
+		// Parsed, not only prefixed: a NUL (which PostgreSQL cannot hold) or
+		// a line break would be stored and linked from the checkout page.
+		u, err := url.Parse(v)
+		if len(v) > MaxURLLen || !(strings.HasPrefix(v, "https://") || strings.HasPrefix(v, "http://")) ||
+			err != nil || u.Host == "" {
 			f.Add(name, "must be an http(s) URL of at most %d characters", MaxURLLen)
 		}
 	}
