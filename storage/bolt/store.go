@@ -392,6 +392,18 @@ func commitError(err error) error {
 	return fault.Internalf(err, "commit")
 }
 
+// Size is how many bytes WriteTo would write now.
+func (s *Store) Size() (n int64, err error) {
+	err = s.db.View(func(btx *bbolt.Tx) error {
+		n = btx.Size()
+		return nil
+	})
+	if errors.Is(err, bberrors.ErrDatabaseNotOpen) {
+		return 0, storage.ErrClosed
+	}
+	return n, err
+}
+
 // WriteTo writes a consistent copy of the whole file to w, as of one read
 // transaction: what was committed when it began, and nothing after. It is an
 // online backup: writers go on meanwhile, except that one whose commit
