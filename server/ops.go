@@ -139,7 +139,10 @@ func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request, _ httprout
 	case err == nil:
 		return
 	case !bw.started:
-		s.writeError(w, r, fault.Internalf(err, "backup"))
+		if fault.KindOf(err) == fault.Internal {
+			err = fault.Internalf(err, "backup")
+		}
+		s.writeError(w, r, err)
 	default:
 		s.log.ErrorContext(r.Context(), "backup cut short", slog.Any("err", err), slog.Int64("bytes", bw.n))
 		panic(http.ErrAbortHandler)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/storage/bolt"
 )
 
@@ -38,6 +39,19 @@ const backupSpool = "backup"
 // while w is untouched is a clean failure; after that it is a cut archive,
 // which the caller must not end as a complete one.
 func writeBackup(w io.Writer, data string, st *bolt.Store) error {
+	// A copy the disk cannot hold is refused before it is begun: it would
+	// fail anyway, and while it filled the disk the store's commits would
+	// fail for want of room.
+	if free, ok := freeSpace(data); ok {
+		size, err := st.Size()
+		if err != nil {
+			return err
+		}
+		if free < size {
+			return fault.New(fault.NotAvailable, "backup_no_room",
+				"the data directory's disk has %d bytes free, and the copy of the store a backup makes there needs %d; free space and try again", free, size)
+		}
+	}
 	spool, err := os.CreateTemp(data, "."+backupSpool+".*")
 	if err != nil {
 		return fmt.Errorf("backup: spool file: %w", err)

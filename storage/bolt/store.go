@@ -57,10 +57,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -348,9 +350,10 @@ func (s *Store) commit(batch []*call) {
 		case err != nil && err != errNothing:
 			// The commit itself failed (I/O): no change of the batch is on
 			// disk. Callers whose function failed keep their own error.
+			cerr := commitError(err)
 			for i, c := range batch {
 				if results[i] == nil {
-					results[i] = fault.Internalf(err, "commit")
+					results[i] = cerr
 				}
 				c.err <- results[i]
 			}
@@ -369,6 +372,36 @@ func (s *Store) commit(batch []*call) {
 		}
 		return
 	}
+}
+
+// commitError classifies a commit that failed. A disk with no room left
+// (or a quota used up) makes bbolt's write of the transaction's new pages
+// fail, before the meta page that would make them the file's state is
+// written (a meta page is rewritten in place, so it does not need new room):
+// nothing was done, and the same request succeeds once space is freed, so
+// the caller gets store_unavailable (503 with Retry-After when served), as
+// for a PostgreSQL store that refuses writes. Every other failure stays
+// internal: a failed sync, in particular, may follow the meta page's write,
+// and then the commit's outcome is not known.
+func commitError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Op == "write" && (errors.Is(pe.Err, syscall.ENOSPC) || errors.Is(pe.Err, syscall.EDQUOT)) {
+		return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
+			Message: "the store's disk is full; nothing was done, retry once space is freed", Err: err}
+	}
+	return fault.Internalf(err, "commit")
+}
+
+// Size is how many bytes WriteTo would write now.
+func (s *Store) Size() (n int64, err error) {
+	err = s.db.View(func(btx *bbolt.Tx) error {
+		n = btx.Size()
+		return nil
+	})
+	if errors.Is(err, bberrors.ErrDatabaseNotOpen) {
+		return 0, storage.ErrClosed
+	}
+	return n, err
 }
 
 // WriteTo writes a consistent copy of the whole file to w, as of one read
