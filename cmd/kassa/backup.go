@@ -54,7 +54,7 @@ func writeBackup(w io.Writer, data string, st *bolt.Store) error {
 	}
 	spool, err := os.CreateTemp(data, "."+backupSpool+".*")
 	if err != nil {
-		return fmt.Errorf("backup: spool file: %w", err)
+		return fmt.Errorf("spool file: %w", err)
 	}
 	defer os.Remove(spool.Name())
 	defer spool.Close()
@@ -67,7 +67,7 @@ func writeBackup(w io.Writer, data string, st *bolt.Store) error {
 		_, err = spool.Seek(0, io.SeekStart)
 	}
 	if err != nil {
-		return fmt.Errorf("backup: copy the store to %s: %w", spool.Name(), err)
+		return fmt.Errorf("copy the store to %s: %w", spool.Name(), err)
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	tw := tar.NewWriter(w)
@@ -77,7 +77,7 @@ func writeBackup(w io.Writer, data string, st *bolt.Store) error {
 	if n, err := io.Copy(tw, spool); err != nil {
 		return err
 	} else if n != size {
-		return fmt.Errorf("backup: the copy of the store has %d bytes, not %d", n, size)
+		return fmt.Errorf("the copy of the store has %d bytes, not %d", n, size)
 	}
 	files := []string{"server.key", "sandbox-clock.json"}
 	csvs, err := filepath.Glob(filepath.Join(companiesDir(data), "*.csv"))
@@ -94,7 +94,7 @@ func writeBackup(w io.Writer, data string, st *bolt.Store) error {
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return fmt.Errorf("backup: %w", err)
+			return fmt.Errorf("%w", err)
 		}
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
 			return err
