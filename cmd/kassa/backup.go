@@ -94,7 +94,7 @@ func writeBackup(w io.Writer, data string, st *bolt.Store) error {
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return fmt.Errorf("%w", err)
+			return err
 		}
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
 			return err
