@@ -515,6 +515,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Metrics: metrics, Version: Version, Companies: dir, Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox},
 		StoreTimeout: storeTimeout, TrustedProxies: proxies, SeparateOps: opsLn != nil, Backup: backup,
 		Ready: func(ctx context.Context) error {
+			// A bolt store that stopped taking writes (a commit of unknown
+			// outcome) needs a restart, which a supervisor makes of this.
+			if bs, ok := db.(*bolt.Store); ok {
+				if err := bs.Healthy(); err != nil {
+					return err
+				}
+			}
 			// A real read: an empty transaction never reaches PostgreSQL
 			// (BEGIN waits for a first statement), so it would stay ready
 			// with the database down.

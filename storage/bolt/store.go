@@ -109,6 +109,12 @@ type Store struct {
 	done    chan struct{} // closed when the committer has exited
 
 	calls, commits atomic.Int64 // functions committed, transactions committed
+
+	// update is db.Update; tests make it report a commit failed.
+	update func(func(*bbolt.Tx) error) error
+	// unsure holds the failure of a commit whose outcome is unknown (see
+	// commitError): from then on the store takes no writes.
+	unsure atomic.Pointer[error]
 }
 
 type call struct {
@@ -144,6 +150,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fault.Internalf(err, "open %s", path)
 	}
 	s := &Store{db: db, clock: opts.Clock, opts: opts, done: make(chan struct{}), decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}
+	s.update = db.Update
 	// One transaction (one commit) at open: the buckets, indexes added since
 	// the file was made, then the status index brought up to the current
 	// rules and the session index to its current kinds.
@@ -211,6 +218,9 @@ func (s *Store) Close() error {
 func (s *Store) Update(ctx context.Context, fn func(storage.Tx) error) error {
 	if ctx.Err() != nil {
 		return storage.WaitEnded(ctx, nil)
+	}
+	if err := s.Healthy(); err != nil {
+		return err
 	}
 	c := &call{ctx: ctx, fn: fn, err: make(chan error, 1)}
 	s.mu.Lock()
@@ -306,7 +316,15 @@ func (s *Store) commit(batch []*call) {
 	for len(batch) > 0 {
 		results := make([]error, len(batch))
 		aborted := -1
-		err := s.db.Update(func(btx *bbolt.Tx) error {
+		if s.unsure.Load() != nil {
+			// A commit of this loop had an unknown outcome after these
+			// calls were queued: none of them may commit.
+			for _, c := range batch {
+				c.err <- s.Healthy()
+			}
+			return
+		}
+		err := s.update(func(btx *bbolt.Tx) error {
 			st := newState(btx, s.clock().UTC(), true, s)
 			wrote := false
 			for i, c := range batch {
@@ -348,9 +366,9 @@ func (s *Store) commit(batch []*call) {
 			batch = append(batch[:aborted:aborted], batch[aborted+1:]...)
 			continue
 		case err != nil && err != errNothing:
-			// The commit itself failed (I/O): no change of the batch is on
-			// disk. Callers whose function failed keep their own error.
-			cerr := commitError(err)
+			// The commit itself failed (I/O). Callers whose function failed
+			// keep their own error.
+			cerr := s.commitError(err)
 			for i, c := range batch {
 				if results[i] == nil {
 					results[i] = cerr
@@ -380,16 +398,32 @@ func (s *Store) commit(batch []*call) {
 // written (a meta page is rewritten in place, so it does not need new room):
 // nothing was done, and the same request succeeds once space is freed, so
 // the caller gets store_unavailable (503 with Retry-After when served), as
-// for a PostgreSQL store that refuses writes. Every other failure stays
-// internal: a failed sync, in particular, may follow the meta page's write,
-// and then the commit's outcome is not known.
-func commitError(err error) error {
+// for a PostgreSQL store that refuses writes. Every other failure is
+// internal, and its outcome unknown: a failed sync, in particular, may
+// follow the meta page's write. bbolt then rolls its memory back to the
+// previous state while the file, or the page cache it reads through its
+// map, may hold the new one, so a later commit could hand out pages the
+// file still uses. As PostgreSQL stops on a failed fsync, the store stops
+// taking writes until it is opened again (Healthy).
+func (s *Store) commitError(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) && pe.Op == "write" && (errors.Is(pe.Err, syscall.ENOSPC) || errors.Is(pe.Err, syscall.EDQUOT)) {
 		return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
 			Message: "the store's disk is full; nothing was done, retry once space is freed", Err: err}
 	}
-	return fault.Internalf(err, "commit")
+	s.unsure.CompareAndSwap(nil, &err)
+	return fault.Internalf(err, "commit, outcome unknown")
+}
+
+// Healthy reports whether the store takes writes: not after a commit whose
+// outcome is unknown (commitError), until the server restarts and opens the
+// file again. Reads go on meanwhile.
+func (s *Store) Healthy() error {
+	if p := s.unsure.Load(); p != nil {
+		return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
+			Message: "a commit failed with its outcome unknown (the disk reported an I/O error); the store takes no writes until the server restarts", Err: *p}
+	}
+	return nil
 }
 
 // Size is how many bytes WriteTo would write now.
