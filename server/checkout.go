@@ -217,7 +217,7 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 	t := i18n.For(i18n.Language(sess.Locale))
 	v := checkoutView{S: sess, Sig: s.checkoutSig(p.ByName("merchantId"), p.ByName("sessionId")), Terms: sess.Terms(),
 		Action: url.PathEscape(p.ByName("sessionId")), Script: checkoutScript, Form: form, Errors: errs, Notice: notice, T: t,
-		Amount: func(m int64) string { return t.Amount(m, sess.Currency) }, Thanks: t.ThanksPlain}
+		Amount: func(m int64) string { return t.FormatAmount(m, sess.Currency) }, Thanks: t.ThanksPlain}
 	if sess.Buyer != nil && sess.PaymentMethod != nil {
 		v.Thanks = fmt.Sprintf(t.ThanksFmt, sess.Buyer.CompanyName, t.PaymentMethods[string(sess.PaymentMethod.Type)])
 	}

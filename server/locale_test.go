@@ -1,11 +1,16 @@
 package server
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
 )
 
 // localeSession opens a session of locale in country and currency with
@@ -129,5 +134,95 @@ func TestCheckoutFailureInTheBrowsersLanguage(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), want) {
 			t.Errorf("Accept-Language %q: %d, want 404 saying %q:\n%s", accept, resp.StatusCode, want, b)
 		}
+	}
+}
+
+// An invoice and its credit note are written in the order's language when
+// they are issued, amounts and dates as the language writes them, and the
+// language is recorded with them (order.Issue.Language). A document issued
+// before kassa recorded one is English, byte for byte as it was, whatever
+// the order's locale.
+func TestDocumentsInTheOrdersLanguage(t *testing.T) {
+	clock := NewClock(true)
+	st := openStore(t, clock.Now)
+	e := newEnvOn(t, true, clock, st, nil)
+	if _, _, err := e.ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "Kakel AB", ClientID: "m3", ClientSecret: "s3"}); err != nil {
+		t.Fatal(err)
+	}
+	e.auth = basic("m3", "s3")
+	newOrder := func(locale string) (string, string, string) {
+		body := `{"country":"SE","currency":"SEK","locale":"` + locale + `","reference":"PO-7",
+		"orderLines":[{"description":"Kakel","quantity":1,"unitPrice":1234550,"vat":2500}]}`
+		code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", body, e.auth, nil)
+		if code != 200 {
+			t.Fatalf("create order: %d %v", code, b)
+		}
+		id := b["orderId"].(string)
+		if code, _, b := e.req("POST", "/v1/orders/"+id+"/customer", `{"billingAddress":{"streetAddress":"Kakelvägen 1","attentionName":"Ekonomi","city":"Stockholm","postalCode":"11122","country":"SE"}}`, e.auth, nil); code != 200 {
+			t.Fatalf("edit customer: %d %v", code, b)
+		}
+		_, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+		capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+		_, _, o = e.req("POST", "/v1/orders/"+id+"/partialrefund/"+capID, `{"orderLines":[{"description":"Kakel","quantity":1,"unitPrice":100000,"vat":2500}],"totalRefundAmount":100000}`, e.auth, nil)
+		return id, o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string), o["refunded"].([]any)[0].(map[string]any)["documentUrl"].(string)
+	}
+	day := clock.Now().UTC()
+	id, invoice, credit := newOrder("sv-SE")
+	_, _, page := fetchPage(t, invoice)
+	wantAll(t, "Swedish invoice", page, `<html lang="sv">`, "<h1>Faktura INV-00000001</h1>", ", säljarens referens PO-7. Datum "+day.Format("2006-01-02")+".",
+		"<p>Säljare: Kakel AB</p>", "<p>Köpare: ", "<p>Fakturaadress: att. Ekonomi, Kakelvägen 1, 11122 Stockholm, SE</p>",
+		"<caption>Rader</caption>", "<th class=\"n\">À-pris (inkl. moms)</th>", "<caption>Momsspecifikation (SEK)</caption>",
+		"<td>25,00</td>", "12\u00a0345,50", "2\u00a0469,10", "<th>Totalt</th>")
+	_, _, page = fetchPage(t, credit)
+	wantAll(t, "Swedish credit note", page, "<h1>Kreditfaktura CN-00000001</h1>", "<p>Krediterar faktura INV-00000001 daterad "+day.Format("2006-01-02")+".</p>",
+		"1\u00a0000,00", "200,00")
+	for _, english := range []string{"Invoice", "Credit note", "VAT", "Seller", "12,345.50"} {
+		if strings.Contains(page, english) {
+			t.Errorf("Swedish credit note says %q:\n%s", english, page)
+		}
+	}
+	// Finnish dates are day.month.year.
+	_, fiInvoice, _ := newOrder("fi-FI")
+	_, _, page = fetchPage(t, fiInvoice)
+	wantAll(t, "Finnish invoice", page, `<html lang="fi">`, "<h1>Lasku INV-00000002</h1>", "Päiväys "+day.Format("2.1.2006")+".", "ALV-erittely (SEK)")
+
+	// The same documents, as kassa stored them before it recorded a
+	// language: English, and byte for byte as an English one.
+	merchant := e.get(id)["merchantId"].(string)
+	setIssued := func(f func(l *order.Ledger)) {
+		err := st.Update(context.Background(), func(tx storage.Tx) error {
+			so, err := tx.GetOrder(merchant, id)
+			if err != nil {
+				return err
+			}
+			for _, ls := range [][]order.Ledger{so.Captured, so.Refunded} {
+				for i := range ls {
+					f(&ls[i])
+				}
+			}
+			return tx.UpdateOrder(so)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var english []string
+	setIssued(func(l *order.Ledger) { l.Issued.Language = "en" })
+	for i, l := range []string{invoice, credit} {
+		_, _, page := fetchPage(t, l)
+		wantAll(t, "English document", page, `<html lang="en">`, []string{"12,345.50", "Credits invoice INV-00000001 of "}[i],
+			"merchant reference PO-7. Date "+day.Format("2006-01-02")+".", "attn. Ekonomi")
+		english = append(english, page)
+	}
+	setIssued(func(l *order.Ledger) { l.Issued.Language = "" })
+	for i, l := range []string{invoice, credit} {
+		if _, _, page := fetchPage(t, l); page != english[i] {
+			t.Fatalf("a document stored without a language renders other than English:\nEnglish:\n%s\nnow:\n%s", english[i], page)
+		}
+	}
+	setIssued(func(l *order.Ledger) { l.Issued = nil })
+	for i, l := range []string{invoice, credit} {
+		_, _, page := fetchPage(t, l)
+		wantAll(t, "document stored without an issue record", page, `<html lang="en">`, "merchant reference PO-7.", []string{"12,345.50", "1,000.00"}[i])
 	}
 }

@@ -45,14 +45,14 @@ func For(lang string) *Texts {
 	return tables[English]
 }
 
-// Amount writes minor units of currency c as the language does: "1,234.50"
+// FormatAmount writes minor units of currency c as the language does: "1,234.50"
 // in English, "1 234,50" in Swedish.
-func (t *Texts) Amount(minor int64, c money.Currency) string {
+func (t *Texts) FormatAmount(minor int64, c money.Currency) string {
 	return money.New(minor, c).FormattedIn(t.Group, t.Point)
 }
 
-// Date writes the calendar date of tm (in UTC, as every date kassa derives).
-func (t *Texts) Date(tm time.Time) string { return tm.UTC().Format(t.DateLayout) }
+// FormatDate writes the calendar date of tm (in UTC, as every date kassa derives).
+func (t *Texts) FormatDate(tm time.Time) string { return tm.UTC().Format(t.DateLayout) }
 
 // Texts is one language's strings. Every field must be filled for every
 // language (TestEveryLanguageIsComplete), except those documented as

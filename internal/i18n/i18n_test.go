@@ -71,14 +71,14 @@ func TestAmountsAndDatesAsTheLanguageWritesThem(t *testing.T) {
 		"nb": {"-1\u00a0234\u00a0567,05", "05.03.2026"}, "da": {"-1.234.567,05", "05.03.2026"}, "fi": {"-1\u00a0234\u00a0567,05", "5.3.2026"},
 	} {
 		tx := i18n.For(lang)
-		if got := tx.Amount(-123456705, "SEK"); got != want[0] {
+		if got := tx.FormatAmount(-123456705, "SEK"); got != want[0] {
 			t.Errorf("%s amount %q, want %q", lang, got, want[0])
 		}
-		if got := tx.Date(day); got != want[1] {
+		if got := tx.FormatDate(day); got != want[1] {
 			t.Errorf("%s date %q, want %q", lang, got, want[1])
 		}
 	}
-	if got := i18n.For("sv").Amount(99, "SEK"); got != "0,99" {
+	if got := i18n.For("sv").FormatAmount(99, "SEK"); got != "0,99" {
 		t.Errorf("sv 0.99 = %q", got)
 	}
 }
