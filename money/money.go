@@ -50,17 +50,22 @@ type Money struct {
 func New(minor int64, c Currency) Money { return Money{Minor: minor, Currency: c} }
 
 // Amount is the decimal amount with exactly two fraction digits, e.g. "-1234.50".
-func (m Money) Amount() string { return formatMinor(m.Minor, "") }
+func (m Money) Amount() string { return formatMinor(m.Minor, "", ".") }
 
 // Formatted is the amount with thousands separators, e.g. "1,234.50".
-func (m Money) Formatted() string { return formatMinor(m.Minor, ",") }
+func (m Money) Formatted() string { return formatMinor(m.Minor, ",", ".") }
+
+// FormattedIn is the amount written as a language writes it: group between
+// thousands and point before the two fraction digits, e.g. "1 234,50" in
+// Swedish (group a no-break space, point a comma).
+func (m Money) FormattedIn(group, point string) string { return formatMinor(m.Minor, group, point) }
 
 // FormattedWithCurrency is the currency code, a space and Formatted, e.g. "SEK 1,234.50".
 func (m Money) FormattedWithCurrency() string { return string(m.Currency) + " " + m.Formatted() }
 
 func (m Money) String() string { return m.FormattedWithCurrency() }
 
-func formatMinor(minor int64, sep string) string {
+func formatMinor(minor int64, sep, point string) string {
 	neg := minor < 0
 	// Work on the unsigned magnitude so that math.MinInt64 cannot overflow.
 	u := uint64(minor)
@@ -83,7 +88,7 @@ func formatMinor(minor int64, sep string) string {
 		}
 		whole = b.String()
 	}
-	s := whole + "." + string(rune('0'+frac/10)) + string(rune('0'+frac%10))
+	s := whole + point + string(rune('0'+frac/10)) + string(rune('0'+frac%10))
 	if neg {
 		return "-" + s
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/internal/i18n"
 	"github.com/kassahq/kassa/money"
 )
 
@@ -146,6 +147,11 @@ type Issue struct {
 	// under, not the order's at the reversal. Nil on documents issued
 	// before kassa kept it.
 	SettlementReference *string `json:"settlementReference,omitempty"`
+	// Language is the language the document is written in, the order's
+	// locale's when it was issued (i18n.Language): recorded, so that a
+	// language kassa learns later does not rewrite it. "" on documents
+	// issued before kassa kept it, which are English.
+	Language string `json:"language,omitempty"`
 }
 
 // Issue records on l, a capture or refund just given its document number,
@@ -153,6 +159,7 @@ type Issue struct {
 func (o *Order) Issue(l *Ledger, supplier string) {
 	is := o.CurrentIssue()
 	is.Supplier = supplier
+	is.Language = i18n.Language(o.Locale)
 	l.Issued = &is
 }
 

@@ -67,7 +67,10 @@ func (e *sessionEnv) mint(companyID, pm string) string {
 	return b["authorizationToken"].(string)
 }
 
-const orderBody = `{"country":"SE","currency":"SEK","locale":"sv-SE","reference":"PO-1","storeId":"s1",
+// orderBody's buyer reads English (en-SE): the tests that read its documents
+// assert their English words; TestDocumentsInTheOrdersLanguage reads them
+// in Swedish.
+const orderBody = `{"country":"SE","currency":"SEK","locale":"en-SE","reference":"PO-1","storeId":"s1",
 	"orderLines":[{"description":"Tiles","quantity":2,"unitPrice":12500,"vat":2500},{"description":"Grout","quantity":1,"unitPrice":5000,"vat":2500}]}`
 
 // capturedInvoice makes an invoice order of the sandbox buyer 5560000001

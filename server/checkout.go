@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -17,7 +18,7 @@ import (
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/company"
 	"github.com/kassahq/kassa/fault"
-	"github.com/kassahq/kassa/money"
+	"github.com/kassahq/kassa/internal/i18n"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/session"
 )
@@ -51,18 +52,21 @@ type checkoutForm struct {
 type fieldError struct{ ID, Message string }
 
 type checkoutView struct {
-	S         session.Record
-	Sig       string
-	Terms     string // what the page shows, sent back on approval (session.Session.Terms)
-	Action    string
-	Form      checkoutForm
-	Results   []company.Match
-	Searched  bool
-	Errors    []fieldError
-	Notice    string
-	Script    template.JS
-	Amount    func(int64) string
-	MethodTxt map[order.PaymentType]string
+	S        session.Record
+	Sig      string
+	Terms    string // what the page shows, sent back on approval (session.Session.Terms)
+	Action   string
+	Form     checkoutForm
+	Results  []company.Match
+	Searched bool
+	Errors   []fieldError
+	Notice   string
+	Script   template.JS
+	Amount   func(int64) string
+	// T is the page's language, the session's locale's (i18n.Language).
+	T *i18n.Texts
+	// Thanks is the approved page's sentence, in T's words.
+	Thanks string
 }
 
 func (v checkoutView) ErrorFor(id string) string {
@@ -74,20 +78,16 @@ func (v checkoutView) ErrorFor(id string) string {
 	return ""
 }
 
-var methodNames = map[order.PaymentType]string{
-	order.PayInvoice: "Invoice (pay within 30 days)", order.PayAdvanceInvoice: "Advance invoice (pay before delivery)",
-	order.PayCard: "Card", order.PayPartPayment: "Part payment", order.PayBankTransfer: "Bank transfer", order.PayPaypal: "PayPal",
-}
-
 var checkoutTemplate = template.Must(template.New("checkout").Funcs(template.FuncMap{
 	"checked": func(a, b string) bool { return a == b },
+	"method":  func(t *i18n.Texts, m order.PaymentType) string { return t.PaymentMethods[string(m)] },
 	"dict3": func(id, label, value, auto, typ string, v checkoutView) fieldView {
 		return fieldView{ID: id, Label: label, Value: value, Auto: auto, Type: typ, Err: v.ErrorFor(id)}
 	},
 }).Parse(`<!doctype html>
-<html lang="{{with .S.Locale}}{{slice . 0 2}}{{end}}"><head><meta charset="utf-8">
+<html lang="{{.T.Tag}}"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Checkout {{.S.MerchantReference}}</title>
+<title>{{.T.Checkout}} {{.S.MerchantReference}}</title>
 <style>
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:42rem;padding:1rem;line-height:1.4}
 fieldset{border:1px solid #bbb;margin:1rem 0;padding:.5rem 1rem 1rem}legend{font-weight:600}
@@ -99,58 +99,58 @@ button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
 :focus-visible{outline:3px solid #1a5fb4;outline-offset:2px}
 </style></head>
 <body><main>
-<h1>Checkout</h1>
+<h1>{{.T.Checkout}}</h1>
 {{if .Notice}}<p role="status">{{.Notice}}</p>{{end}}
-<table><caption>Your order{{with .S.MerchantReference}} {{.}}{{end}}</caption>
-<thead><tr><th>Item</th><th class="n">Qty</th><th class="n">Total</th></tr></thead><tbody>
+<table><caption>{{.T.YourOrder}}{{with .S.MerchantReference}} {{.}}{{end}}</caption>
+<thead><tr><th>{{.T.Item}}</th><th class="n">{{.T.Qty}}</th><th class="n">{{.T.Total}}</th></tr></thead><tbody>
 {{range .S.OrderLines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>{{end}}
-</tbody><tfoot><tr><th colspan="2">Total {{.S.Currency}} (VAT {{call .Amount .S.Totals.VAT}})</th><th class="n" id="total">{{call .Amount .S.Totals.Gross}}</th></tr></tfoot></table>
+</tbody><tfoot><tr><th colspan="2">{{.T.Total}} {{.S.Currency}} ({{.T.VATOf}} {{call .Amount .S.Totals.VAT}})</th><th class="n" id="total">{{call .Amount .S.Totals.Gross}}</th></tr></tfoot></table>
 
 {{if eq (print .S.State) "created"}}
-{{if .Errors}}<div class="summary" role="alert" tabindex="-1" id="errors"><h2>Please correct the following</h2><ul>
+{{if .Errors}}<div class="summary" role="alert" tabindex="-1" id="errors"><h2>{{.T.CorrectFollowing}}</h2><ul>
 {{range .Errors}}<li><a href="#{{.ID}}">{{.Message}}</a></li>{{end}}</ul></div>{{end}}
-<form method="get" action="{{.Action}}" role="search" aria-label="Find your company">
+<form method="get" action="{{.Action}}" role="search" aria-label="{{.T.FindCompany}}">
 <input type="hidden" name="sig" value="{{.Sig}}">
-<fieldset><legend>1. Find your company</legend>
-<label for="q">Company name or registration number</label>
-<input type="search" id="q" name="q" value="{{.Form.Q}}" autocomplete="organization" data-country="{{.S.Country}}">
-<button type="submit" id="search">Search</button>
+<fieldset><legend>1. {{.T.FindCompany}}</legend>
+<label for="q">{{.T.CompanyQuery}}</label>
+<input type="search" id="q" name="q" value="{{.Form.Q}}" autocomplete="organization" data-country="{{.S.Country}}" data-none="{{.T.NoMatchShort}}" data-refused="{{.T.SearchRefused}}">
+<button type="submit" id="search">{{.T.Search}}</button>
 </fieldset></form>
 
 <form method="post" action="{{.Action}}" novalidate>
 <input type="hidden" name="sig" value="{{.Sig}}"><input type="hidden" name="q" value="{{.Form.Q}}"><input type="hidden" name="terms" value="{{.Terms}}">
-<fieldset id="companyId" aria-describedby="companyId-error"><legend>Your company</legend>
+<fieldset id="companyId" aria-describedby="companyId-error"><legend>{{.T.YourCompany}}</legend>
 <div id="results" aria-live="polite">
 {{range $i, $c := .Results}}<div class="choice"><input type="radio" name="companyId" id="company-{{$i}}" value="{{$c.CompanyID}}"{{if checked $.Form.CompanyID $c.CompanyID}} checked{{end}}>
 <label for="company-{{$i}}">{{$c.CompanyName}} ({{$c.CompanyID}})</label></div>
-{{else}}{{if .Searched}}<p>No company matched. Try another name or the registration number.</p>{{else}}<p>Search for your company above.</p>{{end}}{{end}}
+{{else}}{{if .Searched}}<p>{{.T.NoMatch}}</p>{{else}}<p>{{.T.SearchAbove}}</p>{{end}}{{end}}
 </div>
 {{with .ErrorFor "companyId"}}<p class="error" id="companyId-error">{{.}}</p>{{end}}
 </fieldset>
-<fieldset><legend>2. Contact and billing</legend>
-{{template "field" (dict3 "firstName" "First name" .Form.FirstName "given-name" "text" .)}}
-{{template "field" (dict3 "lastName" "Last name" .Form.LastName "family-name" "text" .)}}
-{{template "field" (dict3 "email" "Email for invoices" .Form.Email "email" "email" .)}}
-{{template "field" (dict3 "phone" "Phone (optional)" .Form.Phone "tel" "tel" .)}}
-{{template "field" (dict3 "street" "Street address" .Form.Street "street-address" "text" .)}}
-{{template "field" (dict3 "postalCode" "Postal code" .Form.PostalCode "postal-code" "text" .)}}
-{{template "field" (dict3 "city" "City" .Form.City "address-level2" "text" .)}}
+<fieldset><legend>2. {{.T.ContactBilling}}</legend>
+{{template "field" (dict3 "firstName" .T.FirstName .Form.FirstName "given-name" "text" .)}}
+{{template "field" (dict3 "lastName" .T.LastName .Form.LastName "family-name" "text" .)}}
+{{template "field" (dict3 "email" .T.Email .Form.Email "email" "email" .)}}
+{{template "field" (dict3 "phone" .T.Phone .Form.Phone "tel" "tel" .)}}
+{{template "field" (dict3 "street" .T.Street .Form.Street "street-address" "text" .)}}
+{{template "field" (dict3 "postalCode" .T.PostalCode .Form.PostalCode "postal-code" "text" .)}}
+{{template "field" (dict3 "city" .T.City .Form.City "address-level2" "text" .)}}
 </fieldset>
-<fieldset id="paymentMethod" aria-describedby="paymentMethod-error"><legend>3. Payment method</legend>
+<fieldset id="paymentMethod" aria-describedby="paymentMethod-error"><legend>3. {{.T.PaymentMethod}}</legend>
 {{range $i, $m := .S.PaymentMethods}}<div class="choice"><input type="radio" name="paymentMethod" id="pm-{{$i}}" value="{{$m}}"{{if checked $.Form.PaymentMethod (print $m)}} checked{{end}}>
-<label for="pm-{{$i}}">{{index $.MethodTxt $m}}</label></div>{{end}}
+<label for="pm-{{$i}}">{{method $.T $m}}</label></div>{{end}}
 {{with .ErrorFor "paymentMethod"}}<p class="error" id="paymentMethod-error">{{.}}</p>{{end}}
 </fieldset>
-<button type="submit" name="action" value="approve" id="approve">Approve purchase</button>
-<button type="submit" name="action" value="decline" id="decline" formnovalidate>Decline</button>
+<button type="submit" name="action" value="approve" id="approve">{{.T.Approve}}</button>
+<button type="submit" name="action" value="decline" id="decline" formnovalidate>{{.T.Decline}}</button>
 </form>
 <script>{{.Script}}</script>
-{{else if eq (print .S.State) "authorized"}}<h2 id="result">Purchase approved</h2>
-<p>Thank you. {{with .S.Buyer}}{{.CompanyName}} {{end}}approved this purchase{{with .S.PaymentMethod}} by {{index $.MethodTxt .Type}}{{end}}. You can close this page.</p>
-{{with .S.MerchantURLs.Confirmation}}<p><a href="{{.}}">Back to the shop</a></p>{{end}}
-{{else if eq (print .S.State) "completed"}}<h2 id="result">Purchase approved</h2><p>Your order has been placed.</p>
-{{else}}<h2 id="result">This checkout is {{.S.State}}</h2><p>No purchase was made.</p>
-{{with .S.MerchantURLs.Cancel}}<p><a href="{{.}}">Back to the shop</a></p>{{end}}{{end}}
+{{else if eq (print .S.State) "authorized"}}<h2 id="result">{{.T.Approved}}</h2>
+<p>{{.Thanks}}</p>
+{{with .S.MerchantURLs.Confirmation}}<p><a href="{{.}}">{{$.T.BackToShop}}</a></p>{{end}}
+{{else if eq (print .S.State) "completed"}}<h2 id="result">{{.T.Approved}}</h2><p>{{.T.Placed}}</p>
+{{else}}<h2 id="result">{{index .T.SessionStateTitle (print .S.State)}}</h2><p>{{.T.NoPurchase}}</p>
+{{with .S.MerchantURLs.Cancel}}<p><a href="{{.}}">{{$.T.BackToShop}}</a></p>{{end}}{{end}}
 </main></body></html>
 {{define "field"}}<label for="{{.ID}}">{{.Label}}</label>
 <input type="{{.Type}}" id="{{.ID}}" name="{{.ID}}" value="{{.Value}}" autocomplete="{{.Auto}}"{{with .Err}} aria-invalid="true" aria-describedby="{{$.ID}}-error"{{end}}>
@@ -165,8 +165,9 @@ button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
 // checkoutScript is the page's one script. The policy lets it run by its
 // hash rather than by 'unsafe-inline', so that markup slipped into the page
 // (were escaping ever to miss a field) could not run a script of its own;
-// it takes what varies, the country, from the page rather than from the
-// template, to keep one hash for every page.
+// it takes what varies, the country and the words it writes in the page's
+// language, from the page rather than from the template, to keep one hash
+// for every page.
 const checkoutScript = `
 // Progressive enhancement: search as you type. Without JavaScript the Search button does the same.
 (function(){var q=document.getElementById('q'),box=document.getElementById('results'),t;
@@ -175,8 +176,8 @@ q.addEventListener('input',function(){clearTimeout(t);t=setTimeout(function(){
 if(q.value.trim().length<2)return;
 fetch('../../v1/headless/search/companies?country='+encodeURIComponent(q.dataset.country)+'&q='+encodeURIComponent(q.value)).then(function(r){return r.ok||r.status===400?r.json().then(function(d){d.refused=!r.ok;return d}):null}).then(function(d){
 if(!d)return;box.textContent='';
-if(d.refused){var e=document.createElement('p');e.className='error';e.textContent=d.errors&&d.errors.length?'This '+d.errors[0].message+'.':d.detail;box.appendChild(e);return}
-if(!d.companies.length){var p=document.createElement('p');p.textContent='No company matched.';box.appendChild(p);return}
+if(d.refused){var e=document.createElement('p');e.className='error';e.textContent=q.dataset.refused||(d.errors&&d.errors.length?'This '+d.errors[0].message+'.':d.detail);box.appendChild(e);return}
+if(!d.companies.length){var p=document.createElement('p');p.textContent=q.dataset.none;box.appendChild(p);return}
 d.companies.forEach(function(c,i){var div=document.createElement('div');div.className='choice';
 var r=document.createElement('input');r.type='radio';r.name='companyId';r.id='company-'+i;r.value=c.companyId;
 var l=document.createElement('label');l.htmlFor=r.id;l.textContent=c.companyName+' ('+c.companyId+')';
@@ -213,9 +214,13 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 	if form == (checkoutForm{Q: form.Q}) && errs == nil && notice == "" {
 		form = s.prefill(sess, form)
 	}
+	t := i18n.For(i18n.Language(sess.Locale))
 	v := checkoutView{S: sess, Sig: s.checkoutSig(p.ByName("merchantId"), p.ByName("sessionId")), Terms: sess.Terms(),
-		Action: url.PathEscape(p.ByName("sessionId")), Script: checkoutScript, Form: form, Errors: errs, Notice: notice, MethodTxt: methodNames,
-		Amount: func(m int64) string { return money.New(m, sess.Currency).Formatted() }}
+		Action: url.PathEscape(p.ByName("sessionId")), Script: checkoutScript, Form: form, Errors: errs, Notice: notice, T: t,
+		Amount: func(m int64) string { return t.FormatAmount(m, sess.Currency) }, Thanks: t.ThanksPlain}
+	if sess.Buyer != nil && sess.PaymentMethod != nil {
+		v.Thanks = fmt.Sprintf(t.ThanksFmt, sess.Buyer.CompanyName, t.PaymentMethods[string(sess.PaymentMethod.Type)])
+	}
 	switch {
 	case form.Q == "":
 	case !s.limiter.allow(s.clientAddr(r), time.Now()):
@@ -225,7 +230,7 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 		// keeps it and its status: that is what the buyer must read, and
 		// the results missing says enough of the search.
 		if status == http.StatusOK && v.Notice == "" {
-			v.Notice = "Too many searches from your address. Wait a second and search again."
+			v.Notice = t.TooManySearches
 			w.Header().Set("Retry-After", "1")
 			status = http.StatusTooManyRequests
 		}
@@ -276,26 +281,46 @@ func containsCompany(ms []company.Match, id string) bool {
 }
 
 // checkoutFailure answers the buyer with a plain page, never a JSON problem.
+// It has no session to take a language from (the link may not name one), so
+// it takes the browser's.
 func (s *Server) checkoutFailure(w http.ResponseWriter, r *http.Request, err error) {
-	status, msg := http.StatusInternalServerError, "Something went wrong. Please try again later."
+	t := i18n.For(browserLanguage(r))
+	status, msg := http.StatusInternalServerError, t.TryLater
 	// As writeError's: a hang-up and a store outage are recorded as such,
 	// not as the server errors an operator is paged for.
 	switch kind := fault.KindOf(err); {
 	case kind == fault.NotFound || kind == fault.Forbidden:
-		status, msg = http.StatusNotFound, "This checkout link is not valid."
+		status, msg = http.StatusNotFound, t.LinkInvalid
 	case clientGone(r, err):
 		s.log.DebugContext(r.Context(), "client closed the request", slog.Any("err", err))
 		status = statusClientClosed
 	case kind == fault.Unavailable:
 		s.log.WarnContext(r.Context(), "unavailable", slog.Any("err", err))
 		w.Header().Set("Retry-After", "1")
-		status, msg = http.StatusServiceUnavailable, "The service is briefly unavailable. Please try again in a moment."
+		status, msg = http.StatusServiceUnavailable, t.Unavailable
 	default:
 		s.log.ErrorContext(r.Context(), "checkout", "err", err)
 	}
 	pageHeaders(w, documentPolicy)
 	w.WriteHeader(status)
-	template.Must(template.New("e").Parse(`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Checkout</title></head><body><main><h1>Checkout</h1><p role="alert">{{.}}</p></main></body></html>`)).Execute(w, msg)
+	failureTemplate.Execute(w, struct {
+		T   *i18n.Texts
+		Msg string
+	}{t, msg})
+}
+
+var failureTemplate = template.Must(template.New("e").Parse(`<!doctype html><html lang="{{.T.Tag}}"><head><meta charset="utf-8"><title>{{.T.Checkout}}</title></head><body><main><h1>{{.T.Checkout}}</h1><p role="alert">{{.Msg}}</p></main></body></html>`))
+
+// browserLanguage is the first language of the request's Accept-Language
+// that kassa has a table for, English when none is.
+func browserLanguage(r *http.Request) string {
+	for _, part := range strings.Split(r.Header.Get("Accept-Language"), ",") {
+		tag, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if l := i18n.Language(strings.TrimSpace(tag)); l != i18n.English || strings.HasPrefix(strings.ToLower(tag), "en") {
+			return l
+		}
+	}
+	return i18n.English
 }
 
 func (s *Server) checkoutPage(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -354,23 +379,24 @@ func (s *Server) checkoutSubmit(w http.ResponseWriter, r *http.Request, p httpro
 		redirect() // already approved, declined or expired: the page says which
 		return
 	}
+	t := i18n.For(i18n.Language(sess.Locale))
 	var errs []fieldError
 	c, known := s.cfg.Companies.Lookup(sess.Country, f.CompanyID)
 	if !known {
-		errs = append(errs, fieldError{"companyId", "Choose your company from the search results."})
+		errs = append(errs, fieldError{"companyId", t.ChooseCompany})
 	}
 	for _, req := range []struct{ id, v, msg string }{
-		{"firstName", f.FirstName, "Enter your first name."}, {"lastName", f.LastName, "Enter your last name."},
-		{"email", f.Email, "Enter the email address invoices should go to."},
-		{"street", f.Street, "Enter the street address."}, {"postalCode", f.PostalCode, "Enter the postal code."},
-		{"city", f.City, "Enter the city."},
+		{"firstName", f.FirstName, t.EnterFirstName}, {"lastName", f.LastName, t.EnterLastName},
+		{"email", f.Email, t.EnterEmail},
+		{"street", f.Street, t.EnterStreet}, {"postalCode", f.PostalCode, t.EnterPostalCode},
+		{"city", f.City, t.EnterCity},
 	} {
 		if req.v == "" {
 			errs = append(errs, fieldError{req.id, req.msg})
 		}
 	}
 	if f.PaymentMethod == "" {
-		errs = append(errs, fieldError{"paymentMethod", "Choose a payment method."})
+		errs = append(errs, fieldError{"paymentMethod", t.ChoosePayment})
 	}
 	in := order.CustomerInput{CompanyID: c.ID, Country: sess.Country, Email: f.Email, FirstName: f.FirstName,
 		LastName: f.LastName, Phone: f.Phone,
@@ -383,7 +409,16 @@ func (s *Server) checkoutSubmit(w http.ResponseWriter, r *http.Request, p httpro
 			if id == "streetAddress" {
 				id = "street"
 			}
-			errs = append(errs, fieldError{id, "Check this field: " + fe.Message + "."})
+			msg := "Check this field: " + fe.Message + "."
+			switch {
+			case id == "email" && t.BadEmail != "":
+				msg = t.BadEmail
+			case id != "email" && t.BadField != "":
+				// The validation says the text is too long or not
+				// text; its words are English.
+				msg = t.BadField
+			}
+			errs = append(errs, fieldError{id, msg})
 		}
 	}
 	if len(errs) > 0 {
@@ -396,14 +431,14 @@ func (s *Server) checkoutSubmit(w http.ResponseWriter, r *http.Request, p httpro
 	switch {
 	case fault.CodeOf(err) == "session_changed":
 		s.renderCheckout(w, r, p, http.StatusConflict, f, nil,
-			"The order changed while you were filling in this page. Check it above and confirm again.")
+			t.OrderChanged)
 	case err == nil || fault.Is(err, fault.NotAvailable):
 		redirect() // approved, or the session moved on meanwhile: the page shows its state
 	case errors.As(err, &fe) && fe.Kind == fault.Declined:
 		s.renderCheckout(w, r, p, http.StatusUnprocessableEntity, f, nil,
-			"We could not approve credit for this company. Choose another payment method such as card, or decline.")
+			t.CreditRefused)
 	case errors.As(err, &fe) && fe.Kind == fault.Invalid:
-		s.renderCheckout(w, r, p, http.StatusUnprocessableEntity, f, []fieldError{{"paymentMethod", "Choose one of the payment methods offered."}}, "")
+		s.renderCheckout(w, r, p, http.StatusUnprocessableEntity, f, []fieldError{{"paymentMethod", t.ChooseOffered}}, "")
 	default:
 		s.checkoutFailure(w, r, err)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/internal/i18n"
 	"github.com/kassahq/kassa/money"
 	"github.com/kassahq/kassa/order"
 )
@@ -40,11 +42,12 @@ type vatRow struct {
 }
 
 type documentView struct {
-	// Noun names the document in a sentence ("invoice", "receipt").
+	// T is the language the document was issued in (order.Issue.Language).
+	T *i18n.Texts
 	// No refund note: the spec makes it internal, and the document goes
 	// to the buyer.
-	Title, Noun, Reference, OrderID, OrderReference, MerchantReference, Date string
-	BuyerName, BuyerID                                                       string
+	Title, Reference, OrderID, OrderReference, MerchantReference, Date string
+	BuyerName, BuyerID                                                 string
 	// Supplier is the merchant's name recorded at issue; "" leaves its
 	// line out.
 	Supplier string
@@ -65,8 +68,8 @@ type documentView struct {
 	// that every line reads quantity × (unit price − unit discount) = total
 	// without widening the many documents that have no discount.
 	Discounted bool
-	// Credits names the document a credit note corrects ("invoice
-	// INV-00000001 of 2026-01-02"): a credit note must point unambiguously
+	// Credits names the document a credit note corrects ("Credits invoice
+	// INV-00000001 of 2026-01-02."): a credit note must point unambiguously
 	// at the invoice it amends, or the buyer's books cannot match the two.
 	Credits string
 	// Void marks an invoice voided after it was issued: its link still
@@ -92,29 +95,29 @@ type standing struct {
 // A block left out adds no line, so a page without one is byte for byte the
 // page builds before it rendered (TestDocumentWithoutStandingEndsAsBefore).
 var documentTemplate = template.Must(template.New("doc").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} {{.Reference}}{{if .Void}} (void){{end}}</title>
+<html lang="{{.T.Tag}}"><head><meta charset="utf-8"><title>{{.Title}} {{.Reference}}{{if .Void}} {{.T.VoidMark}}{{end}}</title>
 <style>body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}table{border-collapse:collapse;width:100%}
 th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-align:right}</style></head>
-<body><h1>{{.Title}} {{.Reference}}{{if .Void}} (void){{end}}</h1>
-{{if .Void}}<p><strong>This {{.Noun}} is void: nothing is payable on it.</strong></p>{{end}}
-<p>Order {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, merchant reference {{.MerchantReference}}{{end}}. Date {{.Date}}.</p>
-{{if .Supplier}}<p>Seller: {{.Supplier}}</p>
-{{end}}<p>Buyer: {{.BuyerName}} {{.BuyerID}}</p>
-{{if .BuyerAddress}}<p>Billing address: {{.BuyerAddress}}</p>
-{{end}}{{if .Credits}}<p>Credits {{.Credits}}.</p>{{end}}
-<table><caption>Lines</caption><thead><tr><th>Description</th><th class="n">Quantity</th><th class="n">Unit price ({{.Basis}})</th>{{if .Discounted}}<th class="n">Unit discount</th>{{end}}<th class="n">VAT %</th><th class="n">VAT</th><th class="n">Total ({{.Basis}})</th></tr></thead><tbody>
+<body><h1>{{.Title}} {{.Reference}}{{if .Void}} {{.T.VoidMark}}{{end}}</h1>
+{{if .Void}}<p><strong>{{.T.VoidInvoice}}</strong></p>{{end}}
+<p>{{.T.Order}} {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, {{.T.MerchantReference}} {{.MerchantReference}}{{end}}. {{.T.Date}} {{.Date}}.</p>
+{{if .Supplier}}<p>{{.T.Seller}}: {{.Supplier}}</p>
+{{end}}<p>{{.T.Buyer}}: {{.BuyerName}} {{.BuyerID}}</p>
+{{if .BuyerAddress}}<p>{{.T.BillingAddress}}: {{.BuyerAddress}}</p>
+{{end}}{{if .Credits}}<p>{{.Credits}}</p>{{end}}
+<table><caption>{{.T.Lines}}</caption><thead><tr><th>{{.T.Description}}</th><th class="n">{{.T.Quantity}}</th><th class="n">{{.T.UnitPrice}} ({{.Basis}})</th>{{if .Discounted}}<th class="n">{{.T.UnitDiscount}}</th>{{end}}<th class="n">{{.T.VATRate}}</th><th class="n">{{.T.VAT}}</th><th class="n">{{.T.LineTotal}} ({{.Basis}})</th></tr></thead><tbody>
 {{range .Lines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .UnitPrice}}</td>{{if $.Discounted}}<td class="n">{{call $.Amount .UnitDiscountAmount}}</td>{{end}}<td class="n">{{call $.Amount .Vat}}</td><td class="n">{{call $.Amount .TotalVatAmount}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>
 {{end}}</tbody></table>
-<table><caption>VAT breakdown ({{.Currency}})</caption><thead><tr><th>Rate %</th><th class="n">Excl. VAT</th><th class="n">VAT</th><th class="n">Incl. VAT</th></tr></thead><tbody>
+<table><caption>{{.T.VATBreakdown}} ({{.Currency}})</caption><thead><tr><th>{{.T.Rate}}</th><th class="n">{{.T.NetHead}}</th><th class="n">{{.T.VAT}}</th><th class="n">{{.T.GrossHead}}</th></tr></thead><tbody>
 {{range .VATRows}}<tr><td>{{.Rate}}</td><td class="n">{{.Net}}</td><td class="n">{{.VAT}}</td><td class="n">{{.Gross}}</td></tr>
-{{end}}</tbody><tfoot><tr><th>Total</th><th class="n">{{.Net}}</th><th class="n">{{.VAT}}</th><th class="n">{{.Gross}}</th></tr></tfoot></table>
-{{with .Standing}}<table><caption>Payment status ({{$.Currency}})</caption><tbody>
-<tr><th>Invoiced</th><td class="n">{{.Invoiced}}</td></tr>
-{{if .Credited}}<tr><th>Credited</th><td class="n">{{.Credited}}</td></tr>
-{{end}}<tr><th>Paid</th><td class="n">{{.Paid}}</td></tr>
+{{end}}</tbody><tfoot><tr><th>{{.T.DocTotal}}</th><th class="n">{{.Net}}</th><th class="n">{{.VAT}}</th><th class="n">{{.Gross}}</th></tr></tfoot></table>
+{{with .Standing}}<table><caption>{{$.T.PaymentStatus}} ({{$.Currency}})</caption><tbody>
+<tr><th>{{$.T.Invoiced}}</th><td class="n">{{.Invoiced}}</td></tr>
+{{if .Credited}}<tr><th>{{$.T.Credited}}</th><td class="n">{{.Credited}}</td></tr>
+{{end}}<tr><th>{{$.T.Paid}}</th><td class="n">{{.Paid}}</td></tr>
 <tr><th>{{.Due}}</th><td class="n">{{.Outstanding}}</td></tr>
 </tbody></table>
-{{end}}{{if .Recourse}}<p><strong>This {{.Noun}} was handed back to the merchant (recourse): what is outstanding on it is owed to the merchant.</strong></p>
+{{end}}{{if .Recourse}}<p><strong>{{.T.RecourseInvoice}}</strong></p>
 {{end}}</body></html>`))
 
 func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -135,10 +138,10 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 		s.writeError(w, r, fault.NotFoundf("document_not_found", "no document for sub-order %s", p.ByName("ledgerId")))
 		return
 	}
-	amount := func(v int64) string { return money.New(v, o.Currency).Formatted() }
 	// What the document was issued with, not what the order says now: an
 	// issued document is an accounting record. One issued before kassa kept
-	// that renders from the order, as it did then.
+	// that renders from the order, as it did then; one issued before it
+	// kept its language is English, as it was then.
 	is := o.CurrentIssue()
 	if l.Issued != nil {
 		is = *l.Issued
@@ -146,34 +149,36 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 		// Those showed no address: the page stays as it was issued.
 		is.BuyerAddress = nil
 	}
+	t := i18n.For(is.Language)
+	amount := func(v int64) string { return t.FormatAmount(v, o.Currency) }
 	tot := order.SumLines(l.Lines, o.VATMode)
-	v := documentView{Title: "Invoice", Noun: "invoice", Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
-		MerchantReference: is.MerchantReference, Date: l.CreatedAt.UTC().Format("2006-01-02"),
-		Supplier: is.Supplier, BuyerName: is.BuyerName, BuyerID: is.BuyerID, BuyerAddress: addressLine(is.BuyerAddress, is.BuyerName), Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: "incl. VAT"}
+	v := documentView{T: t, Title: t.Invoice, Reference: l.DocumentReference, OrderID: o.ID, OrderReference: o.OrderReference,
+		MerchantReference: is.MerchantReference, Date: t.FormatDate(l.CreatedAt),
+		Supplier: is.Supplier, BuyerName: is.BuyerName, BuyerID: is.BuyerID, BuyerAddress: addressLine(t, is.BuyerAddress, is.BuyerName), Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: t.InclVAT}
 	if o.VATMode == money.ExclVAT {
-		v.Basis = "excl. VAT"
+		v.Basis = t.ExclVAT
 	}
 	switch {
 	case l.Kind == order.LedgerRefund:
-		v.Title, v.Noun = "Credit note", "credit note"
+		v.Title = t.CreditNote
 		if c := o.Ledger(l.RefundOf); c != nil {
-			noun := "invoice"
+			credits := t.CreditsInvoiceFmt
 			if o.PaymentMethod.PaidAtCapture() {
-				noun = "receipt"
+				credits = t.CreditsReceiptFmt
 			}
-			v.Credits = noun + " " + c.DocumentReference + " of " + c.CreatedAt.UTC().Format("2006-01-02")
+			v.Credits = fmt.Sprintf(credits, c.DocumentReference, t.FormatDate(c.CreatedAt))
 		}
 	case o.PaymentMethod.PaidAtCapture():
 		// A card (or PayPal) capture is paid when it is made: the spec
 		// sends a card receipt, not an invoice to pay.
-		v.Title, v.Noun = "Receipt", "receipt"
+		v.Title = t.Receipt
 	case !l.Void() && (l.Paid > 0 || l.Recourse != ""):
 		v.Recourse = l.Recourse != ""
 		out := o.Outstanding(l)
-		st := standing{Invoiced: amount(tot.Gross), Paid: amount(l.Paid), Due: "Outstanding", Outstanding: amount(out)}
+		st := standing{Invoiced: amount(tot.Gross), Paid: amount(l.Paid), Due: t.Outstanding, Outstanding: amount(out)}
 		if out < 0 {
 			// Paid in full, then credited: the buyer is owed the credit.
-			st.Due, st.Outstanding = "Due to the buyer", amount(-out)
+			st.Due, st.Outstanding = t.DueToBuyer, amount(-out)
 		}
 		if c := o.RefundedOf(l.ID); c != 0 {
 			st.Credited = amount(c)
@@ -209,7 +214,7 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 // addressLine writes a billing address on one line, leaving out what it
 // does not have; its company name only where it is not the buyer's name
 // already shown above it.
-func addressLine(a *order.Address, buyer string) string {
+func addressLine(t *i18n.Texts, a *order.Address, buyer string) string {
 	if a == nil {
 		return ""
 	}
@@ -222,7 +227,7 @@ func addressLine(a *order.Address, buyer string) string {
 	if a.CompanyName != buyer {
 		add("", a.CompanyName)
 	}
-	add("attn. ", a.AttentionName)
+	add(t.Attention, a.AttentionName)
 	add("c/o ", a.CareOf)
 	add("", a.StreetAddress)
 	add("", a.PostalCode+" "+a.City)

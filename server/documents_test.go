@@ -100,7 +100,7 @@ func pageMinor(t *testing.T, s string) int64 {
 // without a discount keeps the columns it always had.
 func TestDocumentShowsUnitDiscount(t *testing.T) {
 	e := newSessionEnv(t)
-	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE","reference":"PO-9","storeId":"s1",
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", `{"country":"SE","currency":"SEK","locale":"en-SE","reference":"PO-9","storeId":"s1",
 		"orderLines":[{"description":"Widgets","quantity":2,"unitPrice":1000,"unitDiscountAmount":100,"vat":2500},{"description":"Grout","quantity":1,"unitPrice":5000,"vat":2500}]}`, e.auth, nil)
 	if code != 200 {
 		t.Fatalf("create order: %d %v", code, b)
@@ -209,7 +209,7 @@ func TestCreditNoteNamesTheInvoiceItCredits(t *testing.T) {
 func TestDocumentLinesSayWhetherTheyIncludeVAT(t *testing.T) {
 	e := newSessionEnv(t)
 	for _, c := range []struct{ mode, basis, total string }{{"inclVat", "incl. VAT", "10.00"}, {"exclVat", "excl. VAT", "10.00"}} {
-		code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE","reference":"PO-9","storeId":"s1","vatMode":"`+c.mode+`",
+		code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", `{"country":"SE","currency":"SEK","locale":"en-SE","reference":"PO-9","storeId":"s1","vatMode":"`+c.mode+`",
 			"orderLines":[{"description":"Widget","quantity":1,"unitPrice":1000,"vat":2500}]}`, e.auth, nil)
 		if code != 200 {
 			t.Fatalf("create order: %d %v", code, b)

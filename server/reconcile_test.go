@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kassahq/kassa/internal/i18n"
 )
 
 // A month of a merchant's B2B trade, driven through the HTTP API only with a
@@ -79,6 +81,7 @@ type month struct {
 
 type ordRec struct {
 	id, currency, store, pm, mode string
+	locale                        string
 	ref, sref                     string // the references now
 	refs                          int
 }
@@ -148,7 +151,7 @@ func (mo *month) newOrder() {
 	id := mo.call("POST", "/v1/authorization-tokens/"+tok+"/order", fmt.Sprintf(`{"country":%q,"currency":%q,"locale":%q,"vatMode":%q,%s
 		"reference":"PO-%d","settlementReference":"SR-%d","storeId":%q,"orderLines":[%s]}`,
 		c.country, c.currency, c.locale, mode, auto, n, n, store, strings.Join(ls, ",")), 200)["orderId"].(string)
-	mo.orders[id] = &ordRec{id: id, currency: c.currency, store: store, pm: pm, mode: mode, ref: fmt.Sprintf("PO-%d", n), sref: fmt.Sprintf("SR-%d", n)}
+	mo.orders[id] = &ordRec{id: id, currency: c.currency, locale: c.locale, store: store, pm: pm, mode: mode, ref: fmt.Sprintf("PO-%d", n), sref: fmt.Sprintf("SR-%d", n)}
 	mo.ids = append(mo.ids, id)
 	o := mo.call("GET", "/v1/orders/"+id, "", 200)
 	if slices.Contains(strList(o["status"]), "unacknowledged") && r.IntN(4) != 0 {
@@ -824,10 +827,21 @@ func (mo *month) list(q string) map[string]bool {
 }
 
 var (
-	vatRowRe = regexp.MustCompile(`<tr><td>([0-9.]+)</td><td class="n">(-?[0-9,.]+)</td><td class="n">(-?[0-9,.]+)</td><td class="n">(-?[0-9,.]+)</td></tr>`)
-	credits  = regexp.MustCompile(`Credits (?:invoice|receipt) ([A-Z]+-[0-9]+)`)
+	vatRowRe = regexp.MustCompile(`<tr><td>([0-9.,]+)</td><td class="n">(-?[0-9,.\x{a0}]+)</td><td class="n">(-?[0-9,.\x{a0}]+)</td><td class="n">(-?[0-9,.\x{a0}]+)</td></tr>`)
 	docTitle = regexp.MustCompile(`<title>([^<]*)</title>`)
 )
+
+// credits matches the sentence of a credit note in t's words that names
+// what it credits.
+func credits(t *i18n.Texts) *regexp.Regexp {
+	head := func(f string) string { h, _, _ := strings.Cut(f, "%s"); return regexp.QuoteMeta(h) }
+	return regexp.MustCompile(`(?:` + head(t.CreditsInvoiceFmt) + `|` + head(t.CreditsReceiptFmt) + `)([A-Z]+-[0-9]+)`)
+}
+
+// minorIn reads an amount as t writes it.
+func minorIn(t *i18n.Texts, s string) int64 {
+	return minorOf(strings.ReplaceAll(strings.ReplaceAll(s, t.Group, ""), t.Point, "."))
+}
 
 func minorOf(s string) int64 {
 	s = strings.ReplaceAll(s, ",", "")
@@ -842,8 +856,6 @@ func minorOf(s string) int64 {
 	}
 	return v
 }
-
-func rateOf(s string) int64 { return minorOf(s) }
 
 // checkDocuments reads every invoice, receipt and credit note: numbers gapless
 // per merchant, VAT per rate on the page equal to the sub-order's, credit notes
@@ -886,16 +898,22 @@ func (mo *month) checkDocuments(all map[string]map[string]any, by map[string][]m
 				fail("document %s: %d", ref, code)
 				continue
 			}
-			if tm := docTitle.FindStringSubmatch(page); tm == nil || !strings.HasSuffix(strings.TrimSuffix(tm[1], " (void)"), ref) {
+			// The document is in the order's language: the month's
+			// orders are Swedish, Finnish and Danish.
+			t := i18n.For(i18n.Language(or.locale))
+			if !strings.Contains(page, `<html lang="`+t.Tag+`">`) {
+				fail("document %s of a %s order is not in %s", ref, or.locale, t.Tag)
+			}
+			if tm := docTitle.FindStringSubmatch(page); tm == nil || !strings.HasSuffix(strings.TrimSuffix(tm[1], " "+t.VoidMark), ref) {
 				fail("document %s titled %v", ref, tm)
 			}
-			if at := mo.refsAt[s["ledgerId"].(string)]; !strings.Contains(page, "merchant reference "+at[0]+".") {
+			if at := mo.refsAt[s["ledgerId"].(string)]; !strings.Contains(page, t.MerchantReference+" "+at[0]+".") {
 				fail("document %s does not show the reference %q it was issued under", ref, at[0])
 			}
 			sign := int64(1)
 			if i > 0 {
 				sign = -1
-				if m := credits.FindStringSubmatch(page); m == nil || m[1] != c["documentReference"] {
+				if m := credits(t).FindStringSubmatch(page); m == nil || m[1] != c["documentReference"] {
 					fail("credit note %s names %v, credits %v", ref, m, c["documentReference"])
 				}
 			}
@@ -907,7 +925,7 @@ func (mo *month) checkDocuments(all map[string]map[string]any, by map[string][]m
 			}
 			pageRate := map[int64]int64{}
 			for _, m := range vatRowRe.FindAllStringSubmatch(page, -1) {
-				pageRate[rateOf(m[1])] += minorOf(m[3])
+				pageRate[minorIn(t, m[1])] += minorIn(t, m[3])
 			}
 			for k, v := range perRate {
 				if v == 0 {

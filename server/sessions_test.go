@@ -595,7 +595,7 @@ func TestCheckoutNoticeSurvivesTheSearchLimit(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict {
 		t.Fatalf("stale approval: %d, want 409", resp.StatusCode)
 	}
-	if !strings.Contains(string(body), "The order changed") {
+	if !strings.Contains(string(body), "Beställningen ändrades") { // the session is sv-SE
 		t.Fatalf("409 page does not say the order changed:\n%s", body)
 	}
 }

@@ -61,9 +61,11 @@ async function api(method, path, body) {
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : null };
 }
 
-async function newSession(reference) {
+// The buyer reads the page in the session's language: these tests' buyer
+// reads English (en-SE), the last one Swedish.
+async function newSession(reference, locale = 'en-SE') {
   const res = await api('POST', '/v1/payment-sessions', {
-    country: 'SE', currency: 'SEK', locale: 'sv-SE', merchantReference: reference,
+    country: 'SE', currency: 'SEK', locale, merchantReference: reference,
     orderLines: [{ description: 'Pallet of tiles', quantity: 2, unitPrice: 125000, vat: 2500 },
       { description: 'Delivery', quantity: 1, unitPrice: 50000, vat: 2500 }],
   });
@@ -175,5 +177,38 @@ test('declining cancels the session; a tampered link is refused', async () => {
   assert.notEqual(tampered, s.checkoutUrl);
   const res = await page.goto(tampered);
   assert.equal(res.status(), 404);
+  await page.close();
+});
+
+test('a Swedish buyer reads the checkout in Swedish, its script too', async () => {
+  const s = await newSession('PO-E2E-4', 'sv-SE');
+  const page = await browser.newPage();
+  await page.goto(s.checkoutUrl);
+  assert.match(await page.title(), /^Kassa/);
+  assert.equal(await page.getAttribute('html', 'lang'), 'sv');
+  assert.equal(await page.locator('#total').textContent(), '3\u00a0000,00');
+  // The search as you type writes the page's language: its refusal of a
+  // number with a wrong check digit, and a search that finds nothing.
+  await page.getByLabel('Företagsnamn eller organisationsnummer').fill('5560360794');
+  const refusal = page.locator('#results p.error');
+  await refusal.waitFor();
+  assert.match(await refusal.textContent(), /^Kontrollera sökningen/);
+  await page.getByLabel('Företagsnamn eller organisationsnummer').fill('Zzqx Nonesuch');
+  await page.locator('#results p:not(.error)').waitFor();
+  assert.equal(await page.locator('#results p').textContent(), 'Inget företag hittades.');
+  await page.getByLabel('Företagsnamn eller organisationsnummer').fill('Approved Bygg');
+  await page.locator('#results input[type=radio]').first().waitFor();
+  await page.getByLabel(/Approved Byggvaror AB \(5560000001\)/).check();
+  await page.getByLabel('Förnamn').fill('Astrid');
+  await page.getByLabel('Efternamn').fill('Lind');
+  await page.getByLabel('E-post för fakturor').fill('ap@byggvaror.example');
+  await page.getByLabel('Gatuadress').fill('Verkstadsgatan 4');
+  await page.getByLabel('Postnummer').fill('41707');
+  await page.getByLabel('Ort', { exact: true }).fill('Göteborg');
+  await page.getByLabel(/^Faktura/).check();
+  await page.getByRole('button', { name: 'Godkänn köpet' }).click();
+  await page.locator('#result').waitFor();
+  assert.equal(await page.locator('#result').textContent(), 'Köpet är godkänt');
+  await page.screenshot({ path: join(artifacts, 'checkout-sv.png'), fullPage: true });
   await page.close();
 });
