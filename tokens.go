@@ -313,7 +313,9 @@ func orderFromSession(r *order.CreateRequest, s *session.Session) *order.CreateR
 	if out.Reference == "" {
 		out.Reference = s.MerchantReference
 	}
-	if len(out.OrderLines) == 0 && out.TotalOrderAmount == nil && len(s.OrderLines) > 0 &&
+	// Left out, not sent empty: "orderLines": [] is a selection that came
+	// out empty, as on a capture, not the session's lines.
+	if out.OrderLines == nil && out.TotalOrderAmount == nil && len(s.OrderLines) > 0 &&
 		(out.VatMode == "" || out.VatMode == string(s.VATMode)) {
 		// The spec makes lines optional here, and the buyer approved these.
 		out.OrderLines = make([]order.LineInput, len(s.OrderLines))
@@ -344,11 +346,11 @@ func orderFromSession(r *order.CreateRequest, s *session.Session) *order.CreateR
 	return &out
 }
 
-// sessionMayStateLines reports whether r leaves out its lines and total
-// and is otherwise valid, so that the lines of the session behind its
-// token, if any, may complete it.
+// sessionMayStateLines reports whether r leaves out its lines (nil, not
+// empty) and total and is otherwise valid, so that the lines of the session
+// behind its token, if any, may complete it.
 func sessionMayStateLines(r *order.CreateRequest, ids order.IDSource) bool {
-	if len(r.OrderLines) > 0 || r.TotalOrderAmount != nil {
+	if r.OrderLines != nil || r.TotalOrderAmount != nil {
 		return false
 	}
 	x := *r

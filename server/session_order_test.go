@@ -245,3 +245,23 @@ func TestOrderFromSessionWithoutLinesTakesTheSessions(t *testing.T) {
 		t.Fatalf("no locale and no lines on an unknown token: %d %v, want 400", code, p)
 	}
 }
+
+// TestOrderFromSessionWithEmptyLinesIsRefused: "orderLines": [] is lines
+// sent, and none of them, not lines left out: as a capture's empty
+// selection does not capture the whole order, it does not take the
+// session's lines (docs/sessions.md: a request that sends neither lines nor
+// a total takes them). It used to make an order of every session line.
+// null is the field left out, as everywhere.
+func TestOrderFromSessionWithEmptyLinesIsRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	ls := `"orderLines":[{"description":"Tiles","quantity":2,"unitPrice":10000,"vat":2500}]`
+	head := `{"country":"SE","currency":"SEK","locale":"sv-SE"`
+	tok := e.approvedToken("/v1/sessions", head+`,`+ls+`}`)
+	if code, _, p := e.do("POST", "/v1/authorization-tokens/"+tok+"/order", head+`,"orderLines":[]}`, e.auth); code != 400 {
+		t.Fatalf(`order with "orderLines": [] from a session: %d %v, want 400`, code, p)
+	}
+	// The token is not used up by the refusal; null reads as left out.
+	if code, _, p := e.do("POST", "/v1/authorization-tokens/"+tok+"/order", head+`,"orderLines":null}`, e.auth); code != 200 {
+		t.Fatalf(`order with "orderLines": null from a session: %d %v, want 200`, code, p)
+	}
+}

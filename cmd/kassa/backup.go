@@ -17,8 +17,32 @@ import (
 )
 
 // backupSpool names the temporary copy of the store a backup makes in the
-// data directory (as durable.RemoveLeftovers finds it: ".backup.*").
+// data directory (".backup.*").
 const backupSpool = "backup"
+
+// removeBackupSpools removes the spool files of backups whose process died
+// during them, and returns how many. Unlike durable.RemoveLeftovers it
+// takes them at any age: the caller holds the bolt store open, so no other
+// server is spooling a backup of this directory, and a supervisor that
+// restarts a crashed server at once would otherwise leave a whole copy of
+// the store on the disk for as long as the new run lasts.
+func removeBackupSpools(data string) (int, error) {
+	matches, err := filepath.Glob(filepath.Join(data, "."+backupSpool+".*"))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range matches {
+		if fi, err := os.Lstat(m); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if err := os.Remove(m); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
 
 // writeBackup writes to w a tar of what a restore of the data directory
 // needs: kassa.db as of one read transaction, then server.key,

@@ -412,9 +412,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	// Writes of these files that a crash cut short left temporaries beside them.
-	// So did a backup's spool file, when the process died during one.
-	for _, p := range []string{filepath.Join(c.data, "server.key"), filepath.Join(c.data, "sandbox-clock.json"), filepath.Join(companiesDir(c.data), "*.csv"),
-		filepath.Join(c.data, backupSpool)} {
+	for _, p := range []string{filepath.Join(c.data, "server.key"), filepath.Join(c.data, "sandbox-clock.json"), filepath.Join(companiesDir(c.data), "*.csv")} {
 		if n, err := durable.RemoveLeftovers(p); err != nil {
 			log.Warn("removing leftover temporary files", "path", p, "err", err)
 		} else if n > 0 {
@@ -443,6 +441,16 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer db.Close()
+	if _, ok := db.(*bolt.Store); ok {
+		// So did a backup, when the process died during one: a whole copy
+		// of the store, removed whatever its age, as no other server can
+		// be writing one while this one holds the store's lock.
+		if n, err := removeBackupSpools(c.data); err != nil {
+			log.Warn("removing a backup's leftover spool files", "data", c.data, "err", err)
+		} else if n > 0 {
+			log.Info("removed a backup's leftover spool files", "data", c.data, "count", n)
+		}
+	}
 	pg, _ := db.(*postgres.Store)
 	if pg != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
