@@ -10,8 +10,12 @@ import (
 	"testing"
 )
 
-// TestBackupRoute: GET /backup is served on the operations handler only;
-// without a Config.Backup (PostgreSQL) it is refused, naming pg_dump; a
+// TestBackupRoute: GET /backup is served on the operations handler only,
+// and only when a BackupToken is configured and sent as a bearer token (the
+// archive holds every merchant's data and the signing key, and the
+// operations listener is often open to a whole internal network); HEAD does
+// not make a backup; without a Config.Backup (PostgreSQL) it is refused,
+// naming pg_dump; a
 // backup that fails before its first byte is a 500 problem, one that fails
 // after it is a cut connection, never a body that ends as if whole; and one
 // backup runs at a time.
@@ -26,17 +30,30 @@ func TestBackupRoute(t *testing.T) {
 		}
 		return p.Detail
 	}
-	get := func(t *testing.T, url string) *http.Response {
+	const token = "backup-secret-0123456789"
+	send := func(t *testing.T, method, url, bearer string) *http.Response {
 		t.Helper()
-		resp, err := http.Get(url)
+		req, _ := http.NewRequest(method, url, nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return resp
 	}
+	get := func(t *testing.T, url string) *http.Response { return send(t, http.MethodGet, url, token) }
+
+	t.Run("no token configured", func(t *testing.T) {
+		s := memoryServer(Config{SeparateOps: true, Backup: func(w io.Writer) error { t.Error("backup made"); return nil }})
+		ops := httptest.NewServer(s.OpsHandler())
+		defer ops.Close()
+		problem(t, get(t, ops.URL+"/backup"), http.StatusNotFound, "route_not_found")
+	})
 
 	t.Run("postgres", func(t *testing.T) {
-		s := memoryServer(Config{SeparateOps: true})
+		s := memoryServer(Config{SeparateOps: true, BackupToken: token})
 		ops := httptest.NewServer(s.OpsHandler())
 		defer ops.Close()
 		if d := problem(t, get(t, ops.URL+"/backup"), http.StatusConflict, "backup_unsupported"); !strings.Contains(d, "pg_dump") {
@@ -47,7 +64,7 @@ func TestBackupRoute(t *testing.T) {
 	var fail error
 	var cut bool
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	s := memoryServer(Config{SeparateOps: true, Backup: func(w io.Writer) error {
+	s := memoryServer(Config{SeparateOps: true, BackupToken: token, Backup: func(w io.Writer) error {
 		switch {
 		case fail != nil && !cut:
 			return fail
@@ -64,6 +81,17 @@ func TestBackupRoute(t *testing.T) {
 	defer api.Close()
 	defer ops.Close()
 	problem(t, get(t, api.URL+"/backup"), http.StatusNotFound, "route_not_found")
+	for _, bearer := range []string{"", "wrong", token + "x", token[:len(token)-1]} {
+		if resp := send(t, http.MethodGet, ops.URL+"/backup", bearer); resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("401 without WWW-Authenticate")
+			resp.Body.Close()
+		} else {
+			problem(t, resp, http.StatusUnauthorized, "unauthorized")
+		}
+	}
+	if resp := send(t, http.MethodHead, ops.URL+"/backup", token); resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET" {
+		t.Errorf("HEAD /backup: %d, Allow %q; want 405, GET", resp.StatusCode, resp.Header.Get("Allow"))
+	}
 
 	first := make(chan *http.Response)
 	go func() { first <- get(t, ops.URL+"/backup") }()
@@ -83,7 +111,9 @@ func TestBackupRoute(t *testing.T) {
 	cut = true
 	// Cut before or after the headers went out, depending on buffering:
 	// either way the client sees an error, not an end.
-	resp, err = http.Get(ops.URL + "/backup")
+	req, _ := http.NewRequest(http.MethodGet, ops.URL+"/backup", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err = http.DefaultClient.Do(req)
 	if err == nil {
 		b, err = io.ReadAll(resp.Body)
 		resp.Body.Close()

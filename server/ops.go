@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -116,12 +118,33 @@ func (t *timedStore) Update(ctx context.Context, fn func(storage.Tx) error) erro
 // large store to a remote host can outlast while it makes progress.
 const backupWriteWindow = time.Minute
 
+var errBackupUnauthorized = fault.New(fault.Unauthorized, "unauthorized", "send the server's backup token (kassa serve --backup-token) as 'authorization: Bearer …'")
+
 var errBackupBusy = fault.New(fault.Conflict, "backup_in_progress", "a backup is under way; try again once it has ended")
 
 var errBackupUnsupported = fault.New(fault.NotAvailable, "backup_unsupported",
 	"this server's store is PostgreSQL: back up the database with pg_dump (docs/postgres.md)")
 
 func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	// Compared as digests, in constant time: neither the token's length
+	// nor its first wrong byte shows in the time of a refusal.
+	scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "bearer") {
+		cred = ""
+	}
+	got, want := sha256.Sum256([]byte(strings.TrimSpace(cred))), sha256.Sum256([]byte(s.cfg.BackupToken))
+	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		s.writeError(w, r, errBackupUnauthorized)
+		return
+	}
+	// HEAD is routed as GET, and a backup's headers come only with its
+	// first byte: a monitor's HEAD would copy the whole store.
+	if sr, ok := w.(*statusRecorder); ok && sr.head {
+		w.Header().Set("Allow", http.MethodGet)
+		s.writeError(w, r, &fault.Error{Kind: fault.MethodNotAllowed, Code: "method_not_allowed",
+			Message: "HEAD is not allowed on /backup: it would make a backup to send its headers"})
+		return
+	}
 	if s.cfg.Backup == nil {
 		s.writeError(w, r, errBackupUnsupported)
 		return

@@ -31,7 +31,9 @@ func (s *Server) routes() {
 	s.handleOn(s.ops, http.MethodGet, "/healthz", s.handleHealth)
 	s.handleOn(s.ops, http.MethodGet, "/readyz", s.handleReady)
 	s.handleOn(s.ops, http.MethodGet, "/metrics", s.handleMetrics)
-	s.handleOn(s.ops, http.MethodGet, "/backup", s.handleBackup)
+	if s.cfg.BackupToken != "" {
+		s.handleOn(s.ops, http.MethodGet, "/backup", s.handleBackup)
+	}
 	s.apiRoutes()
 }
 

@@ -91,6 +91,11 @@ type Config struct {
 	// Nil (PostgreSQL, whose backup is pg_dump's): /backup answers 409
 	// backup_unsupported.
 	Backup func(w io.Writer) error
+	// BackupToken is the secret a GET /backup must send as
+	// "Authorization: Bearer …": the archive holds every merchant's data
+	// and the signing key, and the operations listener is often open to a
+	// whole internal network (scrapers). Empty: /backup is not served.
+	BackupToken string
 }
 
 // Server is the HTTP front of a kassa Ledger.
@@ -163,6 +168,7 @@ type statusRecorder struct {
 	bytes  int
 	route  string // pattern of the matched route, set by the route wrapper
 	code   string // the problem's code (or OAuth error) of a refusal, for the access log
+	head   bool   // the request is a HEAD, routed as GET
 }
 
 func (w *statusRecorder) WriteHeader(code int) {
@@ -283,7 +289,7 @@ func (s *Server) serve(router *httprouter.Router, level slog.Level, w http.Respo
 	}
 	r = r.WithContext(ctx)
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	rec := &statusRecorder{ResponseWriter: w, route: "unmatched"}
+	rec := &statusRecorder{ResponseWriter: w, route: "unmatched", head: r.Method == http.MethodHead}
 	method := r.Method // as sent: HEAD is routed as GET below
 	defer func() {
 		// http.ErrAbortHandler cuts a response short on purpose (a backup

@@ -28,7 +28,8 @@ func TestBackupWhileWritingRestores(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	creds := []string{"--client-id", "demo", "--client-secret", "demo-secret-123"}
-	base, ops, done := serveWithOps(t, append([]string{"--data", data, "--addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0"}, creds...)...)
+	const backupToken = "backup-token-0123456789abcdef"
+	base, ops, done := serveWithOps(t, append([]string{"--data", data, "--addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--backup-token", backupToken}, creds...)...)
 	running := true
 	defer func() {
 		if running {
@@ -95,7 +96,9 @@ func TestBackupWhileWritingRestores(t *testing.T) {
 		t.Fatalf("no order acknowledged before the backup: %v", errs)
 	}
 
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get(ops + "/backup")
+	req, _ := http.NewRequest(http.MethodGet, ops+"/backup", nil)
+	req.Header.Set("Authorization", "Bearer "+backupToken)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

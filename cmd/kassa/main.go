@@ -128,7 +128,7 @@ func noArguments(fs *flag.FlagSet, stderr io.Writer) bool {
 
 type serveConfig struct {
 	addr, data, clientID, clientSecret, tlsCert, tlsKey, baseURL string
-	opsAddr                                                      string
+	opsAddr, backupToken                                         string
 	sandbox                                                      bool
 	// badSandboxEnv: KASSA_SANDBOX held no boolean, which --sandbox would
 	// refuse too (read as false, it would turn the sandbox off silently).
@@ -195,7 +195,8 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", envDefault("addr", "127.0.0.1:8080"), "listen address (KASSA_ADDR)")
-	fs.StringVar(&c.opsAddr, "ops-addr", envDefault("ops-addr", ""), "listen address of the operations endpoints, plain HTTP for an internal network: /metrics, /healthz, /readyz and /backup (bolt: a tar of the data directory's state, taken while serving); when set, --addr answers /metrics 404 (the health routes stay on it too); default none: /metrics is served on --addr (KASSA_OPS_ADDR)")
+	fs.StringVar(&c.opsAddr, "ops-addr", envDefault("ops-addr", ""), "listen address of the operations endpoints, plain HTTP for an internal network: /metrics, /healthz, /readyz, and /backup with --backup-token; when set, --addr answers /metrics 404 (the health routes stay on it too); default none: /metrics is served on --addr (KASSA_OPS_ADDR)")
+	fs.StringVar(&c.backupToken, "backup-token", envDefault("backup-token", ""), "a secret of at least 24 characters that serves GET /backup on --ops-addr to a request sending it as 'Authorization: Bearer …' (bolt: a tar of the data directory's state, signing key included, taken while serving); default none: no /backup. Prefer the environment variable: a flag shows in the process list (KASSA_BACKUP_TOKEN)")
 	fs.StringVar(&c.data, "data", envDefault("data", "./kassa-data"), "data directory; the store is DATA/kassa.db (KASSA_DATA)")
 	fs.StringVar(&c.clientID, "client-id", envDefault("client-id", ""), "create or keep the sandbox merchant with this client id (KASSA_CLIENT_ID)")
 	fs.StringVar(&c.clientSecret, "client-secret", envDefault("client-secret", ""), "secret for --client-id, at least 12 characters (KASSA_CLIENT_SECRET)")
@@ -383,6 +384,17 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: --client-secret (KASSA_CLIENT_SECRET) needs at least %d characters; leave out both --client-id and --client-secret to have a merchant with a generated secret made and printed\n", minClientSecret)
 		return 2
 	}
+	// The backup holds the signing key and every merchant's data: a token
+	// a few guesses find would hand them over, and one without a listener
+	// to serve it on would look set while nothing served it.
+	if c.backupToken != "" && utf8.RuneCountInString(c.backupToken) < minBackupToken {
+		fmt.Fprintf(stderr, "kassa: --backup-token (KASSA_BACKUP_TOKEN) needs at least %d characters\n", minBackupToken)
+		return 2
+	}
+	if c.backupToken != "" && c.opsAddr == "" {
+		fmt.Fprintln(stderr, "kassa: --backup-token (KASSA_BACKUP_TOKEN) serves /backup on the operations listener: give --ops-addr too")
+		return 2
+	}
 	// With no topic the URL would receive nothing while the start looked
 	// fine (KASSA_WEBHOOK_EVENTS set to nothing by a template, say).
 	if c.webhookURL != "" && len(webhookTopics(c.webhookEvents)) == 0 {
@@ -521,7 +533,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	srv = server.New(server.Config{
 		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock, MaxBodyBytes: int64(c.maxBodyMB) << 20,
 		Metrics: metrics, Version: Version, Companies: dir, Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox},
-		StoreTimeout: storeTimeout, TrustedProxies: proxies, SeparateOps: opsLn != nil, Backup: backup,
+		StoreTimeout: storeTimeout, TrustedProxies: proxies, SeparateOps: opsLn != nil, Backup: backup, BackupToken: c.backupToken,
 		Ready: func(ctx context.Context) error {
 			// A bolt store that stopped taking writes (a commit of unknown
 			// outcome) needs a restart, which a supervisor makes of this.
@@ -949,6 +961,9 @@ func checkStore(kind, databaseURL string) error {
 	}
 	return nil
 }
+
+// minBackupToken is the fewest characters --backup-token may have.
+const minBackupToken = 24
 
 // minClientSecret is the fewest characters --client-secret may have.
 const minClientSecret = 12
