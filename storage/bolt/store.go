@@ -324,7 +324,9 @@ func (s *Store) commit(batch []*call) {
 			}
 			return
 		}
+		txid := -1
 		err := s.update(func(btx *bbolt.Tx) error {
+			txid = btx.ID()
 			st := newState(btx, s.clock().UTC(), true, s)
 			wrote := false
 			for i, c := range batch {
@@ -368,7 +370,7 @@ func (s *Store) commit(batch []*call) {
 		case err != nil && err != errNothing:
 			// The commit itself failed (I/O). Callers whose function failed
 			// keep their own error.
-			cerr := s.commitError(err)
+			cerr := s.commitError(err, txid)
 			for i, c := range batch {
 				if results[i] == nil {
 					results[i] = cerr
@@ -395,8 +397,8 @@ func (s *Store) commit(batch []*call) {
 // commitError classifies a commit that failed. A disk with no room left
 // (or a quota used up) makes bbolt's write of the transaction's new pages
 // fail, before the meta page that would make them the file's state is
-// written (a meta page is rewritten in place, so it does not need new room):
-// nothing was done, and the same request succeeds once space is freed, so
+// written (a meta page is rewritten in place, which needs no new room except
+// on a copy-on-write filesystem; see below): nothing was done, and the same request succeeds once space is freed, so
 // the caller gets store_unavailable (503 with Retry-After when served), as
 // for a PostgreSQL store that refuses writes. Every other failure is
 // internal, and its outcome unknown: a failed sync, in particular, may
@@ -405,14 +407,31 @@ func (s *Store) commit(batch []*call) {
 // map, may hold the new one, so a later commit could hand out pages the
 // file still uses. As PostgreSQL stops on a failed fsync, the store stops
 // taking writes until it is opened again (Healthy).
-func (s *Store) commitError(err error) error {
+//
+// A full disk is taken for "nothing done" only if transaction txid did not
+// become current: on a copy-on-write filesystem (btrfs, ZFS) the meta
+// page's rewrite needs room as well, and a write of it cut short after its
+// record would leave the transaction current in the file's page cache,
+// which bbolt then serves.
+func (s *Store) commitError(err error, txid int) error {
 	var pe *fs.PathError
-	if errors.As(err, &pe) && pe.Op == "write" && (errors.Is(pe.Err, syscall.ENOSPC) || errors.Is(pe.Err, syscall.EDQUOT)) {
+	if errors.As(err, &pe) && pe.Op == "write" && (errors.Is(pe.Err, syscall.ENOSPC) || errors.Is(pe.Err, syscall.EDQUOT)) &&
+		txid > 0 && !s.current(txid) {
 		return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
 			Message: "the store's disk is full; nothing was done, retry once space is freed", Err: err}
 	}
 	s.unsure.CompareAndSwap(nil, &err)
 	return fault.Internalf(err, "commit, outcome unknown")
+}
+
+// current reports whether the write transaction txid is the state bbolt
+// reads, its meta page written; true when that cannot be read.
+func (s *Store) current(txid int) bool {
+	cur := -1
+	if err := s.db.View(func(btx *bbolt.Tx) error { cur = btx.ID(); return nil }); err != nil {
+		return true
+	}
+	return cur >= txid
 }
 
 // Healthy reports whether the store takes writes: not after a commit whose
