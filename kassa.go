@@ -28,6 +28,7 @@ import (
 	"unicode"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/internal/i18n"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/ordercache"
 	"github.com/kassahq/kassa/storage"
@@ -343,7 +344,7 @@ type sequencer struct {
 func (s sequencer) Next(series string) (int64, error) { return s.tx.NextSequence(s.merchant, series) }
 
 func (l *Ledger) env(tx storage.Tx, merchantID string) order.Env {
-	return order.Env{Now: tx.Now(), IDs: l.opts.IDs, Docs: sequencer{tx, merchantID}, Policy: l.opts.Policy}
+	return order.Env{Now: tx.Now(), IDs: l.opts.IDs, Docs: sequencer{tx, merchantID}, Policy: l.opts.Policy, Language: i18n.Language}
 }
 
 // Render returns the spec's LedgerOrderResponse of o at now.

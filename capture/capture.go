@@ -252,7 +252,7 @@ func apply(o *order.Order, sel selection, ev order.EventType, final bool, env or
 	l := o.NewLedger(order.LedgerCapture, sel.lines, env)
 	l.DocumentSeq = n
 	l.DocumentReference = fmt.Sprintf("INV-%08d", n)
-	o.Issue(&l, env.Supplier)
+	o.Issue(&l, env)
 	var keep []order.Line
 	for _, u := range o.Uncaptured.Lines {
 		if !sel.moved[u.ID] {

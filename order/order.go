@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kassahq/kassa/fault"
-	"github.com/kassahq/kassa/internal/i18n"
 	"github.com/kassahq/kassa/money"
 )
 
@@ -71,6 +70,10 @@ type Env struct {
 	// Supplier is the merchant's name, which the documents issued in the
 	// operation state as the seller's.
 	Supplier string
+	// Language is the language a document of an order of locale is
+	// written in (the server's pages know which they have); nil records
+	// none, which renders as English.
+	Language func(locale string) string
 }
 
 // NextDocument takes the next number of a document series (what for names
@@ -148,18 +151,21 @@ type Issue struct {
 	// before kassa kept it.
 	SettlementReference *string `json:"settlementReference,omitempty"`
 	// Language is the language the document is written in, the order's
-	// locale's when it was issued (i18n.Language): recorded, so that a
+	// locale's when it was issued (Env.Language): recorded, so that a
 	// language kassa learns later does not rewrite it. "" on documents
 	// issued before kassa kept it, which are English.
 	Language string `json:"language,omitempty"`
 }
 
 // Issue records on l, a capture or refund just given its document number,
-// what its document shows of o now, issued by supplier.
-func (o *Order) Issue(l *Ledger, supplier string) {
+// what its document shows of o now, issued by env's supplier in env's
+// language for o.
+func (o *Order) Issue(l *Ledger, env Env) {
 	is := o.CurrentIssue()
-	is.Supplier = supplier
-	is.Language = i18n.Language(o.Locale)
+	is.Supplier = env.Supplier
+	if env.Language != nil {
+		is.Language = env.Language(o.Locale)
+	}
 	l.Issued = &is
 }
 

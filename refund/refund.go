@@ -248,7 +248,7 @@ func apply(o *order.Order, ledgerID string, lines []order.Line, note string, ev 
 	l.Note = note
 	l.DocumentSeq = n
 	l.DocumentReference = fmt.Sprintf("CN-%08d", n)
-	o.Issue(&l, env.Supplier)
+	o.Issue(&l, env)
 	o.Refunded = append(o.Refunded, l)
 	o.RefreshPaid(c)
 	o.AppendEvent(ev, l.ID, gross, env)
