@@ -315,7 +315,10 @@ var failureTemplate = template.Must(template.New("e").Parse(`<!doctype html><htm
 // that kassa has a table for, English when none is.
 func browserLanguage(r *http.Request) string {
 	for _, part := range strings.Split(r.Header.Get("Accept-Language"), ",") {
-		tag, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		tag, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if q, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q="); ok && strings.Trim(q, "0.") == "" {
+			continue // q=0: the browser's reader does not want it
+		}
 		if l := i18n.Language(strings.TrimSpace(tag)); l != i18n.English || strings.HasPrefix(strings.ToLower(tag), "en") {
 			return l
 		}

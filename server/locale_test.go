@@ -122,7 +122,8 @@ func TestCheckoutFallsBackToEnglish(t *testing.T) {
 func TestCheckoutFailureInTheBrowsersLanguage(t *testing.T) {
 	e := newSessionEnv(t)
 	for accept, want := range map[string]string{"sv-SE,sv;q=0.9,en;q=0.8": "Länken till kassan är inte giltig.",
-		"de-DE,da;q=0.5": "Linket til kassen er ikke gyldigt.", "en-US,sv;q=0.5": "This checkout link is not valid.", "": "This checkout link is not valid."} {
+		"de-DE,da;q=0.5": "Linket til kassen er ikke gyldigt.", "en-US,sv;q=0.5": "This checkout link is not valid.", "": "This checkout link is not valid.",
+		"sv;q=0,fi": "Kassan linkki ei ole voimassa.", "sv; q=0.000": "This checkout link is not valid."} {
 		req, _ := http.NewRequest("GET", e.ts.URL+"/checkout/m/s?sig=bad", nil)
 		req.Header.Set("Accept-Language", accept)
 		resp, err := http.DefaultClient.Do(req)

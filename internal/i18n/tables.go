@@ -227,7 +227,7 @@ var fi = Texts{
 		CreditRefused:   "Emme voineet myöntää luottoa tälle yritykselle. Valitse toinen maksutapa, esimerkiksi kortti, tai hylkää.",
 		LinkInvalid:     "Kassan linkki ei ole voimassa.",
 		TryLater:        "Jotain meni vikaan. Yritä myöhemmin uudelleen.",
-		Unavailable:     "Palvelu ei ole hetkeen käytettävissä. Yritä hetken kuluttua uudelleen.",
+		Unavailable:     "Palvelu on tilapäisesti poissa käytöstä. Yritä hetken kuluttua uudelleen.",
 	},
 	documentTexts: documentTexts{
 		Invoice: "Lasku", CreditNote: "Hyvityslasku", Receipt: "Kuitti", VoidMark: "(mitätöity)",
