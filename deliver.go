@@ -148,15 +148,25 @@ func refusePrivate(network, address string, _ syscall.RawConn) error {
 // shared address space (carrier NAT, and the tailnets and cloud metadata
 // services, 100.100.100.200, that live in it), IETF protocol assignments
 // (192.0.0.192 is a cloud's metadata service), benchmarking, "this network"
-// and the reserved 240/4.
+// and the reserved 240/4, and the documentation blocks (which an operator
+// may have put to internal use, as no public host has an address there).
 // The local-use NAT64 prefix (RFC 8215) is an operator's own gateway to
 // whatever IPv4 addresses it carries, its internal ones included; no public
 // host has an address there. (A NAT64 under an operator's own prefix cannot
-// be told from a public IPv6 address.)
+// be told from a public IPv6 address.) The IETF protocol assignments in
+// 2001::/23 are Teredo, benchmarking and other blocks where no receiver lives.
 var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("192.0.0.0/24"),
 	netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("240.0.0.0/4"), netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("2001::/23"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("3fff::/20"),
 }
+
+// globalUnicast is the only IPv6 space with public hosts. Outside it lie,
+// besides what netip has predicates for, forms that a translator or tunnel
+// in the operator's network turns into an IPv4 address, internal ones
+// included: IPv4-compatible (::a.b.c.d) and SIIT's ::ffff:0:a.b.c.d.
+var globalUnicast = netip.MustParsePrefix("2000::/3")
 
 // Prefixes of IPv6 addresses that carry an IPv4 address a gateway delivers
 // to: NAT64 (RFC 6052, the last 32 bits) and 6to4 (RFC 3056, bits 16–47).
@@ -185,7 +195,7 @@ func publicAddr(ip netip.Addr) bool {
 	case sixTo4.Contains(ip):
 		return publicAddr(netip.AddrFrom4([4]byte(b[2:6])))
 	}
-	return true
+	return ip.Is4() || globalUnicast.Contains(ip)
 }
 
 // DeliveryStats counts what one run did.

@@ -33,6 +33,28 @@ func TestDeliveryRefusesNonPublicAddresses(t *testing.T) {
 	}
 }
 
+// IPv6 has public hosts only in global unicast (2000::/3). The check looked
+// for the IPv6 blocks it knew to be private and counted the rest public, so
+// the IPv4-compatible (::a.b.c.d) and SIIT (::ffff:0:a.b.c.d) forms that a
+// translator or tunnel in the operator's network turns into an internal
+// IPv4 address passed, as did site-local, discard-only and Teredo
+// addresses, and the documentation blocks of either family. A zone (a URL
+// may carry one) hid a NAT64 or 6to4 address from the prefixes' Contains.
+func TestDeliveryRefusesNonGlobalIPv6(t *testing.T) {
+	for _, a := range []string{"::7f00:1", "::a9fe:a9fe", "::a00:1", "::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe", "fec0::1",
+		"100::1", "5f00::1", "2001:0:4136:e378:8000:63bf:80ff:fffe", "2001:2::1", "2001:db8::1", "3fff::1",
+		"192.0.2.1", "198.51.100.1", "203.0.113.1", "64:ff9b::a00:1%eth0", "2002:a00:1::1%eth0"} {
+		if publicAddr(netip.MustParseAddr(a)) {
+			t.Errorf("%s counted as public", a)
+		}
+	}
+	for _, a := range []string{"2001:4860:4860::8888", "2a00:1450:4001::1", "2600::1", "3ffe:ffff::1", "2001:200::1", "192.0.3.1", "203.0.114.1"} {
+		if !publicAddr(netip.MustParseAddr(a)) {
+			t.Errorf("%s counted as non-public", a)
+		}
+	}
+}
+
 // A receiver's Retry-After defers a retry, never past the schedule's longest
 // step and never sooner than the schedule retries; either form is read, and
 // anything else is ignored.
