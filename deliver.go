@@ -50,8 +50,9 @@ type DeliveryOptions struct {
 	// clock; default time.Now. Scheduling follows the store's clock.
 	WallClock func() time.Time
 	// AllowPrivateNetworks lets the default client deliver to loopback,
-	// private and link-local addresses. Off, a merchant cannot point kassa
-	// at the operator's internal services; sandboxes and tests turn it on
+	// private and link-local addresses, and to the ports browsers refuse.
+	// Off, a merchant cannot point kassa at the operator's internal
+	// services, nor at a mail server's port; sandboxes and tests turn it on
 	// to receive on 127.0.0.1.
 	AllowPrivateNetworks bool
 	// SkipSlowReceivers makes a run leave alone the merchants whose receiver
@@ -127,21 +128,31 @@ func newDeliveryClient(allowPrivate bool) *http.Client {
 const maxAnswerHeaderBytes = 64 << 10
 
 // refusePrivate is a dialer Control that refuses, after name resolution,
-// addresses that are not on the public internet.
+// addresses that are not on the public internet, and the bad ports.
 func refusePrivate(network, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
+	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return err
 	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return err
+	if !publicAddr(ap.Addr()) {
+		return fmt.Errorf("refusing to deliver to the non-public address %s", ap.Addr())
 	}
-	if !publicAddr(ip) {
-		return fmt.Errorf("refusing to deliver to the non-public address %s", ip)
+	if slices.Contains(badPorts, ap.Port()) {
+		return fmt.Errorf("refusing to deliver to port %d, which serves a protocol other than HTTP", ap.Port())
 	}
 	return nil
 }
+
+// badPorts are the Fetch standard's (https://fetch.spec.whatwg.org/#bad-port),
+// which browsers refuse for the same reason: a POST's body is the merchant's
+// to shape (its URL's path and the payload's strings), and on a line-based
+// protocol's port (mail, IRC, SIP) a server takes its lines as commands,
+// spam sent from the operator's address or a NAT opened by a forged SIP
+// message. Any other port stays open: receivers listen on 8443 and the like.
+var badPorts = []uint16{0, 1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101,
+	102, 103, 104, 109, 110, 111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514,
+	515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049, 3659,
+	4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080}
 
 // nonPublic are the special-purpose blocks (RFC 6890 and its IANA
 // registries) that netip has no predicate for and that reach no public host:

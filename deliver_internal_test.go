@@ -55,6 +55,24 @@ func TestDeliveryRefusesNonGlobalIPv6(t *testing.T) {
 	}
 }
 
+// A webhook POST is attacker-written bytes sent to a port of the merchant's
+// choosing: to a mail server's port it is a cross-protocol attack from the
+// operator's address (spam under its name), and to a SIP port it can make a
+// NAT open a way in. Outside the sandbox the ports browsers refuse (the Fetch
+// standard's bad ports) are refused; the usual web ports stay open.
+func TestDeliveryRefusesBadPorts(t *testing.T) {
+	for _, p := range []uint16{0, 21, 22, 25, 110, 143, 465, 587, 993, 5060, 6000, 6667, 10080} {
+		if err := refusePrivate("tcp", netip.AddrPortFrom(netip.MustParseAddr("93.184.215.14"), p).String(), nil); err == nil {
+			t.Errorf("delivery to port %d not refused", p)
+		}
+	}
+	for _, p := range []uint16{80, 443, 3000, 8000, 8080, 8443, 8843, 9000, 44300} {
+		if err := refusePrivate("tcp", netip.AddrPortFrom(netip.MustParseAddr("2606:4700::1111"), p).String(), nil); err != nil {
+			t.Errorf("delivery to port %d refused: %v", p, err)
+		}
+	}
+}
+
 // A receiver's Retry-After defers a retry, never past the schedule's longest
 // step and never sooner than the schedule retries; either form is read, and
 // anything else is ignored.
