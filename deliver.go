@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -135,12 +137,41 @@ func refusePrivate(network, address string, _ syscall.RawConn) error {
 		return err
 	}
 	if !publicAddr(ap.Addr()) {
-		return fmt.Errorf("refusing to deliver to the non-public address %s", ap.Addr())
+		return refusedError("refusing to deliver to a non-public address")
 	}
 	if slices.Contains(badPorts, ap.Port()) {
-		return fmt.Errorf("refusing to deliver to port %d, which serves a protocol other than HTTP", ap.Port())
+		return refusedError(fmt.Sprintf("refusing to deliver to port %d, which serves a protocol other than HTTP", ap.Port()))
 	}
 	return nil
+}
+
+// refusedError is the address check's refusal. It names no address: the
+// address is what the URL's host resolved to inside the operator's network,
+// and the merchant reads the refusal in the delivery log.
+type refusedError string
+
+func (e refusedError) Error() string { return string(e) }
+
+// deliveryErrorText is a failed POST's error as the merchant's delivery log
+// shows it, without what the attempt learnt inside the operator's network:
+// a refusal leaves out the address dialled (the dial error names it), and a
+// failed lookup the resolver that answered it.
+func deliveryErrorText(err error) string {
+	var (
+		ue      *url.Error
+		refused refusedError
+		dns     *net.DNSError
+	)
+	if errors.As(err, &refused) && errors.As(err, &ue) {
+		return fmt.Sprintf("%s %q: %s", ue.Op, ue.URL, refused)
+	}
+	if errors.As(err, &dns) && dns.Server != "" {
+		// A copy: concurrent lookups of one name share the error.
+		anon := *dns
+		anon.Server = ""
+		return strings.Replace(err.Error(), dns.Error(), anon.Error(), 1)
+	}
+	return err.Error()
 }
 
 // badPorts are the Fetch standard's (https://fetch.spec.whatwg.org/#bad-port),
@@ -602,7 +633,7 @@ func post(ctx context.Context, opts DeliveryOptions, c *claim) (out storage.Deli
 	resp, err := opts.Client.Do(req)
 	out.DurationMS = opts.WallClock().Sub(start).Milliseconds()
 	if err != nil {
-		out.Error = err.Error()
+		out.Error = deliveryErrorText(err)
 		return out
 	}
 	// Drain a little so the connection can be reused; the body means nothing to us.

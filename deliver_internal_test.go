@@ -1,8 +1,10 @@
 package kassa
 
 import (
+	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"testing"
 	"time"
 
@@ -70,6 +72,17 @@ func TestDeliveryRefusesBadPorts(t *testing.T) {
 		if err := refusePrivate("tcp", netip.AddrPortFrom(netip.MustParseAddr("2606:4700::1111"), p).String(), nil); err != nil {
 			t.Errorf("delivery to port %d refused: %v", p, err)
 		}
+	}
+}
+
+// A failed lookup's text named the resolver that answered it (the
+// operator's internal DNS server) in the merchant's delivery log.
+func TestDeliveryErrorNamesNoResolver(t *testing.T) {
+	err := &url.Error{Op: "Post", URL: "http://db.internal/", Err: &net.OpError{Op: "dial", Net: "tcp",
+		Err: &net.DNSError{Err: "no such host", Name: "db.internal", Server: "10.255.255.53:53", IsNotFound: true}}}
+	got := deliveryErrorText(err)
+	if want := `Post "http://db.internal/": dial tcp: lookup db.internal: no such host`; got != want {
+		t.Fatalf("%q, want %q", got, want)
 	}
 }
 
