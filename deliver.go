@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -50,8 +52,9 @@ type DeliveryOptions struct {
 	// clock; default time.Now. Scheduling follows the store's clock.
 	WallClock func() time.Time
 	// AllowPrivateNetworks lets the default client deliver to loopback,
-	// private and link-local addresses. Off, a merchant cannot point kassa
-	// at the operator's internal services; sandboxes and tests turn it on
+	// private and link-local addresses, and to the ports browsers refuse.
+	// Off, a merchant cannot point kassa at the operator's internal
+	// services, nor at a mail server's port; sandboxes and tests turn it on
 	// to receive on 127.0.0.1.
 	AllowPrivateNetworks bool
 	// SkipSlowReceivers makes a run leave alone the merchants whose receiver
@@ -127,36 +130,85 @@ func newDeliveryClient(allowPrivate bool) *http.Client {
 const maxAnswerHeaderBytes = 64 << 10
 
 // refusePrivate is a dialer Control that refuses, after name resolution,
-// addresses that are not on the public internet.
+// addresses that are not on the public internet, and the bad ports.
 func refusePrivate(network, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
+	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return err
 	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return err
+	if !publicAddr(ap.Addr()) {
+		return refusedError("refusing to deliver to a non-public address")
 	}
-	if !publicAddr(ip) {
-		return fmt.Errorf("refusing to deliver to the non-public address %s", ip)
+	if slices.Contains(badPorts, ap.Port()) {
+		return refusedError(fmt.Sprintf("refusing to deliver to port %d, which serves a protocol other than HTTP", ap.Port()))
 	}
 	return nil
 }
+
+// refusedError is the address check's refusal. It names no address: the
+// address is what the URL's host resolved to inside the operator's network,
+// and the merchant reads the refusal in the delivery log.
+type refusedError string
+
+func (e refusedError) Error() string { return string(e) }
+
+// deliveryErrorText is a failed POST's error as the merchant's delivery log
+// shows it, without what the attempt learnt inside the operator's network:
+// a refusal leaves out the address dialled (the dial error names it), and a
+// failed lookup the resolver that answered it.
+func deliveryErrorText(err error) string {
+	var (
+		ue      *url.Error
+		refused refusedError
+		dns     *net.DNSError
+	)
+	if errors.As(err, &refused) && errors.As(err, &ue) {
+		return fmt.Sprintf("%s %q: %s", ue.Op, ue.URL, refused)
+	}
+	if errors.As(err, &dns) && dns.Server != "" {
+		// A copy: concurrent lookups of one name share the error.
+		anon := *dns
+		anon.Server = ""
+		return strings.Replace(err.Error(), dns.Error(), anon.Error(), 1)
+	}
+	return err.Error()
+}
+
+// badPorts are the Fetch standard's (https://fetch.spec.whatwg.org/#bad-port),
+// which browsers refuse for the same reason: a POST's body is the merchant's
+// to shape (its URL's path and the payload's strings), and on a line-based
+// protocol's port (mail, IRC, SIP) a server takes its lines as commands,
+// spam sent from the operator's address or a NAT opened by a forged SIP
+// message. Any other port stays open: receivers listen on 8443 and the like.
+var badPorts = []uint16{0, 1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101,
+	102, 103, 104, 109, 110, 111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514,
+	515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049, 3659,
+	4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080}
 
 // nonPublic are the special-purpose blocks (RFC 6890 and its IANA
 // registries) that netip has no predicate for and that reach no public host:
 // shared address space (carrier NAT, and the tailnets and cloud metadata
 // services, 100.100.100.200, that live in it), IETF protocol assignments
 // (192.0.0.192 is a cloud's metadata service), benchmarking, "this network"
-// and the reserved 240/4.
+// and the reserved 240/4, and the documentation blocks (which an operator
+// may have put to internal use, as no public host has an address there).
 // The local-use NAT64 prefix (RFC 8215) is an operator's own gateway to
 // whatever IPv4 addresses it carries, its internal ones included; no public
 // host has an address there. (A NAT64 under an operator's own prefix cannot
-// be told from a public IPv6 address.)
+// be told from a public IPv6 address.) The IETF protocol assignments in
+// 2001::/23 are Teredo, benchmarking and other blocks where no receiver lives.
 var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("192.0.0.0/24"),
 	netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("240.0.0.0/4"), netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("2001::/23"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("3fff::/20"),
 }
+
+// globalUnicast is the only IPv6 space with public hosts. Outside it lie,
+// besides what netip has predicates for, forms that a translator or tunnel
+// in the operator's network turns into an IPv4 address, internal ones
+// included: IPv4-compatible (::a.b.c.d) and SIIT's ::ffff:0:a.b.c.d.
+var globalUnicast = netip.MustParsePrefix("2000::/3")
 
 // Prefixes of IPv6 addresses that carry an IPv4 address a gateway delivers
 // to: NAT64 (RFC 6052, the last 32 bits) and 6to4 (RFC 3056, bits 16–47).
@@ -185,7 +237,7 @@ func publicAddr(ip netip.Addr) bool {
 	case sixTo4.Contains(ip):
 		return publicAddr(netip.AddrFrom4([4]byte(b[2:6])))
 	}
-	return true
+	return ip.Is4() || globalUnicast.Contains(ip)
 }
 
 // DeliveryStats counts what one run did.
@@ -581,7 +633,7 @@ func post(ctx context.Context, opts DeliveryOptions, c *claim) (out storage.Deli
 	resp, err := opts.Client.Do(req)
 	out.DurationMS = opts.WallClock().Sub(start).Milliseconds()
 	if err != nil {
-		out.Error = err.Error()
+		out.Error = deliveryErrorText(err)
 		return out
 	}
 	// Drain a little so the connection can be reused; the body means nothing to us.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -569,7 +570,34 @@ func TestDeliveryRefusesPrivateAddresses(t *testing.T) {
 	if posts, _, _ := f.rc.counts(); posts != 0 {
 		t.Fatalf("delivered to a loopback address %d times", posts)
 	}
-	if n := f.log(t)[0]; !strings.Contains(n.LastError, "non-public address 127.0.0.1") {
+	if n := f.log(t)[0]; !strings.Contains(n.LastError, "non-public address") {
+		t.Fatalf("last error %q", n.LastError)
+	}
+}
+
+// The delivery log is the merchant's to read: a refused attempt names no
+// address that the URL's host resolved to, or a merchant could learn the
+// operator's internal names' addresses (split-horizon DNS, a cluster's
+// service names) one URL at a time.
+func TestRefusedDeliveryShowsNoResolvedAddress(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	ctx := context.Background()
+	u, err := url.Parse(f.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ledger.SetWebhook(ctx, f.merchant, kassa.SetWebhookRequest{URL: "http://localhost:" + u.Port() + "/hooks"}); err != nil {
+		t.Fatal(err)
+	}
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	if s, err := f.ledger.DeliverNotifications(ctx, kassa.DeliveryOptions{}); err != nil || s.Retrying != 1 {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if posts, _, _ := f.rc.counts(); posts != 0 {
+		t.Fatalf("delivered to localhost %d times", posts)
+	}
+	n := f.log(t)[0]
+	if !strings.Contains(n.LastError, "non-public address") || strings.Contains(n.LastError, "127.0.0.1") || strings.Contains(n.LastError, "::1") {
 		t.Fatalf("last error %q", n.LastError)
 	}
 }
