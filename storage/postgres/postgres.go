@@ -130,7 +130,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, urlError(err)
 	}
-	if err := hostError(&cfg.ConnConfig.Config); err != nil {
+	if err := hostError(url, &cfg.ConnConfig.Config); err != nil {
 		return nil, err
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
@@ -226,12 +226,15 @@ func unquoted(reason string) string {
 	})
 }
 
-// hostError refuses a host with an '@' in it. pgx, as libpq, ends the user
-// info at the first '@', so an '@' not written %40 in the password made the
-// rest of it part of the host: looked up in DNS, and named in every
-// connection error, which reaches the logs. No host name or address has an
-// '@'; a Unix socket's directory (a path) is left alone.
-func hostError(cc *pgconn.Config) error {
+// hostError refuses a URL whose host, or whose path (the database name), has
+// an '@' in it. pgx, as libpq, ends the user info at the first '@', so an '@'
+// not written %40 in the password made the rest of it part of the host:
+// looked up in DNS, and named in every connection error, which reaches the
+// logs. A '/' in the password before it ends the host instead, and the rest
+// became the database name, named in those errors too. No host name or
+// address has an '@' (a Unix socket's directory, a path, is left alone), and
+// a database name with one is written %40 in a URL.
+func hostError(url string, cc *pgconn.Config) error {
 	hosts := []string{cc.Host}
 	for _, f := range cc.Fallbacks {
 		hosts = append(hosts, f.Host)
@@ -239,6 +242,16 @@ func hostError(cc *pgconn.Config) error {
 	for _, h := range hosts {
 		if strings.Contains(h, "@") && !strings.HasPrefix(h, "/") {
 			return errors.New(`postgres: the database URL's host has an "@" in it: write an "@" in the user name or password as %40`)
+		}
+	}
+	rest, ok := strings.CutPrefix(url, "postgresql://")
+	if !ok {
+		rest, ok = strings.CutPrefix(url, "postgres://")
+	}
+	rest, _, _ = strings.Cut(rest, "?")
+	if i := strings.IndexByte(rest, '/'); ok && i >= 0 {
+		if strings.Contains(rest[i:], "@") {
+			return errors.New(`postgres: the database URL's path has an "@" in it: write a "/" in the user name or password as %2F, an "@" in the database name as %40`)
 		}
 	}
 	return nil

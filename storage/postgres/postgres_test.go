@@ -49,6 +49,10 @@ func TestURLErrorsShowNoPassword(t *testing.T) {
 		// (and which was looked up in DNS).
 		"postgres://kassa:S3cret@PWtail@127.0.0.1:5432/db?connect_timeout=1",
 		"postgres://kassa:S3cret@PWtail@127.0.0.1:5432,127.0.0.1:5433/db?connect_timeout=1",
+		// A '/' in the password, after digits pgx takes for a port: the
+		// user info is not seen at all, and the rest of the password became
+		// the database name, which a connection error names too.
+		"postgres://kassa:5432/S3cretPWtail@127.0.0.1:5433/db?connect_timeout=1",
 	} {
 		_, err := postgres.Open(context.Background(), u, postgres.Options{})
 		if err == nil {
