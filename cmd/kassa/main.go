@@ -185,6 +185,23 @@ func envDefault(name, def string) string {
 	return def
 }
 
+// secretFlags take secrets: a client secret, a token, a database URL with
+// its password.
+var secretFlags = []string{"client-secret", "backup-token", "webhook-secret", "database-url"}
+
+// hideSecrets masks the defaults that fs's secret flags took from the
+// environment: the usage, printed by -h and after every mistyped flag, to a
+// stderr that goes to the logs, showed them whole. "xxxxx" still says that
+// one is set.
+func hideSecrets(fs *flag.FlagSet) *flag.FlagSet {
+	for _, name := range secretFlags {
+		if f := fs.Lookup(name); f != nil && f.DefValue != "" {
+			f.DefValue = "xxxxx"
+		}
+	}
+	return fs
+}
+
 // flagSet reports whether the command line gave the flag name.
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
@@ -222,7 +239,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.storeTimeout, "store-timeout", envDefault("store-timeout", "10s"), "longest a request waits for the store (a free database connection, a lock another request holds), from 1s to 30s; past it, it is answered 503 store_unavailable with nothing done, while a commit already sent is still waited for (KASSA_STORE_TIMEOUT)")
 	fs.StringVar(&c.startTimeout, "start-timeout", envDefault("start-timeout", "1m"), "--store postgres: longest the start waits for the database, from 1s to 1h: a database not reachable yet (started with kassa) is tried again with backoff, each failure logged, and another replica's migration is waited for; past it, serve exits 1 (KASSA_START_TIMEOUT)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "diagnostics: write a CPU profile of the whole run to this file")
-	return fs
+	return hideSecrets(fs)
 }
 
 // envKey is the key KASSA_KEY gives, nil when it is not set.
@@ -1287,6 +1304,7 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", envDefault("data", "./kassa-data"), "data directory (KASSA_DATA)")
 	kind := fs.String("store", envDefault("store", "bolt"), "bolt or postgres (KASSA_STORE)")
 	dbURL := fs.String("database-url", envDefault("database-url", ""), "PostgreSQL URL for --store postgres (KASSA_DATABASE_URL)")
+	hideSecrets(fs)
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}

@@ -45,6 +45,36 @@ func TestHelpFlagSucceeds(t *testing.T) {
 	}
 }
 
+// TestUsageShowsNoSecret: the flags' usage, printed by -h, "kassa help" and
+// every mistyped flag (to a stderr that goes to the logs), shows no secret
+// taken from the environment as a flag's default, only that one is set.
+func TestUsageShowsNoSecret(t *testing.T) {
+	secrets := map[string]string{
+		"KASSA_CLIENT_SECRET":  "EnvClientSecret-1234",
+		"KASSA_BACKUP_TOKEN":   "EnvBackupToken-0123456789abcdef",
+		"KASSA_WEBHOOK_SECRET": "EnvWebhookSecret-0123456789ab",
+		"KASSA_DATABASE_URL":   "postgres://kassa:EnvDatabasePassword@127.0.0.1/kassa",
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	for _, args := range [][]string{
+		{"serve", "--help"}, {"serve", "--no-such-flag"}, {"help"}, {"settle", "-h"}, {"settle", "--no-such-flag"},
+	} {
+		var out, errb bytes.Buffer
+		run(args, &out, &errb)
+		all := out.String() + errb.String()
+		for _, v := range []string{"EnvClientSecret", "EnvBackupToken", "EnvWebhookSecret", "EnvDatabasePassword"} {
+			if strings.Contains(all, v) {
+				t.Errorf("%v shows %s: %s", args, v, all)
+			}
+		}
+		if !strings.Contains(all, `(default "xxxxx")`) {
+			t.Errorf("%v does not say the secrets are set: %s", args, all)
+		}
+	}
+}
+
 // TestBadTLSPairFailsBeforeListening: an unreadable certificate stops the
 // start before the store opens and before "listening" is announced.
 func TestBadTLSPairFailsBeforeListening(t *testing.T) {

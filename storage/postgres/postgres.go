@@ -130,6 +130,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, urlError(err)
 	}
+	if err := hostError(url, &cfg.ConnConfig.Config); err != nil {
+		return nil, err
+	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		// Without a bound, a URL that names a port where something other
 		// than PostgreSQL listens waits, silent, for the whole start deadline.
@@ -203,9 +206,55 @@ func urlError(err error) error {
 	// "`: ".
 	msg := pe.Error()
 	if i := strings.LastIndex(msg, "`: "); i >= 0 {
-		return fmt.Errorf("postgres: cannot parse the database URL: %s", msg[i+len("`: "):])
+		return fmt.Errorf("postgres: cannot parse the database URL: %s", unquoted(msg[i+len("`: "):]))
 	}
 	return errors.New("postgres: cannot parse the database URL")
+}
+
+// quotedText is a double-quoted string as Go's %q writes it.
+var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// unquoted is pgx's reason with what it quotes of the URL left out: the
+// piece it could not read can be the rest of a password with a space or an
+// '&' in it ("missing "=" after "rest""). Its own token "=" stays.
+func unquoted(reason string) string {
+	return quotedText.ReplaceAllStringFunc(reason, func(q string) string {
+		if q == `"="` {
+			return q
+		}
+		return `"…"`
+	})
+}
+
+// hostError refuses a URL whose host, or whose path (the database name), has
+// an '@' in it. pgx, as libpq, ends the user info at the first '@', so an '@'
+// not written %40 in the password made the rest of it part of the host:
+// looked up in DNS, and named in every connection error, which reaches the
+// logs. A '/' in the password before it ends the host instead, and the rest
+// became the database name, named in those errors too. No host name or
+// address has an '@' (a Unix socket's directory, a path, is left alone), and
+// a database name with one is written %40 in a URL.
+func hostError(url string, cc *pgconn.Config) error {
+	hosts := []string{cc.Host}
+	for _, f := range cc.Fallbacks {
+		hosts = append(hosts, f.Host)
+	}
+	for _, h := range hosts {
+		if strings.Contains(h, "@") && !strings.HasPrefix(h, "/") {
+			return errors.New(`postgres: the database URL's host has an "@" in it: write an "@" in the user name or password as %40`)
+		}
+	}
+	rest, ok := strings.CutPrefix(url, "postgresql://")
+	if !ok {
+		rest, ok = strings.CutPrefix(url, "postgres://")
+	}
+	rest, _, _ = strings.Cut(rest, "?")
+	if i := strings.IndexByte(rest, '/'); ok && i >= 0 {
+		if strings.Contains(rest[i:], "@") {
+			return errors.New(`postgres: the database URL's path has an "@" in it: write a "/" in the user name or password as %2F, an "@" in the database name as %40`)
+		}
+	}
+	return nil
 }
 
 // setsPoolSize reports whether the URL gives pool_max_conns: the one way

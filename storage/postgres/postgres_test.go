@@ -40,6 +40,19 @@ func TestURLErrorsShowNoPassword(t *testing.T) {
 		"host=127.0.0.1 password=S3cretPWtail sslmode=bogus",
 		"host=127.0.0.1 password='S3cret PWtail' bogus",
 		"postgres://kassa:S3cretPWtail@127.0.0.1:5432/db?pool_max_conns=abc",
+		// pgx quotes a piece of what it could not read, here the rest of
+		// a password with a space or an '&' in it.
+		"host=127.0.0.1 user=kassa password=S3cret PWtail dbname=db",
+		"postgres://kassa@127.0.0.1:5432/db?password=S3cret&PWtail",
+		// These parse: the user info ends at the first '@', so the rest
+		// of the password became the host, which a connection error names
+		// (and which was looked up in DNS).
+		"postgres://kassa:S3cret@PWtail@127.0.0.1:5432/db?connect_timeout=1",
+		"postgres://kassa:S3cret@PWtail@127.0.0.1:5432,127.0.0.1:5433/db?connect_timeout=1",
+		// A '/' in the password, after digits pgx takes for a port: the
+		// user info is not seen at all, and the rest of the password became
+		// the database name, which a connection error names too.
+		"postgres://kassa:5432/S3cretPWtail@127.0.0.1:5433/db?connect_timeout=1",
 	} {
 		_, err := postgres.Open(context.Background(), u, postgres.Options{})
 		if err == nil {
