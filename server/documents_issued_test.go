@@ -52,13 +52,7 @@ func TestIssuedDocumentsDoNotChangeWithLaterEdits(t *testing.T) {
 // renders as it always did: from the order. One stored before they
 // recorded the billing address renders without it, as it was issued.
 func TestDocumentStoredWithoutIssueRecordRendersAsBefore(t *testing.T) {
-	clock := NewClock(true)
-	st := openStore(t, clock.Now)
-	e := newEnvOn(t, true, clock, st, nil)
-	if _, _, err := e.ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "Kakel AB", ClientID: "m3", ClientSecret: "s3"}); err != nil {
-		t.Fatal(err)
-	}
-	e.auth = basic("m3", "s3")
+	e, st, _ := kakelEnv(t)
 	id := e.order("5560000001", "invoice")["id"].(string)
 	if code, _, b := e.req("POST", "/v1/orders/"+id+"/customer", `{"billingAddress":{"streetAddress":"Kakelvägen 1","city":"Stockholm","postalCode":"11122","country":"SE"}}`, e.auth, nil); code != 200 {
 		t.Fatalf("edit customer: %d %v", code, b)
@@ -192,4 +186,18 @@ func TestDocumentsNameTheMerchantAsSeller(t *testing.T) {
 	if _, _, page := fetchPage(t, c[0].(map[string]any)["documentUrl"].(string)); !strings.Contains(page, want) {
 		t.Fatalf("auto-captured invoice does not name the seller, want %q:\n%s", want, page)
 	}
+}
+
+// kakelEnv is a server on a store the test can write to directly, with the
+// merchant "Kakel AB" as e.auth, so that its documents name their seller.
+func kakelEnv(t *testing.T) (*sessionEnv, storage.Store, *Clock) {
+	t.Helper()
+	clock := NewClock(true)
+	st := openStore(t, clock.Now)
+	e := newEnvOn(t, true, clock, st, nil)
+	if _, _, err := e.ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "Kakel AB", ClientID: "m3", ClientSecret: "s3"}); err != nil {
+		t.Fatal(err)
+	}
+	e.auth = basic("m3", "s3")
+	return e, st, clock
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/storage"
 )
@@ -144,13 +143,7 @@ func TestCheckoutFailureInTheBrowsersLanguage(t *testing.T) {
 // before kassa recorded one is English, byte for byte as it was, whatever
 // the order's locale.
 func TestDocumentsInTheOrdersLanguage(t *testing.T) {
-	clock := NewClock(true)
-	st := openStore(t, clock.Now)
-	e := newEnvOn(t, true, clock, st, nil)
-	if _, _, err := e.ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "Kakel AB", ClientID: "m3", ClientSecret: "s3"}); err != nil {
-		t.Fatal(err)
-	}
-	e.auth = basic("m3", "s3")
+	e, st, clock := kakelEnv(t)
 	newOrder := func(locale string) (string, string, string) {
 		body := `{"country":"SE","currency":"SEK","locale":"` + locale + `","reference":"PO-7",
 		"orderLines":[{"description":"Kakel","quantity":1,"unitPrice":1234550,"vat":2500}]}`

@@ -107,17 +107,7 @@ func TestWaitersOfALockedOrderLeaveThePoolToOthers(t *testing.T) {
 	}
 	go func() { answered.Wait(); close(waiting) }()
 	time.Sleep(300 * time.Millisecond) // the captures are waiting on the lock by then
-	check := func(what string, code int, b map[string]any) {
-		t.Helper()
-		select {
-		case <-waiting:
-			t.Errorf("%s was answered (%d) only once the waiters on the locked order gave up", what, code)
-		default:
-			if code != 200 {
-				t.Errorf("%s while the waiters wait: %d %v", what, code, b)
-			}
-		}
-	}
+	check := answeredWhileWaiting(t, waiting, "the locked order")
 	code, _, b := e.req("GET", "/v1/orders/"+other, "", e.auth, nil)
 	check("another order", code, b)
 	code, _, b = e.req("GET", "/v1/orders", "", e.other, nil)
@@ -241,17 +231,7 @@ func TestWaitersOfALockedDocumentRowLeaveThePoolToOthers(t *testing.T) {
 	}
 	go func() { answered.Wait(); close(waiting) }()
 	time.Sleep(300 * time.Millisecond) // the captures are waiting on the lock by then
-	check := func(what string, code int, b map[string]any) {
-		t.Helper()
-		select {
-		case <-waiting:
-			t.Errorf("%s was answered (%d) only once the waiters on the locked invoice row gave up", what, code)
-		default:
-			if code != 200 {
-				t.Errorf("%s while the waiters wait: %d %v", what, code, b)
-			}
-		}
-	}
+	check := answeredWhileWaiting(t, waiting, "the locked invoice row")
 	code, _, b := e.req("GET", "/v1/orders", "", e.other, nil)
 	check("another merchant's list", code, b)
 	code, _, b = e.req("GET", "/readyz", "", "", nil)
@@ -274,6 +254,23 @@ func TestWaitersOfALockedDocumentRowLeaveThePoolToOthers(t *testing.T) {
 	for i, id := range ids[:2] {
 		if ref := e.get(id)["captured"].([]any)[0].(map[string]any)["documentReference"]; ref != fmt.Sprintf("INV-%08d", 2+i) {
 			t.Errorf("capture %d sent again took invoice %v, want INV-%08d", i, ref, 2+i)
+		}
+	}
+}
+
+// answeredWhileWaiting checks an answer given while requests wait on a lock
+// (locked names it): 200, and before waiting is closed, which it is once
+// the waiters have been answered.
+func answeredWhileWaiting(t *testing.T, waiting <-chan struct{}, locked string) func(what string, code int, b map[string]any) {
+	return func(what string, code int, b map[string]any) {
+		t.Helper()
+		select {
+		case <-waiting:
+			t.Errorf("%s was answered (%d) only once the waiters on %s gave up", what, code, locked)
+		default:
+			if code != 200 {
+				t.Errorf("%s while the waiters wait: %d %v", what, code, b)
+			}
 		}
 	}
 }
