@@ -199,6 +199,17 @@ func hideSecrets(fs *flag.FlagSet) *flag.FlagSet {
 			f.DefValue = "xxxxx"
 		}
 	}
+	// A URL with a password is refused at start, which shows it as xxxxx;
+	// the usage would otherwise show it whole.
+	for _, name := range []string{"base-url", "webhook-url"} {
+		if f := fs.Lookup(name); f != nil && strings.Contains(f.DefValue, "@") {
+			r, ok := redactURL(f.DefValue)
+			if !ok {
+				r = "xxxxx"
+			}
+			f.DefValue = r
+		}
+	}
 	return fs
 }
 
@@ -781,13 +792,22 @@ func checkBaseURL(s string) error {
 // "//", "u:pw@host" is scheme "u" and an opaque "pw@host", which Redacted
 // keeps), so with an '@' it is not shown (the reason still is).
 func shownURL(s string) string {
+	if r, ok := redactURL(s); ok {
+		return fmt.Sprintf(" %q", r)
+	}
+	return ""
+}
+
+// redactURL is s with its password as xxxxx, and false when it cannot be
+// shown (see shownURL).
+func redactURL(s string) (string, bool) {
 	if u, err := url.Parse(s); err == nil && (u.User != nil || !strings.Contains(s, "@")) {
-		return fmt.Sprintf(" %q", u.Redacted())
+		return u.Redacted(), true
 	}
 	if strings.Contains(s, "@") {
-		return ""
+		return "", false
 	}
-	return fmt.Sprintf(" %q", s)
+	return s, true
 }
 
 // maxHeaderBytes bounds a request's header block (431 past it).

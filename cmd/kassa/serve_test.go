@@ -54,6 +54,10 @@ func TestUsageShowsNoSecret(t *testing.T) {
 		"KASSA_BACKUP_TOKEN":   "EnvBackupToken-0123456789abcdef",
 		"KASSA_WEBHOOK_SECRET": "EnvWebhookSecret-0123456789ab",
 		"KASSA_DATABASE_URL":   "postgres://kassa:EnvDatabasePassword@127.0.0.1/kassa",
+		// Refused at start, with the password shown as xxxxx; the usage must
+		// not show it whole either.
+		"KASSA_BASE_URL":    "https://u:EnvBaseURLPassword@pay.example.com",
+		"KASSA_WEBHOOK_URL": "https://u:EnvWebhookURLPassword@merchant.example/hooks",
 	}
 	for k, v := range secrets {
 		t.Setenv(k, v)
@@ -64,7 +68,7 @@ func TestUsageShowsNoSecret(t *testing.T) {
 		var out, errb bytes.Buffer
 		run(args, &out, &errb)
 		all := out.String() + errb.String()
-		for _, v := range []string{"EnvClientSecret", "EnvBackupToken", "EnvWebhookSecret", "EnvDatabasePassword"} {
+		for _, v := range []string{"EnvClientSecret", "EnvBackupToken", "EnvWebhookSecret", "EnvDatabasePassword", "EnvBaseURLPassword", "EnvWebhookURLPassword"} {
 			if strings.Contains(all, v) {
 				t.Errorf("%v shows %s: %s", args, v, all)
 			}
