@@ -36,6 +36,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/kassahq/kassa"
@@ -417,6 +418,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// to serve it on would look set while nothing served it.
 	if c.backupToken != "" && utf8.RuneCountInString(c.backupToken) < minBackupToken {
 		fmt.Fprintf(stderr, "kassa: --backup-token (KASSA_BACKUP_TOKEN) needs at least %d characters\n", minBackupToken)
+		return 2
+	}
+	// HTTP takes the whitespace around a header's value off and carries no
+	// control character, so such a token (a file's trailing newline) would
+	// refuse every backup, 401, with nothing saying why.
+	if c.backupToken != strings.TrimSpace(c.backupToken) || strings.ContainsFunc(c.backupToken, unicode.IsControl) {
+		fmt.Fprintln(stderr, "kassa: --backup-token (KASSA_BACKUP_TOKEN) has whitespace around it or a control character in it, which no request can send in its Authorization header")
 		return 2
 	}
 	if c.backupToken != "" && c.opsAddr == "" {

@@ -631,3 +631,36 @@ func TestTrustedProxiesFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestBackupTokenChecked: a --backup-token that is too short, given without
+// --ops-addr, or that no request can send stops the start with a usage
+// error. HTTP takes the whitespace around a header's value off, and a
+// header cannot hold a line break, so a token read from a file with its
+// trailing newline (a Kubernetes secret made from "echo token > file")
+// made every backup 401 with nothing saying why.
+func TestBackupTokenChecked(t *testing.T) {
+	const good = "backup-token-0123456789abcdef"
+	for _, c := range []struct{ token, ops, want string }{
+		{"short-token", "127.0.0.1:0", "at least 24"},
+		{good, "", "--ops-addr"},
+		{good + "\n", "127.0.0.1:0", "whitespace"},
+		{" " + good, "127.0.0.1:0", "whitespace"},
+		{"backup-token\x01-0123456789abcdef", "127.0.0.1:0", "control"},
+	} {
+		t.Setenv("KASSA_BACKUP_TOKEN", c.token)
+		// A bad --store, checked after the token, so that a token let
+		// through stops the start too, for another reason.
+		args := []string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--store", "bogus"}
+		if c.ops != "" {
+			args = append(args, "--ops-addr", c.ops)
+		}
+		var out, errb bytes.Buffer
+		code := run(args, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "--backup-token (KASSA_BACKUP_TOKEN)") || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("token %q, ops %q: exit %d, %s", c.token, c.ops, code, errb.String())
+		}
+		if strings.Contains(errb.String()+out.String(), "0123456789abcdef") {
+			t.Errorf("token %q: the token is shown: %s", c.token, errb.String()+out.String())
+		}
+	}
+}
