@@ -92,6 +92,14 @@ func TestBackupRoute(t *testing.T) {
 	if resp := send(t, http.MethodHead, ops.URL+"/backup", token); resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET" {
 		t.Errorf("HEAD /backup: %d, Allow %q; want 405, GET", resp.StatusCode, resp.Header.Get("Allow"))
 	}
+	// Nor do OPTIONS and a 405 to another method offer HEAD there.
+	for _, m := range []string{http.MethodOptions, http.MethodPost} {
+		resp := send(t, m, ops.URL+"/backup", token)
+		resp.Body.Close()
+		if allow := resp.Header.Get("Allow"); strings.Contains(allow, "HEAD") || !strings.Contains(allow, "GET") {
+			t.Errorf("%s /backup: %d, Allow %q; want GET without HEAD", m, resp.StatusCode, allow)
+		}
+	}
 
 	first := make(chan *http.Response)
 	go func() { first <- get(t, ops.URL+"/backup") }()

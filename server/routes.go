@@ -32,10 +32,13 @@ func (s *Server) routes() {
 	s.handleOn(s.ops, http.MethodGet, "/readyz", s.handleReady)
 	s.handleOn(s.ops, http.MethodGet, "/metrics", s.handleMetrics)
 	if s.cfg.BackupToken != "" {
-		s.handleOn(s.ops, http.MethodGet, "/backup", s.handleBackup)
+		s.handleOn(s.ops, http.MethodGet, backupPath, s.handleBackup)
 	}
 	s.apiRoutes()
 }
+
+// backupPath is the operations route of a backup, which refuses HEAD.
+const backupPath = "/backup"
 
 // newRouter is a router that answers what no route matches with a problem
 // document, as every answer of the server is.
@@ -48,18 +51,22 @@ func (s *Server) newRouter() *httprouter.Router {
 		s.writeError(w, req, fault.NotFoundf("route_not_found", "no route %s %s", req.Method, req.URL.Path))
 	})
 	// httprouter sets Allow from the registered methods; HEAD is answered
-	// for every GET route (see Server.serve) without being registered.
-	allowHead := func(w http.ResponseWriter) {
+	// for every GET route (see Server.serve) without being registered,
+	// except /backup's (handleBackup).
+	allowHead := func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == backupPath {
+			return
+		}
 		if allow := w.Header().Get("Allow"); strings.Contains(allow, http.MethodGet) {
 			w.Header().Set("Allow", allow+", "+http.MethodHead)
 		}
 	}
-	r.GlobalOPTIONS = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		allowHead(w)
+	r.GlobalOPTIONS = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		allowHead(w, req)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		allowHead(w)
+		allowHead(w, req)
 		s.writeError(w, req, &fault.Error{Kind: fault.MethodNotAllowed, Code: "method_not_allowed",
 			Message: req.Method + " is not allowed on " + req.URL.Path})
 	})
