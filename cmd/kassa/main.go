@@ -649,7 +649,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		go func() { opsErrc <- ops.Serve(opsLn) }()
 		// Before "listening", which tells a supervisor (and the tests) that
 		// the start is complete.
-		fmt.Fprintf(stdout, "operations (/metrics, /healthz, /readyz, /backup) on http://%s\n", opsLn.Addr())
+		routes := "/metrics, /healthz, /readyz"
+		if c.backupToken != "" {
+			routes += ", /backup"
+		}
+		fmt.Fprintf(stdout, "operations (%s) on http://%s\n", routes, opsLn.Addr())
 		log.Info("operations listening", "addr", opsLn.Addr().String())
 	}
 	fmt.Fprintf(stdout, "kassa %s listening on %s (data %s, sandbox %v)\n", Version, c.baseURL, c.data, c.sandbox)

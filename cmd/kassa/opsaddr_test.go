@@ -137,3 +137,38 @@ func TestOpsAddrInUseFailsTheStart(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }
+
+// TestOpsBannerNamesBackupOnlyWhenServed: the start's line about the
+// operations listener named /backup whether --backup-token was given or
+// not, while without it /backup answers 404.
+func TestOpsBannerNamesBackupOnlyWhenServed(t *testing.T) {
+	for _, token := range []string{"", "backup-token-0123456789abcdef"} {
+		t.Setenv("KASSA_BACKUP_TOKEN", token)
+		pr, pw := io.Pipe()
+		var errb lockedBuffer
+		done := make(chan int, 1)
+		go func() {
+			code := run([]string{"serve", "--log-level", "error", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0"}, pw, &errb)
+			pw.Close()
+			done <- code
+		}()
+		var banner string
+		lines := bufio.NewScanner(pr)
+		for lines.Scan() {
+			if strings.HasPrefix(lines.Text(), "operations") {
+				banner = lines.Text()
+			}
+			if strings.Contains(lines.Text(), "listening on ") {
+				break
+			}
+		}
+		go io.Copy(io.Discard, pr)
+		stopInProcess(t, done)
+		if banner == "" {
+			t.Fatalf("token %q: no line about the operations listener: %s", token, errb.String())
+		}
+		if strings.Contains(banner, "/backup") != (token != "") {
+			t.Errorf("token %q: %s", token, banner)
+		}
+	}
+}
