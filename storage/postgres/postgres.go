@@ -11,9 +11,8 @@
 //     finds the record and replays it. The primary key backs it up.
 //   - Document numbers come from a row per (merchant, series) updated in the
 //     transaction: gapless, and a rollback gives the number back. Of one
-//     store's transactions, a quarter of the pool at most wait for such a
-//     row with a connection; the others wait for a turn without one
-//     (turns.go).
+//     store's transactions, half the pool at most wait for such a row with
+//     a connection; the others wait for a turn without one (turns.go).
 //   - Background work (due tasks, pending notifications, expiring orders) is
 //     claimed with FOR UPDATE SKIP LOCKED, so two replicas never take the
 //     same row; settlement runs hold a transaction advisory lock, so runs on
@@ -165,7 +164,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		opts.Clock = time.Now
 	}
 	return &Store{pool: pool, clock: opts.Clock, decoded: ordercache.NewDecoded(opts.DecodedOrderBytes),
-		turns: turns{per: int(cfg.MaxConns / 4)}}, nil
+		turns: turns{per: int(cfg.MaxConns / 2)}}, nil
 }
 
 // Unreachable reports whether err, from Open, is the database not being

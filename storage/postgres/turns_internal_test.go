@@ -13,12 +13,12 @@ import (
 	"github.com/kassahq/kassa/storage"
 )
 
-// TestWaitersOfASharedRowHoldOneConnection: transactions waiting for a
-// merchant's document-number row, locked by another session, hold one
-// connection of the pool between them, not one each; another merchant's
+// TestWaitersOfASharedRowLeaveHalfThePool: transactions waiting for a
+// merchant's document-number row, locked by another session, hold half the
+// pool's connections between them, not one each; another merchant's
 // transaction is served while they wait; each waiter ends at its deadline
 // with store_unavailable, having taken no number.
-func TestWaitersOfASharedRowHoldOneConnection(t *testing.T) {
+func TestWaitersOfASharedRowLeaveHalfThePool(t *testing.T) {
 	s, u := migrated(t) // a pool of 4
 	ctx := context.Background()
 	take := func(c context.Context, m string) error {
@@ -54,8 +54,8 @@ func TestWaitersOfASharedRowHoldOneConnection(t *testing.T) {
 		go func() { defer wg.Done(); errs[i] = take(c, "m1") }()
 	}
 	time.Sleep(300 * time.Millisecond) // all waiting by then
-	if n := s.pool.Stat().AcquiredConns(); n != 1 {
-		t.Errorf("%d connections held by %d transactions waiting for one row, want 1", n, waiters)
+	if n := s.pool.Stat().AcquiredConns(); n != 2 {
+		t.Errorf("%d connections held by %d transactions waiting for one row, want 2 (half the pool)", n, waiters)
 	}
 	if err := take(ctx, "m2"); err != nil || c.Err() != nil {
 		t.Errorf("another merchant's number while they wait: %v (served after the waiters' deadline: %v)", err, c.Err())
