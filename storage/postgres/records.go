@@ -182,7 +182,16 @@ func (t *tx) PutAuthorization(a *token.Authorization) error {
 	return err
 }
 
+// GetCustomerToken reads a customer token, in a write transaction under its
+// row's lock, held to commit. Every order from the token takes that lock, and
+// a platform's monthly run makes many at once, so of this store's
+// transactions only a few at a time wait for it with a connection (turns.go).
 func (t *tx) GetCustomerToken(merchantID, id string) (*token.Customer, error) {
+	if t.writable {
+		if err := t.takeTurn("customer token\x00" + merchantID + "\x00" + id); err != nil {
+			return nil, err
+		}
+	}
 	return one[token.Customer](t, "customer token", fault.NotFoundf("customer_token_not_found", "customer token not found"),
 		`SELECT body FROM customer_tokens WHERE merchant_id = $1 AND id = $2`+t.forUpdate(), merchantID, id)
 }
