@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/url"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/kassahq/kassa/order"
-	"github.com/kassahq/kassa/storage"
 )
 
 // localeSession opens a session of locale in country and currency with
@@ -183,23 +181,7 @@ func TestDocumentsInTheOrdersLanguage(t *testing.T) {
 	// The same documents, as kassa stored them before it recorded a
 	// language: English, and byte for byte as an English one.
 	merchant := e.get(id)["merchantId"].(string)
-	setIssued := func(f func(l *order.Ledger)) {
-		err := st.Update(context.Background(), func(tx storage.Tx) error {
-			so, err := tx.GetOrder(merchant, id)
-			if err != nil {
-				return err
-			}
-			for _, ls := range [][]order.Ledger{so.Captured, so.Refunded} {
-				for i := range ls {
-					f(&ls[i])
-				}
-			}
-			return tx.UpdateOrder(so)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	setIssued := func(f func(l *order.Ledger)) { rewriteSubOrders(t, st, merchant, id, f) }
 	var english []string
 	setIssued(func(l *order.Ledger) { l.Issued.Language = "en" })
 	for i, l := range []string{invoice, credit} {
