@@ -142,10 +142,11 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 	// issued document is an accounting record. One issued before kassa kept
 	// that renders from the order, as it did then; one issued before it
 	// kept its language is English, as it was then.
-	is := o.CurrentIssue()
+	var is order.Issue
 	if l.Issued != nil {
 		is = *l.Issued
 	} else {
+		is = o.CurrentIssue()
 		// Those showed no address: the page stays as it was issued.
 		is.BuyerAddress = nil
 	}
