@@ -92,13 +92,18 @@ func (s *Server) verifyToken(tok string, now time.Time) (accessClaims, bool) {
 
 var errUnauthorized = fault.New(fault.Unauthorized, "unauthorized", "send a valid access token as 'authorization: Bearer …' (or client credentials as Basic)")
 
+// authorization splits a request's Authorization header into its scheme,
+// in lower case, and its credentials.
+func authorization(r *http.Request) (scheme, cred string) {
+	scheme, cred, _ = strings.Cut(r.Header.Get("Authorization"), " ")
+	return strings.ToLower(scheme), strings.TrimSpace(cred)
+}
+
 // authenticate resolves the merchant of a request from a Bearer access token
 // or from Basic client credentials.
 func (s *Server) authenticate(r *http.Request) (string, error) {
-	h := r.Header.Get("Authorization")
-	scheme, cred, _ := strings.Cut(h, " ")
-	cred = strings.TrimSpace(cred)
-	switch strings.ToLower(scheme) {
+	scheme, cred := authorization(r)
+	switch scheme {
 	case "bearer":
 		c, ok := s.verifyToken(cred, time.Now())
 		if !ok {

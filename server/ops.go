@@ -128,11 +128,11 @@ var errBackupUnsupported = fault.New(fault.NotAvailable, "backup_unsupported",
 func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	// Compared as digests, in constant time: neither the token's length
 	// nor its first wrong byte shows in the time of a refusal.
-	scheme, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !strings.EqualFold(scheme, "bearer") {
+	scheme, cred := authorization(r)
+	if scheme != "bearer" {
 		cred = ""
 	}
-	got, want := sha256.Sum256([]byte(strings.TrimSpace(cred))), sha256.Sum256([]byte(s.cfg.BackupToken))
+	got, want := sha256.Sum256([]byte(cred)), sha256.Sum256([]byte(s.cfg.BackupToken))
 	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 		s.writeError(w, r, errBackupUnauthorized)
 		return

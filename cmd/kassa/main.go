@@ -489,7 +489,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer db.Close()
-	if _, ok := db.(*bolt.Store); ok {
+	bs, _ := db.(*bolt.Store)
+	if bs != nil {
 		// So did a backup, when the process died during one: a whole copy
 		// of the store, removed whatever its age, as no other server can
 		// be writing one while this one holds the store's lock.
@@ -555,7 +556,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	metrics := server.NewMetrics()
 	var backup func(io.Writer) error // PostgreSQL's is pg_dump's
-	if bs, ok := db.(*bolt.Store); ok {
+	if bs != nil {
 		backup = func(w io.Writer) error { return writeBackup(w, c.data, bs) }
 	}
 	var srv *server.Server
@@ -573,7 +574,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Ready: func(ctx context.Context) error {
 			// A bolt store that stopped taking writes (a commit of unknown
 			// outcome) needs a restart, which a supervisor makes of this.
-			if bs, ok := db.(*bolt.Store); ok {
+			if bs != nil {
 				if err := bs.Healthy(); err != nil {
 					return err
 				}

@@ -255,12 +255,18 @@ func (s *Store) View(ctx context.Context, fn func(storage.Tx) error) error {
 	if ctx.Err() != nil {
 		return storage.WaitEnded(ctx, nil)
 	}
-	err := s.db.View(func(btx *bbolt.Tx) error {
+	return s.view(func(btx *bbolt.Tx) error {
 		t := &tx{st: newState(btx, s.clock().UTC(), false, s)}
 		defer t.close()
 		err, _ := run(fn, t)
 		return err
 	})
+}
+
+// view is bbolt's read transaction, with a closed store's error as the
+// storage package names it.
+func (s *Store) view(fn func(*bbolt.Tx) error) error {
+	err := s.db.View(fn)
 	if errors.Is(err, bberrors.ErrDatabaseNotOpen) {
 		return storage.ErrClosed
 	}
@@ -447,13 +453,10 @@ func (s *Store) Healthy() error {
 
 // Size is how many bytes WriteTo would write now.
 func (s *Store) Size() (n int64, err error) {
-	err = s.db.View(func(btx *bbolt.Tx) error {
+	err = s.view(func(btx *bbolt.Tx) error {
 		n = btx.Size()
 		return nil
 	})
-	if errors.Is(err, bberrors.ErrDatabaseNotOpen) {
-		return 0, storage.ErrClosed
-	}
 	return n, err
 }
 
@@ -464,12 +467,9 @@ func (s *Store) Size() (n int64, err error) {
 // be fast (a local file) rather than a network peer. The copy opens as a
 // store like the original.
 func (s *Store) WriteTo(w io.Writer) (n int64, err error) {
-	err = s.db.View(func(btx *bbolt.Tx) error {
+	err = s.view(func(btx *bbolt.Tx) error {
 		n, err = btx.WriteTo(w)
 		return err
 	})
-	if errors.Is(err, bberrors.ErrDatabaseNotOpen) {
-		return n, storage.ErrClosed
-	}
 	return n, err
 }
