@@ -202,49 +202,19 @@ func (r *contended) verifyPayouts(ctx context.Context, c *client, out io.Writer)
 		}
 		runs += len(b.Settlements)
 	}
-	var all []settlementRecord
-	for from := ""; ; {
-		q := "/v1/settlements?size=1000"
-		if from != "" {
-			q += "&fromId=" + url.QueryEscape(from)
-		}
-		resp, err := c.do(ctx, "GET", q, nil, "")
-		var page struct {
-			Settlements []settlementRecord
-			NextFromID  string
-		}
-		if err != nil || resp.status != 200 || json.Unmarshal(resp.body, &page) != nil {
-			fmt.Fprintf(out, "PAYOUT: cannot list settlements: %v %d\n", err, resp.status)
-			return bad + 1
-		}
-		all = append(all, page.Settlements...)
-		if from = page.NextFromID; from == "" {
-			break
-		}
+	all, err := everyPage[settlementRecord](ctx, c, "/v1/settlements", "settlements")
+	if err != nil {
+		fmt.Fprintf(out, "PAYOUT: cannot list settlements: %v\n", err)
+		return bad + 1
 	}
 	seen := map[string]string{}    // type + ledger → settlement reference
 	byLedger := map[string]int64{} // ledger → sum of its non-fee transactions
 	txCount := 0
 	for _, s := range all {
-		var txs []txRecord
-		for from := ""; ; {
-			q := "/v1/settlements/" + s.ID + "/tx?size=1000"
-			if from != "" {
-				q += "&fromId=" + url.QueryEscape(from)
-			}
-			resp, err := c.do(ctx, "GET", q, nil, "")
-			var page struct {
-				Transactions []txRecord
-				NextFromID   string
-			}
-			if err != nil || resp.status != 200 || json.Unmarshal(resp.body, &page) != nil {
-				fmt.Fprintf(out, "PAYOUT: cannot read %s's transactions: %v %d\n", s.Reference, err, resp.status)
-				return bad + 1
-			}
-			txs = append(txs, page.Transactions...)
-			if from = page.NextFromID; from == "" {
-				break
-			}
+		txs, err := everyPage[txRecord](ctx, c, "/v1/settlements/"+s.ID+"/tx", "transactions")
+		if err != nil {
+			fmt.Fprintf(out, "PAYOUT: cannot read %s's transactions: %v\n", s.Reference, err)
+			return bad + 1
 		}
 		txCount += len(txs)
 		sums := map[string]int64{}
@@ -368,4 +338,41 @@ func (r *contended) verifyPayouts(ctx context.Context, c *client, out io.Writer)
 	fmt.Fprintf(out, "payouts: %d settlements (%d by runs during the load on %d run requests, %d by the final run), %d transactions; %d captures (%d paid in part, %d recoursed; %d payments, %d recourses acknowledged, %d refused as raced), paid out %d, claims still held %d: %d mismatches\n",
 		len(all), r.runsMade.Load(), r.runsSent.Load(), runs, txCount, captures, paidCaptures, recoursed, r.payments.Load(), r.recoursed.Load(), r.refused.Load(), paidOut, claims, bad)
 	return bad
+}
+
+// everyPage reads every page of a fromId-paged list at path, whose records
+// are in the answer's field named key.
+func everyPage[T any](ctx context.Context, c *client, path, key string) ([]T, error) {
+	var all []T
+	for from := ""; ; {
+		q := path + "?size=1000"
+		if from != "" {
+			q += "&fromId=" + url.QueryEscape(from)
+		}
+		resp, err := c.do(ctx, "GET", q, nil, "")
+		if err != nil {
+			return nil, err
+		}
+		if resp.status != 200 {
+			return nil, fmt.Errorf("GET %s: %d", q, resp.status)
+		}
+		var page map[string]json.RawMessage
+		var items []T
+		var next string
+		if err := json.Unmarshal(resp.body, &page); err != nil {
+			return nil, fmt.Errorf("GET %s: %w", q, err)
+		}
+		if err := json.Unmarshal(page[key], &items); err != nil {
+			return nil, fmt.Errorf("GET %s: %s: %w", q, key, err)
+		}
+		if raw, ok := page["nextFromId"]; ok {
+			if err := json.Unmarshal(raw, &next); err != nil {
+				return nil, fmt.Errorf("GET %s: nextFromId: %w", q, err)
+			}
+		}
+		all = append(all, items...)
+		if from = next; from == "" {
+			return all, nil
+		}
+	}
 }
