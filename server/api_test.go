@@ -552,6 +552,48 @@ func TestRiskReviewEndsWithTheOrder(t *testing.T) {
 	}
 }
 
+// TestEditDuringRiskReviewAuthorizesNothing: an edit that raises the amount
+// of an order on hold appended an authorize event (and sent
+// order.authorize) while its authorizeStatus was still pending, so a review
+// that then denied it, which appends and sends nothing, left the merchant
+// holding an authorization for an order denied for fraud. The approval
+// authorizes the amount as edited.
+func TestEditDuringRiskReviewAuthorizesNothing(t *testing.T) {
+	e := newSessionEnv(t)
+	edit := func(id, lines string, total, vat int) map[string]any {
+		t.Helper()
+		code, _, o := e.req("POST", "/v1/orders/"+id, fmt.Sprintf(`{"orderLines":[%s],"totalOrderAmount":%d,"totalOrderAmountExclVat":%d,"totalOrderVatAmount":%d}`,
+			lines, total, total-vat, vat), e.auth, nil)
+		if code != 200 {
+			t.Fatalf("edit: %d %v", code, o)
+		}
+		return o
+	}
+	const grout = `{"description":"Grout","quantity":1,"unitPrice":5000,"vat":2500}`
+	const all = `{"description":"Tiles","quantity":2,"unitPrice":12500,"vat":2500},` + grout
+	for _, decision := range []string{"approve", "deny"} {
+		id := e.order("5560000035", "invoice")["id"].(string)
+		edit(id, grout, 5000, 1000)
+		o := edit(id, all, 30000, 6000) // back up to what the buyer approved
+		if o["authorizeStatus"] != "pending" || strings.Contains(fmt.Sprint(o["events"]), "authorize") {
+			t.Fatalf("raised on hold: %v %v", o["authorizeStatus"], o["events"])
+		}
+		code, _, o := e.req("POST", "/sandbox/v1/orders/"+id+"/risk", `{"decision":"`+decision+`"}`, e.auth, nil)
+		if code != 200 {
+			t.Fatalf("%s: %d %v", decision, code, o)
+		}
+		var auths []float64
+		for _, ev := range events(o) {
+			if ev["type"] == "authorize" {
+				auths = append(auths, minor(ev["amount"]))
+			}
+		}
+		if want := map[string]string{"approve": "[30000]", "deny": "[]"}[decision]; fmt.Sprint(auths) != want {
+			t.Fatalf("%s: authorize events %v, want %s", decision, auths, want)
+		}
+	}
+}
+
 func TestSandboxClockExpiryAndTokens(t *testing.T) {
 	e := newSessionEnv(t)
 	o := e.order("5560000001", "invoice")
