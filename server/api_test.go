@@ -1279,3 +1279,54 @@ func TestCaptureWithoutIDThenEditOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestEditCustomerKeepsTheBillingAddress: the billing address sent on edit
+// customer replaces the order's whole, and one with none of its fields (`{}`,
+// or every field "" as a client's struct without omitempty marshals it
+// beside the field it meant to change) was taken, erasing the address every
+// later invoice must state (docs/decisions.md) while reading as done. It is
+// refused on billingAddress, as an invoiceChannel with none of its fields
+// is; a shipping address, which no document states, may still be cleared so.
+func TestEditCustomerKeepsTheBillingAddress(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	edit := func(body string) (int, map[string]any) {
+		t.Helper()
+		code, _, b := e.req("POST", "/v1/orders/"+id+"/customer", body, e.auth, nil)
+		return code, b
+	}
+	if code, b := edit(`{"billingAddress":{"companyName":"Buyer AB","streetAddress":"Storgatan 1","postalCode":"11122","city":"Stockholm","country":"SE"},
+		"shippingAddress":{"streetAddress":"Lagervägen 2","city":"Solna"}}`); code != 200 {
+		t.Fatalf("set addresses: %d %v", code, b)
+	}
+	events := len(events(e.get(id)))
+	for _, body := range []string{`{"billingAddress":{}}`, `{"billingAddress":{"contact":{}}}`,
+		`{"email":"ap@buyer.example","billingAddress":{"attentionName":"","careOf":"","city":"","companyName":"","country":"","postalCode":"","streetAddress":"",
+			"contact":{"email":"","firstName":"","lastName":"","phone":""}}}`} {
+		code, b := edit(body)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if got := problemFields(b); got != "billingAddress" {
+			t.Fatalf("%s: refused on %s", body, got)
+		}
+	}
+	o := e.get(id)
+	if addr := fmt.Sprint(o["customer"].(map[string]any)["billingAddress"]); !strings.Contains(addr, "Storgatan 1") || len(o["events"].([]any)) != events {
+		t.Fatalf("after refused edits: %s, %d events (had %d)", addr, len(o["events"].([]any)), events)
+	}
+	if code, b := edit(`{"shippingAddress":{}}`); code != 200 || b["customer"].(map[string]any)["shippingAddress"] != nil && fmt.Sprint(b["customer"].(map[string]any)["shippingAddress"]) != "map[]" {
+		t.Fatalf("clear shipping address: %d %v", code, b["customer"])
+	}
+	code, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	if code != 200 {
+		t.Fatalf("capture: %d %v", code, o)
+	}
+	res, err := http.Get(o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(doc), "Storgatan 1") {
+		t.Fatalf("the invoice states no billing address:\n%s", doc)
+	}
+}
