@@ -46,6 +46,15 @@ func ValidateAddress(f *fault.Fields, path string, a *Address) {
 	}
 }
 
+// empty reports whether a has no field set, an empty contact counted as none.
+func (a *Address) empty() bool {
+	b := *a
+	if b.Contact != nil && *b.Contact == (Contact{}) {
+		b.Contact = nil
+	}
+	return b == (Address{})
+}
+
 // CustomerInput is the spec's OrderCustomerData (and, without ShippingAddress,
 // CustomerTokenCustomerData). Every field is optional.
 type CustomerInput struct {
@@ -137,6 +146,12 @@ func (r *EditCustomerRequest) Validate() error {
 		// changes nothing would read as done (a client whose body lost its
 		// fields) and still append an event and notify.
 		f.Add("body", "names no customer field to change: send at least one of billingAddress, shippingAddress, email, phone, reference1, reference2, invoiceChannel")
+	}
+	if r.BillingAddress != nil && r.BillingAddress.empty() {
+		// The address sent replaces the order's whole: one with no field
+		// (a client's struct marshalled beside the field it meant to
+		// change) would erase what every later invoice must state.
+		f.Add("billingAddress", "names no address field: send the buyer's whole billing address, which replaces the order's, or leave billingAddress out")
 	}
 	ValidateAddress(&f, "billingAddress", r.BillingAddress)
 	ValidateAddress(&f, "shippingAddress", r.ShippingAddress)

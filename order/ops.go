@@ -52,7 +52,8 @@ func (r *EditRequest) check(f *fault.Fields, o *Order, ids IDSource) (lines []Li
 // Edit replaces the lines of the uncaptured sub-order. The new authorized
 // amount is what has been captured plus the new remainder; it may fall, or
 // rise up to what the buyer's authorization approved (then an authorize
-// event records the re-authorization). Appends edit with the new remainder.
+// event records the re-authorization, unless the order is on hold: its
+// approval does). Appends edit with the new remainder.
 func (o *Order) Edit(r *EditRequest, env Env) error {
 	var f fault.Fields
 	lines := r.check(&f, o, env.IDs)
@@ -73,7 +74,10 @@ func (o *Order) Edit(r *EditRequest, env Env) error {
 	o.AuthorizedAmount = newAuth
 	o.Uncaptured.Lines = lines
 	o.AppendEvent(EventEdit, o.Uncaptured.ID, gross, env)
-	if raised {
+	// On hold the buyer's authorization is still pending: the review's
+	// approval authorizes the amount as edited, and a denial must not
+	// follow an authorize the merchant was already told of.
+	if raised && o.Hold != HoldOnHold {
 		o.AppendEvent(EventAuthorize, o.Uncaptured.ID, newAuth, env)
 	}
 	return nil

@@ -552,6 +552,48 @@ func TestRiskReviewEndsWithTheOrder(t *testing.T) {
 	}
 }
 
+// TestEditDuringRiskReviewAuthorizesNothing: an edit that raises the amount
+// of an order on hold appended an authorize event (and sent
+// order.authorize) while its authorizeStatus was still pending, so a review
+// that then denied it, which appends and sends nothing, left the merchant
+// holding an authorization for an order denied for fraud. The approval
+// authorizes the amount as edited.
+func TestEditDuringRiskReviewAuthorizesNothing(t *testing.T) {
+	e := newSessionEnv(t)
+	edit := func(id, lines string, total, vat int) map[string]any {
+		t.Helper()
+		code, _, o := e.req("POST", "/v1/orders/"+id, fmt.Sprintf(`{"orderLines":[%s],"totalOrderAmount":%d,"totalOrderAmountExclVat":%d,"totalOrderVatAmount":%d}`,
+			lines, total, total-vat, vat), e.auth, nil)
+		if code != 200 {
+			t.Fatalf("edit: %d %v", code, o)
+		}
+		return o
+	}
+	const grout = `{"description":"Grout","quantity":1,"unitPrice":5000,"vat":2500}`
+	const all = `{"description":"Tiles","quantity":2,"unitPrice":12500,"vat":2500},` + grout
+	for _, decision := range []string{"approve", "deny"} {
+		id := e.order("5560000035", "invoice")["id"].(string)
+		edit(id, grout, 5000, 1000)
+		o := edit(id, all, 30000, 6000) // back up to what the buyer approved
+		if o["authorizeStatus"] != "pending" || strings.Contains(fmt.Sprint(o["events"]), "authorize") {
+			t.Fatalf("raised on hold: %v %v", o["authorizeStatus"], o["events"])
+		}
+		code, _, o := e.req("POST", "/sandbox/v1/orders/"+id+"/risk", `{"decision":"`+decision+`"}`, e.auth, nil)
+		if code != 200 {
+			t.Fatalf("%s: %d %v", decision, code, o)
+		}
+		var auths []float64
+		for _, ev := range events(o) {
+			if ev["type"] == "authorize" {
+				auths = append(auths, minor(ev["amount"]))
+			}
+		}
+		if want := map[string]string{"approve": "[30000]", "deny": "[]"}[decision]; fmt.Sprint(auths) != want {
+			t.Fatalf("%s: authorize events %v, want %s", decision, auths, want)
+		}
+	}
+}
+
 func TestSandboxClockExpiryAndTokens(t *testing.T) {
 	e := newSessionEnv(t)
 	o := e.order("5560000001", "invoice")
@@ -1235,5 +1277,56 @@ func TestCaptureWithoutIDThenEditOverHTTP(t *testing.T) {
 		if got := strings.Join(actions(c), ","); got != "refund,partialRefund,resendOrderInvoice,void,recourseOrderInvoice" {
 			t.Fatalf("capture %v: %s", c.(map[string]any)["ledgerId"], got)
 		}
+	}
+}
+
+// TestEditCustomerKeepsTheBillingAddress: the billing address sent on edit
+// customer replaces the order's whole, and one with none of its fields (`{}`,
+// or every field "" as a client's struct without omitempty marshals it
+// beside the field it meant to change) was taken, erasing the address every
+// later invoice must state (docs/decisions.md) while reading as done. It is
+// refused on billingAddress, as an invoiceChannel with none of its fields
+// is; a shipping address, which no document states, may still be cleared so.
+func TestEditCustomerKeepsTheBillingAddress(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	edit := func(body string) (int, map[string]any) {
+		t.Helper()
+		code, _, b := e.req("POST", "/v1/orders/"+id+"/customer", body, e.auth, nil)
+		return code, b
+	}
+	if code, b := edit(`{"billingAddress":{"companyName":"Buyer AB","streetAddress":"Storgatan 1","postalCode":"11122","city":"Stockholm","country":"SE"},
+		"shippingAddress":{"streetAddress":"Lagervägen 2","city":"Solna"}}`); code != 200 {
+		t.Fatalf("set addresses: %d %v", code, b)
+	}
+	events := len(events(e.get(id)))
+	for _, body := range []string{`{"billingAddress":{}}`, `{"billingAddress":{"contact":{}}}`,
+		`{"email":"ap@buyer.example","billingAddress":{"attentionName":"","careOf":"","city":"","companyName":"","country":"","postalCode":"","streetAddress":"",
+			"contact":{"email":"","firstName":"","lastName":"","phone":""}}}`} {
+		code, b := edit(body)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if got := problemFields(b); got != "billingAddress" {
+			t.Fatalf("%s: refused on %s", body, got)
+		}
+	}
+	o := e.get(id)
+	if addr := fmt.Sprint(o["customer"].(map[string]any)["billingAddress"]); !strings.Contains(addr, "Storgatan 1") || len(o["events"].([]any)) != events {
+		t.Fatalf("after refused edits: %s, %d events (had %d)", addr, len(o["events"].([]any)), events)
+	}
+	if code, b := edit(`{"shippingAddress":{}}`); code != 200 || b["customer"].(map[string]any)["shippingAddress"] != nil && fmt.Sprint(b["customer"].(map[string]any)["shippingAddress"]) != "map[]" {
+		t.Fatalf("clear shipping address: %d %v", code, b["customer"])
+	}
+	code, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	if code != 200 {
+		t.Fatalf("capture: %d %v", code, o)
+	}
+	res, err := http.Get(o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(doc), "Storgatan 1") {
+		t.Fatalf("the invoice states no billing address:\n%s", doc)
 	}
 }
