@@ -448,3 +448,42 @@ func TestFullWithEmptyLinesIsRefused(t *testing.T) {
 		t.Fatalf("the order changed:\n%s\n%s", before, after)
 	}
 }
+
+// totalCaptureAmount is bounded by 0..MaxTotal inclusive, before the order
+// is read.
+func TestCaptureTotalBounds(t *testing.T) {
+	line := []order.LineInput{ordertest.Line("x", 1, 100, 0)}
+	for _, tt := range []struct {
+		total int64
+		ok    bool
+	}{{-1, false}, {0, true}, {order.MaxTotal, true}, {order.MaxTotal + 1, false}} {
+		for _, r := range []interface{ Validate() error }{
+			&capture.PartialRequest{OrderLines: line, TotalCaptureAmount: p(tt.total)},
+			&capture.FullRequest{TotalCaptureAmount: p(tt.total)},
+		} {
+			err := r.Validate()
+			if tt.ok && err != nil {
+				t.Errorf("%T total %d: %v", r, tt.total, err)
+			}
+			if !tt.ok {
+				wantFault(t, err, fault.Invalid, "validation_failed", "totalCaptureAmount")
+			}
+		}
+	}
+}
+
+// In exclVat a capture whose totalAmount sums to 0 can still sum below zero
+// including VAT; it is refused as negative, not only as VAT out of bounds.
+func TestCaptureBelowZeroIncludingVAT(t *testing.T) {
+	f := ordertest.New()
+	r := ordertest.CreateRequest(ordertest.Line("thing", 1, 8, 2500))
+	r.VatMode = "exclVat"
+	o := f.Create(t, r, ordertest.Authorization(0))
+	before := snapshot(t, o)
+	// 4 at 0 % and −4 at 25 % (VAT −1): gross −1.
+	_, err := capture.Partial(o, partial(0, ordertest.Line("Goods 0", 1, 4, 0), ordertest.Line("Credit 25", 1, -4, 2500)), f.Env())
+	wantFault(t, err, fault.Invalid, "capture_amount_negative", "orderLines")
+	if snapshot(t, o) != before || f.Seq.Last(order.SeriesInvoice) != 0 {
+		t.Fatal("refused capture changed the order or took a number")
+	}
+}

@@ -107,7 +107,7 @@ func TestRefunds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r1.RefundOf != cid || r1.Note != "damaged" || r1.DocumentReference != "CN-00000001" {
+	if r1.RefundOf != cid || r1.Note != "damaged" || r1.DocumentReference != "CN-00000001" || r1.DocumentSeq != 1 {
 		t.Fatalf("refund %+v", r1)
 	}
 	last := o.Events[len(o.Events)-1]
@@ -131,7 +131,7 @@ func TestRefunds(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := order.SumLines(r2.Lines, o.VATMode)
-	if s.Gross != 10000 || s.VAT != 2000 || len(r2.Lines) != 1 || r2.Lines[0].Vat != 2500 || r2.DocumentReference != "CN-00000002" {
+	if s.Gross != 10000 || s.VAT != 2000 || len(r2.Lines) != 1 || r2.Lines[0].Vat != 2500 || r2.DocumentReference != "CN-00000002" || r2.DocumentSeq != 2 {
 		t.Fatalf("full refund %+v sums %+v", r2, s)
 	}
 	if got := o.RefundedOf(cid); got != 20000 {
@@ -200,6 +200,12 @@ func TestFullRefundAfterMixedRates(t *testing.T) {
 	s := order.SumLines(r.Lines, o.VATMode)
 	if s.Gross != 28780-1000-5600 || s.VAT != 4780-600 {
 		t.Fatalf("remainder %+v", s)
+	}
+	for _, l := range r.Lines {
+		// One unit per rate: its unit price is the line's total.
+		if l.Quantity != 1 || l.UnitPrice != l.TotalAmount {
+			t.Fatalf("remainder line %+v", l)
+		}
 	}
 	var total, vat int64
 	for _, rl := range o.Refunded {
@@ -422,5 +428,76 @@ func TestPartialRefundVATWithinItsGross(t *testing.T) {
 	// Lines at two rates whose VAT stays within the refund's gross are fine.
 	if _, err := refund.Partial(o, c.ID, partial(5100, ordertest.Line("Goods 25", 1, 5000, 2500), ordertest.Line("Goods 0", 1, 100, 0)), f.Env()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// totalRefundAmount is bounded by 0..MaxTotal inclusive, before the order
+// is read.
+func TestRefundTotalBounds(t *testing.T) {
+	line := ordertest.Line("x", 1, 100, 0)
+	for _, tt := range []struct {
+		total int64
+		ok    bool
+	}{{-1, false}, {0, true}, {order.MaxTotal, true}, {order.MaxTotal + 1, false}} {
+		err := partial(tt.total, line).Validate()
+		if tt.ok && err != nil {
+			t.Errorf("total %d: %v", tt.total, err)
+		}
+		if !tt.ok {
+			wantFault(t, err, fault.Invalid, "validation_failed", "totalRefundAmount")
+		}
+	}
+}
+
+// A credit note may not charge VAT back either: a positive refund whose
+// lines net to negative VAT is refused, though its gross and net are fine.
+func TestRefundCreditsNoNegativeVAT(t *testing.T) {
+	f, o, cid := captured(t) // 20000 at 25 %, VAT 4000
+	before := snapshot(t, o)
+	// 200 at 0 % and −100 at 25 % (VAT −20): gross 100, VAT −20, net 120.
+	_, err := refund.Partial(o, cid, partial(100, ordertest.Line("Goods 0", 1, 200, 0), ordertest.Line("Credit 25", 1, -100, 2500)), f.Env())
+	wantFault(t, err, fault.Invalid, "refund_exceeds_captured", "orderLines")
+	if snapshot(t, o) != before || f.Seq.Last(order.SeriesCreditNote) != 0 {
+		t.Fatal("a refused refund changed the order or took a number")
+	}
+}
+
+// The bound on a partial refund's VAT is exact: VAT one above its gross
+// (a net of −1) is refused.
+func TestPartialRefundNetOfMinusOne(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t, ordertest.Line("Goods 25", 1, 10000, 2500), ordertest.Line("Goods 0", 1, 10000, 0))
+	c, err := capture.Full(o, nil, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10 at 25 % (VAT 2) and −9 at 0 %: gross 1, VAT 2, net −1.
+	_, err = refund.Partial(o, c.ID, partial(1, ordertest.Line("Goods 25", 1, 10, 2500), ordertest.Line("Goods 0", 1, -9, 0)), f.Env())
+	wantFault(t, err, fault.Invalid, "refund_vat_out_of_bounds", "orderLines")
+}
+
+// The refund of all that is left is exempt from that bound: after goodwill
+// at 0 %, what is left can be VAT over a negative net, and a partial refund
+// that closes every rate credits it as it is.
+func TestClosingPartialRefundMayHaveANegativeNet(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t, ordertest.Line("Goods 25", 1, 100, 2500))
+	c, err := capture.Full(o, nil, f.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refund.Partial(o, c.ID, partial(90, ordertest.Line("goodwill", 1, 90, 0)), f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	// Left: 100 at 25 % (VAT 20) and −90 at 0 %: gross 10, VAT 20, net −10.
+	r, err := refund.Partial(o, c.ID, partial(10, ordertest.Line("Goods 25", 1, 100, 2500), ordertest.Line("goodwill", 1, -90, 0)), f.Env())
+	if err != nil {
+		t.Fatalf("closing refund: %v", err)
+	}
+	if s := order.SumLines(r.Lines, o.VATMode); s.Gross != 10 || s.VAT != 20 {
+		t.Fatalf("closing refund sums %+v", s)
+	}
+	if left := o.Refundable(c); left != (order.Totals{}) {
+		t.Fatalf("left %+v after the closing refund", left)
 	}
 }
