@@ -294,4 +294,13 @@ func TestAuthenticationBeforeQueryAndBody(t *testing.T) {
 	if code != 400 || problemFields(b) != "notAParameter" {
 		t.Fatalf("authenticated: %d %v", code, b)
 	}
+	// Then the body: a body left out has no type to check.
+	id := e.order("5560000001", "invoice")["id"].(string)
+	text := map[string]string{"Content-Type": "text/plain"}
+	if code, _, b = e.req("POST", "/v1/orders/"+id+"/capture", "x", e.auth, text); code != 415 {
+		t.Fatalf("text body: %d %v", code, b)
+	}
+	if code, _, b = e.req("POST", "/v1/orders/"+id+"/capture", " ", e.auth, text); code != 200 {
+		t.Fatalf("body left out, sent as text/plain: %d %v", code, b)
+	}
 }
