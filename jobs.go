@@ -120,7 +120,10 @@ type TaskStats struct {
 // counts them. Any other error of RunTasks ended the run.
 type TasksSetAside struct{ Failures []error }
 
-func (e *TasksSetAside) Error() string   { return errors.Join(e.Failures...).Error() }
+// Error joins the failures' messages, one per line.
+func (e *TasksSetAside) Error() string { return errors.Join(e.Failures...).Error() }
+
+// Unwrap returns the failures, for errors.Is and errors.As.
 func (e *TasksSetAside) Unwrap() []error { return e.Failures }
 
 // RunTasks works through up to limit (at least 1) due tasks, earliest first. Each task is

@@ -15,6 +15,7 @@ import (
 	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/refund"
 	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/memory"
@@ -1070,5 +1071,47 @@ func TestKeyReusedWithAnEmptyListOrMap(t *testing.T) {
 	}
 	if res, err = f.ledger.Capture(f.ctx, all, o.ID, &capture.FullRequest{}); err != nil || !res.Replayed {
 		t.Errorf("same capture again: %v, replayed %v", err, res != nil && res.Replayed)
+	}
+}
+
+// TestOptionalBodyNilOrEmptyFingerprintAlike: a full capture or full
+// refund without a request (nil) and with an empty one (&FullRequest{}, what
+// the HTTP server passes for a body left out) ask the same, so a retry that
+// sends the other under the same Idempotency-Key replays the first answer
+// instead of being refused as another request.
+func TestOptionalBodyNilOrEmptyFingerprintAlike(t *testing.T) {
+	f := newFixture(t)
+	for i, first := range []bool{true, false} { // nil first, then empty first
+		o := f.order(t, fmt.Sprint("t", i), 10000)
+		call := kassa.Call{MerchantID: f.merchant, IdempotencyKey: fmt.Sprint("capture", i)}
+		var a, b *capture.FullRequest
+		if first {
+			b = &capture.FullRequest{}
+		} else {
+			a = &capture.FullRequest{}
+		}
+		if _, err := f.ledger.Capture(f.ctx, call, o.ID, a); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.ledger.Capture(f.ctx, call, o.ID, b)
+		if err != nil || !res.Replayed {
+			t.Fatalf("capture retried with %v after %v: %v", b, a, err)
+		}
+		got, _, _ := f.ledger.GetOrder(f.ctx, f.merchant, o.ID)
+		ledgerID := got.Captured[0].ID
+		call.IdempotencyKey = fmt.Sprint("refund", i)
+		var ra, rb *refund.FullRequest
+		if first {
+			rb = &refund.FullRequest{}
+		} else {
+			ra = &refund.FullRequest{}
+		}
+		if _, err := f.ledger.Refund(f.ctx, call, o.ID, ledgerID, ra); err != nil {
+			t.Fatal(err)
+		}
+		res, err = f.ledger.Refund(f.ctx, call, o.ID, ledgerID, rb)
+		if err != nil || !res.Replayed {
+			t.Fatalf("refund retried with %v after %v: %v", rb, ra, err)
+		}
 	}
 }

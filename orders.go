@@ -271,7 +271,10 @@ func (l *Ledger) Acknowledge(ctx context.Context, call Call, orderID string) (*R
 func (l *Ledger) Capture(ctx context.Context, call Call, orderID string, req *capture.FullRequest) (*Result, error) {
 	var body any = req
 	if req == nil {
-		body = nil // "everything", not a missing request; fingerprinted as always
+		// "Everything", not a missing request; fingerprinted as the empty
+		// request it means, which the HTTP server passes for a body left
+		// out, so a retry sending either is the same request.
+		body = &capture.FullRequest{}
 	}
 	return l.mutate(ctx, call, "capture", orderID, nil, body, bounded(func(_ storage.Tx, o *order.Order, env order.Env) error {
 		_, err := capture.Full(o, req, env)
@@ -291,7 +294,7 @@ func (l *Ledger) PartialCapture(ctx context.Context, call Call, orderID string, 
 func (l *Ledger) Refund(ctx context.Context, call Call, orderID, ledgerID string, req *refund.FullRequest) (*Result, error) {
 	var body any = req
 	if req == nil {
-		body = nil
+		body = &refund.FullRequest{} // as a capture's
 	}
 	return l.mutate(ctx, call, "refund", orderID, []string{ledgerID}, body, func(_ storage.Tx, o *order.Order, env order.Env) error {
 		_, err := refund.Full(o, ledgerID, req, env)

@@ -277,8 +277,8 @@ func (o *Order) maybeReady(env Env) {
 func (o *Order) String() string { return fmt.Sprintf("order %s (%s)", o.ID, o.MerchantID) }
 
 // CheckMetadata bounds a metadata map (orders and sessions). Keys are text
-// the stores keep too, so NUL and invalid UTF-8 are refused in them as in
-// values.
+// the stores keep too, so NUL, invalid UTF-8 and the characters CheckText
+// refuses are refused in them as in values.
 func CheckMetadata(f *fault.Fields, m map[string]string) {
 	if len(m) > MaxMetadataKeys {
 		f.Add("metadata", "must have at most %d keys", MaxMetadataKeys)
@@ -287,6 +287,8 @@ func CheckMetadata(f *fault.Fields, m map[string]string) {
 		switch {
 		case !Storable(k):
 			f.Add("metadata", "keys must be valid UTF-8 without NUL characters")
+		case hasHiddenControl(k):
+			f.Add("metadata", "keys must not hold control characters (other than tab, line feed and carriage return) or bidirectional overrides")
 		case k == "" || utf8.RuneCountInString(k) > MaxMetadataKeyLen:
 			f.Add("metadata", "keys must be 1 to %d characters", MaxMetadataKeyLen)
 		}

@@ -101,10 +101,17 @@ func SumLines(lines []Line, mode money.VATMode) Totals {
 // CheckText bounds a free-text field. NUL characters and invalid UTF-8 are
 // refused too: every store must be able to keep the text as it was sent
 // (PostgreSQL text holds neither), and no document format wants them.
+// Control characters other than tab and line breaks, and the Unicode line
+// and paragraph separators and bidirectional embeddings, overrides and
+// isolates, are refused as well: each can make an invoice, a CSV export or
+// a terminal show something other than what is stored (a reference reading
+// "INV-1" that is not "INV-1", text drawn right to left).
 func CheckText(f *fault.Fields, path, s string, max int) {
 	switch {
 	case !Storable(s):
 		f.Add(path, "must be valid UTF-8 without NUL characters")
+	case hasHiddenControl(s):
+		f.Add(path, "must not hold control characters (other than tab, line feed and carriage return) or bidirectional overrides")
 	case utf8.RuneCountInString(s) > max:
 		f.Add(path, "must be at most %d characters", max)
 	}
@@ -115,6 +122,24 @@ func checkText(f *fault.Fields, path, s string, max int) { CheckText(f, path, s,
 // Storable reports whether every store can keep s as it is: valid UTF-8
 // without NUL characters.
 func Storable(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+
+// hasHiddenControl reports whether s holds a character CheckText refuses
+// beyond NUL (see there). Tab, line feed and carriage return are kept: an
+// address, a line description or a note may span lines.
+func hasHiddenControl(s string) bool {
+	for _, r := range s {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+		case r < 0x20, r >= 0x7F && r <= 0x9F: // C0, DEL, C1
+			return true
+		case r == 0x2028 || r == 0x2029: // line and paragraph separators
+			return true
+		case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069: // bidi embeddings, overrides, isolates
+			return true
+		}
+	}
+	return false
+}
 
 func checkAmount(f *fault.Fields, path string, v *int64, lo, hi int64) bool {
 	if v != nil && (*v < lo || *v > hi) {

@@ -15,11 +15,11 @@ import (
 // Settings live at /v1/notification-settings because httprouter cannot have
 // a fixed segment beside /v1/notifications/:notificationId.
 func (s *Server) notificationRoutes() {
-	s.handle(http.MethodGet, "/v1/notification-settings", s.authed(func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	s.handleAuthed(http.MethodGet, "/v1/notification-settings", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		set, err := s.ledger.Webhook(r.Context(), merchantOf(r.Context()))
 		s.answer(w, r, http.StatusOK, set, err)
-	}))
-	s.handle(http.MethodPut, "/v1/notification-settings", s.authed(func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	})
+	s.handleAuthed(http.MethodPut, "/v1/notification-settings", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		var req kassa.SetWebhookRequest
 		if err := s.decodeBody(r, &req, false); err != nil {
 			s.writeError(w, r, err)
@@ -31,15 +31,15 @@ func (s *Server) notificationRoutes() {
 			w.Header().Set("Cache-Control", "no-store")
 		}
 		s.answer(w, r, http.StatusOK, set, err)
-	}))
-	s.handle(http.MethodDelete, "/v1/notification-settings", s.authed(func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	})
+	s.handleAuthed(http.MethodDelete, "/v1/notification-settings", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		if err := s.ledger.DeleteWebhook(r.Context(), merchantOf(r.Context())); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
-	}))
-	s.handle(http.MethodGet, "/v1/notifications", s.authed(func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	})
+	s.handleAuthed(http.MethodGet, "/v1/notifications", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		v := r.URL.Query()
 		var f fault.Fields
 		size := kassa.DefaultNotificationPage
@@ -53,15 +53,15 @@ func (s *Server) notificationRoutes() {
 		}
 		page, err := s.ledger.ListNotifications(r.Context(), merchantOf(r.Context()), fromID, size)
 		s.answer(w, r, http.StatusOK, page, err)
-	}))
-	s.handle(http.MethodGet, "/v1/notifications/:notificationId", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	})
+	s.handleAuthed(http.MethodGet, "/v1/notifications/:notificationId", func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		n, err := s.ledger.GetNotification(r.Context(), merchantOf(r.Context()), p.ByName("notificationId"))
 		s.answer(w, r, http.StatusOK, n, err)
-	}))
-	s.handle(http.MethodPost, "/v1/notifications/:notificationId/redeliver", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	})
+	s.handleAuthed(http.MethodPost, "/v1/notifications/:notificationId/redeliver", func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		n, err := s.ledger.RedeliverNotification(r.Context(), merchantOf(r.Context()), p.ByName("notificationId"))
 		s.answer(w, r, http.StatusOK, n, err)
-	}))
+	})
 }
 
 // answer writes v with status, or the problem for err.

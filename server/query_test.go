@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -242,5 +243,64 @@ func TestEmptyRangeRefused(t *testing.T) {
 		if code, _, body := e.do("GET", path, "", e.auth); code != 200 {
 			t.Errorf("%s: %d %v", path, code, body)
 		}
+	}
+}
+
+// TestAuthenticationBeforeQueryAndBody: on every route that needs a
+// merchant, a caller without valid credentials is answered 401 whatever its
+// query or body: a parameter the route does not read, or a body that is not
+// JSON, must not tell it which parameters the route reads or that it takes
+// a body.
+func TestAuthenticationBeforeQueryAndBody(t *testing.T) {
+	e := newSessionEnv(t)
+	routes := 0
+	for _, r := range New(Config{Sandbox: true}).served {
+		method, pattern, _ := strings.Cut(r, " ")
+		if !queryChecked(pattern) || pattern == "/v1/headless/search/companies" {
+			continue
+		}
+		routes++
+		var path []string
+		for _, seg := range strings.Split(pattern, "/") {
+			if strings.HasPrefix(seg, ":") {
+				seg = "x"
+			}
+			path = append(path, seg)
+		}
+		target := strings.Join(path, "/") + "?notAParameter=1"
+		for _, auth := range []string{"", "Bearer bogus", "Basic bm9ib2R5Om5vdGhpbmc="} {
+			for _, body := range []string{"", "not json"} {
+				req, _ := http.NewRequest(method, e.ts.URL+target, strings.NewReader(body))
+				if auth != "" {
+					req.Header.Set("Authorization", auth)
+				}
+				req.Header.Set("Content-Type", "text/plain")
+				res, err := e.ts.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Body.Close()
+				if res.StatusCode != 401 {
+					t.Errorf("%s %s (auth %q, body %q): %d, want 401", method, target, auth, body, res.StatusCode)
+				}
+			}
+		}
+	}
+	if routes < 40 {
+		t.Fatalf("only %d authenticated routes found", routes)
+	}
+	// Authenticated, the parameter is named.
+	code, _, b := e.do("POST", "/v1/orders/x/capture?notAParameter=1", "", e.auth)
+	if code != 400 || problemFields(b) != "notAParameter" {
+		t.Fatalf("authenticated: %d %v", code, b)
+	}
+	// Then the body: a body left out has no type to check.
+	id := e.order("5560000001", "invoice")["id"].(string)
+	text := map[string]string{"Content-Type": "text/plain"}
+	if code, _, b = e.req("POST", "/v1/orders/"+id+"/capture", "x", e.auth, text); code != 415 {
+		t.Fatalf("text body: %d %v", code, b)
+	}
+	if code, _, b = e.req("POST", "/v1/orders/"+id+"/capture", " ", e.auth, text); code != 200 {
+		t.Fatalf("body left out, sent as text/plain: %d %v", code, b)
 	}
 }

@@ -28,11 +28,11 @@ func (s *Server) routes() {
 	if !s.cfg.SeparateOps {
 		s.handle(http.MethodGet, "/metrics", s.handleMetrics)
 	}
-	s.handleOn(s.ops, http.MethodGet, "/healthz", s.handleHealth)
-	s.handleOn(s.ops, http.MethodGet, "/readyz", s.handleReady)
-	s.handleOn(s.ops, http.MethodGet, "/metrics", s.handleMetrics)
+	s.handleOn(s.ops, http.MethodGet, "/healthz", false, s.handleHealth)
+	s.handleOn(s.ops, http.MethodGet, "/readyz", false, s.handleReady)
+	s.handleOn(s.ops, http.MethodGet, "/metrics", false, s.handleMetrics)
 	if s.cfg.BackupToken != "" {
-		s.handleOn(s.ops, http.MethodGet, backupPath, s.handleBackup)
+		s.handleOn(s.ops, http.MethodGet, backupPath, false, s.handleBackup)
 	}
 	s.apiRoutes()
 }
@@ -80,76 +80,76 @@ func (s *Server) apiRoutes() {
 	s.handle(http.MethodGet, "/documents/:merchantId/:orderId/:ledgerId", s.handleDocument)
 
 	// Order Management API.
-	s.handle(http.MethodGet, "/v1/orders", s.authed(s.listOrders))
-	s.handle(http.MethodGet, "/v1/orders/:orderId", s.authed(s.getOrder))
-	s.handle(http.MethodPost, "/v1/orders/:orderId", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.EditRequest) (*kassa.Result, error) {
+	s.handleAuthed(http.MethodGet, "/v1/orders", s.listOrders)
+	s.handleAuthed(http.MethodGet, "/v1/orders/:orderId", s.getOrder)
+	s.handleAuthed(http.MethodPost, "/v1/orders/:orderId", bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.EditRequest) (*kassa.Result, error) {
 		return s.ledger.EditOrder(ctx, c, p.ByName("orderId"), b)
-	})))
-	s.handle(http.MethodDelete, "/v1/orders/:orderId", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodDelete, "/v1/orders/:orderId", s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
 		return s.ledger.CancelOrder(ctx, c, p.ByName("orderId"))
-	})))
-	s.handle(http.MethodDelete, "/v1/orders/:orderId/:ledgerId", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodDelete, "/v1/orders/:orderId/:ledgerId", s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
 		return s.ledger.CancelLedger(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"))
-	})))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/acknowledge", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/orders/:orderId/acknowledge", s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
 		return s.ledger.Acknowledge(ctx, c, p.ByName("orderId"))
-	})))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/capture", s.authed(bodyOp(s, true, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *capture.FullRequest) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/orders/:orderId/capture", bodyOp(s, true, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *capture.FullRequest) (*kassa.Result, error) {
 		return s.ledger.Capture(ctx, c, p.ByName("orderId"), b)
-	})))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/partialcapture", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *capture.PartialRequest) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/orders/:orderId/partialcapture", bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *capture.PartialRequest) (*kassa.Result, error) {
 		return s.ledger.PartialCapture(ctx, c, p.ByName("orderId"), b)
-	})))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/customer", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.EditCustomerRequest) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/orders/:orderId/customer", bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.EditCustomerRequest) (*kassa.Result, error) {
 		return s.ledger.EditCustomer(ctx, c, p.ByName("orderId"), b)
-	})))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/document/:ledgerId/resend", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/orders/:orderId/document/:ledgerId/resend", s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
 		return s.ledger.ResendDocument(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"))
-	})))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/extendexpiry", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/orders/:orderId/extendexpiry", s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
 		return s.ledger.ExtendExpiry(ctx, c, p.ByName("orderId"))
-	})))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/partialrefund/:ledgerId", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *refund.PartialRequest) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/orders/:orderId/partialrefund/:ledgerId", bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *refund.PartialRequest) (*kassa.Result, error) {
 		return s.ledger.PartialRefund(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"), b)
-	})))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/refund/:ledgerId", s.authed(bodyOp(s, true, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *fullRefundBody) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/orders/:orderId/refund/:ledgerId", bodyOp(s, true, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *fullRefundBody) (*kassa.Result, error) {
 		if err := b.Validate(); err != nil {
 			return nil, err
 		}
 		return s.ledger.Refund(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"), &b.FullRequest)
-	})))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/paymentmethod", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.EditPaymentMethodRequest) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/orders/:orderId/paymentmethod", bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.EditPaymentMethodRequest) (*kassa.Result, error) {
 		return s.ledger.EditPaymentMethod(ctx, c, p.ByName("orderId"), b)
-	})))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/recourse/:ledgerId", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.RecourseRequest) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/orders/:orderId/recourse/:ledgerId", bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.RecourseRequest) (*kassa.Result, error) {
 		return s.ledger.Recourse(ctx, c, p.ByName("orderId"), p.ByName("ledgerId"), b)
-	})))
-	s.handle(http.MethodPost, "/v1/orders/:orderId/reference", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.ReferenceRequest) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/orders/:orderId/reference", bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *order.ReferenceRequest) (*kassa.Result, error) {
 		return s.ledger.SetReference(ctx, c, p.ByName("orderId"), b)
-	})))
-	s.handle(http.MethodGet, "/v1/orders/:orderId/paymentstatus", s.authed(s.orderPaymentStatus))
-	s.handle(http.MethodGet, "/v1/paymentstatus", s.authed(s.paymentStatus))
+	}))
+	s.handleAuthed(http.MethodGet, "/v1/orders/:orderId/paymentstatus", s.orderPaymentStatus)
+	s.handleAuthed(http.MethodGet, "/v1/paymentstatus", s.paymentStatus)
 
 	// Headless API: company search needs no authentication (spec).
 	s.handle(http.MethodGet, "/v1/headless/search/companies", s.searchCompanies)
 
 	// Payments API: tokens.
-	s.handle(http.MethodDelete, "/v1/authorization-tokens/:token", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+	s.handleAuthed(http.MethodDelete, "/v1/authorization-tokens/:token", s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
 		return s.ledger.DeleteAuthorization(ctx, c, p.ByName("token"))
-	})))
-	s.handle(http.MethodPost, "/v1/authorization-tokens/:token/customer-token", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *token.CreateCustomerRequest) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/authorization-tokens/:token/customer-token", bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *token.CreateCustomerRequest) (*kassa.Result, error) {
 		return s.ledger.CreateCustomerToken(ctx, c, p.ByName("token"), b)
-	})))
-	s.handle(http.MethodPost, "/v1/authorization-tokens/:token/order", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *authorizationOrderBody) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/authorization-tokens/:token/order", bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *authorizationOrderBody) (*kassa.Result, error) {
 		return s.ledger.CreateOrderFromAuthorization(ctx, c, p.ByName("token"), &b.CreateRequest)
-	})))
-	s.handle(http.MethodGet, "/v1/customer-tokens/:token", s.authed(s.getCustomerToken))
-	s.handle(http.MethodDelete, "/v1/customer-tokens/:token", s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodGet, "/v1/customer-tokens/:token", s.getCustomerToken)
+	s.handleAuthed(http.MethodDelete, "/v1/customer-tokens/:token", s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
 		return s.ledger.RevokeCustomerToken(ctx, c, p.ByName("token"))
-	})))
-	s.handle(http.MethodPost, "/v1/customer-tokens/:token/order", s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *customerTokenOrderBody) (*kassa.Result, error) {
+	}))
+	s.handleAuthed(http.MethodPost, "/v1/customer-tokens/:token/order", bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *customerTokenOrderBody) (*kassa.Result, error) {
 		return s.ledger.CreateOrderFromCustomerToken(ctx, c, p.ByName("token"), &b.CreateRequest)
-	})))
+	}))
 
 	s.sessionRoutes()
 	s.settlementRoutes()
@@ -158,19 +158,19 @@ func (s *Server) apiRoutes() {
 	s.handle(http.MethodPost, "/checkout/:merchantId/:sessionId", s.checkoutSubmit)
 
 	if s.cfg.Sandbox {
-		s.handle(http.MethodPost, "/sandbox/v1/authorization-tokens", s.authed(s.sandboxMintToken))
-		s.handle(http.MethodPost, "/sandbox/v1/merchants", s.authed(s.sandboxCreateMerchant))
-		s.handle(http.MethodGet, "/sandbox/v1/clock", s.authed(s.sandboxGetClock))
-		s.handle(http.MethodPost, "/sandbox/v1/clock", s.authed(s.sandboxSetClock))
-		s.handle(http.MethodGet, "/sandbox/v1/fixtures", s.authed(s.sandboxFixtures))
-		s.handle(http.MethodPost, "/sandbox/v1/orders/:orderId/ledgers/:ledgerId/payments", s.authed(s.sandboxPay))
-		s.handle(http.MethodPost, "/sandbox/v1/orders/:orderId/ledgers/:ledgerId/status", s.authed(s.sandboxMark))
-		s.handle(http.MethodPost, "/sandbox/v1/orders/:orderId/risk", s.authed(s.sandboxRisk))
-		s.handle(http.MethodPost, "/sandbox/v1/jobs/expire", s.authed(s.sandboxExpire))
-		s.handle(http.MethodPost, "/sandbox/v1/settlements/run", s.authed(s.sandboxSettle))
-		s.handle(http.MethodPost, "/sandbox/v1/jobs/autocapture", s.authed(s.sandboxAutoCapture))
-		s.handle(http.MethodPost, "/sandbox/v1/jobs/tasks", s.authed(s.sandboxTasks))
-		s.handle(http.MethodPost, "/sandbox/v1/jobs/notifications", s.authed(s.sandboxDeliver))
+		s.handleAuthed(http.MethodPost, "/sandbox/v1/authorization-tokens", s.sandboxMintToken)
+		s.handleAuthed(http.MethodPost, "/sandbox/v1/merchants", s.sandboxCreateMerchant)
+		s.handleAuthed(http.MethodGet, "/sandbox/v1/clock", s.sandboxGetClock)
+		s.handleAuthed(http.MethodPost, "/sandbox/v1/clock", s.sandboxSetClock)
+		s.handleAuthed(http.MethodGet, "/sandbox/v1/fixtures", s.sandboxFixtures)
+		s.handleAuthed(http.MethodPost, "/sandbox/v1/orders/:orderId/ledgers/:ledgerId/payments", s.sandboxPay)
+		s.handleAuthed(http.MethodPost, "/sandbox/v1/orders/:orderId/ledgers/:ledgerId/status", s.sandboxMark)
+		s.handleAuthed(http.MethodPost, "/sandbox/v1/orders/:orderId/risk", s.sandboxRisk)
+		s.handleAuthed(http.MethodPost, "/sandbox/v1/jobs/expire", s.sandboxExpire)
+		s.handleAuthed(http.MethodPost, "/sandbox/v1/settlements/run", s.sandboxSettle)
+		s.handleAuthed(http.MethodPost, "/sandbox/v1/jobs/autocapture", s.sandboxAutoCapture)
+		s.handleAuthed(http.MethodPost, "/sandbox/v1/jobs/tasks", s.sandboxTasks)
+		s.handleAuthed(http.MethodPost, "/sandbox/v1/jobs/notifications", s.sandboxDeliver)
 	}
 }
 

@@ -475,15 +475,32 @@ func methodLabel(method string) string {
 // metrics and logs, so that ids in paths do not blow up the label set.
 func (s *Server) handle(method, pattern string, h httprouter.Handle) {
 	s.served = append(s.served, method+" "+pattern)
-	s.handleOn(s.router, method, pattern, h)
+	s.handleOn(s.router, method, pattern, false, h)
 }
 
-// handleOn registers a route on router, with handle's wrapper.
-func (s *Server) handleOn(router *httprouter.Router, method, pattern string, h httprouter.Handle) {
+// handleAuthed registers a route that needs a merchant, as handle does.
+func (s *Server) handleAuthed(method, pattern string, h httprouter.Handle) {
+	s.served = append(s.served, method+" "+pattern)
+	s.handleOn(s.router, method, pattern, true, h)
+}
+
+// handleOn registers a route on router, with handle's wrapper. On a route
+// that needs a merchant the caller is authenticated before its query is
+// checked: a caller without credentials learns nothing of the parameters
+// the route reads, as every refusal it gets is the 401.
+func (s *Server) handleOn(router *httprouter.Router, method, pattern string, auth bool, h httprouter.Handle) {
 	params, checked := apiQuery[method+" "+pattern], queryChecked(pattern)
 	router.Handle(method, pattern, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		if sr, ok := w.(*statusRecorder); ok {
 			sr.route = pattern
+		}
+		if auth {
+			m, err := s.authenticate(r)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			*r = *r.WithContext(context.WithValue(r.Context(), merchantKey, m))
 		}
 		if checked {
 			if err := params.check(r.URL.RawQuery); err != nil {
@@ -493,19 +510,6 @@ func (s *Server) handleOn(router *httprouter.Router, method, pattern string, h h
 		}
 		h(w, r, p)
 	})
-}
-
-// authed wraps a handler that needs a merchant.
-func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, p httprouter.Params)) httprouter.Handle {
-	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-		m, err := s.authenticate(r)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		*r = *r.WithContext(context.WithValue(r.Context(), merchantKey, m))
-		h(w, r, p)
-	}
 }
 
 func (s *Server) call(r *http.Request) kassa.Call {

@@ -20,25 +20,25 @@ func (s *Server) sessionRoutes() {
 		src         session.Source
 	}{{"/v1/sessions", "id", session.SourceCheckout}, {"/v1/payment-sessions", "sessionId", session.SourcePayment}} {
 		src, param := api.src, api.param
-		s.handle(http.MethodPost, api.base, s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, _ httprouter.Params, b *session.CreateRequest) (*kassa.Result, error) {
+		s.handleAuthed(http.MethodPost, api.base, bodyOp(s, false, func(ctx context.Context, c kassa.Call, _ httprouter.Params, b *session.CreateRequest) (*kassa.Result, error) {
 			return s.ledger.CreateSession(ctx, c, src, b)
-		})))
-		s.handle(http.MethodGet, api.base+"/:"+param, s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		}))
+		s.handleAuthed(http.MethodGet, api.base+"/:"+param, func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 			v, err := s.ledger.GetSession(r.Context(), merchantOf(r.Context()), p.ByName(param), src)
 			if err != nil {
 				s.writeError(w, r, err)
 				return
 			}
 			writeJSON(w, http.StatusOK, v)
-		}))
-		s.handle(http.MethodPost, api.base+"/:"+param, s.authed(bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *session.UpdateRequest) (*kassa.Result, error) {
+		})
+		s.handleAuthed(http.MethodPost, api.base+"/:"+param, bodyOp(s, false, func(ctx context.Context, c kassa.Call, p httprouter.Params, b *session.UpdateRequest) (*kassa.Result, error) {
 			return s.ledger.UpdateSession(ctx, c, p.ByName(param), src, b)
-		})))
-		s.handle(http.MethodDelete, api.base+"/:"+param, s.authed(s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
+		}))
+		s.handleAuthed(http.MethodDelete, api.base+"/:"+param, s.op(func(ctx context.Context, c kassa.Call, p httprouter.Params) (*kassa.Result, error) {
 			return s.ledger.DeleteSession(ctx, c, p.ByName(param), src)
-		})))
+		}))
 	}
-	s.handle(http.MethodGet, "/v1/sessions", s.authed(s.listSessions))
+	s.handleAuthed(http.MethodGet, "/v1/sessions", s.listSessions)
 }
 
 func parseSessionQuery(r *http.Request) (session.Query, error) {

@@ -11,16 +11,16 @@ import (
 )
 
 func (s *Server) settlementRoutes() {
-	s.handle(http.MethodGet, "/v1/settlements", s.authed(s.listSettlements))
-	s.handle(http.MethodGet, "/v1/settlements/:settlementId", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	s.handleAuthed(http.MethodGet, "/v1/settlements", s.listSettlements)
+	s.handleAuthed(http.MethodGet, "/v1/settlements/:settlementId", func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		rec, err := s.ledger.GetSettlement(r.Context(), merchantOf(r.Context()), p.ByName("settlementId"))
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, rec)
-	}))
-	s.handle(http.MethodGet, "/v1/settlements/:settlementId/tx", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	})
+	s.handleAuthed(http.MethodGet, "/v1/settlements/:settlementId/tx", func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		var f fault.Fields
 		v := r.URL.Query()
 		size := settlement.DefaultPageSize
@@ -38,8 +38,8 @@ func (s *Server) settlementRoutes() {
 			return
 		}
 		writeJSON(w, http.StatusOK, page)
-	}))
-	s.handle(http.MethodGet, "/v1/settlements/:settlementId/export.csv", s.authed(func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	})
+	s.handleAuthed(http.MethodGet, "/v1/settlements/:settlementId/export.csv", func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		id := p.ByName("settlementId")
 		if _, err := s.ledger.GetSettlement(r.Context(), merchantOf(r.Context()), id); err != nil {
 			s.writeError(w, r, err)
@@ -56,7 +56,7 @@ func (s *Server) settlementRoutes() {
 			}
 			s.log.ErrorContext(r.Context(), "settlement export", "err", err)
 		}
-	}))
+	})
 }
 
 func (s *Server) listSettlements(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

@@ -98,3 +98,30 @@ func TestCheckTextDeepNestingStaysSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestHiddenControlCharactersRefused: text that would show something other
+// than what is stored (a control character, a line separator, a
+// bidirectional override) is refused with its path, as NUL is; tab and line
+// breaks, which a multi-line address or description may hold, are kept.
+func TestHiddenControlCharactersRefused(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, c := range []string{`\u0001`, `\u001b`, `\u007f`, `\u0085`, `\u009b`, `\u2028`, `\u2029`, `\u202e`, `\u202a`, `\u2066`, `\u2069`} {
+		for field, body := range map[string]string{
+			"reference":                 strings.Replace(orderBody, `"PO-1"`, `"PO`+c+`1"`, 1),
+			"orderLines[0].description": strings.Replace(orderBody, `"Tiles"`, `"Til`+c+`es"`, 1),
+			"metadata.k":                strings.Replace(orderBody, `"storeId":"s1",`, `"storeId":"s1","metadata":{"k":"v`+c+`"},`, 1),
+			"metadata":                  strings.Replace(orderBody, `"storeId":"s1",`, `"storeId":"s1","metadata":{"k`+c+`":"v"},`, 1),
+		} {
+			code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", body, e.auth, nil)
+			wantProblem(t, code, b, 400, "validation_failed")
+			if got := problemFields(b); got != field {
+				t.Errorf("%s in %s: fields %s", c, field, got)
+			}
+		}
+	}
+	body := strings.Replace(orderBody, `"Tiles"`, `"Tiles\tgrey\r\n2nd line"`, 1)
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", body, e.auth, nil)
+	if code != 200 {
+		t.Fatalf("tab and line breaks: %d %v", code, b)
+	}
+}

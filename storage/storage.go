@@ -81,10 +81,14 @@ type Tx interface {
 	Now() time.Time
 
 	// Merchants.
+	// GetMerchant reads a merchant (fault.NotFound when there is none).
 	GetMerchant(id string) (*Merchant, error)
+	// GetMerchantByClientID reads the merchant a client id belongs to
+	// (fault.NotFound when none does).
 	GetMerchantByClientID(clientID string) (*Merchant, error)
 	// PutMerchant creates or replaces a merchant; a client id belongs to one merchant.
 	PutMerchant(m *Merchant) error
+	// ListMerchants returns every merchant, by id.
 	ListMerchants() ([]*Merchant, error)
 	// HasMerchants reports whether the store holds any merchant, without
 	// reading them all (a server asks at every start).
@@ -101,21 +105,30 @@ type Tx interface {
 	// UpdateOrder replaces an order if o.Version is the stored version, and
 	// increments o.Version; otherwise it fails with fault.Conflict.
 	UpdateOrder(o *order.Order) error
+	// ListOrders returns one page of the merchant's orders that q selects,
+	// newest first (an OrderPage).
 	ListOrders(merchantID string, q OrderQuery) (OrderPage, error)
 	// OrdersExpiringBefore lists orders of any merchant whose expiresAt is
 	// before t (at most limit), for the expiry job.
 	OrdersExpiringBefore(t time.Time, limit int) ([]*order.Order, error)
 
 	// Authorization tokens.
+	// GetAuthorization reads a merchant's token (fault.NotFound when there is none).
 	GetAuthorization(merchantID, tok string) (*token.Authorization, error)
+	// PutAuthorization creates or replaces a token.
 	PutAuthorization(a *token.Authorization) error
 
 	// Customer tokens.
+	// GetCustomerToken reads a merchant's customer token (fault.NotFound
+	// when there is none).
 	GetCustomerToken(merchantID, id string) (*token.Customer, error)
+	// PutCustomerToken creates or replaces a customer token.
 	PutCustomerToken(c *token.Customer) error
 
 	// Checkout and payment sessions. A session can be found by its id, by
 	// the merchant's external id, and by the id of the order created from it.
+	// GetSession, GetSessionByExternalID and GetSessionByOrderID read a
+	// merchant's session by each of those (fault.NotFound when there is none).
 	GetSession(merchantID, id string) (*session.Session, error)
 	GetSessionByExternalID(merchantID, externalID string) (*session.Session, error)
 	GetSessionByOrderID(merchantID, orderID string) (*session.Session, error)
@@ -142,6 +155,7 @@ type Tx interface {
 	// SaveSettlement stores a batch's settlement (when it has one) and its
 	// transactions, and removes its keys from the queue.
 	SaveSettlement(b settlement.Batch) error
+	// GetSettlement reads a merchant's settlement (fault.NotFound when there is none).
 	GetSettlement(merchantID, id string) (*settlement.Settlement, error)
 	// ListSettlements pages the merchant's settlements, newest first; q must be validated.
 	ListSettlements(merchantID string, q settlement.Query) ([]*settlement.Settlement, string, error)
@@ -154,6 +168,7 @@ type Tx interface {
 	ScheduleTask(t *Task) error
 	// DueTasks lists up to limit tasks due at or before at, earliest first.
 	DueTasks(at time.Time, limit int) ([]*Task, error)
+	// DeleteTask removes a task (fault.NotFound when there is none).
 	DeleteTask(id string) error
 
 	// NextSequence returns the next number of a merchant's gapless series

@@ -483,7 +483,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if cacheBytes == 0 {
 		cacheBytes = -1
 	}
-	db, err := openStore(c.store, c.data, c.databaseURL, clock.Now, cacheBytes, 0, log, startTimeout)
+	db, err := serveStore(c.store, c.data, c.databaseURL, clock.Now, cacheBytes, 0, log, startTimeout)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store: %v\n", err)
 		return 1
@@ -572,10 +572,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Metrics: metrics, Version: Version, Companies: dir, Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox},
 		StoreTimeout: storeTimeout, TrustedProxies: proxies, SeparateOps: opsLn != nil, Backup: backup, BackupToken: c.backupToken,
 		Ready: func(ctx context.Context) error {
-			// A bolt store that stopped taking writes (a commit of unknown
-			// outcome) needs a restart, which a supervisor makes of this.
-			if bs != nil {
-				if err := bs.Healthy(); err != nil {
+			// A store that stopped taking writes (bolt, after a commit of
+			// unknown outcome) needs a restart, which a supervisor makes
+			// of this.
+			if h, ok := db.(interface{ Healthy() error }); ok {
+				if err := h.Healthy(); err != nil {
 					return err
 				}
 			}
@@ -943,6 +944,10 @@ func companies(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "imported %d %s companies; restart kassa serve to use them\n", len(cs), *country)
 	return 0
 }
+
+// serveStore opens serve's store: openStore, which a test wraps to watch
+// how serve uses its store.
+var serveStore = openStore
 
 // openStore opens the store the flags name; cacheBytes bounds its cache of decoded orders
 // (0: the default, negative: none). log hears why opening PostgreSQL waits.
