@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open(t)) })
 	t.Run("OutboxPerMerchant", func(t *testing.T) { testOutboxPerMerchant(t, open(t)) })
 	t.Run("OutboxRetention", func(t *testing.T) { testOutboxRetention(t, open(t)) })
+	t.Run("OutboxImmutable", func(t *testing.T) { testOutboxImmutable(t, open(t)) })
 	t.Run("RollbackAndReadOnly", func(t *testing.T) { testRollback(t, open(t)) })
 	t.Run("ListFilters", func(t *testing.T) { testList(t, open(t)) })
 	t.Run("CursorWalkWithConcurrentInserts", func(t *testing.T) { testCursorWalk(t, open(t)) })
@@ -1314,4 +1315,34 @@ func testStatusesAsOfLastChange(t *testing.T, s storage.Store) {
 			return nil
 		})
 	}
+}
+
+// testOutboxImmutable: a message's merchant and creation time place it in
+// the stores' indexes (a merchant's log, the retention sweep's walk), so an
+// update that changes either is refused and leaves the message as it was.
+func testOutboxImmutable(t *testing.T, s storage.Store) {
+	at := Now()
+	msg := func() *storage.OutboxMessage {
+		return &storage.OutboxMessage{ID: "n1", MerchantID: "m1", Topic: "order.event", OrderID: "o1", Payload: []byte(`{}`),
+			CreatedAt: at, NextAttempt: at}
+	}
+	update(t, s, func(tx storage.Tx) error { return tx.AddOutbox(msg()) })
+	moved := msg()
+	moved.CreatedAt, moved.Attempts = at.Add(-time.Hour), 1
+	other := msg()
+	other.MerchantID, other.Attempts = "m2", 1
+	for name, m := range map[string]*storage.OutboxMessage{"creation time": moved, "merchant": other} {
+		err := s.Update(ctx, func(tx storage.Tx) error { return tx.UpdateOutbox(m) })
+		wantKind(t, err, fault.Conflict)
+		if fault.CodeOf(err) != "outbox_immutable" {
+			t.Fatalf("update changing the %s: code %q, want outbox_immutable", name, fault.CodeOf(err))
+		}
+	}
+	view(t, s, func(tx storage.Tx) error {
+		got, err := tx.GetOutbox("m1", "n1")
+		if err != nil || !got.CreatedAt.Equal(at) || got.Attempts != 0 {
+			t.Fatalf("after refused updates: %+v %v", got, err)
+		}
+		return nil
+	})
 }
