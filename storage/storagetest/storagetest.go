@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("OutboxPerMerchant", func(t *testing.T) { testOutboxPerMerchant(t, open(t)) })
 	t.Run("OutboxRetention", func(t *testing.T) { testOutboxRetention(t, open(t)) })
 	t.Run("OutboxImmutable", func(t *testing.T) { testOutboxImmutable(t, open(t)) })
+	t.Run("OutboxDueBoundary", func(t *testing.T) { testOutboxDueBoundary(t, open(t)) })
 	t.Run("RollbackAndReadOnly", func(t *testing.T) { testRollback(t, open(t)) })
 	t.Run("ListFilters", func(t *testing.T) { testList(t, open(t)) })
 	t.Run("CursorWalkWithConcurrentInserts", func(t *testing.T) { testCursorWalk(t, open(t)) })
@@ -1345,4 +1346,29 @@ func testOutboxImmutable(t *testing.T, s storage.Store) {
 		}
 		return nil
 	})
+}
+
+// testOutboxDueBoundary: a message is pending from its NextAttempt on, to
+// the nanosecond, which stores keep: one due a nanosecond after the claim's
+// time is not handed out yet, with or without a cap per merchant.
+func testOutboxDueBoundary(t *testing.T, s storage.Store) {
+	at := Now()
+	update(t, s, func(tx storage.Tx) error {
+		return tx.AddOutbox(&storage.OutboxMessage{ID: "n1", MerchantID: "m1", Topic: "order.event", Payload: []byte(`{}`),
+			CreatedAt: at, NextAttempt: at.Add(time.Nanosecond)})
+	})
+	for _, perMerchant := range []int{0, 1} {
+		pending := func(at time.Time) int {
+			var n int
+			view(t, s, func(tx storage.Tx) error {
+				ms, err := tx.PendingOutbox(at, 10, perMerchant)
+				n = len(ms)
+				return err
+			})
+			return n
+		}
+		if before, due := pending(at), pending(at.Add(time.Nanosecond)); before != 0 || due != 1 {
+			t.Fatalf("perMerchant %d: pending a nanosecond before its time %d, at it %d; want 0, 1", perMerchant, before, due)
+		}
+	}
 }
