@@ -70,3 +70,21 @@ func TestAcknowledgeDoesNotBringAutoCaptureBeforeItsDelay(t *testing.T) {
 		t.Fatalf("after the delay: captured %d (%v), want 1", n, err)
 	}
 }
+
+// TestDisabledAutoCaptureNeverCaptures: an order whose auto-capture is
+// given but not enabled is never captured by the task runner.
+func TestDisabledAutoCaptureNeverCaptures(t *testing.T) {
+	now := time.Date(2026, 2, 2, 9, 0, 0, 0, time.UTC)
+	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{})
+	id := delayedCaptureOrder(t, f, "adv", &order.AutoCapture{Enabled: false, DelayMinutes: 30})
+	if _, err := f.ledger.Acknowledge(f.ctx, kassa.Call{MerchantID: f.merchant}, id); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Hour)
+	if n, err := f.ledger.RunAutoCapture(f.ctx, 10); err != nil || n != 0 {
+		t.Fatalf("disabled auto-capture: captured %d (%v), want 0", n, err)
+	}
+	if o, _, _ := f.ledger.GetOrder(f.ctx, f.merchant, id); o.Amounts().Captured != 0 {
+		t.Fatalf("captured %d", o.Amounts().Captured)
+	}
+}
