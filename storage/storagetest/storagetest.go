@@ -1035,6 +1035,7 @@ func testList(t *testing.T, s storage.Store) {
 		"created from":             {CreatedFrom: at(50)},
 		"created to":               {CreatedTo: at(3)},
 		"created same instant":     {CreatedFrom: at(30), CreatedTo: at(31)},
+		"created to that instant":  {CreatedTo: at(30)}, // createdTo is exclusive
 		"expires range":            {ExpiresFrom: exp(10), ExpiresTo: exp(20)},
 		"expires from":             {ExpiresFrom: exp(55)},
 		"q order id":               {Q: all[12].ID},
