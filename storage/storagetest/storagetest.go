@@ -45,6 +45,8 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open(t)) })
 	t.Run("OutboxPerMerchant", func(t *testing.T) { testOutboxPerMerchant(t, open(t)) })
 	t.Run("OutboxRetention", func(t *testing.T) { testOutboxRetention(t, open(t)) })
+	t.Run("OutboxImmutable", func(t *testing.T) { testOutboxImmutable(t, open(t)) })
+	t.Run("OutboxDueBoundary", func(t *testing.T) { testOutboxDueBoundary(t, open(t)) })
 	t.Run("RollbackAndReadOnly", func(t *testing.T) { testRollback(t, open(t)) })
 	t.Run("ListFilters", func(t *testing.T) { testList(t, open(t)) })
 	t.Run("CursorWalkWithConcurrentInserts", func(t *testing.T) { testCursorWalk(t, open(t)) })
@@ -1033,6 +1035,7 @@ func testList(t *testing.T, s storage.Store) {
 		"created from":             {CreatedFrom: at(50)},
 		"created to":               {CreatedTo: at(3)},
 		"created same instant":     {CreatedFrom: at(30), CreatedTo: at(31)},
+		"created to that instant":  {CreatedTo: at(30)}, // createdTo is exclusive
 		"expires range":            {ExpiresFrom: exp(10), ExpiresTo: exp(20)},
 		"expires from":             {ExpiresFrom: exp(55)},
 		"q order id":               {Q: all[12].ID},
@@ -1313,5 +1316,60 @@ func testStatusesAsOfLastChange(t *testing.T, s storage.Store) {
 			}
 			return nil
 		})
+	}
+}
+
+// testOutboxImmutable: a message's merchant and creation time place it in
+// the stores' indexes (a merchant's log, the retention sweep's walk), so an
+// update that changes either is refused and leaves the message as it was.
+func testOutboxImmutable(t *testing.T, s storage.Store) {
+	at := Now()
+	msg := func() *storage.OutboxMessage {
+		return &storage.OutboxMessage{ID: "n1", MerchantID: "m1", Topic: "order.event", OrderID: "o1", Payload: []byte(`{}`),
+			CreatedAt: at, NextAttempt: at}
+	}
+	update(t, s, func(tx storage.Tx) error { return tx.AddOutbox(msg()) })
+	moved := msg()
+	moved.CreatedAt, moved.Attempts = at.Add(-time.Hour), 1
+	other := msg()
+	other.MerchantID, other.Attempts = "m2", 1
+	for name, m := range map[string]*storage.OutboxMessage{"creation time": moved, "merchant": other} {
+		err := s.Update(ctx, func(tx storage.Tx) error { return tx.UpdateOutbox(m) })
+		wantKind(t, err, fault.Conflict)
+		if fault.CodeOf(err) != "outbox_immutable" {
+			t.Fatalf("update changing the %s: code %q, want outbox_immutable", name, fault.CodeOf(err))
+		}
+	}
+	view(t, s, func(tx storage.Tx) error {
+		got, err := tx.GetOutbox("m1", "n1")
+		if err != nil || !got.CreatedAt.Equal(at) || got.Attempts != 0 {
+			t.Fatalf("after refused updates: %+v %v", got, err)
+		}
+		return nil
+	})
+}
+
+// testOutboxDueBoundary: a message is pending from its NextAttempt on, to
+// the nanosecond, which stores keep: one due a nanosecond after the claim's
+// time is not handed out yet, with or without a cap per merchant.
+func testOutboxDueBoundary(t *testing.T, s storage.Store) {
+	at := Now()
+	update(t, s, func(tx storage.Tx) error {
+		return tx.AddOutbox(&storage.OutboxMessage{ID: "n1", MerchantID: "m1", Topic: "order.event", Payload: []byte(`{}`),
+			CreatedAt: at, NextAttempt: at.Add(time.Nanosecond)})
+	})
+	for _, perMerchant := range []int{0, 1} {
+		pending := func(at time.Time) int {
+			var n int
+			view(t, s, func(tx storage.Tx) error {
+				ms, err := tx.PendingOutbox(at, 10, perMerchant)
+				n = len(ms)
+				return err
+			})
+			return n
+		}
+		if before, due := pending(at), pending(at.Add(time.Nanosecond)); before != 0 || due != 1 {
+			t.Fatalf("perMerchant %d: pending a nanosecond before its time %d, at it %d; want 0, 1", perMerchant, before, due)
+		}
 	}
 }
