@@ -1,9 +1,11 @@
 package order_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/order/ordertest"
@@ -149,11 +151,12 @@ func TestExtendExpiry(t *testing.T) {
 	wantFault(t, o.ExtendExpiry(f.Env()), fault.NotAvailable, "action_not_available")
 	equal(t, "order after refused extension", snapshot(t, o), before)
 
-	// Past expiry: expired, no capture, no extension; the remainder can still be released.
+	// Past expiry: expired, no capture, no extension, no customer edit (the
+	// order is closed); the remainder can still be released.
 	f.Clock.T = o.ExpiresAt
 	now := f.Clock.Now()
 	equal(t, "statuses", o.Statuses(now), []order.Status{order.StatusUncaptured, order.StatusExpired})
-	equal(t, "actions", actions(o, &o.Uncaptured, f), []order.Action{order.ActionCancel, order.ActionEditCustomer})
+	equal(t, "actions", actions(o, &o.Uncaptured, f), []order.Action{order.ActionCancel})
 	wantFault(t, o.ExtendExpiry(f.Env()), fault.NotAvailable, "action_not_available")
 	equal(t, "expired order after refused extension", snapshot(t, o), before)
 }
@@ -339,4 +342,34 @@ func TestClosedOrderAwaitsNoAcknowledgement(t *testing.T) {
 			equal(t, "order after refused acknowledgement", snapshot(t, o), before)
 		})
 	}
+}
+
+// TestEditCustomerAfterExpiry: an expired order with nothing captured is
+// closed, and closed to customer edits as to every other; one with a live
+// capture keeps them, for the documents still to come of it.
+func TestEditCustomerAfterExpiry(t *testing.T) {
+	f := ordertest.New()
+	empty := f.Order(t)
+	captured := f.Order(t, ordertest.Line("a", 1, 10000, 2500), ordertest.Line("b", 1, 20000, 2500))
+	if _, err := capture.Partial(captured, &capture.PartialRequest{OrderLines: []order.LineInput{ordertest.ByID(captured.Uncaptured.Lines[0].ID)},
+		TotalCaptureAmount: ptr(10000)}, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	f.Clock.T = empty.ExpiresAt.Add(time.Second)
+	edit := &order.EditCustomerRequest{Email: ordertest.Ptr("late@buyer.example")}
+
+	if slices.Contains(actions(empty, &empty.Uncaptured, f), order.ActionEditCustomer) {
+		t.Fatalf("editCustomer offered on an expired order with nothing captured: %v", actions(empty, &empty.Uncaptured, f))
+	}
+	before := snapshot(t, empty)
+	wantFault(t, empty.EditCustomer(edit, f.Env()), fault.NotAvailable, "action_not_available")
+	equal(t, "expired order after refused edit", snapshot(t, empty), before)
+
+	if !slices.Contains(actions(captured, &captured.Uncaptured, f), order.ActionEditCustomer) {
+		t.Fatalf("editCustomer not offered on an expired order with a capture: %v", actions(captured, &captured.Uncaptured, f))
+	}
+	if err := captured.EditCustomer(edit, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "email", captured.Customer.Email, "late@buyer.example")
 }

@@ -403,9 +403,11 @@ func (o *Order) open(now time.Time) bool {
 	return !o.Cancelled && len(o.Uncaptured.Lines) > 0 && !o.Expired(now) && o.Hold != HoldFraudDeny
 }
 
-// alive reports whether the order still has anything to manage.
-func (o *Order) alive() bool {
-	return o.Hold != HoldFraudDeny && (len(o.Uncaptured.Lines) > 0 || o.liveCaptures() > 0)
+// alive reports whether the order still has anything to manage: a live
+// capture, whose documents are still to come, or lines that may still be
+// captured. An expired order with nothing captured is closed (Closed).
+func (o *Order) alive(now time.Time) bool {
+	return o.Hold != HoldFraudDeny && !o.Closed(now)
 }
 
 // RemainingAuthorization is what may still be captured.
@@ -476,7 +478,7 @@ func (o *Order) actions(l *Ledger, now time.Time, p Policy, refunded Totals, siz
 		if o.open(now) && fits(1, 1-len(l.Lines)) { // an edit to one line
 			acts = append(acts, ActionEditOrder)
 		}
-		if o.alive() && fits(1, 0) {
+		if o.alive(now) && fits(1, 0) {
 			acts = append(acts, ActionEditCustomer)
 		}
 		if o.open(now) && len(o.Captured) == 0 && o.PaymentMethod.Type != PayAdvanceInvoice && fits(1, 0) {
