@@ -30,6 +30,8 @@ func TestSignVerify(t *testing.T) {
 	}{
 		{"valid", "whsec_k", sig, body, at, true},
 		{"valid within tolerance", "whsec_k", sig, body, at.Add(4 * time.Minute), true},
+		{"exactly the tolerance old", "whsec_k", sig, body, at.Add(5 * time.Minute), true},
+		{"exactly the tolerance ahead", "whsec_k", sig, body, at.Add(-5 * time.Minute), true},
 		{"second signature of a rotation", "whsec_k", "t=1795428000,v1=00," + sig[len("t=1795428000,"):], body, at, true},
 		{"wrong secret", "whsec_x", sig, body, at, false},
 		{"tampered body", "whsec_k", sig, append([]byte{' '}, body...), at, false},
@@ -145,6 +147,21 @@ func TestSubscriptions(t *testing.T) {
 	if err := ValidateSubscriptions(make([]string, MaxSubscriptions+1)); !fault.Is(err, fault.Invalid) {
 		t.Errorf("too many: %v", err)
 	}
+	full := make([]string, MaxSubscriptions)
+	for i := range full {
+		full[i] = AllOrderEvents
+	}
+	if err := ValidateSubscriptions(full); err != nil {
+		t.Errorf("%d topics: %v", MaxSubscriptions, err)
+	}
+	for _, topic := range []string{TopicAcknowledgementReminder, TopicExpiryReminder, TopicSessionAuthorized, TopicDocumentResent} {
+		if err := ValidateSubscriptions([]string{topic}); err != nil {
+			t.Errorf("%s: %v", topic, err)
+		}
+	}
+	if err := ValidateSubscriptions([]string{TopicAcknowledgementRequired}); err != nil {
+		t.Errorf("naming the topic always sent: %v", err)
+	}
 }
 
 func TestValidateURL(t *testing.T) {
@@ -156,7 +173,8 @@ func TestValidateURL(t *testing.T) {
 		"/relative":                            false,
 		"https://user:pw@x.example/":           false,
 		"https://x.example/#frag":              false,
-		"https://" + strings.Repeat("a", MaxURLLength) + ".example/": false,
+		"https://" + strings.Repeat("a", MaxURLLength) + ".example/":                       false,
+		"https://x.example/" + strings.Repeat("a", MaxURLLength-len("https://x.example/")): true,
 	} {
 		if err := ValidateURL(raw); (err == nil) != ok {
 			t.Errorf("ValidateURL(%.40q) = %v, want ok=%v", raw, err, ok)

@@ -214,6 +214,13 @@ var allowed = map[[2]State]bool{
 	{StateAuthorized, StateCompleted}: true, {StateAuthorized, StateCancelled}: true,
 }
 
+// opFrom lists the states each operation of TestLifecycleProperty may
+// succeed from (nil: any, the clock).
+var opFrom = [...][]State{
+	1: {StateCreated}, 2: {StateCreated}, 3: {StateAuthorized}, 4: {StateCreated, StateAuthorized},
+	5: {StateCreated}, 6: {StateCreated},
+}
+
 // TestLifecycleProperty runs random operations and checks after every step
 // that the state moved only along the documented lifecycle, that a refused
 // operation changed nothing, and that the record agrees with its state.
@@ -230,7 +237,8 @@ func TestLifecycleProperty(t *testing.T) {
 			before := *s
 			prev := s.StateAt(now)
 			var err error
-			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			op := rapid.IntRange(0, 6).Draw(rt, "op")
+			switch op {
 			case 0:
 				now = now.Add(time.Duration(rapid.IntRange(0, 30*60).Draw(rt, "minutes")) * time.Minute)
 			case 1:
@@ -245,8 +253,15 @@ func TestLifecycleProperty(t *testing.T) {
 				err = s.Cancel("declined", now)
 			case 5:
 				err = s.Update(&UpdateRequest{MerchantReference: ordertest.Ptr("r")}, ids, now)
+			case 6:
+				err = s.Decline(now)
 			}
 			cur := s.StateAt(now)
+			// What the buyer approved is fixed: only a session awaiting the
+			// buyer is updated or declined; only an approved one completed.
+			if from := opFrom[op]; err == nil && from != nil && !slices.Contains(from, prev) {
+				rt.Fatalf("op %d accepted on a session that was %s", op, prev)
+			}
 			if err != nil {
 				if s.State != before.State || s.UpdatedAt != before.UpdatedAt || s.Totals != before.Totals {
 					rt.Fatalf("refused operation changed the session: %v", err)

@@ -243,6 +243,8 @@ func TestAuthorizationValidate(t *testing.T) {
 		{"zero approved with an amount", func(a *token.Authorization) { a.ApprovedZero = true }, []string{"approvedZero"}},
 		{"expires at creation", func(a *token.Authorization) { a.ExpiresAt = a.CreatedAt }, []string{"expiresAt"}},
 		{"already used", func(a *token.Authorization) { a.UsedAt, a.UsedFor = &used, "order:o1" }, []string{"usedAt"}},
+		{"already deleted", func(a *token.Authorization) { a.Deleted = true }, []string{"usedAt"}},
+		{"already expired", func(a *token.Authorization) { a.Expired = true }, []string{"usedAt"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := auth()
@@ -272,5 +274,81 @@ func TestMaskedAccountEndsInDigits(t *testing.T) {
 		if !ok || len(tail) != 4 || strings.Trim(tail, "0123456789") != "" {
 			t.Errorf("token %q: maskedAccount %q, want \"**** **** **** \" and four digits", id, m)
 		}
+	}
+}
+
+// A token whose buyer approved 0 (a session totalling 0) has a ceiling of 0:
+// its approval must say so, or the order it makes may be for any amount.
+func TestApprovalCarriesAZeroCeiling(t *testing.T) {
+	a := auth()
+	a.ApprovedAmount, a.ApprovedZero = 0, true
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ap := a.Approval(false)
+	if !ap.ApprovedZero || ap.ApprovedAmount != 0 {
+		t.Fatalf("approval %+v, want a ceiling of 0", ap)
+	}
+	f := ordertest.New()
+	r := ordertest.CreateRequest(ordertest.Line("Small", 1, 100, 2500))
+	lines, mode, err := order.ValidateCreate(r, false, f.IDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = order.Create("m1", r, lines, mode, ap, f.Env())
+	wantFault(t, err, fault.Invalid, "authorization_exceeded", "totalOrderAmount")
+}
+
+// An order from a customer token is made for the buyer the authorization
+// approved: its risk tags (a blacklisted buyer's orders are fraudDeny) and
+// its company number in the form it was authorized in, whatever form the
+// merchant sent.
+func TestCustomerTokenKeepsTheAuthorizedBuyer(t *testing.T) {
+	a := auth()
+	a.RiskTags = []order.RiskTag{order.RiskBlacklisted}
+	r := customerRequest()
+	r.Customer.CompanyID = "556000-0001"
+	c, err := token.NewCustomer(a, r, "ctok-1", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CompanyID != "5560000001" || c.Currency != "SEK" || c.CompanyName != "Buyer AB" {
+		t.Fatalf("customer token %+v", c)
+	}
+	ap, err := c.Approval(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ap.RiskTags, []order.RiskTag{order.RiskBlacklisted}) || ap.Buyer.CompanyID != "5560000001" ||
+		ap.Currency != "SEK" || ap.Country != "SE" || ap.PaymentMethod != a.PaymentMethod {
+		t.Fatalf("approval %+v", ap)
+	}
+}
+
+// The authorization's risk tags go into the order made from it: a
+// blacklisted buyer's order is fraudDeny, a possible fraud's onHold.
+func TestApprovalCarriesTheRiskTags(t *testing.T) {
+	a := auth()
+	a.RiskTags = []order.RiskTag{order.RiskPossibleFraud}
+	if ap := a.Approval(false); !slices.Equal(ap.RiskTags, a.RiskTags) || ap.PaymentMethod != a.PaymentMethod ||
+		ap.Currency != "SEK" || ap.Country != "SE" {
+		t.Fatalf("approval %+v", ap)
+	}
+}
+
+// A customer token takes what the merchant sent and falls back to what the
+// buyer gave at checkout; the masked account ends in the id's own digits.
+func TestCustomerTokenPrefersTheMerchantsDetails(t *testing.T) {
+	a := auth()
+	a.Buyer.BillingAddress = &order.Address{City: "Lund"}
+	r := customerRequest()
+	r.Customer.Email = "merchant@buyer.example"
+	c, err := token.NewCustomer(a, r, "ctok-19999", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Email != "merchant@buyer.example" || c.BillingAddress == nil || c.BillingAddress.City != "Lund" ||
+		c.Account.MaskedAccount != "**** **** **** 9999" {
+		t.Fatalf("customer token %+v", c)
 	}
 }
