@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,19 @@ func TestLoadKeyRefusesABadKeyFile(t *testing.T) {
 		}
 		if after, _ := os.ReadFile(path); string(after) != string(before) {
 			t.Errorf("%s key file: replaced", name)
+		}
+	}
+}
+
+// TestOrderCacheBoundsChecked: --order-cache-mb takes 0 to 1048576 (MiB, a
+// TiB); past it the byte count would overflow. Refused before the store is
+// looked at (here a bogus one).
+func TestOrderCacheBoundsChecked(t *testing.T) {
+	for _, v := range []string{"-1", "1048577", "9223372036854775807"} {
+		var out, errb bytes.Buffer
+		args := []string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--store", "bogus", "--order-cache-mb", v}
+		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--order-cache-mb") {
+			t.Errorf("--order-cache-mb %s: exit %d, %s", v, code, errb.String())
 		}
 	}
 }
