@@ -280,3 +280,56 @@ func TestSearchCostsNothingPerWordBeyondTheLongestName(t *testing.T) {
 		t.Fatalf("v g b: %v", got)
 	}
 }
+
+// TestSearchKeepsLimitRankAndFlags: each step of a search stays within the
+// limit, a name whose first word matches the query's first comes first,
+// only the exact name is flagged exact, and so on for the smaller rules
+// hand-made mutants showed no test held.
+func TestSearchKeepsLimitRankAndFlags(t *testing.T) {
+	d := NewDirectory()
+	d.Set("SE", []Company{
+		{ID: "5560000001", Name: "Göta Bygg AB", Country: "SE"},
+		{ID: "5560000019", Name: "Göta Bygg Bo AB", Country: "SE"},
+		{ID: "5560000027", Name: "Göta Bygg Västra Anläggning AB", Country: "SE"},
+		{ID: "5560000035", Name: "Allt Göta Bygg AB", Country: "SE"},
+		{ID: "5560000043", Name: "Bygg Väst Göta AB", Country: "SE"},
+		{ID: "5560000050", Name: "Väst Göta Bygg AB", Country: "SE"},
+		{ID: "5560000068", Name: "Västra Göta Bygg Akustik AB", Country: "SE"},
+	})
+	d.Set("NO", []Company{{ID: "910000001", Name: "Nordisk Data AS", Country: "NO"}})
+	d.Set("GB", []Company{{ID: "01234567", Name: "Acme Widgets Ltd", Country: "GB"}})
+	ids := func(ms []Match) string {
+		var s []string
+		for _, m := range ms {
+			s = append(s, m.CompanyID[len(m.CompanyID)-2:])
+			if m.ExactMatch {
+				s[len(s)-1] += "!"
+			}
+		}
+		return strings.Join(s, " ")
+	}
+	for _, c := range []struct {
+		country, q string
+		limit      int
+		want       string
+	}{
+		{"SE", "göta bygg", 10, "01! 19 27 35 43 50 68"},
+		{"SE", "göta bygg", 2, "01! 19"},
+		{"SE", "göta bygg v", 2, "27 43"},               // step 1, then step 2 in the room left
+		{"SE", "göta bygg ak", 2, "68 01!"},             // a legal form being typed: then the names without it
+		{"SE", "bygg göta", 10, "43 35 01 19 27 50 68"}, // first word first, then alphabetical
+		{"SE", "göta göta", 10, ""},                     // two query words never match one word
+		{"SE", "5560000001", 0, ""},
+		{"NO", "data nord", 10, "01"}, // as many words as the longest name
+		{"GB", "acme", 10, "67"},      // no check digit: a name, though 4–20 alphanumerics
+	} {
+		if got := ids(d.Search(c.country, c.q, c.limit)); got != c.want {
+			t.Errorf("Search(%s, %q, %d) = %s, want %s", c.country, c.q, c.limit, got, c.want)
+		}
+	}
+	for n, want := range map[string]bool{"abc": false, "abcd": true, strings.Repeat("a", 20): true, strings.Repeat("a", 21): false} {
+		if ValidNumber("GB", n) != want {
+			t.Errorf("ValidNumber(GB, %d characters) = %v", len(n), !want)
+		}
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"pgregory.net/rapid"
 
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/order/ordertest"
 	"github.com/kassahq/kassa/ordercache"
 )
 
@@ -145,4 +147,94 @@ func TestDecodedConcurrentReadersAndWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestDecodedDoesNotRetainTheCallersBytes: a store may reuse the buffer it
+// read an order into (bbolt's memory map, a reused row buffer); the cache
+// must have copied the bytes it compares, or it would serve the order
+// decoded from the old bytes for whatever the buffer holds next.
+func TestDecodedDoesNotRetainTheCallersBytes(t *testing.T) {
+	d := ordercache.NewDecoded(1 << 20)
+	js1, _ := json.Marshal(&order.Order{ID: "o", MerchantID: "m", Version: 1, Metadata: map[string]string{"v": "a"}})
+	js2, _ := json.Marshal(&order.Order{ID: "o", MerchantID: "m", Version: 1, Metadata: map[string]string{"v": "b"}})
+	buf := bytes.Clone(js1)
+	if got, err := d.Order("m/o", buf); err != nil || got.Metadata["v"] != "a" {
+		t.Fatalf("first read: %+v %v", got, err)
+	}
+	copy(buf, js2)
+	if got, err := d.Order("m/o", buf); err != nil || got.Metadata["v"] != "b" {
+		t.Fatalf("read of the reused buffer: %q %v, want b", got.Metadata["v"], err)
+	}
+}
+
+// TestDecodedHoldsItsBudgetsWorth: as TestCacheHoldsItsBudgetsWorth, for
+// decoded orders: about the budget's worth held (not one per shard, nor 16
+// times it), the one just read kept, less after one order changed many
+// times, and no entry larger than a shard may hold.
+func TestDecodedHoldsItsBudgetsWorth(t *testing.T) {
+	const budget = 256 << 10 // 16 KiB per shard
+	d := ordercache.NewDecoded(budget)
+	encode := func(id string, version int64) []byte {
+		js, err := json.Marshal(&order.Order{ID: id, MerchantID: "m", Version: version, MerchantReference: string(make([]byte, 300))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	fill := func() {
+		for i := range 2000 {
+			key := fmt.Sprintf("m/order-%04d", i)
+			js := encode(key[2:], 1)
+			d.Order(key, js)
+			misses := d.Misses()
+			if _, err := d.Order(key, js); err != nil || d.Misses() != misses {
+				t.Fatalf("%s: the order just read was evicted (%v)", key, err)
+			}
+		}
+	}
+	fill()
+	full := d.Len()
+	size := len(encode("order-0000", 1))
+	if most := budget / (3 * size); full < 2*16 || full > most {
+		t.Fatalf("a full cache holds %d orders of %d bytes, want from 32 to %d", full, size, most)
+	}
+	for v := range int64(500) {
+		o := &order.Order{ID: "order-9999", MerchantID: "m", Version: 2 + v, MerchantReference: string(make([]byte, 300))}
+		js, _ := json.Marshal(o)
+		d.Written("m/order-9999", js, o)
+	}
+	fill()
+	if n := d.Len(); n != full {
+		t.Fatalf("after one order changed 500 times the cache holds %d orders, want %d", n, full)
+	}
+	big, _ := json.Marshal(&order.Order{ID: "big", MerchantReference: string(make([]byte, 6<<10))})
+	d.Order("m/big", big)
+	misses := d.Misses()
+	if _, err := d.Order("m/big", big); err != nil || d.Misses() != misses+1 {
+		t.Fatalf("held an order larger than a shard's budget (%v)", err)
+	}
+}
+
+// TestDecodedMemoryStaysWithinBudget: what a full cache of decoded orders
+// holds, bytes and orders, stays near its budget.
+func TestDecodedMemoryStaysWithinBudget(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t, ordertest.Line("Widget", 1, 10000, 2500), ordertest.Line("Gadget", 2, 5000, 2500))
+	o.MerchantID = "m"
+	js, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const budget = 16 << 20
+	before := heapInUse()
+	d := ordercache.NewDecoded(budget)
+	for i := range 3 * budget / len(js) {
+		d.Order(fmt.Sprintf("m/order-%08d", i), bytes.Clone(js))
+	}
+	used := heapInUse() - before
+	runtime.KeepAlive(d)
+	if used > budget*5/4 {
+		t.Fatalf("a cache of %d MiB holds %.1f MiB (%d orders of %d bytes)", budget>>20, float64(used)/(1<<20), d.Len(), len(js))
+	}
+	t.Logf("%.1f MiB, %d orders of %d bytes", float64(used)/(1<<20), d.Len(), len(js))
 }

@@ -217,3 +217,47 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// TestCacheHoldsItsBudgetsWorth: the cache's count of what it holds stays
+// true through evictions and replacements, so it keeps about its budget's
+// worth of entries (not one per shard, nor less after an order changed many
+// times), always the one just put, and never a body larger than a shard may
+// hold.
+func TestCacheHoldsItsBudgetsWorth(t *testing.T) {
+	o := ordertest.New().Order(t)
+	o.MerchantID, o.Version = "m", 1
+	now := o.CreatedAt
+	c := ordercache.New(256 << 10) // 16 KiB per shard
+	body := make([]byte, 1000)
+	fill := func() {
+		for i := range 2000 {
+			p := *o
+			p.ID = fmt.Sprintf("order-%04d", i)
+			c.Put(&p, now, time.Time{}, body)
+			if _, ok := c.Get("m", p.ID, 1, now, now); !ok {
+				t.Fatalf("%s: the entry just put was evicted", p.ID)
+			}
+		}
+	}
+	fill()
+	full := c.Len()
+	if full < 2*16 {
+		t.Fatalf("a full cache holds %d entries of 1000 bytes, about one per shard", full)
+	}
+	p := *o
+	p.ID = "order-9999"
+	for v := range int64(500) {
+		p.Version = 2 + v
+		c.Put(&p, now, time.Time{}, body)
+	}
+	fill()
+	if n := c.Len(); n != full {
+		t.Fatalf("after one order changed 500 times the cache holds %d entries, want %d", n, full)
+	}
+	big := *o
+	big.ID = "order-big"
+	c.Put(&big, now, time.Time{}, make([]byte, 17<<10))
+	if _, ok := c.Get("m", big.ID, 1, now, now); ok {
+		t.Fatal("held a body larger than a shard's budget")
+	}
+}

@@ -110,3 +110,35 @@ func TestMerchantCloneIsDeep(t *testing.T) {
 		}
 	}
 }
+
+// TestMerchantCacheCopiesAndBounds: the bytes an entry is compared with are
+// its own (a store may reuse the buffer it read into: bbolt's memory map),
+// a changed merchant's new bytes are kept, and the cache holds exactly
+// maxCachedMerchants merchants however many are read.
+func TestMerchantCacheCopiesAndBounds(t *testing.T) {
+	var c MerchantCache
+	v1 := encodeMerchant(t, Merchant{ID: "m1", Name: "aaa"})
+	v2 := encodeMerchant(t, Merchant{ID: "m1", Name: "bbb"})
+	buf := append([]byte(nil), v1...)
+	if m, err := c.Decode("m1", buf); err != nil || m.Name != "aaa" {
+		t.Fatalf("first decode: %+v %v", m, err)
+	}
+	copy(buf, v2)
+	if m, err := c.Decode("m1", buf); err != nil || m.Name != "bbb" {
+		t.Fatalf("decode of the reused buffer: %+v %v, want bbb", m, err)
+	}
+	if v, ok := c.m.Load("m1"); !ok || string(v.(*merchantEntry).raw) != string(v2) {
+		t.Fatal("a changed merchant's new bytes were not kept")
+	}
+	for i := range maxCachedMerchants + 10 {
+		id := fmt.Sprintf("m%05d", i)
+		if _, err := c.Decode(id, encodeMerchant(t, Merchant{ID: id})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := 0
+	c.m.Range(func(any, any) bool { held++; return true })
+	if held != maxCachedMerchants || c.n.Load() != maxCachedMerchants {
+		t.Fatalf("holds %d merchants (counted %d), want %d", held, c.n.Load(), maxCachedMerchants)
+	}
+}

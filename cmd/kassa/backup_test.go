@@ -225,3 +225,55 @@ func TestStartRemovesABackupSpoolOfAnyAge(t *testing.T) {
 		t.Errorf("a backup spool left by a run that died a moment ago is still there after the start")
 	}
 }
+
+// TestBackupHoldsWhatIsThereAndOnlyFiles: a backup of a directory without
+// a sandbox clock (a server run with --sandbox=false) holds the store, the
+// key and every companies/*.csv file, skips what is no regular file, and
+// ends as a complete tar (its two zero blocks); the start's sweep of spool
+// files leaves a directory of that name alone.
+func TestBackupHoldsWhatIsThereAndOnlyFiles(t *testing.T) {
+	data := t.TempDir()
+	st, err := bolt.Open(filepath.Join(data, "kassa.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	files := map[string]string{"server.key": "00ff\n", "companies/SE.csv": "id,name\n5560360793,Göta Bygg AB\n", "companies/NO.csv": "id,name\n"}
+	for name, content := range files {
+		p := filepath.Join(data, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"companies/old.csv", ".backup.dir"} {
+		if err := os.Mkdir(filepath.Join(data, filepath.FromSlash(d)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var archive bytes.Buffer
+	if err := writeBackup(&archive, data, st); err != nil {
+		t.Fatal(err)
+	}
+	if b := archive.Bytes(); len(b) < 1024 || !bytes.Equal(b[len(b)-1024:], make([]byte, 1024)) {
+		t.Error("the archive does not end with tar's two zero blocks")
+	}
+	restored := t.TempDir()
+	names := untar(t, archive.Bytes(), restored)
+	if got, want := strings.Join(names, " "), "kassa.db server.key companies/NO.csv companies/SE.csv"; got != want {
+		t.Errorf("the backup holds %s, want %s", got, want)
+	}
+	for name, content := range files {
+		if b, _ := os.ReadFile(filepath.Join(restored, filepath.FromSlash(name))); string(b) != content {
+			t.Errorf("%s restored as %q, want %q", name, b, content)
+		}
+	}
+	if n, err := removeBackupSpools(data); n != 0 || err != nil {
+		t.Errorf("the spool sweep removed %d, %v; want none", n, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(data, ".backup*")); len(left) != 1 {
+		t.Errorf("the data directory holds %v after the backup, want only the directory", left)
+	}
+}

@@ -642,6 +642,7 @@ func TestBackupTokenChecked(t *testing.T) {
 	const good = "backup-token-0123456789abcdef"
 	for _, c := range []struct{ token, ops, want string }{
 		{"short-token", "127.0.0.1:0", "at least 24"},
+		{"backup-token-0123456789", "127.0.0.1:0", "at least 24"}, // 23
 		{good, "", "--ops-addr"},
 		{good + "\n", "127.0.0.1:0", "whitespace"},
 		{" " + good, "127.0.0.1:0", "whitespace"},

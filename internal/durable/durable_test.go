@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,6 +90,14 @@ func TestRemoveLeftovers(t *testing.T) {
 	key := write("server.key", time.Hour)
 	other := write(".other.789", time.Hour)
 	oldCSV := write(".SE.csv.42", time.Hour)
+	// Only regular files are taken: a directory of that name is no write's.
+	oldDir := filepath.Join(dir, ".server.key.789")
+	if err := os.Mkdir(oldDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if at := time.Now().Add(-time.Hour); os.Chtimes(oldDir, at, at) != nil {
+		t.Fatal("chtimes")
+	}
 	n, err := RemoveLeftovers(filepath.Join(dir, "server.key"))
 	if err != nil || n != 1 {
 		t.Fatalf("removed %d, %v; want 1", n, err)
@@ -96,9 +105,54 @@ func TestRemoveLeftovers(t *testing.T) {
 	if n, err := RemoveLeftovers(filepath.Join(dir, "*.csv")); err != nil || n != 1 {
 		t.Fatalf("csv: removed %d, %v; want 1", n, err)
 	}
-	for p, want := range map[string]bool{old: false, young: true, key: true, other: true, oldCSV: false} {
+	for p, want := range map[string]bool{old: false, young: true, key: true, other: true, oldCSV: false, oldDir: true} {
 		if _, err := os.Stat(p); (err == nil) != want {
 			t.Errorf("%s: present %v, want %v", filepath.Base(p), err == nil, want)
 		}
+	}
+}
+
+// TestWriteFileModeAndErrors: the file gets the mode asked for, not the
+// temporary file's 0600; a file that cannot be put in place (a directory is
+// there) is an error; and the temporary file is made beside the file, not
+// in TMPDIR, where a rename could cross file systems.
+func TestWriteFileModeAndErrors(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", filepath.Join(dir, "no-such-tmp"))
+	path := filepath.Join(dir, "companies.csv")
+	if err := WriteFile(path, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("mode %v %v, want 0644", fi.Mode(), err)
+	}
+	taken := filepath.Join(dir, "taken")
+	if err := os.MkdirAll(filepath.Join(taken, "inside"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(taken, []byte("x"), 0o600); err == nil {
+		t.Fatal("replacing a directory succeeded")
+	}
+}
+
+// TestLeftoverOfADeadWriteIsRemoved: the temporary file a write leaves
+// when its process dies before putting it in place is what RemoveLeftovers
+// removes, once old enough.
+func TestLeftoverOfADeadWriteIsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "server.key")
+	died := errors.New("died")
+	_, err := place(path, []byte("x"), 0o600, func(tmp, _ string) error {
+		old := time.Now().Add(-time.Hour)
+		if err := os.Chtimes(tmp, old, old); err != nil {
+			return err
+		}
+		if n, err := RemoveLeftovers(path); n != 1 || err != nil {
+			t.Errorf("the leftover %s: removed %d, %v; want 1", tmp, n, err)
+		}
+		return died
+	})
+	if !errors.Is(err, died) {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/server"
+	"github.com/kassahq/kassa/settlement"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/token"
+)
+
+// TestDrainStopsAtBudgetCancelOrError: a job's steps go on while it has
+// more to do, up to (not past) its budget, and no further once the context
+// ends or, for a batch job, once a step fails.
+func TestDrainStopsAtBudgetCancelOrError(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 2, 0, 0, 0, time.UTC)
+	var at time.Time
+	j := &jobs{log: slog.New(slog.NewTextHandler(io.Discard, nil)), wall: func() time.Time { return at }, budget: 10 * time.Second}
+	steps := 0
+	// Each step takes 5 s: the second ends at the budget, where the job stops.
+	at = t0
+	left := j.drain(context.Background(), func() bool {
+		steps++
+		at = at.Add(5 * time.Second)
+		return steps < 100
+	})
+	if !left || steps != 2 {
+		t.Errorf("steps of 5 s in a budget of 10 s: %d steps, left %v; want 2, true", steps, left)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	steps = 0
+	if left := j.drain(ctx, func() bool { steps++; return steps < 100 }); left || steps != 1 {
+		t.Errorf("cancelled: %d steps, left %v; want 1, false", steps, left)
+	}
+	steps = 0
+	left = j.batches(context.Background(), "job", "done", func() (int, bool, error) {
+		steps++
+		return 1, steps < 100, errors.New("store down")
+	})
+	if left || steps != 1 {
+		t.Errorf("failing batch: %d steps, left %v; want 1, false", steps, left)
+	}
+}
+
+// downStore fails every write while down is set.
+type downStore struct {
+	storage.Store
+	down atomic.Bool
+}
+
+func (s *downStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	if s.down.Load() {
+		return errors.New("store down")
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// TestFailedSettlementRunIsTriedAgain: a day's settlement run that failed
+// (the store was down) is run again at the next pass, not a day later, and
+// settles what occurred before the day's settlement time, not before the
+// pass (a capture after it waits for the next day's run, as on every
+// replica).
+func TestFailedSettlementRunIsTriedAgain(t *testing.T) {
+	dir := t.TempDir()
+	clock := server.NewClock(true)
+	if err := clock.PersistTo(filepath.Join(dir, "sandbox-clock.json")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := clock.Now()
+	_, st, creds := sandboxCapture(t, dir, clock)
+	defer st.Close()
+	down := &downStore{Store: st}
+	l := kassa.New(down, kassa.Options{})
+	settleAt := now.Add(time.Hour).UTC()
+	if err := clock.Advance(time.Hour + time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// A capture after the settlement time, before the pass.
+	now = clock.Now()
+	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t2", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	one := int64(1)
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t2", &order.CreateRequest{Country: "SE", Currency: "SEK",
+		Locale: "sv-SE", OrderLines: []order.LineInput{{Description: new("late"), Quantity: &one, UnitPrice: new(int64(5000)), Vat: new(int64(2500))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID}, res.Order.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	j := &jobs{ledger: l, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock, settleAt: settleAt, wall: time.Now, budget: time.Second}
+	j.nextSettle = settleCutoff(clock.Now(), settleAt)
+	down.down.Store(true)
+	j.pass(ctx)
+	down.down.Store(false)
+	j.pass(ctx)
+	page, err := l.ListSettlements(ctx, creds.MerchantID, settlement.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Settlements) != 1 {
+		t.Fatalf("%d settlements after a failed run and a pass, want 1", len(page.Settlements))
+	}
+	if g := page.Settlements[0].GrossAmount.MinorUnits; g != 10000 {
+		t.Fatalf("the day's settlement is of %d, want 10000 (the capture before the settlement time)", g)
+	}
+}
