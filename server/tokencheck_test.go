@@ -34,6 +34,13 @@ func TestAccessTokenRefusals(t *testing.T) {
 		code, _, b := e.send(r)
 		return code, b
 	}
+	// RFC 6749 §5.1: a token response must not be cached.
+	tr, _ := http.NewRequest("POST", e.ts.URL+tokenPath, strings.NewReader("grant_type=client_credentials"))
+	tr.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	tr.Header.Set("Authorization", e.auth)
+	if code, h, b := e.send(tr); code != 200 || h.Get("Cache-Control") != "no-store" {
+		t.Fatalf("token response: %d, Cache-Control %q %v; want 200, no-store", code, h.Get("Cache-Control"), b)
+	}
 	tag := kassa.CredentialTag(m)
 	live := forge(accessClaims{Merchant: m.ID, Credential: tag, Expires: time.Now().Add(time.Hour).Unix()})
 	if code, b := list(live); code != 200 {
