@@ -23,8 +23,9 @@ func TestExpiredDocumentLinkIsRefused(t *testing.T) {
 		x := strconv.FormatInt(exp.Unix(), 10)
 		return u.Path + "?expires=" + x + "&signature=" + signer.sign("document", u.EscapedPath()+"?"+x)
 	}
-	if code, _, b := e.req("GET", at(time.Now().Add(time.Hour)), "", "", nil); code != 200 {
-		t.Fatalf("link signed with the server's key: %d %v, want 200", code, b)
+	// A document holds the buyer's data: no shared cache may keep it.
+	if code, h, b := e.req("GET", at(time.Now().Add(time.Hour)), "", "", nil); code != 200 || h.Get("Cache-Control") != "private, no-store" {
+		t.Fatalf("link signed with the server's key: %d %v %v, want 200 and not cacheable", code, h, b)
 	}
 	for _, exp := range []time.Time{time.Now().Add(-time.Second), time.Now().Add(-8 * 24 * time.Hour)} {
 		code, _, b := e.req("GET", at(exp), "", "", nil)
