@@ -67,6 +67,11 @@ func TestCompanySearchRateLimit(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?country=SE&q=bygg", nil))
 		codes[rec.Code]++
+		// A refusal says when to come back and is a problem document.
+		if rec.Code == http.StatusTooManyRequests && (rec.Header().Get("Retry-After") != "1" ||
+			rec.Header().Get("Content-Type") != "application/problem+json" || !strings.Contains(rec.Body.String(), `"code":"rate_limited"`)) {
+			t.Fatalf("429 without Retry-After or its problem: %v %s", rec.Header(), rec.Body)
+		}
 	}
 	// Burst 10 at 1/s: ten pass at once; a slow machine may earn one more token meanwhile.
 	if codes[http.StatusOK] < 10 || codes[http.StatusTooManyRequests] < 4 || codes[http.StatusOK]+codes[http.StatusTooManyRequests] != 15 {
