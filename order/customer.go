@@ -46,8 +46,12 @@ func ValidateAddress(f *fault.Fields, path string, a *Address) {
 	}
 }
 
-// empty reports whether a has no field set, an empty contact counted as none.
-func (a *Address) empty() bool {
+// Empty reports whether a (nil too) has no field set, an empty contact
+// counted as none: such an address sent is no address.
+func (a *Address) Empty() bool {
+	if a == nil {
+		return true
+	}
 	b := *a
 	if b.Contact != nil && *b.Contact == (Contact{}) {
 		b.Contact = nil
@@ -98,7 +102,9 @@ func (c *CustomerInput) mergeInto(dst *Customer) {
 			*d = v
 		}
 	}
-	if c.BillingAddress != nil {
+	if !c.BillingAddress.Empty() {
+		// One with no field is left as the empty fields are: it would
+		// erase the buyer's, which every invoice must state.
 		dst.BillingAddress = c.BillingAddress.clone()
 	}
 	if c.ShippingAddress != nil {
@@ -147,7 +153,7 @@ func (r *EditCustomerRequest) Validate() error {
 		// fields) and still append an event and notify.
 		f.Add("body", "names no customer field to change: send at least one of billingAddress, shippingAddress, email, phone, reference1, reference2, invoiceChannel")
 	}
-	if r.BillingAddress != nil && r.BillingAddress.empty() {
+	if r.BillingAddress != nil && r.BillingAddress.Empty() {
 		// The address sent replaces the order's whole: one with no field
 		// (a client's struct marshalled beside the field it meant to
 		// change) would erase what every later invoice must state.

@@ -284,7 +284,7 @@ func NewCustomer(a *Authorization, r *CreateCustomerRequest, id string, now time
 		Currency: a.Currency, Locale: r.Locale, CompanyName: b.CompanyName, RiskTags: a.RiskTags,
 		CreatedAt: now,
 	}
-	if c.BillingAddress == nil {
+	if c.BillingAddress.Empty() { // as on an order (order.CustomerInput)
 		c.BillingAddress = b.BillingAddress
 	}
 	if a.PaymentMethod.Type == order.PayCard {

@@ -898,6 +898,22 @@ func loadCompanies(data string) (*company.Directory, error) {
 	return d, nil
 }
 
+// checkCompanyNames refuses a name an order refuses as text: the hosted
+// checkout puts it on the buyer's billing address, where it would be
+// refused on a field the page does not show, and no buyer of that company
+// could check out. Only the import checks: a directory imported before
+// the rule still loads, so that it cannot stop a server starting.
+func checkCompanyNames(cs []company.Company) error {
+	for _, c := range cs {
+		var f fault.Fields
+		order.CheckText(&f, "companyName", c.Name, len(c.Name)) // ReadCSV bounds the length
+		if l := f.List(); len(l) > 0 {
+			return fmt.Errorf("company %s: the name %s", c.ID, l[0].Message)
+		}
+	}
+	return nil
+}
+
 // companies implements "kassa companies import --country XX FILE": it
 // validates the whole file first and then replaces the country's directory
 // atomically (write to a temporary file, rename), so a bad file changes nothing.
@@ -924,6 +940,9 @@ func companies(args []string, stdout, stderr io.Writer) int {
 	}
 	defer in.Close()
 	cs, err := company.ReadCSV(*country, in)
+	if err == nil {
+		err = checkCompanyNames(cs)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %s: %v\n", fs.Arg(0), err)
 		return 1
