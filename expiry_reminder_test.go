@@ -12,7 +12,8 @@ import (
 // time before the order's expiry, so an extension moves it with the expiry
 // rather than reminding the merchant of the old date.
 func TestExtendExpiryMovesTheExpiryReminder(t *testing.T) {
-	f := newFixture(t)
+	now := time.Date(2026, 2, 2, 9, 0, 0, 0, time.UTC)
+	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{})
 	o := f.order(t, "t1", 10000)
 	res, err := f.ledger.ExtendExpiry(f.ctx, kassa.Call{MerchantID: f.merchant}, o.ID)
 	if err != nil {

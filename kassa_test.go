@@ -1098,6 +1098,9 @@ func TestOptionalBodyNilOrEmptyFingerprintAlike(t *testing.T) {
 			t.Fatalf("capture retried with %v after %v: %v", b, a, err)
 		}
 		got, _, _ := f.ledger.GetOrder(f.ctx, f.merchant, o.ID)
+		if len(got.Captured) != 1 || got.Amounts().Captured != 10000 {
+			t.Fatalf("after a capture and its retry: %d captures of %d, want one of 10000", len(got.Captured), got.Amounts().Captured)
+		}
 		ledgerID := got.Captured[0].ID
 		call.IdempotencyKey = fmt.Sprint("refund", i)
 		var ra, rb *refund.FullRequest
@@ -1112,6 +1115,9 @@ func TestOptionalBodyNilOrEmptyFingerprintAlike(t *testing.T) {
 		res, err = f.ledger.Refund(f.ctx, call, o.ID, ledgerID, rb)
 		if err != nil || !res.Replayed {
 			t.Fatalf("refund retried with %v after %v: %v", rb, ra, err)
+		}
+		if got, _, _ := f.ledger.GetOrder(f.ctx, f.merchant, o.ID); got.Amounts().Refunded != 10000 {
+			t.Fatalf("after a full refund and its retry: refunded %d, want 10000", got.Amounts().Refunded)
 		}
 	}
 }

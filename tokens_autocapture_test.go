@@ -23,8 +23,8 @@ func TestCustomerTokenUsesUpTheAuthorization(t *testing.T) {
 	if _, err := f.ledger.CreateCustomerToken(f.ctx, call, "t1", creq); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.ledger.CreateCustomerToken(f.ctx, call, "t1", creq); err == nil {
-		t.Fatal("a second customer token from one authorization")
+	if _, err := f.ledger.CreateCustomerToken(f.ctx, call, "t1", creq); fault.CodeOf(err) != "authorization_token_used" {
+		t.Fatalf("a second customer token from one authorization: %v, want authorization_token_used", err)
 	}
 	req := &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(int64(1000))}}
 	if _, err := f.ledger.CreateOrderFromAuthorization(f.ctx, call, "t1", req); fault.CodeOf(err) != "authorization_token_used" {

@@ -148,8 +148,8 @@ func TestVoidDoesNotFreeAuthorization(t *testing.T) {
 	before := snapshot(t, o)
 	_, err = capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{ordertest.Line("extra", 1, 20001, 0)},
 		TotalCaptureAmount: ptr(20001)}, f.Env())
-	if err == nil {
-		t.Fatal("a capture of 20001 with 20000 of the authorization left was taken")
+	if fault.CodeOf(err) != "capture_exceeds_authorization" {
+		t.Fatalf("a capture of 20001 with 20000 of the authorization left: %v, want capture_exceeds_authorization", err)
 	}
 	equal(t, "order after refused capture", snapshot(t, o), before)
 }

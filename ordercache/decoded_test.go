@@ -225,7 +225,7 @@ func TestDecodedMemoryStaysWithinBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const budget = 16 << 20
+	const budget = 4 << 20
 	before := heapInUse()
 	d := ordercache.NewDecoded(budget)
 	for i := range 3 * budget / len(js) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,10 +38,9 @@ func TestLoadKeyRefusesABadKeyFile(t *testing.T) {
 // looked at (here a bogus one).
 func TestOrderCacheBoundsChecked(t *testing.T) {
 	for _, v := range []string{"-1", "1048577", "9223372036854775807"} {
-		var out, errb bytes.Buffer
-		args := []string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--store", "bogus", "--order-cache-mb", v}
-		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--order-cache-mb") {
-			t.Errorf("--order-cache-mb %s: exit %d, %s", v, code, errb.String())
+		code, _, errb := runBounded(t, "serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--store", "bogus", "--order-cache-mb", v)
+		if code != 2 || !strings.Contains(errb, "--order-cache-mb") {
+			t.Errorf("--order-cache-mb %s: exit %d, %s", v, code, errb)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -129,12 +128,11 @@ func TestOpsAddrInUseFailsTheStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	var out, errb bytes.Buffer
-	code := run([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
-		"--ops-addr", taken.Addr().String()}, &out, &errb)
-	if code != 1 || strings.Contains(out.String(), "listening") || !strings.Contains(errb.String(), "--ops-addr") ||
-		!strings.Contains(errb.String(), "address already in use") {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	code, out, errb := runBounded(t, "serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
+		"--ops-addr", taken.Addr().String())
+	if code != 1 || strings.Contains(out, "listening") || !strings.Contains(errb, "--ops-addr") ||
+		!strings.Contains(errb, "address already in use") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errb)
 	}
 }
 

@@ -34,13 +34,11 @@ func TestHelpFlagSucceeds(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--help"}, {"serve", "-h"}, {"settle", "--help"}, {"companies", "import", "-h"},
 	} {
-		var out, errb bytes.Buffer
-		if code := run(args, &out, &errb); code != 0 || !strings.Contains(errb.String(), "-data") {
-			t.Errorf("%v: exit %d, output %q", args, code, errb.String())
+		if code, _, errb := runBounded(t, args...); code != 0 || !strings.Contains(errb, "-data") {
+			t.Errorf("%v: exit %d, output %q", args, code, errb)
 		}
 	}
-	var out, errb bytes.Buffer
-	if code := run([]string{"serve", "--no-such-flag"}, &out, &errb); code != 2 {
+	if code, _, _ := runBounded(t, "serve", "--no-such-flag"); code != 2 {
 		t.Errorf("serve with an unknown flag: exit %d, want 2", code)
 	}
 }
@@ -65,9 +63,8 @@ func TestUsageShowsNoSecret(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--help"}, {"serve", "--no-such-flag"}, {"help"}, {"settle", "-h"}, {"settle", "--no-such-flag"},
 	} {
-		var out, errb bytes.Buffer
-		run(args, &out, &errb)
-		all := out.String() + errb.String()
+		_, out, errb := runBounded(t, args...)
+		all := out + errb
 		for _, v := range []string{"EnvClientSecret", "EnvBackupToken", "EnvWebhookSecret", "EnvDatabasePassword", "EnvBaseURLPassword", "EnvWebhookURLPassword"} {
 			if strings.Contains(all, v) {
 				t.Errorf("%v shows %s: %s", args, v, all)
@@ -83,11 +80,10 @@ func TestUsageShowsNoSecret(t *testing.T) {
 // start before the store opens and before "listening" is announced.
 func TestBadTLSPairFailsBeforeListening(t *testing.T) {
 	dir := t.TempDir()
-	var out, errb bytes.Buffer
-	code := run([]string{"serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
-		"--tls-cert", filepath.Join(dir, "missing.crt"), "--tls-key", filepath.Join(dir, "missing.key")}, &out, &errb)
-	if code != 1 || strings.Contains(out.String(), "listening") || !strings.Contains(errb.String(), "--tls-cert") {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	code, out, errb := runBounded(t, "serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
+		"--tls-cert", filepath.Join(dir, "missing.crt"), "--tls-key", filepath.Join(dir, "missing.key"))
+	if code != 1 || strings.Contains(out, "listening") || !strings.Contains(errb, "--tls-cert") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errb)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
 		t.Fatalf("data directory made before the TLS pair was checked: %v", err)
@@ -193,9 +189,8 @@ func TestReplicasShareTheSigningKey(t *testing.T) {
 	b.do("GET", "/v1/orders?size=1", "", "", 200, nil)
 
 	t.Setenv("KASSA_KEY", strings.Repeat("ab", 32))
-	var out, errb bytes.Buffer
-	if code := run(append([]string{"serve"}, replica("c")...), &out, &errb); code != 1 || !strings.Contains(errb.String(), "KASSA_KEY") {
-		t.Errorf("replica with another KASSA_KEY: exit %d, %s", code, errb.String())
+	if code, _, errb := runBounded(t, append([]string{"serve"}, replica("c")...)...); code != 1 || !strings.Contains(errb, "KASSA_KEY") {
+		t.Errorf("replica with another KASSA_KEY: exit %d, %s", code, errb)
 	}
 	stopInProcess(t, doneA, doneB)
 }
@@ -344,9 +339,8 @@ func TestMaxConnectionsChecked(t *testing.T) {
 		if c.flag != "" {
 			args = append(args, "--max-connections", c.flag)
 		}
-		var out, errb bytes.Buffer
-		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--max-connections (KASSA_MAX_CONNECTIONS)") {
-			t.Errorf("env %q, flag %q: exit %d, %s", c.env, c.flag, code, errb.String())
+		if code, _, errb := runBounded(t, args...); code != 2 || !strings.Contains(errb, "--max-connections (KASSA_MAX_CONNECTIONS)") {
+			t.Errorf("env %q, flag %q: exit %d, %s", c.env, c.flag, code, errb)
 		}
 	}
 }
@@ -363,19 +357,9 @@ func TestStrayArgumentsRefused(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		args = append(args[:1:1], append([]string{"--data", filepath.Join(dir, "data")}, args[1:]...)...)
-		var out, errb lockedBuffer
-		done := make(chan int, 1)
-		go func() { done <- run(args, &out, &errb) }()
-		var code int
-		select {
-		case code = <-done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("%v: still running after 10 s", args)
-			stopInProcess(t, done)
-			continue
-		}
-		if code != 2 || strings.Contains(out.String(), "listening") || !strings.Contains(errb.String(), "unexpected argument") {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
+		code, out, errb := runBounded(t, args...)
+		if code != 2 || strings.Contains(out, "listening") || !strings.Contains(errb, "unexpected argument") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errb)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
 			t.Errorf("%v: data directory made for a command line that was refused: %v", args, err)
@@ -425,10 +409,9 @@ func TestBadBaseURLRefusalHidesItsPassword(t *testing.T) {
 		// Without "//" the user info parses as an opaque part, which
 		// url.URL.Redacted leaves as it is.
 		"u:hunter2pw@pay.example.com", "http:u:hunter2pw@pay.example.com", "https//u:hunter2pw@pay.example.com"} {
-		var out, errb lockedBuffer
-		code := run([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--base-url", bad}, &out, &errb)
-		if code != 2 || !strings.Contains(errb.String(), "--base-url") || strings.Contains(errb.String()+out.String(), "hunter2pw") {
-			t.Errorf("--base-url %s: exit %d, %s", bad, code, errb.String())
+		code, out, errb := runBounded(t, "serve", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--base-url", bad)
+		if code != 2 || !strings.Contains(errb, "--base-url") || strings.Contains(errb+out, "hunter2pw") {
+			t.Errorf("--base-url %s: exit %d, %s", bad, code, errb)
 		}
 	}
 }
@@ -517,18 +500,37 @@ func TestMaxBodyFlag(t *testing.T) {
 // saying want on stderr, instead of serving (then it is stopped).
 func serveRefused(t *testing.T, code int, want string, args ...string) {
 	t.Helper()
+	got, _, stderr := runBounded(t, append([]string{"serve"}, args...)...)
+	if got != code || !strings.Contains(stderr, want) {
+		t.Errorf("serve %q: exit %d, %s; want %d naming %s", args, got, stderr, code, want)
+	}
+}
+
+// runBounded runs the command line args in this process and returns its exit
+// code and output. A command meant to stop at once (a refused flag, --help)
+// that starts serving instead would run until go test's own timeout, minutes
+// later and naming no test; here it is stopped and the test fails at once.
+// The bound is only there to turn such a hang into a failure, and is
+// generous: a loaded machine takes seconds, not a minute, to refuse.
+func runBounded(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errb lockedBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(append([]string{"serve"}, args...), &out, &errb) }()
+	go func() { done <- run(args, &out, &errb) }()
 	select {
-	case got := <-done:
-		if got != code || !strings.Contains(errb.String(), want) {
-			t.Errorf("serve %q: exit %d, %s; want %d naming %s", args, got, errb.String(), code, want)
-		}
-	case <-time.After(20 * time.Second):
-		t.Errorf("serve %q: served: %s", args, out.String())
-		stopInProcess(t, done)
+	case code = <-done:
+		return code, out.String(), errb.String()
+	case <-time.After(time.Minute):
 	}
+	// SIGTERM is safe to send only once serve listens for it, which it
+	// does before it says "listening"; until then it would end the test
+	// binary.
+	if strings.Contains(out.String(), "listening") {
+		stopInProcess(t, done)
+		t.Fatalf("%q started serving instead of exiting: %s", args, out.String())
+	}
+	t.Fatalf("%q still running after a minute, not serving: %s%s", args, out.String(), errb.String())
+	return 0, "", ""
 }
 
 // TestShortClientSecretRefused: --client-secret guards the merchant it
@@ -601,11 +603,10 @@ func TestBadWebhookFlagsRefusedFirst(t *testing.T) {
 func TestBadKassaKeyNamesTheRule(t *testing.T) {
 	for _, key := range []string{strings.Repeat("a", 62), strings.Repeat("a", 65), strings.Repeat("g", 64)} {
 		t.Setenv("KASSA_KEY", key)
-		var out, errb bytes.Buffer
 		data := filepath.Join(t.TempDir(), "data")
-		code := run([]string{"serve", "--data", data, "--addr", "127.0.0.1:0"}, &out, &errb)
-		if code != 2 || !strings.Contains(errb.String(), "even number of hex digits, at least 64") {
-			t.Errorf("KASSA_KEY of %d characters: exit %d, %s", len(key), code, errb.String())
+		code, _, errb := runBounded(t, "serve", "--data", data, "--addr", "127.0.0.1:0")
+		if code != 2 || !strings.Contains(errb, "even number of hex digits, at least 64") {
+			t.Errorf("KASSA_KEY of %d characters: exit %d, %s", len(key), code, errb)
 		}
 		// A usage error, found before anything is written.
 		if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
@@ -655,13 +656,12 @@ func TestBackupTokenChecked(t *testing.T) {
 		if c.ops != "" {
 			args = append(args, "--ops-addr", c.ops)
 		}
-		var out, errb bytes.Buffer
-		code := run(args, &out, &errb)
-		if code != 2 || !strings.Contains(errb.String(), "--backup-token (KASSA_BACKUP_TOKEN)") || !strings.Contains(errb.String(), c.want) {
-			t.Errorf("token %q, ops %q: exit %d, %s", c.token, c.ops, code, errb.String())
+		code, out, errb := runBounded(t, args...)
+		if code != 2 || !strings.Contains(errb, "--backup-token (KASSA_BACKUP_TOKEN)") || !strings.Contains(errb, c.want) {
+			t.Errorf("token %q, ops %q: exit %d, %s", c.token, c.ops, code, errb)
 		}
-		if strings.Contains(errb.String()+out.String(), "0123456789abcdef") {
-			t.Errorf("token %q: the token is shown: %s", c.token, errb.String()+out.String())
+		if strings.Contains(errb+out, "0123456789abcdef") {
+			t.Errorf("token %q: the token is shown: %s", c.token, errb+out)
 		}
 	}
 }

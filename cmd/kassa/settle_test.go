@@ -86,9 +86,8 @@ func TestLoadKeyOnceAmongServersStartingTogether(t *testing.T) {
 // as --sandbox=maybe does, instead of turning the sandbox off.
 func TestBadSandboxEnvIsRefused(t *testing.T) {
 	t.Setenv("KASSA_SANDBOX", "maybe")
-	var out, errb bytes.Buffer
-	if code := run([]string{"serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "KASSA_SANDBOX") {
-		t.Fatalf("serve with KASSA_SANDBOX=maybe: %d %s", code, errb.String())
+	if code, _, errb := runBounded(t, "serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0"); code != 2 || !strings.Contains(errb, "KASSA_SANDBOX") {
+		t.Fatalf("serve with KASSA_SANDBOX=maybe: %d %s", code, errb)
 	}
 }
 
