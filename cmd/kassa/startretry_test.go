@@ -45,8 +45,11 @@ func TestServeWaitsForTheDatabaseToComeUp(t *testing.T) {
 	if code != 1 || !strings.Contains(errb.String(), "could not be reached within 2s") {
 		t.Errorf("database never up: exit %d after %v, %s", code, took, errb.String())
 	}
-	if took < 1500*time.Millisecond || took > 6*time.Second {
-		t.Errorf("database never up: gave up after %v, want about 2s", took)
+	// The upper bound tells the 2s given from the 1m default, generously:
+	// a shared CI machine may stall the retries for seconds, which is no
+	// failure of the rule.
+	if took < 1500*time.Millisecond || took > 30*time.Second {
+		t.Errorf("database never up: gave up after %v, want 2s (well before the 1m default)", took)
 	}
 	if n := strings.Count(errb.String(), "database not reachable yet"); n < 2 {
 		t.Errorf("database never up: %d attempts logged, want several:\n%s", n, errb.String())
