@@ -11,11 +11,9 @@ import (
 	"time"
 
 	"github.com/kassahq/kassa"
-	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/server"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
-	"github.com/kassahq/kassa/token"
 )
 
 // TestDrainStopsAtBudgetCancelOrError: a job's steps go on while it has
@@ -87,20 +85,7 @@ func TestFailedSettlementRunIsTriedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A capture after the settlement time, before the pass.
-	now = clock.Now()
-	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t2", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	one := int64(1)
-	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t2", &order.CreateRequest{Country: "SE", Currency: "SEK",
-		Locale: "sv-SE", OrderLines: []order.LineInput{{Description: new("late"), Quantity: &one, UnitPrice: new(int64(5000)), Vat: new(int64(2500))}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID}, res.Order.ID, nil); err != nil {
-		t.Fatal(err)
-	}
+	captureOneLine(t, l, creds.MerchantID, "t2", clock.Now(), "late", 5000)
 	j := &jobs{ledger: l, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock, settleAt: settleAt, wall: time.Now, budget: time.Second}
 	j.nextSettle = settleCutoff(clock.Now(), settleAt)
 	down.down.Store(true)

@@ -143,19 +143,26 @@ func sandboxCapture(t *testing.T, dir string, clock *server.Clock) (*kassa.Ledge
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := clock.Now()
-	if err := l.PutAuthorization(ctx, &token.Authorization{Token: "t", MerchantID: creds.MerchantID, Country: "SE", Currency: "SEK",
+	captureOneLine(t, l, creds.MerchantID, "t", clock.Now(), "tiles", 10000)
+	return l, st, creds
+}
+
+// captureOneLine authorizes (token tok, at now), orders one line of price
+// (25 % VAT) by invoice and captures it: one capture queued for settlement.
+func captureOneLine(t *testing.T, l *kassa.Ledger, merchantID, tok string, now time.Time, description string, price int64) {
+	t.Helper()
+	ctx := context.Background()
+	if err := l.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchantID, Country: "SE", Currency: "SEK",
 		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	one := int64(1)
-	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", &order.CreateRequest{Country: "SE", Currency: "SEK",
-		Locale: "sv-SE", OrderLines: []order.LineInput{{Description: new("tiles"), Quantity: &one, UnitPrice: new(int64(10000)), Vat: new(int64(2500))}}})
+	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchantID}, tok, &order.CreateRequest{Country: "SE", Currency: "SEK",
+		Locale: "sv-SE", OrderLines: []order.LineInput{{Description: &description, Quantity: &one, UnitPrice: &price, Vat: new(int64(2500))}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Capture(ctx, kassa.Call{MerchantID: creds.MerchantID}, res.Order.ID, nil); err != nil {
+	if _, err := l.Capture(ctx, kassa.Call{MerchantID: merchantID}, res.Order.ID, nil); err != nil {
 		t.Fatal(err)
 	}
-	return l, st, creds
 }
