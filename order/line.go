@@ -110,11 +110,10 @@ func CheckText(f *fault.Fields, path, s string, max int) { checkTextOf(f, path, 
 
 func checkText(f *fault.Fields, path, s string, max int) { CheckText(f, path, s, max) }
 
-// checkStoredText bounds text that must repeat a stored field (a line
-// picked by id): that text may predate the rule on hidden control
-// characters, and the comparison with the stored field refuses any other.
-func checkStoredText(f *fault.Fields, path, s string, max int) { checkTextOf(f, path, s, max, true) }
-
+// checkTextOf is CheckText, except that text which must repeat a stored
+// field (stored: a line picked by id) may hold hidden control characters:
+// it may predate their rule, and the comparison with the stored field
+// refuses any other text.
 func checkTextOf(f *fault.Fields, path, s string, max int, stored bool) {
 	switch {
 	case !Storable(s):
@@ -165,14 +164,10 @@ func checkAmount(f *fault.Fields, path string, v *int64, lo, hi int64) bool {
 // sent back as they are.
 func ValidateLineFields(f *fault.Fields, path string, in LineInput, withID bool) bool {
 	before := f.Len()
+	// An identified line's text must be the named line's (the capture
+	// compares them), which may have been stored before hidden control
+	// characters were refused; Get order shows it so, and it is sent back so.
 	identified := withID && in.ID != nil
-	text := checkText
-	if identified {
-		// Its text must be the named line's (the capture compares them),
-		// which may have been stored before hidden control characters
-		// were refused; Get order shows it so, and it is sent back so.
-		text = checkStoredText
-	}
 	if identified && *in.ID == "" {
 		f.Add(path+".id", "must not be empty")
 	}
@@ -182,7 +177,7 @@ func ValidateLineFields(f *fault.Fields, path string, in LineInput, withID bool)
 	case in.Description != nil && *in.Description == "" && !identified:
 		f.Add(path+".description", "must not be empty")
 	case in.Description != nil:
-		text(f, path+".description", *in.Description, MaxTextLen)
+		checkTextOf(f, path+".description", *in.Description, MaxTextLen, identified)
 	}
 	switch {
 	case in.Quantity == nil && !identified:
@@ -190,7 +185,7 @@ func ValidateLineFields(f *fault.Fields, path string, in LineInput, withID bool)
 	case in.Quantity != nil && (*in.Quantity < 1 || *in.Quantity > MaxQuantity):
 		f.Add(path+".quantity", "must be between 1 and %d", MaxQuantity)
 	}
-	text(f, path+".reference", in.Reference, MaxTextLen)
+	checkTextOf(f, path+".reference", in.Reference, MaxTextLen, identified)
 	if in.Type != "" && !validLineType(LineType(in.Type)) {
 		f.Add(path+".type", "must be one of %v", LineTypes)
 	}
