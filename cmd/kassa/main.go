@@ -559,6 +559,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if bs != nil {
 		backup = func(w io.Writer) error { return writeBackup(w, c.data, bs) }
 	}
+	healthy, _ := db.(interface{ Healthy() error }) // bolt's; asked at every readiness probe
 	var srv *server.Server
 	ledger := kassa.New(server.InstrumentStore(db, metrics), kassa.Options{
 		OrderCacheBytes:       cacheBytes,
@@ -575,8 +576,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			// A store that stopped taking writes (bolt, after a commit of
 			// unknown outcome) needs a restart, which a supervisor makes
 			// of this.
-			if h, ok := db.(interface{ Healthy() error }); ok {
-				if err := h.Healthy(); err != nil {
+			if healthy != nil {
+				if err := healthy.Healthy(); err != nil {
 					return err
 				}
 			}
