@@ -5,13 +5,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kassahq/kassa"
-	"github.com/kassahq/kassa/server"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 )
@@ -70,10 +68,7 @@ func (s *downStore) Update(ctx context.Context, fn func(storage.Tx) error) error
 // replica).
 func TestFailedSettlementRunIsTriedAgain(t *testing.T) {
 	dir := t.TempDir()
-	clock := server.NewClock(true)
-	if err := clock.PersistTo(filepath.Join(dir, "sandbox-clock.json")); err != nil {
-		t.Fatal(err)
-	}
+	clock := sandboxClockIn(t, dir)
 	ctx := context.Background()
 	now := clock.Now()
 	_, st, creds := sandboxCapture(t, dir, clock)

@@ -24,10 +24,7 @@ import (
 // run would, not by real time (which put it before the captures it holds).
 func TestSettleUsesTheSandboxClock(t *testing.T) {
 	dir := t.TempDir()
-	clock := server.NewClock(true)
-	if err := clock.PersistTo(filepath.Join(dir, "sandbox-clock.json")); err != nil {
-		t.Fatal(err)
-	}
+	clock := sandboxClockIn(t, dir)
 	if err := clock.Advance(30 * 24 * time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +94,7 @@ func TestBadSandboxEnvIsRefused(t *testing.T) {
 // A server that finds the day settled already makes nothing more.
 func TestDailyRunMissedWhileDownRunsAtStart(t *testing.T) {
 	dir := t.TempDir()
-	clock := server.NewClock(true)
-	if err := clock.PersistTo(filepath.Join(dir, "sandbox-clock.json")); err != nil {
-		t.Fatal(err)
-	}
+	clock := sandboxClockIn(t, dir)
 	ctx := context.Background()
 	now := clock.Now()
 	l, st, creds := sandboxCapture(t, dir, clock)
@@ -127,6 +121,16 @@ func TestDailyRunMissedWhileDownRunsAtStart(t *testing.T) {
 			t.Fatalf("start %d: %d settlements, want 1", start+1, n)
 		}
 	}
+}
+
+// sandboxClockIn is a sandbox clock kept in dir, as kassa serve keeps it.
+func sandboxClockIn(t *testing.T, dir string) *server.Clock {
+	t.Helper()
+	clock := server.NewClock(true)
+	if err := clock.PersistTo(filepath.Join(dir, "sandbox-clock.json")); err != nil {
+		t.Fatal(err)
+	}
+	return clock
 }
 
 // sandboxCapture opens the bolt store of dir on clock, makes a sandbox
