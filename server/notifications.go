@@ -26,10 +26,6 @@ func (s *Server) notificationRoutes() {
 			return
 		}
 		set, err := s.ledger.SetWebhook(r.Context(), merchantOf(r.Context()), req)
-		if set.Secret != "" {
-			// The secret is in this answer only: keep it out of caches.
-			w.Header().Set("Cache-Control", "no-store")
-		}
 		s.answer(w, r, http.StatusOK, set, err)
 	})
 	s.handleAuthed(http.MethodDelete, "/v1/notification-settings", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

@@ -185,3 +185,33 @@ func TestOpenAPIStatesTheScopes(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIStatesRetryAfter: every operation that needs credentials waits
+// for the store and may answer 503 store_unavailable, and company search
+// 429 rate_limited; both carry Retry-After (docs/errors.md). A generated
+// client learns of the status and the header only from the document: with
+// 503 under "default" alone and no Retry-After, it had neither.
+func TestOpenAPIStatesRetryAfter(t *testing.T) {
+	var doc map[string]any
+	if err := json.Unmarshal(generatedOpenAPI(t), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range operations() {
+		op := doc["paths"].(map[string]any)[o.path].(map[string]any)[strings.ToLower(o.method)].(map[string]any)
+		responses := op["responses"].(map[string]any)
+		var want []string
+		if o.auth {
+			want = append(want, "503")
+		}
+		if o.id == "searchCompanies" {
+			want = append(want, "429")
+		}
+		for _, code := range want {
+			r, _ := responses[code].(map[string]any)
+			h, _ := r["headers"].(map[string]any)
+			if r == nil || h["Retry-After"] == nil {
+				t.Errorf("%s %s: %s with Retry-After not stated (%v)", o.method, o.path, code, r)
+			}
+		}
+	}
+}

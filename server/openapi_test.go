@@ -640,8 +640,16 @@ func buildOpenAPI() map[string]any {
 			// A query parameter the operation does not list is refused.
 			errs = append([]int{http.StatusBadRequest}, errs...)
 		}
+		if o.auth && !slices.Contains(errs, http.StatusServiceUnavailable) {
+			// Every operation that needs credentials waits for the store,
+			// which may be unavailable (docs/errors.md, store_unavailable).
+			errs = append(slices.Clone(errs), http.StatusServiceUnavailable)
+		}
 		for _, code := range errs {
 			r := map[string]any{"description": http.StatusText(code), "content": map[string]any{"application/problem+json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Problem"}}}}
+			if code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && o.auth) {
+				r["headers"] = map[string]any{"Retry-After": map[string]any{"description": "seconds to wait before sending the request again", "schema": map[string]any{"type": "integer"}}}
+			}
 			switch {
 			case o.path == "/oauth/token":
 				r["content"] = map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/OAuthError"}}}

@@ -495,6 +495,10 @@ func (s *Server) handleOn(router *httprouter.Router, method, pattern string, aut
 			sr.route = pattern
 		}
 		if auth {
+			// An answer to credentials is the merchant's alone and changes
+			// with every operation on it: no browser or intermediary may
+			// keep it (RFC 9111 §5.2.2.5), errors included.
+			w.Header().Set("Cache-Control", "no-store")
 			m, err := s.authenticate(r)
 			if err != nil {
 				s.writeError(w, r, err)
