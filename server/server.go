@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -29,12 +30,17 @@ import (
 	"github.com/kassahq/kassa/sandbox"
 )
 
+// minKeyLen is the least length of Config.Key: HMAC-SHA256's own output size.
+const minKeyLen = 32
+
 // Config configures a Server.
 type Config struct {
 	Ledger *kassa.Ledger
 	Logger *slog.Logger
-	// Key signs access tokens and document links; at least 32 random bytes,
-	// the same on every replica.
+	// Key signs access tokens, checkout and document links; at least 32
+	// random bytes, the same on every replica. Empty: a random key of this
+	// Server's own, so its tokens and links do not outlive it and another
+	// replica refuses them. New panics on a key of 1 to 31 bytes.
 	Key []byte
 	// BaseURL is the public address of the server, used in Location headers
 	// and document links, e.g. "https://kassa.example.com". Default: taken from the request.
@@ -111,8 +117,18 @@ type Server struct {
 	backup  sync.Mutex // held by the backup under way: one at a time
 }
 
-// New builds a Server and its routes.
+// New builds a Server and its routes. It panics on a Config.Key of 1 to 31
+// bytes, which would sign what anyone could soon forge.
 func New(cfg Config) *Server {
+	switch {
+	case len(cfg.Key) == 0:
+		// Signing with the empty key would let anyone who knows the
+		// token format act as any merchant whose id they have seen.
+		cfg.Key = make([]byte, minKeyLen)
+		rand.Read(cfg.Key)
+	case len(cfg.Key) < minKeyLen:
+		panic(fmt.Sprintf("server: Config.Key has %d bytes, want at least %d random bytes", len(cfg.Key), minKeyLen))
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
