@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -107,5 +108,59 @@ func TestCheckoutUnderAPathPrefix(t *testing.T) {
 		t.Errorf("after a submit the buyer is sent to %s, want the page %s", to.Path, page.Path)
 	} else if code, _ := get(to); code != 200 {
 		t.Errorf("the page after the redirect: %d", code)
+	}
+}
+
+// TestLocationUnderAPathPrefix: a new session's Location was the path
+// kassa saw ("/v1/sessions/…"), without the prefix the proxy (or an
+// embedder's mux, with http.StripPrefix) took off: a client following it
+// left kassa. It now carries the path of BaseURL, and stays a path. The
+// stored idempotency record keeps the path without it, so a replay is
+// answered the same way.
+func TestLocationUnderAPathPrefix(t *testing.T) {
+	clock := NewClock(true)
+	ledger := kassa.New(openStore(t, clock.Now), kassa.Options{})
+	ts := httptest.NewUnstartedServer(nil)
+	srv := New(Config{Ledger: ledger, Logger: quiet, Key: []byte("0123456789abcdef0123456789abcdef"),
+		Sandbox: true, Clock: clock, BaseURL: "http://" + ts.Listener.Addr().String() + "/payments/"})
+	mux := http.NewServeMux()
+	mux.Handle("/payments/", http.StripPrefix("/payments", srv.Handler()))
+	ts.Config.Handler = mux
+	ts.Start()
+	t.Cleanup(ts.Close)
+	if _, _, err := ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{ClientID: "m1", ClientSecret: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	post := func() (*http.Response, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", ts.URL+"/payments/v1/payment-sessions", strings.NewReader(fill(sessionBody, "a", "b", "loc")))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", basic("m1", "s1"))
+		req.Header.Set("Idempotency-Key", "loc-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var s map[string]any
+		json.NewDecoder(resp.Body).Decode(&s)
+		return resp, s
+	}
+	for _, round := range []string{"first", "replay"} {
+		resp, s := post()
+		want := "/payments/v1/payment-sessions/" + s["id"].(string)
+		if resp.StatusCode != 201 || resp.Header.Get("Location") != want {
+			t.Fatalf("%s: %d, Location %q, want 201 and %q", round, resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+		req, _ := http.NewRequest("GET", ts.URL+resp.Header.Get("Location"), nil)
+		req.Header.Set("Authorization", basic("m1", "s1"))
+		got, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Body.Close()
+		if got.StatusCode != 200 {
+			t.Errorf("%s: GET of the Location: %d", round, got.StatusCode)
+		}
 	}
 }

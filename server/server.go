@@ -42,8 +42,13 @@ type Config struct {
 	// Server's own, so its tokens and links do not outlive it and another
 	// replica refuses them. New panics on a key of 1 to 31 bytes.
 	Key []byte
-	// BaseURL is the public address of the server, used in Location headers
-	// and document links, e.g. "https://kassa.example.com". Default: taken from the request.
+	// BaseURL is the public address of the server, e.g.
+	// "https://kassa.example.com", or with the path prefix a proxy or the
+	// embedder's mux (http.StripPrefix) takes off before kassa sees a
+	// request, e.g. "https://platform.example.com/payments". Checkout and
+	// document links are it with their path appended; Location headers are
+	// its path with theirs. A trailing slash is ignored. Empty: links and
+	// Location headers are paths from the root of the host.
 	BaseURL string
 	// Sandbox enables /sandbox/v1 (test clock, buyer simulation, fixtures).
 	Sandbox bool
@@ -115,6 +120,10 @@ type Server struct {
 	limiter *rateLimiter
 	served  []string   // "METHOD pattern" of every route, for the OpenAPI coverage test
 	backup  sync.Mutex // held by the backup under way: one at a time
+	// mount is the path of BaseURL ("" or e.g. "/payments"): the library's
+	// Location paths are kassa's own, without the prefix a proxy or an
+	// embedder's mux took off before the request reached us.
+	mount string
 }
 
 // New builds a Server and its routes. It panics on a Config.Key of 1 to 31
@@ -128,6 +137,11 @@ func New(cfg Config) *Server {
 		rand.Read(cfg.Key)
 	case len(cfg.Key) < minKeyLen:
 		panic(fmt.Sprintf("server: Config.Key has %d bytes, want at least %d random bytes", len(cfg.Key), minKeyLen))
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	var mount string
+	if u, err := url.Parse(cfg.BaseURL); err == nil {
+		mount = u.EscapedPath()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -154,7 +168,7 @@ func New(cfg Config) *Server {
 	if cfg.CompanySearchRate == 0 {
 		cfg.CompanySearchRate = 20
 	}
-	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics,
+	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics, mount: mount,
 		limiter: newRateLimiter(cfg.CompanySearchRate, 10*cfg.CompanySearchRate)}
 	s.routes()
 	return s
@@ -542,7 +556,7 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, res *kassa.
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	if res.Location != "" {
-		w.Header().Set("Location", res.Location)
+		w.Header().Set("Location", s.mount+res.Location)
 	}
 	writeRaw(w, res.Status, res.Body)
 }
