@@ -164,3 +164,24 @@ func TestLocationUnderAPathPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIUnderAPathPrefix: /openapi.json named "/" as its server, so a
+// client generated from the document that a server under a prefix serves
+// called the host's root, not kassa. It names the path of BaseURL now.
+func TestOpenAPIUnderAPathPrefix(t *testing.T) {
+	for _, c := range []struct{ base, want string }{{"", "/"}, {"https://platform.example.com/payments/", "/payments"}} {
+		srv := New(Config{Logger: quiet, Sandbox: true, BaseURL: c.base})
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/openapi.json", nil))
+		var doc struct {
+			Servers []struct{ URL string } `json:"servers"`
+			Paths   map[string]any         `json:"paths"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || rec.Code != 200 {
+			t.Fatalf("%q: %d %v", c.base, rec.Code, err)
+		}
+		if len(doc.Servers) != 1 || doc.Servers[0].URL != c.want || doc.Paths["/v1/orders"] == nil {
+			t.Errorf("BaseURL %q: servers %+v, want one with url %q", c.base, doc.Servers, c.want)
+		}
+	}
+}

@@ -124,6 +124,8 @@ type Server struct {
 	// Location paths are kassa's own, without the prefix a proxy or an
 	// embedder's mux took off before the request reached us.
 	mount string
+	// openAPI is the document Handler serves at /openapi.json.
+	openAPI func() []byte
 }
 
 // New builds a Server and its routes. It panics on a Config.Key of 1 to 31
@@ -170,6 +172,10 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics, mount: mount,
 		limiter: newRateLimiter(cfg.CompanySearchRate, 10*cfg.CompanySearchRate)}
+	s.openAPI = func() []byte { return servedOpenAPI(cfg.Sandbox, cfg.SeparateOps) }
+	if mount != "" {
+		s.openAPI = sync.OnceValue(func() []byte { return mountedOpenAPI(servedOpenAPI(cfg.Sandbox, cfg.SeparateOps), mount) })
+	}
 	s.routes()
 	return s
 }
