@@ -53,6 +53,10 @@ type Config struct {
 	// Sandbox enables /sandbox/v1 (test clock, buyer simulation, fixtures).
 	Sandbox bool
 	// Clock is the server's clock (the sandbox test clock when Sandbox is on).
+	// Orders, tasks and expiry take their time from the store's transactions,
+	// not from it: open the store with its Now as the store's clock
+	// (bolt.Options.Clock, postgres.Options.Clock), as kassa serve does, or
+	// POST /sandbox/v1/clock moves what it answers and nothing else.
 	Clock *Clock
 	// MaxBodyBytes caps request bodies; zero or less means the default, 1 MiB.
 	MaxBodyBytes int64
