@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -107,5 +108,80 @@ func TestCheckoutUnderAPathPrefix(t *testing.T) {
 		t.Errorf("after a submit the buyer is sent to %s, want the page %s", to.Path, page.Path)
 	} else if code, _ := get(to); code != 200 {
 		t.Errorf("the page after the redirect: %d", code)
+	}
+}
+
+// TestLocationUnderAPathPrefix: a new session's Location was the path
+// kassa saw ("/v1/sessions/…"), without the prefix the proxy (or an
+// embedder's mux, with http.StripPrefix) took off: a client following it
+// left kassa. It now carries the path of BaseURL, and stays a path. The
+// stored idempotency record keeps the path without it, so a replay is
+// answered the same way.
+func TestLocationUnderAPathPrefix(t *testing.T) {
+	clock := NewClock(true)
+	ledger := kassa.New(openStore(t, clock.Now), kassa.Options{})
+	ts := httptest.NewUnstartedServer(nil)
+	srv := New(Config{Ledger: ledger, Logger: quiet, Key: []byte("0123456789abcdef0123456789abcdef"),
+		Sandbox: true, Clock: clock, BaseURL: "http://" + ts.Listener.Addr().String() + "/payments/"})
+	mux := http.NewServeMux()
+	mux.Handle("/payments/", http.StripPrefix("/payments", srv.Handler()))
+	ts.Config.Handler = mux
+	ts.Start()
+	t.Cleanup(ts.Close)
+	if _, _, err := ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{ClientID: "m1", ClientSecret: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	post := func() (*http.Response, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", ts.URL+"/payments/v1/payment-sessions", strings.NewReader(fill(sessionBody, "a", "b", "loc")))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", basic("m1", "s1"))
+		req.Header.Set("Idempotency-Key", "loc-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var s map[string]any
+		json.NewDecoder(resp.Body).Decode(&s)
+		return resp, s
+	}
+	for _, round := range []string{"first", "replay"} {
+		resp, s := post()
+		want := "/payments/v1/payment-sessions/" + s["id"].(string)
+		if resp.StatusCode != 201 || resp.Header.Get("Location") != want {
+			t.Fatalf("%s: %d, Location %q, want 201 and %q", round, resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+		req, _ := http.NewRequest("GET", ts.URL+resp.Header.Get("Location"), nil)
+		req.Header.Set("Authorization", basic("m1", "s1"))
+		got, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Body.Close()
+		if got.StatusCode != 200 {
+			t.Errorf("%s: GET of the Location: %d", round, got.StatusCode)
+		}
+	}
+}
+
+// TestOpenAPIUnderAPathPrefix: /openapi.json named "/" as its server, so a
+// client generated from the document that a server under a prefix serves
+// called the host's root, not kassa. It names the path of BaseURL now.
+func TestOpenAPIUnderAPathPrefix(t *testing.T) {
+	for _, c := range []struct{ base, want string }{{"", "/"}, {"https://platform.example.com/payments/", "/payments"}} {
+		srv := New(Config{Logger: quiet, Sandbox: true, BaseURL: c.base})
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/openapi.json", nil))
+		var doc struct {
+			Servers []struct{ URL string } `json:"servers"`
+			Paths   map[string]any         `json:"paths"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || rec.Code != 200 {
+			t.Fatalf("%q: %d %v", c.base, rec.Code, err)
+		}
+		if len(doc.Servers) != 1 || doc.Servers[0].URL != c.want || doc.Paths["/v1/orders"] == nil {
+			t.Errorf("BaseURL %q: servers %+v, want one with url %q", c.base, doc.Servers, c.want)
+		}
 	}
 }

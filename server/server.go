@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -29,19 +30,33 @@ import (
 	"github.com/kassahq/kassa/sandbox"
 )
 
+// minKeyLen is the least length of Config.Key: HMAC-SHA256's own output size.
+const minKeyLen = 32
+
 // Config configures a Server.
 type Config struct {
 	Ledger *kassa.Ledger
 	Logger *slog.Logger
-	// Key signs access tokens and document links; at least 32 random bytes,
-	// the same on every replica.
+	// Key signs access tokens, checkout and document links; at least 32
+	// random bytes, the same on every replica. Empty: a random key of this
+	// Server's own, so its tokens and links do not outlive it and another
+	// replica refuses them. New panics on a key of 1 to 31 bytes.
 	Key []byte
-	// BaseURL is the public address of the server, used in Location headers
-	// and document links, e.g. "https://kassa.example.com". Default: taken from the request.
+	// BaseURL is the public address of the server, e.g.
+	// "https://kassa.example.com", or with the path prefix a proxy or the
+	// embedder's mux (http.StripPrefix) takes off before kassa sees a
+	// request, e.g. "https://platform.example.com/payments". Checkout and
+	// document links are it with their path appended; Location headers are
+	// its path with theirs. A trailing slash is ignored. Empty: links and
+	// Location headers are paths from the root of the host.
 	BaseURL string
 	// Sandbox enables /sandbox/v1 (test clock, buyer simulation, fixtures).
 	Sandbox bool
 	// Clock is the server's clock (the sandbox test clock when Sandbox is on).
+	// Orders, tasks and expiry take their time from the store's transactions,
+	// not from it: open the store with its Now as the store's clock
+	// (bolt.Options.Clock, postgres.Options.Clock), as kassa serve does, or
+	// POST /sandbox/v1/clock moves what it answers and nothing else.
 	Clock *Clock
 	// MaxBodyBytes caps request bodies; zero or less means the default, 1 MiB.
 	MaxBodyBytes int64
@@ -109,10 +124,31 @@ type Server struct {
 	limiter *rateLimiter
 	served  []string   // "METHOD pattern" of every route, for the OpenAPI coverage test
 	backup  sync.Mutex // held by the backup under way: one at a time
+	// mount is the path of BaseURL ("" or e.g. "/payments"): the library's
+	// Location paths are kassa's own, without the prefix a proxy or an
+	// embedder's mux took off before the request reached us.
+	mount string
+	// openAPI is the document Handler serves at /openapi.json.
+	openAPI func() []byte
 }
 
-// New builds a Server and its routes.
+// New builds a Server and its routes. It panics on a Config.Key of 1 to 31
+// bytes, which would sign what anyone could soon forge.
 func New(cfg Config) *Server {
+	switch {
+	case len(cfg.Key) == 0:
+		// Signing with the empty key would let anyone who knows the
+		// token format act as any merchant whose id they have seen.
+		cfg.Key = make([]byte, minKeyLen)
+		rand.Read(cfg.Key)
+	case len(cfg.Key) < minKeyLen:
+		panic(fmt.Sprintf("server: Config.Key has %d bytes, want at least %d random bytes", len(cfg.Key), minKeyLen))
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	var mount string
+	if u, err := url.Parse(cfg.BaseURL); err == nil {
+		mount = u.EscapedPath()
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -138,8 +174,12 @@ func New(cfg Config) *Server {
 	if cfg.CompanySearchRate == 0 {
 		cfg.CompanySearchRate = 20
 	}
-	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics,
+	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics, mount: mount,
 		limiter: newRateLimiter(cfg.CompanySearchRate, 10*cfg.CompanySearchRate)}
+	s.openAPI = func() []byte { return servedOpenAPI(cfg.Sandbox, cfg.SeparateOps) }
+	if mount != "" {
+		s.openAPI = sync.OnceValue(func() []byte { return mountedOpenAPI(servedOpenAPI(cfg.Sandbox, cfg.SeparateOps), mount) })
+	}
 	s.routes()
 	return s
 }
@@ -530,7 +570,7 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, res *kassa.
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	if res.Location != "" {
-		w.Header().Set("Location", res.Location)
+		w.Header().Set("Location", s.mount+res.Location)
 	}
 	writeRaw(w, res.Status, res.Body)
 }
