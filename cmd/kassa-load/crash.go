@@ -98,6 +98,12 @@ func crash(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	if orders, captures, refunds := tl.acknowledged(); orders == 0 || captures == 0 || refunds == 0 {
+		// A server that refuses every create, capture or refund loses and
+		// doubles nothing: the test has then shown nothing about them.
+		fmt.Fprintf(stdout, "FAILED: %d rounds acknowledged %d orders, %d captures, %d refunds: too few to check\n", *rounds, orders, captures, refunds)
+		return 1
+	}
 	fmt.Fprintf(stdout, "crash test: %d rounds, %d orders, 0 acknowledged mutations lost, 0 applied twice; %d in-flight retries (%d replayed, %d executed once)\n",
 		*rounds, len(tl.orders), totalLost, replayed, totalRetried-replayed)
 	return 0

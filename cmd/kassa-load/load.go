@@ -309,6 +309,18 @@ func untallied(ctx context.Context, c *client, tl *tally, since time.Time, out i
 	return bad
 }
 
+// acknowledged counts what the tally holds: orders, captures and refunds.
+// A run that acknowledged none of a kind has checked nothing about it.
+func (t *tally) acknowledged() (orders, captures, refunds int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.orders {
+		captures += e.captures
+		refunds += e.refunds
+	}
+	return len(t.orders), captures, refunds
+}
+
 // runLoad drives concurrency workers for d and reports.
 func runLoad(ctx context.Context, c *client, concurrency int, d time.Duration, gets, lists int, tl *tally, lost *[]pending, progress io.Writer) (*stats, time.Duration) {
 	st := newStats()
