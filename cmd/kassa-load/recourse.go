@@ -232,6 +232,10 @@ func (r *contended) verifyPayouts(ctx context.Context, c *client, out io.Writer)
 				byLedger[t.LedgerID] += t.Amount.MinorUnits
 			}
 		}
+		for _, m := range feeMismatches(txs, serveFees) {
+			fmt.Fprintf(out, "PAYOUT: settlement %s: %s\n", s.Reference, m)
+			bad++
+		}
 		if net != s.NetAmount.MinorUnits || len(txs) != s.TransactionCount ||
 			sums["capture"] != s.GrossAmount.MinorUnits || -sums["refund"] != s.RefundAmount.MinorUnits ||
 			-sums["fee"] != s.FeeAmount.MinorUnits || -sums["adjustment"] != s.AdjustmentAmount.MinorUnits ||
@@ -338,6 +342,52 @@ func (r *contended) verifyPayouts(ctx context.Context, c *client, out io.Writer)
 	fmt.Fprintf(out, "payouts: %d settlements (%d by runs during the load on %d run requests, %d by the final run), %d transactions; %d captures (%d paid in part, %d recoursed; %d payments, %d recourses acknowledged, %d refused as raced), paid out %d, claims still held %d: %d mismatches\n",
 		len(all), r.runsMade.Load(), r.runsSent.Load(), runs, txCount, captures, paidCaptures, recoursed, r.payments.Load(), r.recoursed.Load(), r.refused.Load(), paidOut, claims, bad)
 	return bad
+}
+
+// feePolicy is a merchant's fee per capture (docs/settlements.md):
+// basisPoints of the amount, rounded half away from zero, plus fixed.
+type feePolicy struct{ basisPoints, fixed int64 }
+
+// serveFees is the policy of the merchant "kassa serve --client-id" makes,
+// which the replicas run settles for: none.
+var serveFees = feePolicy{}
+
+func (p feePolicy) fee(amount int64) int64 {
+	v := amount * p.basisPoints
+	if v < 0 {
+		return -((-v + 5000) / 10000) + p.fixed
+	}
+	return (v+5000)/10000 + p.fixed
+}
+
+// feeMismatches checks one settlement's fee transactions against policy:
+// each capture's fee, in the capture's settlement, and no other fee. The
+// payout check per capture leaves fees aside, so a fee charged wrong (or
+// credited: a payout one minor unit too high) shows only here.
+func feeMismatches(txs []txRecord, policy feePolicy) []string {
+	fees := map[string]int64{}
+	charged := map[string]bool{}
+	for _, t := range txs {
+		if t.Type == "fee" {
+			fees[t.LedgerID] -= t.Amount.MinorUnits
+			charged[t.LedgerID] = true
+		}
+	}
+	var out []string
+	for _, t := range txs {
+		if t.Type != "capture" {
+			continue
+		}
+		if want := policy.fee(t.Amount.MinorUnits); fees[t.LedgerID] != want {
+			out = append(out, fmt.Sprintf("capture %s of %d charged a fee of %d, want %d", t.LedgerID, t.Amount.MinorUnits, fees[t.LedgerID], want))
+		}
+		delete(charged, t.LedgerID)
+	}
+	for l := range charged {
+		out = append(out, fmt.Sprintf("fee %d on ledger %s, which this settlement pays no capture of", fees[l], l))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // everyPage reads every page of a fromId-paged list at path, whose records
