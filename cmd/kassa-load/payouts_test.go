@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 )
 
 func tx(typ, ledger string, amount int64) txRecord {
@@ -38,5 +39,31 @@ func TestFeePolicyRoundsHalfAwayFromZero(t *testing.T) {
 		if got := p.fee(amount); got != want {
 			t.Errorf("fee(%d) = %d, want %d", amount, got, want)
 		}
+	}
+}
+
+func TestSettlementMismatches(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	rec := func(id, ref string, made time.Time) settlementRecord {
+		return settlementRecord{ID: id, Reference: ref, CreatedAt: made, PeriodEnd: at}
+	}
+	for _, c := range []struct {
+		name string
+		all  []settlementRecord
+		want int
+	}{
+		{"none", nil, 0},
+		{"gapless, in any order", []settlementRecord{rec("b", "S-000002", at), rec("a", "S-000001", at.Add(time.Second)), rec("c", "S-000003", at)}, 0},
+		{"a gap", []settlementRecord{rec("a", "S-000001", at), rec("c", "S-000003", at)}, 1},
+		{"one reference twice", []settlementRecord{rec("a", "S-000001", at), rec("b", "S-000001", at)}, 2}, // twice, and S-000002 missing
+		{"not from S-000001", []settlementRecord{rec("a", "S-000002", at)}, 1},
+		{"not a reference", []settlementRecord{rec("a", "S-1", at)}, 2},
+		{"made before its period's end", []settlementRecord{rec("a", "S-000001", at.Add(-time.Nanosecond))}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := settlementMismatches(c.all); len(got) != c.want {
+				t.Fatalf("settlementMismatches = %q, want %d", got, c.want)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -180,10 +181,43 @@ type settlementRecord struct {
 	GrossAmount, RefundAmount, FeeAmount, AdjustmentAmount money
 	RecourseAmount, NetAmount                              money
 	TransactionCount                                       int
+	CreatedAt, PeriodEnd                                   time.Time
+}
+
+// settlementMismatches checks what the merchant's settlements say of
+// themselves (docs/settlements.md): references S-000001 on, gapless and
+// each once, over every settlement the merchant has; and none made before
+// the last item it holds.
+func settlementMismatches(all []settlementRecord) []string {
+	var out []string
+	seen := map[int]string{}
+	for _, s := range all {
+		digits, ok := strings.CutPrefix(s.Reference, "S-")
+		n, err := strconv.Atoi(digits)
+		switch {
+		case !ok || err != nil || n < 1 || len(digits) < 6 || (len(digits) > 6 && digits[0] == '0'):
+			out = append(out, fmt.Sprintf("settlement %s has reference %q, not S-000001 on", s.ID, s.Reference))
+		case seen[n] != "":
+			out = append(out, fmt.Sprintf("reference %s is on settlements %s and %s", s.Reference, seen[n], s.ID))
+		default:
+			seen[n] = s.ID
+		}
+		if s.CreatedAt.Before(s.PeriodEnd) {
+			out = append(out, fmt.Sprintf("settlement %s made at %s, before its period's end %s", s.Reference,
+				s.CreatedAt.Format(time.RFC3339Nano), s.PeriodEnd.Format(time.RFC3339Nano)))
+		}
+	}
+	for n := 1; n <= len(all); n++ {
+		if seen[n] == "" {
+			out = append(out, fmt.Sprintf("reference S-%06d is missing: %d settlements have a gap", n, len(all)))
+		}
+	}
+	return out
 }
 
 // verifyPayouts runs one last settlement (and a second, which must find
-// nothing), reads every settlement and its transactions, and checks: each
+// nothing), reads every settlement and its transactions, and checks: the
+// references are gapless, no settlement is made before its period's end, each
 // settlement's transactions sum to its net and to its per-type amounts, no
 // transaction (type and ledger) is settled twice, and every capture of
 // every order was paid out captured − refunded − the claim still held.
@@ -206,6 +240,10 @@ func (r *contended) verifyPayouts(ctx context.Context, c *client, out io.Writer)
 	if err != nil {
 		fmt.Fprintf(out, "PAYOUT: cannot list settlements: %v\n", err)
 		return bad + 1
+	}
+	for _, m := range settlementMismatches(all) {
+		fmt.Fprintf(out, "PAYOUT: %s\n", m)
+		bad++
 	}
 	seen := map[string]string{}    // type + ledger → settlement reference
 	byLedger := map[string]int64{} // ledger → sum of its non-fee transactions
