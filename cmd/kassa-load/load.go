@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -366,8 +367,8 @@ func parseMix(s string) (gets, lists int, err error) {
 	}
 	for _, part := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(part, "=")
-		var n int
-		if _, err := fmt.Sscan(v, &n); !ok || err != nil || n < 0 || n > 100 {
+		n, err := strconv.Atoi(v) // all of it: Sscan would read "1x" as 1
+		if !ok || err != nil || n < 0 || n > 100 {
 			return 0, 0, fmt.Errorf("bad -mix element %q (want get=N,list=N)", part)
 		}
 		switch k {
