@@ -43,6 +43,7 @@ func crash(args []string, stdout, stderr io.Writer) int {
 	tl := newTally()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	totalLost, totalRetried, replayed := 0, 0, 0
+	since := time.Now()
 	for round := 1; round <= *rounds; round++ {
 		srv, base, err := startKassa(*bin, filepath.Join(dir, "data"), "crash", "crash-secret-123", extra...)
 		if err != nil {
@@ -88,6 +89,7 @@ func crash(args []string, stdout, stderr io.Writer) int {
 		totalLost += len(lost)
 		bad := verify(ctx, c, tl, io.Discard)
 		bad += invariants(ctx, c, tl, stdout)
+		bad += untallied(ctx, c, tl, since, stdout)
 		srv.Process.Signal(syscall.SIGTERM)
 		srv.Wait()
 		fmt.Fprintf(stdout, "round %2d: killed after %s; %d orders; %d unanswered requests retried; %d mismatches\n",
@@ -95,6 +97,12 @@ func crash(args []string, stdout, stderr io.Writer) int {
 		if bad > 0 {
 			return 1
 		}
+	}
+	if orders, captures, refunds := tl.acknowledged(); orders == 0 || captures == 0 || refunds == 0 {
+		// A server that refuses every create, capture or refund loses and
+		// doubles nothing: the test has then shown nothing about them.
+		fmt.Fprintf(stdout, "FAILED: %d rounds acknowledged %d orders, %d captures, %d refunds: too few to check\n", *rounds, orders, captures, refunds)
+		return 1
 	}
 	fmt.Fprintf(stdout, "crash test: %d rounds, %d orders, 0 acknowledged mutations lost, 0 applied twice; %d in-flight retries (%d replayed, %d executed once)\n",
 		*rounds, len(tl.orders), totalLost, replayed, totalRetried-replayed)

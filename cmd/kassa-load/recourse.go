@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -180,10 +181,43 @@ type settlementRecord struct {
 	GrossAmount, RefundAmount, FeeAmount, AdjustmentAmount money
 	RecourseAmount, NetAmount                              money
 	TransactionCount                                       int
+	CreatedAt, PeriodEnd                                   time.Time
+}
+
+// settlementMismatches checks what the merchant's settlements say of
+// themselves (docs/settlements.md): references S-000001 on, gapless and
+// each once, over every settlement the merchant has; and none made before
+// the last item it holds.
+func settlementMismatches(all []settlementRecord) []string {
+	var out []string
+	seen := map[int]string{}
+	for _, s := range all {
+		digits, ok := strings.CutPrefix(s.Reference, "S-")
+		n, err := strconv.Atoi(digits)
+		switch {
+		case !ok || err != nil || n < 1 || len(digits) < 6 || (len(digits) > 6 && digits[0] == '0'):
+			out = append(out, fmt.Sprintf("settlement %s has reference %q, not S-000001 on", s.ID, s.Reference))
+		case seen[n] != "":
+			out = append(out, fmt.Sprintf("reference %s is on settlements %s and %s", s.Reference, seen[n], s.ID))
+		default:
+			seen[n] = s.ID
+		}
+		if s.CreatedAt.Before(s.PeriodEnd) {
+			out = append(out, fmt.Sprintf("settlement %s made at %s, before its period's end %s", s.Reference,
+				s.CreatedAt.Format(time.RFC3339Nano), s.PeriodEnd.Format(time.RFC3339Nano)))
+		}
+	}
+	for n := 1; n <= len(all); n++ {
+		if seen[n] == "" {
+			out = append(out, fmt.Sprintf("reference S-%06d is missing: %d settlements have a gap", n, len(all)))
+		}
+	}
+	return out
 }
 
 // verifyPayouts runs one last settlement (and a second, which must find
-// nothing), reads every settlement and its transactions, and checks: each
+// nothing), reads every settlement and its transactions, and checks: the
+// references are gapless, no settlement is made before its period's end, each
 // settlement's transactions sum to its net and to its per-type amounts, no
 // transaction (type and ledger) is settled twice, and every capture of
 // every order was paid out captured − refunded − the claim still held.
@@ -206,6 +240,10 @@ func (r *contended) verifyPayouts(ctx context.Context, c *client, out io.Writer)
 	if err != nil {
 		fmt.Fprintf(out, "PAYOUT: cannot list settlements: %v\n", err)
 		return bad + 1
+	}
+	for _, m := range settlementMismatches(all) {
+		fmt.Fprintf(out, "PAYOUT: %s\n", m)
+		bad++
 	}
 	seen := map[string]string{}    // type + ledger → settlement reference
 	byLedger := map[string]int64{} // ledger → sum of its non-fee transactions
@@ -231,6 +269,10 @@ func (r *contended) verifyPayouts(ctx context.Context, c *client, out io.Writer)
 			if t.Type != "fee" {
 				byLedger[t.LedgerID] += t.Amount.MinorUnits
 			}
+		}
+		for _, m := range feeMismatches(txs, serveFees) {
+			fmt.Fprintf(out, "PAYOUT: settlement %s: %s\n", s.Reference, m)
+			bad++
 		}
 		if net != s.NetAmount.MinorUnits || len(txs) != s.TransactionCount ||
 			sums["capture"] != s.GrossAmount.MinorUnits || -sums["refund"] != s.RefundAmount.MinorUnits ||
@@ -338,6 +380,52 @@ func (r *contended) verifyPayouts(ctx context.Context, c *client, out io.Writer)
 	fmt.Fprintf(out, "payouts: %d settlements (%d by runs during the load on %d run requests, %d by the final run), %d transactions; %d captures (%d paid in part, %d recoursed; %d payments, %d recourses acknowledged, %d refused as raced), paid out %d, claims still held %d: %d mismatches\n",
 		len(all), r.runsMade.Load(), r.runsSent.Load(), runs, txCount, captures, paidCaptures, recoursed, r.payments.Load(), r.recoursed.Load(), r.refused.Load(), paidOut, claims, bad)
 	return bad
+}
+
+// feePolicy is a merchant's fee per capture (docs/settlements.md):
+// basisPoints of the amount, rounded half away from zero, plus fixed.
+type feePolicy struct{ basisPoints, fixed int64 }
+
+// serveFees is the policy of the merchant "kassa serve --client-id" makes,
+// which the replicas run settles for: none.
+var serveFees = feePolicy{}
+
+func (p feePolicy) fee(amount int64) int64 {
+	v := amount * p.basisPoints
+	if v < 0 {
+		return -((-v + 5000) / 10000) + p.fixed
+	}
+	return (v+5000)/10000 + p.fixed
+}
+
+// feeMismatches checks one settlement's fee transactions against policy:
+// each capture's fee, in the capture's settlement, and no other fee. The
+// payout check per capture leaves fees aside, so a fee charged wrong (or
+// credited: a payout one minor unit too high) shows only here.
+func feeMismatches(txs []txRecord, policy feePolicy) []string {
+	fees := map[string]int64{}
+	charged := map[string]bool{}
+	for _, t := range txs {
+		if t.Type == "fee" {
+			fees[t.LedgerID] -= t.Amount.MinorUnits
+			charged[t.LedgerID] = true
+		}
+	}
+	var out []string
+	for _, t := range txs {
+		if t.Type != "capture" {
+			continue
+		}
+		if want := policy.fee(t.Amount.MinorUnits); fees[t.LedgerID] != want {
+			out = append(out, fmt.Sprintf("capture %s of %d charged a fee of %d, want %d", t.LedgerID, t.Amount.MinorUnits, fees[t.LedgerID], want))
+		}
+		delete(charged, t.LedgerID)
+	}
+	for l := range charged {
+		out = append(out, fmt.Sprintf("fee %d on ledger %s, which this settlement pays no capture of", fees[l], l))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // everyPage reads every page of a fromId-paged list at path, whose records

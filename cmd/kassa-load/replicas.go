@@ -22,8 +22,9 @@ import (
 // order sent to different replicas at once, and the same Idempotency-Key sent
 // to two replicas at once. With -kill one replica is SIGKILLed mid-run; its
 // unanswered requests are retried, with their keys, on the others. Afterwards
-// every order must match the tally to the minor unit, and a key answered
-// twice must have answered the same bytes (executed once, replayed once).
+// every order must match the tally to the minor unit, the server must hold
+// no order the tally does not, and a key answered twice must have answered
+// the same bytes (executed once, replayed once).
 // With -recourse (recourse.go) invoices are also paid in part, recoursed
 // and refunded after the recourse, settlement runs go to several replicas
 // at once throughout, and every capture's payout over all settlements must
@@ -49,6 +50,7 @@ func replicas(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer cl.stop()
+	since := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), *dur)
 	defer cancel()
 	run := &contended{cl: cl, tl: newTally(), answers: map[string][]byte{}, recourse: *recourses}
@@ -82,6 +84,7 @@ func replicas(args []string, stdout, stderr io.Writer) int {
 	c := cl.client(0)
 	bad := verify(context.Background(), c, run.tl, stdout)
 	bad += invariants(context.Background(), c, run.tl, stdout)
+	bad += untallied(context.Background(), c, run.tl, since, stdout)
 	if *recourses {
 		bad += run.verifyPayouts(context.Background(), c, stdout)
 	}
