@@ -2,7 +2,11 @@
 // mix of merchant operations with Idempotency-Keys from concurrent clients,
 // reports throughput and latency per operation, and afterwards verifies
 // against its own tally that every operation answered 2xx is reflected
-// exactly once in the server's orders, to the minor unit.
+// exactly once in the server's orders, to the minor unit. It reads them
+// through the server it measured, whose caches of rendered orders answer
+// those reads; crash and replicas read through a server started after the
+// load, whose caches are empty (to check a server of your own that way,
+// restart it, or run it with --order-cache-mb 0).
 //
 //	kassa-load -addr http://127.0.0.1:8080 -client-id ID -client-secret SECRET -concurrency 16 -duration 30s
 //	kassa-load -baselines ...   also measure the baselines in the same run (ratios survive a noisy machine)

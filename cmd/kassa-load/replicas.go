@@ -22,7 +22,8 @@ import (
 // order sent to different replicas at once, and the same Idempotency-Key sent
 // to two replicas at once. With -kill one replica is SIGKILLed mid-run; its
 // unanswered requests are retried, with their keys, on the others. Afterwards
-// every order must match the tally to the minor unit, the server must hold
+// every order must match the tally to the minor unit (read through a replica
+// started after the run, so no cache of the run answers), the server must hold
 // no order the tally does not, and a key answered twice must have answered
 // the same bytes (executed once, replayed once).
 // With -recourse (recourse.go) invoices are also paid in part, recoursed
@@ -81,7 +82,14 @@ func replicas(args []string, stdout, stderr io.Writer) int {
 	wg.Wait()
 	runs.Wait()
 	retried := run.settlePending()
-	c := cl.client(0)
+	// Checked through a replica started now: one that served the run
+	// answers reads from its caches of rendered orders, where an answer
+	// the server gave but never stored could still be found.
+	if err := cl.add(*bin, storeArgs("postgres", *dbURL)); err != nil {
+		fmt.Fprintln(stderr, "kassa-load replicas: a replica to check through:", err)
+		return 1
+	}
+	c := cl.client(len(cl.bases) - 1)
 	bad := verify(context.Background(), c, run.tl, stdout)
 	bad += invariants(context.Background(), c, run.tl, stdout)
 	bad += untallied(context.Background(), c, run.tl, since, stdout)
@@ -116,24 +124,34 @@ func startCluster(bin, dbURL string, n, port int, id, secret string) (*cluster, 
 	cl := &cluster{id: id, sec: secret}
 	// One at a time: the first creates the merchant, the others find it.
 	for i := range n {
-		dir, err := os.MkdirTemp("", "kassa-replica")
-		if err != nil {
-			cl.stop()
-			return nil, err
-		}
 		args := storeArgs("postgres", dbURL)
 		if port != 0 {
 			args = append(args, "--addr", fmt.Sprintf("127.0.0.1:%d", port+i)) // the last --addr counts
 		}
-		cmd, base, err := startKassa(bin, filepath.Join(dir, "data"), id, secret, args...)
-		if err != nil {
-			os.RemoveAll(dir)
+		if err := cl.add(bin, args); err != nil {
 			cl.stop()
 			return nil, fmt.Errorf("replica %d: %w", i, err)
 		}
-		cl.cmds, cl.bases, cl.alive, cl.dirs = append(cl.cmds, cmd), append(cl.bases, base), append(cl.alive, true), append(cl.dirs, dir)
 	}
 	return cl, nil
+}
+
+// add starts one more replica with args and returns once it serves; its
+// index is the last.
+func (cl *cluster) add(bin string, args []string) error {
+	dir, err := os.MkdirTemp("", "kassa-replica")
+	if err != nil {
+		return err
+	}
+	cmd, base, err := startKassa(bin, filepath.Join(dir, "data"), cl.id, cl.sec, args...)
+	if err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.cmds, cl.bases, cl.alive, cl.dirs = append(cl.cmds, cmd), append(cl.bases, base), append(cl.alive, true), append(cl.dirs, dir)
+	return nil
 }
 
 func (cl *cluster) client(i int) *client { return newClient(cl.bases[i], cl.id, cl.sec, 64) }
