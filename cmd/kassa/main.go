@@ -5,6 +5,7 @@
 //
 //	kassa serve                                   run the server (defaults: 127.0.0.1:8080, ./kassa-data)
 //	kassa companies import --country SE file.csv  replace a country's companies in the search directory
+//	kassa store copy --data DIR --database-url U  move a stopped bolt deployment to PostgreSQL
 //	kassa version                                 print the version
 //	kassa help                                    print usage
 package main
@@ -61,6 +62,7 @@ Usage:
   kassa serve [flags]                                     run the reference server
   kassa companies import --country SE [--data DIR] FILE   import a company directory (CSV: companyId,companyName)
   kassa settle [--data DIR] [--store S --database-url U]  run settlements now (the server also runs them daily)
+  kassa store copy --data DIR --database-url U            copy a stopped server's bolt store into an empty PostgreSQL database
   kassa version                                           print the version
   kassa help                                              print this help
 
@@ -84,6 +86,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return companies(args[1:], stdout, stderr)
 	case "settle":
 		return settle(args[1:], stdout, stderr)
+	case "store":
+		return storeCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "kassa %s\n", Version)
 		return 0
@@ -277,15 +281,8 @@ func loadKey(dir string) ([]byte, error) {
 		return k, err
 	}
 	path := filepath.Join(dir, "server.key")
-	switch b, err := os.ReadFile(path); {
-	case err == nil:
-		k, err := hex.DecodeString(strings.TrimSpace(string(b)))
-		if err != nil || len(k) < 32 {
-			return nil, fmt.Errorf("%s is not a valid key", path)
-		}
-		return k, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, err // there, but unreadable: never a new key in its place
+	if k, err := readKeyFile(path); !errors.Is(err, fs.ErrNotExist) {
+		return k, err // there, but unreadable or bad: never a new key in its place
 	}
 	k := make([]byte, 32)
 	if _, err := rand.Read(k); err != nil {
@@ -301,6 +298,20 @@ func loadKey(dir string) ([]byte, error) {
 	}
 	if !created {
 		return loadKey(dir)
+	}
+	return k, nil
+}
+
+// readKeyFile reads a signing key file (DATA/server.key); an error wrapping
+// fs.ErrNotExist when there is none.
+func readKeyFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(k) < 32 {
+		return nil, fmt.Errorf("%s is not a valid key", path)
 	}
 	return k, nil
 }

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/bolt"
+	"github.com/kassahq/kassa/storage/postgres"
+)
+
+// storeCommand runs "kassa store …".
+func storeCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "copy" {
+		fmt.Fprintln(stderr, "usage: kassa store copy --data DIR --database-url URL")
+		return 2
+	}
+	return storeCopy(args[1:], stdout, stderr)
+}
+
+// storeCopy copies a stopped server's bolt store, and the signing key it
+// signs with, into an empty PostgreSQL database, in one transaction
+// ("kassa store copy"); see docs/postgres.md, "Moving from bolt".
+func storeCopy(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("store copy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", envDefault("data", "./kassa-data"), "data directory of the bolt store to copy, DATA/kassa.db (KASSA_DATA)")
+	dbURL := fs.String("database-url", envDefault("database-url", ""), "PostgreSQL URL of the empty database to copy into (KASSA_DATABASE_URL)")
+	hideSecrets(fs)
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	if !noArguments(fs, stderr) {
+		return 2
+	}
+	if *dbURL == "" {
+		fmt.Fprintln(stderr, "kassa: store copy needs --database-url (or KASSA_DATABASE_URL)")
+		return 2
+	}
+	fromEnv, err := envKey()
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return 2
+	}
+	path := filepath.Join(*data, "kassa.db")
+	if !fileExists(path) {
+		fmt.Fprintf(stderr, "kassa: no store at %s (--data names the server's data directory)\n", path)
+		return 1
+	}
+	// The key the bolt server signed with: KASSA_KEY when it was given one
+	// (recorded as a check value only, as a replica given KASSA_KEY
+	// records it), else DATA/server.key, which the replicas then share
+	// through the database. Without either, the first replica records its own.
+	key, checkOnly := fromEnv, fromEnv != nil
+	if key == nil {
+		key, err = readKeyFile(filepath.Join(*data, "server.key"))
+		if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			fmt.Fprintf(stderr, "kassa: %v\n", err)
+			return 1
+		}
+	}
+	// Read-only: the file is never written, and a server holding it makes
+	// the open fail fast instead of copying a store that goes on changing.
+	src, err := bolt.OpenReadOnly(path, 2*time.Second)
+	if errors.Is(err, bolt.ErrInUse) {
+		fmt.Fprintf(stderr, "kassa: %s is in use by another process (a kassa serve or kassa settle on this data directory): stop it, then copy\n", path)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return 1
+	}
+	defer src.Close()
+	// Migrated as serve migrates it.
+	db, err := openStore("postgres", *data, *dbURL, nil, -1, 0, slog.New(slog.NewTextHandler(stderr, nil)), 0)
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: open the database: %v\n", err)
+		return 1
+	}
+	defer db.Close()
+	start := time.Now()
+	counts, err := db.(*postgres.Store).Load(context.Background(), func(put func(storage.Record) error) error {
+		if err := src.Dump(context.Background(), put); err != nil {
+			return err
+		}
+		if key == nil {
+			return nil
+		}
+		return put(storage.Record{Kind: storage.KindSigningKey, Body: key, KeyCheckOnly: checkOnly})
+	})
+	if fe := (*fault.Error)(nil); errors.As(err, &fe) && fe.Code == "store_not_empty" {
+		fmt.Fprintf(stderr, "kassa: %s; nothing was copied\n", fe.Message)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: copy: %v; nothing was copied (the database is left as it was)\n", err)
+		return 1
+	}
+	for _, k := range storage.RecordKinds {
+		fmt.Fprintf(stdout, "%-24s %d\n", k, counts[k])
+	}
+	switch {
+	case key == nil:
+		fmt.Fprintln(stdout, "no signing key in the data directory and no KASSA_KEY: the first replica records its own (links and tokens signed before are refused)")
+	case checkOnly:
+		fmt.Fprintln(stdout, "signing key: KASSA_KEY, recorded as a check value only; give every replica the same KASSA_KEY")
+	}
+	fmt.Fprintf(stdout, "copied %s into the database in %v\n", path, time.Since(start).Round(time.Millisecond))
+	return 0
+}
