@@ -108,7 +108,7 @@ func Mint(r *TokenRequest, merchantID, tok string, now time.Time, ttl time.Durat
 	pm := order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}
 	if r.PaymentMethod != nil && r.PaymentMethod.Type != "" {
 		if !order.ValidPaymentType(order.PaymentType(r.PaymentMethod.Type)) {
-			f.Add("paymentMethod.type", "must be one of %v", order.PaymentTypes)
+			f.Add("paymentMethod.type", "must be one of %v", order.PaymentTypes())
 		}
 		pm.Type = order.PaymentType(r.PaymentMethod.Type)
 	}

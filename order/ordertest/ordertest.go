@@ -100,7 +100,7 @@ type Fixture struct {
 
 // New returns a fixture at Start with the default policy.
 func New() *Fixture {
-	return &Fixture{IDs: &IDs{}, Seq: &Seq{}, Clock: &Clock{T: Start}, Policy: order.DefaultPolicy}
+	return &Fixture{IDs: &IDs{}, Seq: &Seq{}, Clock: &Clock{T: Start}, Policy: order.DefaultPolicy()}
 }
 
 // Env returns an order.Env at the clock's current time.

@@ -69,7 +69,7 @@ type builder struct {
 func newBuilder() *builder { return &builder{ids: &ids{}, seq: &seq{}} }
 
 func (b *builder) env(at time.Time) order.Env {
-	return order.Env{Now: at, IDs: b.ids, Docs: b.seq, Policy: order.DefaultPolicy}
+	return order.Env{Now: at, IDs: b.ids, Docs: b.seq, Policy: order.DefaultPolicy()}
 }
 
 // Shapes of the orders make builds, chosen by i % len(shapes).

@@ -1005,7 +1005,7 @@ func testList(t *testing.T, s storage.Store) {
 		}
 		return newestFirst(hits)
 	}
-	exp := func(m int) time.Time { return at(m).Add(order.DefaultPolicy.ExpiryPeriod) }
+	exp := func(m int) time.Time { return at(m).Add(order.DefaultPolicy().ExpiryPeriod) }
 	st := func(ss ...order.Status) []order.Status { return ss }
 	queries := map[string]storage.OrderQuery{
 		"all":                      {},
