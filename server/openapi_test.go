@@ -340,8 +340,8 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeOf(order.RiskTag("")):     {"unknown", "creditDeclined", "blacklisted", "possibleFraud"},
 	reflect.TypeOf(money.VATMode("")):     {"inclVat", "exclVat"},
 	reflect.TypeOf(token.State("")):       {"active", "revoked"},
-	reflect.TypeOf(session.State("")):     strs(session.States),
-	reflect.TypeOf(session.Source("")):    strs(session.Sources),
+	reflect.TypeOf(session.State("")):     strs(session.States()),
+	reflect.TypeOf(session.Source("")):    strs(session.Sources()),
 	reflect.TypeOf(sandbox.Outcome("")):   {"approved", "creditDeclined", "advanceInvoiceOnly", "possibleFraud", "blacklisted"},
 	reflect.TypeOf(settlement.Kind("")):   {"capture", "refund", "fee", "adjustment", "recourse"},
 }
