@@ -18,7 +18,7 @@ func TestCreditDeclinedDescriptionNamesTheApprovedMethods(t *testing.T) {
 		order.PayPaypal: "PayPal"}
 	locales := map[string]string{"SE": "sv-SE", "NO": "nb-NO", "FI": "fi-FI", "DK": "da-DK"}
 	currencies := map[string]string{"SE": "SEK", "NO": "NOK", "FI": "EUR", "DK": "DKK"}
-	for _, fx := range Fixtures {
+	for _, fx := range Fixtures() {
 		if fx.Outcome != CreditDeclined {
 			continue
 		}
