@@ -304,7 +304,7 @@ var bounds = map[reflect.Type]map[string]bound{
 	reflect.TypeOf(sandbox.TokenRequest{}): {"amount": {"minimum": 1, "maximum": 1000000000}},
 	reflect.TypeOf(riskRequest{}):          {"decision": {"enum": []string{"approve", "deny"}}},
 	reflect.TypeOf(markRequest{}):          {"status": {"enum": []string{"reminder1", "reminder2", "debtCollection", "invoiceDeliveryFailure"}}},
-	reflect.TypeOf(kassa.PaymentStatus{}):  {"status": {"enum": kassa.PaymentStatuses}},
+	reflect.TypeOf(kassa.PaymentStatus{}):  {"status": {"enum": kassa.PaymentStatuses()}},
 }
 
 var (
