@@ -33,7 +33,7 @@ type DeliveryOptions struct {
 	// refused unless AllowPrivateNetworks. A client of your own replaces
 	// that address check too: its dialer must refuse what yours must.
 	Client *http.Client
-	// Retry is the backoff schedule; default notify.DefaultRetry. A
+	// Retry is the backoff schedule; default notify.DefaultRetry(). A
 	// receiver's Retry-After (with 429 or 503) lengthens a wait, up to
 	// Retry.Cap.
 	Retry notify.Retry
@@ -76,7 +76,7 @@ func (o DeliveryOptions) withDefaults() DeliveryOptions {
 		}
 	}
 	if o.Retry == (notify.Retry{}) {
-		o.Retry = notify.DefaultRetry
+		o.Retry = notify.DefaultRetry()
 	}
 	if o.Batch <= 0 {
 		o.Batch = 50

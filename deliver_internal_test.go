@@ -103,7 +103,7 @@ func TestRetryAfter(t *testing.T) {
 			t.Errorf("Retry-After %q: %v, want %v", v, got, want)
 		}
 	}
-	opts := DeliveryOptions{Retry: notify.DefaultRetry, RandN: func(n int64) int64 { return n - 1 }} // the nominal delay
+	opts := DeliveryOptions{Retry: notify.DefaultRetry(), RandN: func(n int64) int64 { return n - 1 }} // the nominal delay
 	for _, c := range []struct {
 		n          int
 		retryAfter time.Duration

@@ -40,7 +40,7 @@ type Options struct {
 	// IDs mints identifiers; default RandomIDs.
 	IDs order.IDSource
 	// Policy holds the expiry periods; a zero or negative period takes its
-	// value in order.DefaultPolicy, and MaxExpiry is at least ExpiryPeriod.
+	// value in order.DefaultPolicy(), and MaxExpiry is at least ExpiryPeriod.
 	Policy order.Policy
 	// IdempotencyTTL is how long an idempotency key is remembered; zero or
 	// negative: 24 h.
@@ -96,10 +96,10 @@ func New(store storage.Store, opts Options) *Ledger {
 	// Each period defaults on its own: an embedder who sets one must not
 	// get orders that expire at creation, or never offer an extension.
 	if opts.Policy.ExpiryPeriod <= 0 {
-		opts.Policy.ExpiryPeriod = order.DefaultPolicy.ExpiryPeriod
+		opts.Policy.ExpiryPeriod = order.DefaultPolicy().ExpiryPeriod
 	}
 	if opts.Policy.MaxExpiry <= 0 {
-		opts.Policy.MaxExpiry = order.DefaultPolicy.MaxExpiry
+		opts.Policy.MaxExpiry = order.DefaultPolicy().MaxExpiry
 	}
 	opts.Policy.MaxExpiry = max(opts.Policy.MaxExpiry, opts.Policy.ExpiryPeriod)
 	if opts.IdempotencyTTL <= 0 {

@@ -586,7 +586,7 @@ func TestPaymentsLeaveTheMerchantsSizeLimit(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		env := order.Env{Now: f.now(), IDs: kassa.RandomIDs{}, Policy: order.DefaultPolicy}
+		env := order.Env{Now: f.now(), IDs: kassa.RandomIDs{}, Policy: order.DefaultPolicy()}
 		for range order.MaxEvents - 1 {
 			if err := stored.RegisterPayment(invoice, 1, env); err != nil {
 				return err
@@ -759,7 +759,7 @@ func TestReturnedBytesAreTheCallers(t *testing.T) {
 // creation and a negative key lifetime does not turn idempotency off.
 func TestOptionsDefaultEachField(t *testing.T) {
 	day := 24 * time.Hour
-	def := order.DefaultPolicy
+	def := order.DefaultPolicy()
 	for _, c := range []struct {
 		name      string
 		set, want order.Policy

@@ -175,7 +175,7 @@ func checkEnums(q storage.OrderQuery) error {
 		}
 	}
 	for _, c := range q.Categories {
-		if !slices.Contains(order.Categories, c) {
+		if !slices.Contains(order.Categories(), c) {
 			f.Add("paymentMethodCategory", "unknown payment method category %q", c)
 		}
 	}
@@ -446,10 +446,13 @@ type PaymentStatus struct {
 	Status string `json:"status"`
 }
 
-// PaymentStatuses are the values of PaymentStatus.Status (the spec does not
-// show its type); the OpenAPI document lists them as its enum.
-var PaymentStatuses = []string{"pending", "authorized", "partiallyCaptured", "captured", "partiallyRefunded",
+var paymentStatuses = []string{"pending", "authorized", "partiallyCaptured", "captured", "partiallyRefunded",
 	"refunded", "partiallyPaid", "paid", "cancelled", "expired", "denied"}
+
+// PaymentStatuses are the values of PaymentStatus.Status (the spec does not
+// show its type); the OpenAPI document lists them as its enum. Each call
+// returns a new slice, so a caller changing it changes nothing here.
+func PaymentStatuses() []string { return slices.Clone(paymentStatuses) }
 
 // PaymentStatusOf derives the payment status of an order at now.
 func PaymentStatusOf(o *order.Order, now time.Time) PaymentStatus {

@@ -124,7 +124,7 @@ func TestCaptureStateRefusals(t *testing.T) {
 			o := f.Order(t)
 			f.Clock.Advance(29 * 24 * time.Hour)
 			o.MarkExpired(f.Env())
-			f.Clock.T = ordertest.Start.Add(time.Hour)
+			f.Clock.T = ordertest.Start().Add(time.Hour)
 			return o
 		},
 		"advanceInvoice unacknowledged": func(t *testing.T, f *ordertest.Fixture) *order.Order {

@@ -33,7 +33,7 @@ func TestValidNumber(t *testing.T) {
 }
 
 func TestGeneratedNumbersAreValidAndUnique(t *testing.T) {
-	for _, c := range Countries {
+	for _, c := range Countries() {
 		cs := Generate(c, 3000, 7)
 		seen := map[string]bool{}
 		for _, co := range cs {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/kassahq/kassa/fault"
@@ -28,9 +29,12 @@ var (
 			{"ApS", "ApS", "A/S", "A/S", "I/S", "K/S"}},
 	}
 	districts = []string{"Nord", "Syd", "Väst", "Öst", "Centrum", "City", "Hamn", "Park", "Center", "Group", "Partner", "Service", "Team", "Invest", "Holding", "Solutions", "Trading", "Teknik", "Design", "Produktion"}
-	// Countries lists the countries of the bundled dataset.
-	Countries = []string{"DK", "FI", "NO", "SE"}
+	countries = []string{"DK", "FI", "NO", "SE"}
 )
+
+// Countries lists the countries of the bundled dataset. Each call returns a
+// new slice, so a caller changing it does not change what Bundled builds.
+func Countries() []string { return slices.Clone(countries) }
 
 // numberBody returns the digits before the check digit of a registration
 // number for country, derived from seq so that numbers are unique.
@@ -98,7 +102,7 @@ const BundledSize = 5000
 // each country plus extra companies (the sandbox's fixture buyers).
 func Bundled(extra []Company) *Directory {
 	d := NewDirectory()
-	for _, c := range Countries {
+	for _, c := range countries {
 		cs := Generate(c, BundledSize, 1)
 		for _, e := range extra {
 			if e.Country == c {

@@ -38,15 +38,19 @@ const (
 	AllOrderEvents = "order.*"
 )
 
-// OrderEventTopics are the spec's order event types as topics.
-var OrderEventTopics = []string{"order.acknowledge", "order.authorize", "order.cancel", "order.create", "order.edit",
+var orderEventTopics = []string{"order.acknowledge", "order.authorize", "order.cancel", "order.create", "order.edit",
 	"order.editCustomer", "order.editPaymentMethod", "order.extendExpiry", "order.fullCapture", "order.fullRefund",
 	"order.paid", "order.partialCapture", "order.partialRefund", "order.readyForCapture", "order.setReference"}
+
+// OrderEventTopics are the spec's order event types as topics. Each call
+// returns a new slice, so a caller changing it does not change which topics
+// the package knows.
+func OrderEventTopics() []string { return slices.Clone(orderEventTopics) }
 
 // Subscribable lists every topic a merchant may name in its subscriptions.
 func Subscribable() []string {
 	return append([]string{AllOrderEvents, TopicAcknowledgementReminder, TopicExpiryReminder,
-		TopicSessionAuthorized, TopicDocumentResent}, OrderEventTopics...)
+		TopicSessionAuthorized, TopicDocumentResent}, orderEventTopics...)
 }
 
 // MaxSubscriptions bounds the list a merchant sends.
@@ -60,7 +64,7 @@ func Wants(subscribed []string, topic string) bool {
 	if slices.Contains(subscribed, topic) {
 		return true
 	}
-	return strings.HasPrefix(topic, "order.") && slices.Contains(OrderEventTopics, topic) &&
+	return strings.HasPrefix(topic, "order.") && slices.Contains(orderEventTopics, topic) &&
 		slices.Contains(subscribed, AllOrderEvents)
 }
 
@@ -186,8 +190,10 @@ type Retry struct {
 }
 
 // DefaultRetry spans 7 to 14.5 hours over 12 attempts (11 delays: 30 s
-// doubling to 256 min, then the 6 h cap; jitter halves each at most).
-var DefaultRetry = Retry{Base: 30 * time.Second, Cap: 6 * time.Hour, MaxAttempts: 12}
+// doubling to 256 min, then the 6 h cap; jitter halves each at most). It is
+// a function, not a variable, so that no importer can change the default of
+// every instance in the process.
+func DefaultRetry() Retry { return Retry{Base: 30 * time.Second, Cap: 6 * time.Hour, MaxAttempts: 12} }
 
 // Nominal is the delay before retrying after failed attempt n, before jitter.
 func (r Retry) Nominal(n int) time.Duration {

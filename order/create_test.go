@@ -23,10 +23,10 @@ func TestCreateAppendsCreateThenReadyForCapture(t *testing.T) {
 	for _, e := range o.Events {
 		equal(t, "event order", e.OrderID, "order-1")
 		equal(t, "event ledger", e.LedgerID, "ledger-1")
-		equal(t, "event time", e.CreatedAt, ordertest.Start)
+		equal(t, "event time", e.CreatedAt, ordertest.Start())
 	}
 	equal(t, "updatedAt", o.UpdatedAt, o.Events[len(o.Events)-1].CreatedAt)
-	equal(t, "expiresAt", o.ExpiresAt, ordertest.Start.Add(28*24*time.Hour))
+	equal(t, "expiresAt", o.ExpiresAt, ordertest.Start().Add(28*24*time.Hour))
 	equal(t, "authorized", o.AuthorizedAmount, int64(28780))
 	equal(t, "approved", o.ApprovedAmount, int64(2*28780))
 	equal(t, "amounts", o.Amounts(), order.Amounts{Order: 28780, Uncaptured: 28780})

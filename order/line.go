@@ -187,7 +187,7 @@ func ValidateLineFields(f *fault.Fields, path string, in LineInput, withID bool)
 	}
 	checkTextOf(f, path+".reference", in.Reference, MaxTextLen, identified)
 	if in.Type != "" && !validLineType(LineType(in.Type)) {
-		f.Add(path+".type", "must be one of %v", LineTypes)
+		f.Add(path+".type", "must be one of %v", lineTypes)
 	}
 	checkAmount(f, path+".totalAmount", in.TotalAmount, -MaxLineAmount, MaxLineAmount)
 	checkAmount(f, path+".totalVatAmount", in.TotalVatAmount, -MaxLineAmount, MaxLineAmount)

@@ -169,7 +169,7 @@ func TestExtendExpiryShortCap(t *testing.T) {
 	if err := o.ExtendExpiry(f.Env()); err != nil {
 		t.Fatal(err)
 	}
-	equal(t, "expiresAt", o.ExpiresAt, ordertest.Start.Add(30*24*time.Hour))
+	equal(t, "expiresAt", o.ExpiresAt, ordertest.Start().Add(30*24*time.Hour))
 	wantFault(t, o.ExtendExpiry(f.Env()), fault.NotAvailable, "action_not_available")
 }
 
@@ -183,7 +183,7 @@ func TestMarkExpired(t *testing.T) {
 	if !o.MarkExpired(f.Env()) || o.MarkExpired(f.Env()) {
 		t.Fatal("MarkExpired should change the order once")
 	}
-	f.Clock.T = ordertest.Start // even if the clock is set back, the mark holds
+	f.Clock.T = ordertest.Start() // even if the clock is set back, the mark holds
 	if !o.Expired(f.Clock.Now()) {
 		t.Fatal("marked order not expired")
 	}
@@ -304,12 +304,12 @@ func TestRiskHold(t *testing.T) {
 func TestEventTimeNeverGoesBack(t *testing.T) {
 	f := ordertest.New()
 	o := f.Order(t)
-	f.Clock.T = ordertest.Start.Add(-time.Hour) // the sandbox clock can be set back
+	f.Clock.T = ordertest.Start().Add(-time.Hour) // the sandbox clock can be set back
 	if err := o.SetReference(&order.ReferenceRequest{Reference: ordertest.Ptr("x")}, f.Env()); err != nil {
 		t.Fatal(err)
 	}
-	equal(t, "event time", o.Events[len(o.Events)-1].CreatedAt, ordertest.Start)
-	equal(t, "updatedAt", o.UpdatedAt, ordertest.Start)
+	equal(t, "event time", o.Events[len(o.Events)-1].CreatedAt, ordertest.Start())
+	equal(t, "updatedAt", o.UpdatedAt, ordertest.Start())
 }
 
 // A cancelled order, or one that expired with nothing captured, no longer

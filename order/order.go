@@ -57,8 +57,11 @@ type Policy struct {
 	MaxExpiry    time.Duration // latest expiry after creation; default 180 days
 }
 
-// DefaultPolicy is the policy of design.md §3.
-var DefaultPolicy = Policy{ExpiryPeriod: 28 * 24 * time.Hour, MaxExpiry: 180 * 24 * time.Hour}
+// DefaultPolicy is the policy of design.md §3. It is a function, not a
+// variable, so that no importer can change the default of every instance.
+func DefaultPolicy() Policy {
+	return Policy{ExpiryPeriod: 28 * 24 * time.Hour, MaxExpiry: 180 * 24 * time.Hour}
+}
 
 // Env is what an operation needs from outside: the transaction's single now,
 // identifiers, document numbers and policy.

@@ -1,5 +1,7 @@
 package order
 
+import "slices"
+
 // Status is one value of an order's status array; several may hold at once.
 type Status string
 
@@ -20,15 +22,19 @@ const (
 	StatusInvoiceDeliveryFailure Status = "invoiceDeliveryFailure"
 )
 
-// AllStatuses lists every order status in the spec's order.
-var AllStatuses = []Status{StatusPartiallyCaptured, StatusFullyCaptured, StatusPartiallyRefunded,
+var allStatuses = []Status{StatusPartiallyCaptured, StatusFullyCaptured, StatusPartiallyRefunded,
 	StatusFullyRefunded, StatusUncaptured, StatusOnHold, StatusReadyForCapture, StatusFraudDeny,
 	StatusCancelled, StatusUnacknowledged, StatusExpired, StatusPartiallyPaid, StatusFullyPaid,
 	StatusInvoiceDeliveryFailure}
 
+// AllStatuses lists every order status in the spec's order. Each call returns
+// a new slice, so a caller changing it does not change what the package
+// accepts.
+func AllStatuses() []Status { return slices.Clone(allStatuses) }
+
 // ValidStatus reports whether s names an order status.
 func ValidStatus(s string) bool {
-	for _, v := range AllStatuses {
+	for _, v := range allStatuses {
 		if string(v) == s {
 			return true
 		}
@@ -71,10 +77,13 @@ const (
 	EventSetReference      EventType = "setReference"
 )
 
-// AllEventTypes lists the 15 event types of the spec.
-var AllEventTypes = []EventType{EventAcknowledge, EventAuthorize, EventCancel, EventCreate, EventEdit,
+var allEventTypes = []EventType{EventAcknowledge, EventAuthorize, EventCancel, EventCreate, EventEdit,
 	EventEditCustomer, EventEditPaymentMethod, EventExtendExpiry, EventFullCapture, EventFullRefund,
 	EventPaid, EventPartialCapture, EventPartialRefund, EventReadyForCapture, EventSetReference}
+
+// AllEventTypes lists the 15 event types of the spec. Each call returns a new
+// slice, so a caller changing it does not change what the package accepts.
+func AllEventTypes() []EventType { return slices.Clone(allEventTypes) }
 
 // Action is an action type offered in a sub-order's availableActions.
 type Action string
@@ -97,12 +106,15 @@ const (
 // LineType is the type of an order line.
 type LineType string
 
-// LineTypes lists the accepted order line types.
-var LineTypes = []LineType{"physical", "service", "digital", "discount", "shippingFee", "giftCard",
+var lineTypes = []LineType{"physical", "service", "digital", "discount", "shippingFee", "giftCard",
 	"storeCredit", "surcharge", "autoAdjustment"}
 
+// LineTypes lists the accepted order line types. Each call returns a new
+// slice, so a caller changing it does not change what the package accepts.
+func LineTypes() []LineType { return slices.Clone(lineTypes) }
+
 func validLineType(t LineType) bool {
-	for _, v := range LineTypes {
+	for _, v := range lineTypes {
 		if v == t {
 			return true
 		}
@@ -130,12 +142,15 @@ const (
 	PayPaypal         PaymentType = "paypal"
 )
 
-// PaymentTypes lists every payment method type.
-var PaymentTypes = []PaymentType{PayInvoice, PayAdvanceInvoice, PayPartPayment, PayCard, PayBankTransfer, PayPaypal}
+var paymentTypes = []PaymentType{PayInvoice, PayAdvanceInvoice, PayPartPayment, PayCard, PayBankTransfer, PayPaypal}
+
+// PaymentTypes lists every payment method type. Each call returns a new slice,
+// so a caller changing it does not change what the package accepts.
+func PaymentTypes() []PaymentType { return slices.Clone(paymentTypes) }
 
 // ValidPaymentType reports whether t is a known payment method type.
 func ValidPaymentType(t PaymentType) bool {
-	for _, v := range PaymentTypes {
+	for _, v := range paymentTypes {
 		if v == t {
 			return true
 		}
@@ -165,8 +180,11 @@ const (
 	CategoryDirectBank     Category = "directBank"
 )
 
-// Categories lists every payment method category.
-var Categories = []Category{CategoryInvoice, CategoryServiceInvoice, CategoryAdvanceInvoice, CategoryCard, CategoryDirectBank}
+var categories = []Category{CategoryInvoice, CategoryServiceInvoice, CategoryAdvanceInvoice, CategoryCard, CategoryDirectBank}
+
+// Categories lists every payment method category. Each call returns a new
+// slice, so a caller changing it does not change what the package accepts.
+func Categories() []Category { return slices.Clone(categories) }
 
 // PaidAtCapture says a capture is paid when it is made (card, PayPal): its
 // document is a receipt, not an invoice the buyer pays afterwards.
@@ -199,8 +217,11 @@ const (
 	RiskPossibleFraud  RiskTag = "possibleFraud"
 )
 
-// RiskTags lists every risk tag.
-var RiskTags = []RiskTag{RiskUnknown, RiskCreditDeclined, RiskBlacklisted, RiskPossibleFraud}
+var riskTags = []RiskTag{RiskUnknown, RiskCreditDeclined, RiskBlacklisted, RiskPossibleFraud}
+
+// RiskTags lists every risk tag. Each call returns a new slice, so a caller
+// changing it does not change what the package accepts.
+func RiskTags() []RiskTag { return slices.Clone(riskTags) }
 
 // Contact is the spec's CompanyContact.
 type Contact struct {

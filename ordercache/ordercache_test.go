@@ -51,7 +51,7 @@ func randomOrder(t *rapid.T) *order.Order {
 }
 
 func render(o *order.Order, at time.Time) []byte {
-	b, err := json.Marshal(o.Response(at, order.DefaultPolicy, nil))
+	b, err := json.Marshal(o.Response(at, order.DefaultPolicy(), nil))
 	if err != nil {
 		panic(err)
 	}

@@ -32,7 +32,7 @@ func TestFixtureDecisions(t *testing.T) {
 		PossibleFraud:      {order.PayInvoice, []order.RiskTag{order.RiskPossibleFraud}},
 		Blacklisted:        {order.PayInvoice, []order.RiskTag{order.RiskBlacklisted}},
 	}
-	for _, fx := range Fixtures {
+	for _, fx := range Fixtures() {
 		a, err := Mint(request(fx.Country, fx.CompanyID), "m1", "tok", now, time.Hour)
 		if fx.Outcome == CreditDeclined {
 			if !fault.Is(err, fault.Declined) || a != nil {

@@ -36,8 +36,7 @@ type Fixture struct {
 	Description string  `json:"description"`
 }
 
-// Fixtures lists every sandbox buyer. Any other company id is approved.
-var Fixtures = []Fixture{
+var fixtures = []Fixture{
 	{"SE", "5560000001", "Approved Byggvaror AB", Approved, "approved for every payment method"},
 	{"SE", "5560000019", "Nekad Kredit AB", CreditDeclined, "declined for credit on invoice and part payment (402); card, advance invoice, bank transfer and PayPal approved"},
 	{"SE", "5560000027", "Förskott Handel AB", AdvanceInvoiceOnly, "approved only for advanceInvoice; order starts unacknowledged"},
@@ -60,16 +59,21 @@ var Fixtures = []Fixture{
 	{"DK", "10000005", "Sortlistet Import ApS", Blacklisted, "risk tag blacklisted; order fraudDeny"},
 }
 
+// Fixtures lists every sandbox buyer. Any other company id is approved.
+// Each call returns a new slice, so a caller changing it does not change
+// which buyers the sandbox declines or flags.
+func Fixtures() []Fixture { return slices.Clone(fixtures) }
+
 // Lookup finds the fixture of a company in a country; separators in the
 // registration number do not matter.
 func Lookup(country, companyID string) (Fixture, bool) {
-	i := slices.IndexFunc(Fixtures, func(f Fixture) bool {
+	i := slices.IndexFunc(fixtures, func(f Fixture) bool {
 		return f.Country == country && company.SameNumber(country, f.CompanyID, companyID)
 	})
 	if i < 0 {
 		return Fixture{}, false
 	}
-	return Fixtures[i], true
+	return fixtures[i], true
 }
 
 // TokenRequest is the body of POST /sandbox/v1/authorization-tokens: a buyer
@@ -108,7 +112,7 @@ func Mint(r *TokenRequest, merchantID, tok string, now time.Time, ttl time.Durat
 	pm := order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}
 	if r.PaymentMethod != nil && r.PaymentMethod.Type != "" {
 		if !order.ValidPaymentType(order.PaymentType(r.PaymentMethod.Type)) {
-			f.Add("paymentMethod.type", "must be one of %v", order.PaymentTypes)
+			f.Add("paymentMethod.type", "must be one of %v", order.PaymentTypes())
 		}
 		pm.Type = order.PaymentType(r.PaymentMethod.Type)
 	}

@@ -18,7 +18,7 @@ func TestCreditDeclinedDescriptionNamesTheApprovedMethods(t *testing.T) {
 		order.PayPaypal: "PayPal"}
 	locales := map[string]string{"SE": "sv-SE", "NO": "nb-NO", "FI": "fi-FI", "DK": "da-DK"}
 	currencies := map[string]string{"SE": "SEK", "NO": "NOK", "FI": "EUR", "DK": "DKK"}
-	for _, fx := range Fixtures {
+	for _, fx := range Fixtures() {
 		if fx.Outcome != CreditDeclined {
 			continue
 		}
@@ -26,7 +26,7 @@ func TestCreditDeclinedDescriptionNamesTheApprovedMethods(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: description %q has no approved part", fx.CompanyID, fx.Description)
 		}
-		for _, pt := range order.PaymentTypes {
+		for _, pt := range order.PaymentTypes() {
 			r := &TokenRequest{Country: fx.Country, Currency: currencies[fx.Country], Locale: locales[fx.Country],
 				Customer: &order.CustomerInput{CompanyID: fx.CompanyID}}
 			r.PaymentMethod = &struct {

@@ -275,7 +275,7 @@ var bounds = map[reflect.Type]map[string]bound{
 	reflect.TypeOf(order.LineInput{}): {
 		"description": {"maxLength": 200}, "reference": {"maxLength": 200}, "quantity": {"minimum": 1, "maximum": 99999999},
 		"totalAmount": amountBound, "totalVatAmount": amountBound, "unitDiscountAmount": amountBound, "unitPrice": amountBound,
-		"vat": {"minimum": 0, "maximum": 10000}, "type": {"enum": order.LineTypes},
+		"vat": {"minimum": 0, "maximum": 10000}, "type": {"enum": order.LineTypes()},
 	},
 	reflect.TypeOf(order.TotalsInput{}):         {"totalOrderAmount": totalBound, "totalOrderAmountExclVat": totalBound, "totalOrderVatAmount": totalBound},
 	reflect.TypeOf(order.CreateRequest{}):       createOrderBounds,
@@ -304,7 +304,7 @@ var bounds = map[reflect.Type]map[string]bound{
 	reflect.TypeOf(sandbox.TokenRequest{}): {"amount": {"minimum": 1, "maximum": 1000000000}},
 	reflect.TypeOf(riskRequest{}):          {"decision": {"enum": []string{"approve", "deny"}}},
 	reflect.TypeOf(markRequest{}):          {"status": {"enum": []string{"reminder1", "reminder2", "debtCollection", "invoiceDeliveryFailure"}}},
-	reflect.TypeOf(kassa.PaymentStatus{}):  {"status": {"enum": kassa.PaymentStatuses}},
+	reflect.TypeOf(kassa.PaymentStatus{}):  {"status": {"enum": kassa.PaymentStatuses()}},
 }
 
 var (
@@ -330,18 +330,18 @@ func strs[T ~string](vs []T) []string {
 
 // Enumerations of named string types.
 var enums = map[reflect.Type][]string{
-	reflect.TypeOf(order.Status("")):      strs(order.AllStatuses),
+	reflect.TypeOf(order.Status("")):      strs(order.AllStatuses()),
 	reflect.TypeOf(order.SubStatus("")):   {"partiallyPaid", "fullyPaid", "reminder1", "reminder2", "debtCollection", "invoiceDeliveryFailure", "void", "recourse"},
-	reflect.TypeOf(order.EventType("")):   strs(order.AllEventTypes),
+	reflect.TypeOf(order.EventType("")):   strs(order.AllEventTypes()),
 	reflect.TypeOf(order.Action("")):      {"capture", "partialCapture", "refund", "partialRefund", "cancel", "editOrder", "editCustomer", "editPaymentMethod", "extendOrderExpiry", "resendOrderInvoice", "void", "recourseOrderInvoice"},
 	reflect.TypeOf(order.Provider("")):    {"service", "external"},
-	reflect.TypeOf(order.PaymentType("")): strs(order.PaymentTypes),
-	reflect.TypeOf(order.Category("")):    strs(order.Categories),
+	reflect.TypeOf(order.PaymentType("")): strs(order.PaymentTypes()),
+	reflect.TypeOf(order.Category("")):    strs(order.Categories()),
 	reflect.TypeOf(order.RiskTag("")):     {"unknown", "creditDeclined", "blacklisted", "possibleFraud"},
 	reflect.TypeOf(money.VATMode("")):     {"inclVat", "exclVat"},
 	reflect.TypeOf(token.State("")):       {"active", "revoked"},
-	reflect.TypeOf(session.State("")):     strs(session.States),
-	reflect.TypeOf(session.Source("")):    strs(session.Sources),
+	reflect.TypeOf(session.State("")):     strs(session.States()),
+	reflect.TypeOf(session.Source("")):    strs(session.Sources()),
 	reflect.TypeOf(sandbox.Outcome("")):   {"approved", "creditDeclined", "advanceInvoiceOnly", "possibleFraud", "blacklisted"},
 	reflect.TypeOf(settlement.Kind("")):   {"capture", "refund", "fee", "adjustment", "recourse"},
 }

@@ -134,7 +134,7 @@ func parseOrderQuery(r *http.Request) (storage.OrderQuery, error) {
 	}
 	for _, c := range queryList(v["paymentMethodCategory"]) {
 		ok := false
-		for _, known := range order.Categories {
+		for _, known := range order.Categories() {
 			if string(known) == c {
 				ok = true
 			}

@@ -108,7 +108,7 @@ func (s *Server) sandboxSetClock(w http.ResponseWriter, r *http.Request, _ httpr
 }
 
 func (s *Server) sandboxFixtures(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, map[string]any{"fixtures": sandbox.Fixtures})
+	writeJSON(w, http.StatusOK, map[string]any{"fixtures": sandbox.Fixtures()})
 }
 
 type paymentRequest struct {

@@ -580,8 +580,9 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // SandboxCompanies are the sandbox's fixture buyers as directory entries, so
 // that a buyer searching for them finds them.
 func SandboxCompanies() []company.Company {
-	out := make([]company.Company, 0, len(sandbox.Fixtures))
-	for _, f := range sandbox.Fixtures {
+	fixtures := sandbox.Fixtures()
+	out := make([]company.Company, 0, len(fixtures))
+	for _, f := range fixtures {
 		out = append(out, company.Company{ID: company.NormalizeNumber(f.CompanyID), Name: f.CompanyName, Country: f.Country})
 	}
 	return out

@@ -36,13 +36,13 @@ type Query struct {
 func (q *Query) Validate() error {
 	var f fault.Fields
 	for _, s := range q.States {
-		if !slices.Contains(States, s) {
-			f.Add("state", "unknown state %q; one of %v", s, States)
+		if !slices.Contains(states, s) {
+			f.Add("state", "unknown state %q; one of %v", s, states)
 		}
 	}
 	for _, s := range q.Sources {
-		if !slices.Contains(Sources, s) {
-			f.Add("source", "unknown source %q; one of %v", s, Sources)
+		if !slices.Contains(sources, s) {
+			f.Add("source", "unknown source %q; one of %v", s, sources)
 		}
 	}
 	switch {

@@ -41,8 +41,11 @@ const (
 	StateExpired    State = "expired"
 )
 
-// States lists every state.
-var States = []State{StateCreated, StateAuthorized, StateCompleted, StateCancelled, StateExpired}
+var states = []State{StateCreated, StateAuthorized, StateCompleted, StateCancelled, StateExpired}
+
+// States lists every state. Each call returns a new slice, so a caller
+// changing it does not change what the package accepts.
+func States() []State { return slices.Clone(states) }
 
 // Source tells which API opened the session.
 type Source string
@@ -52,8 +55,11 @@ const (
 	SourcePayment  Source = "payment"  // POST /v1/payment-sessions
 )
 
-// Sources lists every source.
-var Sources = []Source{SourceCheckout, SourcePayment}
+var sources = []Source{SourceCheckout, SourcePayment}
+
+// Sources lists every source. Each call returns a new slice, so a caller
+// changing it does not change what the package accepts.
+func Sources() []Source { return slices.Clone(sources) }
 
 // Defaults and limits.
 const (
@@ -304,8 +310,8 @@ func (r *CreateRequest) draft(ids order.IDSource) (*Session, time.Duration, erro
 // New validates r and opens a session at now. checkoutURL makes the hosted
 // checkout link of the new session id.
 func New(merchantID string, src Source, r *CreateRequest, ids order.IDSource, now time.Time, checkoutURL func(id string) string) (*Session, error) {
-	if !slices.Contains(Sources, src) {
-		return nil, fault.Invalidf("source", "must be one of %v", Sources)
+	if !slices.Contains(sources, src) {
+		return nil, fault.Invalidf("source", "must be one of %v", sources)
 	}
 	s, ttl, err := r.draft(ids)
 	if err != nil {

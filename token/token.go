@@ -70,7 +70,7 @@ func (a *Authorization) Validate() error {
 		f.Add("paymentMethod.provider", "must be %s or %s", order.ProviderService, order.ProviderExternal)
 	}
 	if !order.ValidPaymentType(a.PaymentMethod.Type) {
-		f.Add("paymentMethod.type", "must be one of %v", order.PaymentTypes)
+		f.Add("paymentMethod.type", "must be one of %v", order.PaymentTypes())
 	}
 	if a.ApprovedAmount < 0 {
 		f.Add("approvedAmount", "must not be negative")
@@ -79,8 +79,8 @@ func (a *Authorization) Validate() error {
 		f.Add("approvedZero", "states an approved amount of 0, but approvedAmount is %d", a.ApprovedAmount)
 	}
 	for i, tag := range a.RiskTags {
-		if !slices.Contains(order.RiskTags, tag) {
-			f.Add(fmt.Sprintf("riskTags[%d]", i), "must be one of %v", order.RiskTags)
+		if !slices.Contains(order.RiskTags(), tag) {
+			f.Add(fmt.Sprintf("riskTags[%d]", i), "must be one of %v", order.RiskTags())
 		}
 	}
 	if !a.ExpiresAt.After(a.CreatedAt) {

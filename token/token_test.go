@@ -28,7 +28,7 @@ func wantFault(t *testing.T, err error, kind fault.Kind, code string, fields ...
 	}
 }
 
-var t0 = ordertest.Start
+var t0 = ordertest.Start()
 
 func auth() *token.Authorization {
 	return &token.Authorization{Token: "auth-1", MerchantID: "m1", Country: "SE", Currency: "SEK", Locale: "sv-SE",

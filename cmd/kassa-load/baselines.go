@@ -127,7 +127,7 @@ func storedOrder(ids order.IDSource, now time.Time) (*order.Order, error) {
 	}
 	return order.Create("m", req, lines, mode, order.Authorization{Country: "SE", Currency: "SEK",
 		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}},
-		order.Env{Now: now, IDs: ids, Docs: noSeq{}, Policy: order.DefaultPolicy})
+		order.Env{Now: now, IDs: ids, Docs: noSeq{}, Policy: order.DefaultPolicy()})
 }
 
 func runBaselines(ctx context.Context, c *client, conc int, mutationsPerSec float64, tl *tally, out, progress io.Writer) error {

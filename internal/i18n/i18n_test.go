@@ -37,7 +37,7 @@ func TestEveryLanguageIsComplete(t *testing.T) {
 			}
 		}
 		walk(reflect.ValueOf(*tx))
-		for _, pt := range order.PaymentTypes {
+		for _, pt := range order.PaymentTypes() {
 			if tx.PaymentMethods[string(pt)] == "" {
 				t.Errorf("%s: payment method %s has no name", lang, pt)
 			}

@@ -112,7 +112,7 @@ func report(b *testing.B) {
 // benchOrder is a realistic order: five lines, one partial capture.
 func benchOrder(tb testing.TB) *order.Order {
 	ids := &counterIDs{}
-	e := order.Env{Now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC), IDs: ids, Docs: &seqDocs{}, Policy: order.DefaultPolicy}
+	e := order.Env{Now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC), IDs: ids, Docs: &seqDocs{}, Policy: order.DefaultPolicy()}
 	o := newOrder(tb, "m1", 5, e)
 	if _, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{{ID: ptr(o.Uncaptured.Lines[0].ID)}},
 		TotalCaptureAmount: ptr(int64(1000))}, e); err != nil {
@@ -303,7 +303,7 @@ func BenchmarkListBigOrders(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	e := order.Env{Now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC), IDs: &counterIDs{}, Docs: &seqDocs{}, Policy: order.DefaultPolicy}
+	e := order.Env{Now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC), IDs: &counterIDs{}, Docs: &seqDocs{}, Policy: order.DefaultPolicy()}
 	proto := newOrder(b, "m1", 1000, e)
 	desc := fmt.Sprintf("%0200d", 0)
 	var lines []order.Line

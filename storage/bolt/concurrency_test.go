@@ -171,7 +171,7 @@ func TestConcurrentCaptureRefundSameOrder(t *testing.T) {
 	rids := &counterIDs{prefix: "replay-"}
 	docs := &seqDocs{}
 	for i, p := range done {
-		e := order.Env{Now: replay.UpdatedAt, IDs: rids, Docs: docs, Policy: order.DefaultPolicy}
+		e := order.Env{Now: replay.UpdatedAt, IDs: rids, Docs: docs, Policy: order.DefaultPolicy()}
 		if err := p.apply(replay, lineIDs, e); err != nil {
 			t.Fatalf("replay of success %d (%+v): %v", i, p, err)
 		}

@@ -32,7 +32,7 @@ type txDocs struct {
 func (d txDocs) Next(series string) (int64, error) { return d.tx.NextSequence(d.merchant, series) }
 
 func env(tx storage.Tx, merchant string, ids order.IDSource) order.Env {
-	return order.Env{Now: tx.Now(), IDs: ids, Docs: txDocs{tx, merchant}, Policy: order.DefaultPolicy}
+	return order.Env{Now: tx.Now(), IDs: ids, Docs: txDocs{tx, merchant}, Policy: order.DefaultPolicy()}
 }
 
 func line(desc string, quantity, unitPrice, vat int64) order.LineInput {

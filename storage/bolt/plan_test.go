@@ -45,7 +45,7 @@ func TestListWalksTheSmallestIndex(t *testing.T) {
 			if i%50 == 0 {
 				pm.Type = order.PayBankTransfer
 			}
-			e := order.Env{Now: start.Add(time.Duration(i) * time.Second), IDs: ids, Docs: noDocs{}, Policy: order.DefaultPolicy}
+			e := order.Env{Now: start.Add(time.Duration(i) * time.Second), IDs: ids, Docs: noDocs{}, Policy: order.DefaultPolicy()}
 			o, err := order.Create("m1", req, lines, mode, order.Authorization{Country: "SE", Currency: "SEK", PaymentMethod: pm}, e)
 			if err != nil {
 				return err
@@ -65,7 +65,7 @@ func TestListWalksTheSmallestIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	exp := func(sec int) time.Time {
-		return start.Add(time.Duration(sec)*time.Second + order.DefaultPolicy.ExpiryPeriod)
+		return start.Add(time.Duration(sec)*time.Second + order.DefaultPolicy().ExpiryPeriod)
 	}
 	cases := []struct {
 		name           string

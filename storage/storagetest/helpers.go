@@ -12,12 +12,14 @@ import (
 )
 
 // Start is when the suite's first order is created: 2025-03-10 09:30 UTC.
-var Start = time.Date(2025, 3, 10, 9, 30, 0, 0, time.UTC)
+// A function, not a variable: a test that changed it would move the times
+// of every other test in its binary.
+func Start() time.Time { return time.Date(2025, 3, 10, 9, 30, 0, 0, time.UTC) }
 
 // Now is the time every store under test must give its transactions: two
 // days after Start, so that no suite order has reached its expiry date and
 // statuses do not depend on when the suite runs.
-func Now() time.Time { return Start.Add(48 * time.Hour) }
+func Now() time.Time { return Start().Add(48 * time.Hour) }
 
 // Clock returns Now; hand it to the store under test as its clock.
 func Clock() time.Time { return Now() }
@@ -69,7 +71,7 @@ type builder struct {
 func newBuilder() *builder { return &builder{ids: &ids{}, seq: &seq{}} }
 
 func (b *builder) env(at time.Time) order.Env {
-	return order.Env{Now: at, IDs: b.ids, Docs: b.seq, Policy: order.DefaultPolicy}
+	return order.Env{Now: at, IDs: b.ids, Docs: b.seq, Policy: order.DefaultPolicy()}
 }
 
 // Shapes of the orders make builds, chosen by i % len(shapes).

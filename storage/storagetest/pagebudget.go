@@ -23,7 +23,7 @@ func testPageBudget(t *testing.T, s storage.Store) {
 	stored := map[string]int64{} // id → length of the order's stored JSON
 	update(t, s, func(tx storage.Tx) error {
 		for i := range 30 {
-			o := b.makeLines(t, "m1", i, Start.Add(time.Duration(i/2)*time.Second), budgetExtra(i)) // pairs share an instant
+			o := b.makeLines(t, "m1", i, Start().Add(time.Duration(i/2)*time.Second), budgetExtra(i)) // pairs share an instant
 			if err := tx.CreateOrder(o); err != nil {
 				return err
 			}

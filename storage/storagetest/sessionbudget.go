@@ -24,7 +24,7 @@ func testSessionPageBudget(t *testing.T, s storage.Store) {
 	stored := map[string]int64{} // id → length of the session's stored JSON
 	update(t, s, func(tx storage.Tx) error {
 		for i := range 30 {
-			ss := newSessionLines(t, ids, "m1", i, Start.Add(time.Duration(i/2)*time.Second), budgetExtra(i)) // pairs share an instant
+			ss := newSessionLines(t, ids, "m1", i, Start().Add(time.Duration(i/2)*time.Second), budgetExtra(i)) // pairs share an instant
 			if err := tx.PutSession(ss); err != nil {
 				return err
 			}
@@ -58,7 +58,7 @@ func testSessionPageBudget(t *testing.T, s storage.Store) {
 		t.Fatalf("sizes do not straddle the budget %d: small %d, medium %d, large %d", budget, small, medium, large)
 	}
 	for _, q := range []session.Query{{}, {StoreIDs: []string{"store-0"}}, {Q: "po-1"}, {Sources: []session.Source{session.SourceCheckout}},
-		{CreatedFrom: Start.Add(3 * time.Second)}} {
+		{CreatedFrom: Start().Add(3 * time.Second)}} {
 		var want []string
 		for _, ss := range all {
 			if q.Match(ss, Now()) {

@@ -15,7 +15,7 @@ import (
 
 func newSession(t *testing.T, ids *ids, merchant string, i int) *session.Session {
 	t.Helper()
-	return newSessionLines(t, ids, merchant, i, Start.Add(time.Duration(i)*time.Minute), 0)
+	return newSessionLines(t, ids, merchant, i, Start().Add(time.Duration(i)*time.Minute), 0)
 }
 
 // newSessionLines is newSession created at a given time, with extra order
@@ -118,7 +118,7 @@ func testSessions(t *testing.T, s storage.Store) {
 		"order":     {OrderIDs: []string{"order-77"}},
 		"reference": {MerchantReferences: []string{"PO-4", "PO-5"}, Size: 1},
 		"q":         {Q: "ext-", Size: 3},
-		"created":   {CreatedFrom: Start.Add(2 * time.Minute), CreatedTo: Start.Add(7 * time.Minute), Size: 2},
+		"created":   {CreatedFrom: Start().Add(2 * time.Minute), CreatedTo: Start().Add(7 * time.Minute), Size: 2},
 		"updated":   {UpdatedFrom: Now(), Size: 10},
 		"source":    {Sources: []session.Source{session.SourcePayment}},
 	} {
@@ -140,7 +140,7 @@ func testSessions(t *testing.T, s storage.Store) {
 // paging with fromId from every session, whether it matches or not.
 func testSessionFilters(t *testing.T, s storage.Store) {
 	ids := &ids{}
-	at := func(min int) time.Time { return Start.Add(time.Duration(min) * time.Minute) }
+	at := func(min int) time.Time { return Start().Add(time.Duration(min) * time.Minute) }
 	mk := func(merchant string, created time.Time, store, ref string, src session.Source, ttl int64) *session.Session {
 		r := &session.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", StoreID: store, MerchantReference: ref,
 			OrderLines: []order.LineInput{line("Tiles", 1, 10000, 2500)}, ExpiresInMinutes: ptr(ttl)}
@@ -197,7 +197,7 @@ func testSessionFilters(t *testing.T, s storage.Store) {
 		put(mk("m2", at(i), fmt.Sprint("store-", i%3), fmt.Sprint("PO-", i/2), session.SourceCheckout, session.MaxTTLMinutes))
 	}
 	// Changes after creation.
-	changeAt := Start.Add(time.Hour)
+	changeAt := Start().Add(time.Hour)
 	ref := all[4] // PO-2 → PO-99, updated an hour in
 	if err := ref.Update(&session.UpdateRequest{MerchantReference: ptr("PO-99")}, ids, changeAt); err != nil {
 		t.Fatal(err)
@@ -282,7 +282,7 @@ func testSessionFilters(t *testing.T, s storage.Store) {
 		"updated+created":          {UpdatedFrom: changeAt, CreatedFrom: at(8), CreatedTo: at(9)},
 		"store+state":              {StoreIDs: []string{"store-0"}, States: []session.State{session.StateExpired, session.StateCreated}},
 		"store+source+q":           {StoreIDs: []string{"store-0", "store-1"}, Sources: []session.Source{session.SourcePayment}, Q: "PO-"},
-		"everything":               {StoreIDs: []string{"store-1", "store-9"}, MerchantReferences: []string{"PO-5", "PO-99"}, CreatedFrom: at(0), CreatedTo: at(30), UpdatedFrom: Start, UpdatedTo: Now(), States: []session.State{session.StateCreated}, Sources: []session.Source{session.SourceCheckout}, Q: "PO"},
+		"everything":               {StoreIDs: []string{"store-1", "store-9"}, MerchantReferences: []string{"PO-5", "PO-99"}, CreatedFrom: at(0), CreatedTo: at(30), UpdatedFrom: Start(), UpdatedTo: Now(), States: []session.State{session.StateCreated}, Sources: []session.Source{session.SourceCheckout}, Q: "PO"},
 		"reference+updated window": {MerchantReferences: []string{"PO-5", "PO-99"}, UpdatedFrom: changeAt, UpdatedTo: changeAt.Add(time.Minute)},
 	}
 	for name, q := range queries {

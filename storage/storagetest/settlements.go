@@ -15,7 +15,7 @@ import (
 func testSettlements(t *testing.T, s storage.Store) {
 	item := func(key, merchant, store string, kind settlement.Kind, amount int64) settlement.Item {
 		return settlement.Item{Key: key, MerchantID: merchant, StoreID: store, Currency: "SEK", OrderID: "o-" + key,
-			LedgerID: key, Kind: kind, Amount: amount, OccurredAt: Start}
+			LedgerID: key, Kind: kind, Amount: amount, OccurredAt: Start()}
 	}
 	update(t, s, func(tx storage.Tx) error {
 		return tx.QueueSettlementItems([]settlement.Item{item("c1", "m1", "a", settlement.KindCapture, 10000),
@@ -174,12 +174,12 @@ func testSettlementOrder(t *testing.T, s storage.Store) {
 	zone := time.FixedZone("CEST", 2*60*60)
 	update(t, s, func(tx storage.Tx) error {
 		return tx.QueueSettlementItems([]settlement.Item{
-			item("a-new", Start.Add(2*time.Hour)),
-			item("a-nano", Start.Add(time.Hour+time.Nanosecond)),
-			item("m-mid", Start.Add(time.Hour)),
-			item("b-tie", Start.Add(time.Hour)),
-			item("q-zone", Start.Add(30*time.Minute).In(zone)),
-			item("z-old", Start),
+			item("a-new", Start().Add(2*time.Hour)),
+			item("a-nano", Start().Add(time.Hour+time.Nanosecond)),
+			item("m-mid", Start().Add(time.Hour)),
+			item("b-tie", Start().Add(time.Hour)),
+			item("q-zone", Start().Add(30*time.Minute).In(zone)),
+			item("z-old", Start()),
 		})
 	})
 	pending := func(limit int) []string {
@@ -203,7 +203,7 @@ func testSettlementOrder(t *testing.T, s storage.Store) {
 	want(pending(2), "z-old", "q-zone")
 
 	update(t, s, func(tx storage.Tx) error {
-		return tx.QueueSettlementItems([]settlement.Item{item("z-old", Start.Add(3*time.Hour))})
+		return tx.QueueSettlementItems([]settlement.Item{item("z-old", Start().Add(3*time.Hour))})
 	})
 	want(pending(100), "q-zone", "b-tie", "m-mid", "a-nano", "a-new", "z-old")
 	want(pending(3), "q-zone", "b-tie", "m-mid")

@@ -181,7 +181,7 @@ func testMerchants(t *testing.T, s storage.Store) {
 
 func testOrders(t *testing.T, s storage.Store) {
 	b := newBuilder()
-	o := b.make(t, "m1", 5, Start) // fully refunded card order: captures, refunds, events
+	o := b.make(t, "m1", 5, Start()) // fully refunded card order: captures, refunds, events
 	update(t, s, func(tx storage.Tx) error { return tx.CreateOrder(o) })
 	if o.Version != 1 {
 		t.Fatalf("version after create %d", o.Version)
@@ -222,7 +222,7 @@ func testOrders(t *testing.T, s storage.Store) {
 
 	// Two writers load version 1; the second save is a conflict and writes nothing.
 	first, second := loaded.Clone(), loaded.Clone()
-	env := b.env(Start.Add(time.Hour))
+	env := b.env(Start().Add(time.Hour))
 	if err := first.SetReference(&order.ReferenceRequest{Reference: ptr("first")}, env); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func testOrders(t *testing.T, s storage.Store) {
 		}
 		return nil
 	})
-	missing := b.make(t, "m1", 2, Start)
+	missing := b.make(t, "m1", 2, Start())
 	err = s.Update(ctx, func(tx storage.Tx) error { return tx.UpdateOrder(missing) })
 	wantKind(t, err, fault.NotFound)
 
@@ -818,7 +818,7 @@ func testOutboxLog(t *testing.T, s storage.Store, msg func(string, time.Time) *s
 
 func testRollback(t *testing.T, s storage.Store) {
 	b := newBuilder()
-	o := b.make(t, "m1", 0, Start)
+	o := b.make(t, "m1", 0, Start())
 	boom := errors.New("boom")
 	err := s.Update(ctx, func(tx storage.Tx) error {
 		if err := tx.CreateOrder(o.Clone()); err != nil {
@@ -827,10 +827,10 @@ func testRollback(t *testing.T, s storage.Store) {
 		if err := tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1"}); err != nil {
 			return err
 		}
-		if err := tx.PutIdempotency(&storage.IdempotencyRecord{MerchantID: "m1", Key: "k", ExpiresAt: Start}); err != nil {
+		if err := tx.PutIdempotency(&storage.IdempotencyRecord{MerchantID: "m1", Key: "k", ExpiresAt: Start()}); err != nil {
 			return err
 		}
-		if err := tx.AddOutbox(&storage.OutboxMessage{ID: "x", MerchantID: "m1", NextAttempt: Start}); err != nil {
+		if err := tx.AddOutbox(&storage.OutboxMessage{ID: "x", MerchantID: "m1", NextAttempt: Start()}); err != nil {
 			return err
 		}
 		return fmt.Errorf("wrapped: %w", boom)
@@ -855,7 +855,7 @@ func testRollback(t *testing.T, s storage.Store) {
 			if ms, err := tx.PendingOutbox(Now(), 10, 0); len(ms) != 0 || err != nil {
 				t.Fatalf("outbox kept: %v %v", ms, err)
 			}
-			if due, err := tx.OrdersExpiringBefore(Start.Add(365*24*time.Hour), 10); len(due) != 0 || err != nil {
+			if due, err := tx.OrdersExpiringBefore(Start().Add(365*24*time.Hour), 10); len(due) != 0 || err != nil {
 				t.Fatalf("expiry index kept: %v %v", due, err)
 			}
 			return nil
@@ -882,7 +882,7 @@ func testRollback(t *testing.T, s storage.Store) {
 	update(t, s, func(tx storage.Tx) error { return tx.CreateOrder(o.Clone()) })
 	// A View cannot write.
 	for name, write := range map[string]func(storage.Tx) error{
-		"CreateOrder": func(tx storage.Tx) error { return tx.CreateOrder(b.make(t, "m1", 1, Start)) },
+		"CreateOrder": func(tx storage.Tx) error { return tx.CreateOrder(b.make(t, "m1", 1, Start())) },
 		"PutMerchant": func(tx storage.Tx) error { return tx.PutMerchant(&storage.Merchant{ID: "m9", ClientID: "c9"}) },
 		"NextSequence": func(tx storage.Tx) error {
 			_, err := tx.NextSequence("m1", "invoice")
@@ -969,7 +969,7 @@ func newestFirst(os []*order.Order) []string {
 func testList(t *testing.T, s storage.Store) {
 	b := newBuilder()
 	var all []*order.Order
-	at := func(m int) time.Time { return Start.Add(time.Duration(m) * time.Minute) }
+	at := func(m int) time.Time { return Start().Add(time.Duration(m) * time.Minute) }
 	update(t, s, func(tx storage.Tx) error {
 		for i := range 60 {
 			o := b.make(t, "m1", i, at(i))
@@ -1005,7 +1005,7 @@ func testList(t *testing.T, s storage.Store) {
 		}
 		return newestFirst(hits)
 	}
-	exp := func(m int) time.Time { return at(m).Add(order.DefaultPolicy.ExpiryPeriod) }
+	exp := func(m int) time.Time { return at(m).Add(order.DefaultPolicy().ExpiryPeriod) }
 	st := func(ss ...order.Status) []order.Status { return ss }
 	queries := map[string]storage.OrderQuery{
 		"all":                      {},
@@ -1113,7 +1113,7 @@ func testList(t *testing.T, s storage.Store) {
 		if err != nil {
 			return err
 		}
-		env := b.env(Start.Add(time.Hour))
+		env := b.env(Start().Add(time.Hour))
 		if _, err := capture.Full(cur, nil, env); err != nil {
 			return err
 		}
@@ -1144,7 +1144,7 @@ func testCursorWalk(t *testing.T, s storage.Store) {
 	var before []*order.Order
 	update(t, s, func(tx storage.Tx) error {
 		for i := range 30 {
-			o := b.make(t, "m1", i, Start.Add(time.Duration(i/2)*time.Second)) // pairs share an instant
+			o := b.make(t, "m1", i, Start().Add(time.Duration(i/2)*time.Second)) // pairs share an instant
 			before = append(before, o)
 			if err := tx.CreateOrder(o); err != nil {
 				return err
@@ -1186,7 +1186,7 @@ func testCursorWalk(t *testing.T, s storage.Store) {
 					defer wg.Done()
 					mu.Lock()
 					stamp++ // every insert is newer than every order before it
-					at := Start.Add(time.Hour + time.Duration(stamp)*time.Second)
+					at := Start().Add(time.Hour + time.Duration(stamp)*time.Second)
 					mu.Unlock()
 					o := b.make(t, "m1", w+1, at)
 					if err := s.Update(ctx, func(tx storage.Tx) error { return tx.CreateOrder(o) }); err != nil {
@@ -1218,12 +1218,12 @@ func testCursorWalk(t *testing.T, s storage.Store) {
 
 func testExpiring(t *testing.T, s storage.Store) {
 	b := newBuilder()
-	open := b.make(t, "m1", 0, Start)                         // uncaptured
-	closed := b.make(t, "m1", 3, Start)                       // fully captured: cannot expire
-	cancelled := b.make(t, "m1", 1, Start)                    // cancelled: cannot expire
-	later := b.make(t, "m2", 8, Start.Add(10*time.Hour))      // uncaptured, expires later
-	partial := b.make(t, "m2", 2, Start.Add(20*time.Hour))    // something left uncaptured
-	marked := b.make(t, "m1", 6, Start.Add(-30*24*time.Hour)) // already marked expired
+	open := b.make(t, "m1", 0, Start())                         // uncaptured
+	closed := b.make(t, "m1", 3, Start())                       // fully captured: cannot expire
+	cancelled := b.make(t, "m1", 1, Start())                    // cancelled: cannot expire
+	later := b.make(t, "m2", 8, Start().Add(10*time.Hour))      // uncaptured, expires later
+	partial := b.make(t, "m2", 2, Start().Add(20*time.Hour))    // something left uncaptured
+	marked := b.make(t, "m1", 6, Start().Add(-30*24*time.Hour)) // already marked expired
 	update(t, s, func(tx storage.Tx) error {
 		for _, o := range []*order.Order{open, closed, cancelled, later, partial, marked} {
 			if err := tx.CreateOrder(o); err != nil {
@@ -1273,7 +1273,7 @@ func testExpiring(t *testing.T, s storage.Store) {
 		if err != nil {
 			return err
 		}
-		if err := p.Cancel(b.env(Start.Add(21 * time.Hour))); err != nil {
+		if err := p.Cancel(b.env(Start().Add(21 * time.Hour))); err != nil {
 			return err
 		}
 		return tx.UpdateOrder(p)
@@ -1290,7 +1290,7 @@ func testExpiring(t *testing.T, s storage.Store) {
 // expiry job marks the order (docs/decisions.md).
 func testStatusesAsOfLastChange(t *testing.T, s storage.Store) {
 	b := newBuilder()
-	o := b.make(t, "m1", 0, Start.AddDate(0, 0, -40)) // uncaptured, expiresAt 12 days before Now
+	o := b.make(t, "m1", 0, Start().AddDate(0, 0, -40)) // uncaptured, expiresAt 12 days before Now
 	if !o.ExpiresAt.Before(Now()) || o.ExpiredMarked {
 		t.Fatalf("order expires %s, marked %v; want past and unmarked", o.ExpiresAt, o.ExpiredMarked)
 	}
