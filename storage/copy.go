@@ -27,10 +27,13 @@ const (
 	KindSigningKey RecordKind = "signing key"
 )
 
-// RecordKinds lists every kind, in the order a Dumper gives them.
-var RecordKinds = []RecordKind{KindMerchant, KindOrder, KindAuthorization, KindCustomerToken, KindSession,
-	KindSettlementItem, KindSettlement, KindSettlementTransaction, KindTask, KindSequence, KindIdempotency, KindOutbox,
-	KindSigningKey}
+// RecordKinds lists every kind, in the order a Dumper gives them; the slice
+// is the caller's own.
+func RecordKinds() []RecordKind {
+	return []RecordKind{KindMerchant, KindOrder, KindAuthorization, KindCustomerToken, KindSession,
+		KindSettlementItem, KindSettlement, KindSettlementTransaction, KindTask, KindSequence, KindIdempotency, KindOutbox,
+		KindSigningKey}
+}
 
 // Record is one stored record as a Dumper gives it and a Loader takes it:
 // where it is kept, and its stored bytes unchanged (EncodeRecord's form), so

@@ -104,7 +104,7 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: copy: %v; nothing was copied (the database is left as it was)\n", err)
 		return 1
 	}
-	for _, k := range storage.RecordKinds {
+	for _, k := range storage.RecordKinds() {
 		fmt.Fprintf(stdout, "%-24s %d\n", k, counts[k])
 	}
 	switch {
