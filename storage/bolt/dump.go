@@ -134,7 +134,7 @@ func dumpable(btx *bbolt.Tx) error {
 		return fmt.Errorf("the file holds a bucket %q this build of kassa cannot copy (written by a newer build?)", name)
 	})
 	if err != nil {
-		return fault.Internalf(err, "%v", err)
+		return fault.Internalf(err, "cannot copy the file")
 	}
 	info := btx.Bucket(bInfo)
 	if info == nil {
@@ -150,7 +150,7 @@ func dumpable(btx *bbolt.Tx) error {
 		return nil
 	})
 	if err != nil {
-		return fault.Internalf(err, "%v", err)
+		return fault.Internalf(err, "cannot copy the file")
 	}
 	return nil
 }

@@ -88,7 +88,7 @@ func (l *loader) put(r storage.Record) error {
 		if r.MerchantID != "" {
 			id = r.MerchantID + "/" + id
 		}
-		return fault.Internalf(err, "%s %s: %v", r.Kind, id, err)
+		return fault.Internalf(err, "%s %s", r.Kind, id)
 	}
 	if table != l.table || len(l.rows) >= loadRows || l.bytes >= loadBytes {
 		if err := l.flush(); err != nil {
