@@ -101,7 +101,7 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "kassa: copy: %v; nothing was copied (the database is left as it was)\n", err)
+		fmt.Fprintf(stderr, "kassa: copy: %v; nothing was copied (the database holds no record; its schema is migrated)\n", err)
 		return 1
 	}
 	for _, k := range storage.RecordKinds() {
