@@ -175,7 +175,7 @@ func checkEnums(q storage.OrderQuery) error {
 		}
 	}
 	for _, c := range q.Categories {
-		if !slices.Contains(order.Categories(), c) {
+		if !order.ValidCategory(c) {
 			f.Add("paymentMethodCategory", "unknown payment method category %q", c)
 		}
 	}

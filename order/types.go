@@ -33,14 +33,7 @@ var allStatuses = []Status{StatusPartiallyCaptured, StatusFullyCaptured, StatusP
 func AllStatuses() []Status { return slices.Clone(allStatuses) }
 
 // ValidStatus reports whether s names an order status.
-func ValidStatus(s string) bool {
-	for _, v := range allStatuses {
-		if string(v) == s {
-			return true
-		}
-	}
-	return false
-}
+func ValidStatus(s string) bool { return slices.Contains(allStatuses, Status(s)) }
 
 // SubStatus is one value of a sub-order's status array.
 type SubStatus string
@@ -113,14 +106,7 @@ var lineTypes = []LineType{"physical", "service", "digital", "discount", "shippi
 // slice, so a caller changing it does not change what the package accepts.
 func LineTypes() []LineType { return slices.Clone(lineTypes) }
 
-func validLineType(t LineType) bool {
-	for _, v := range lineTypes {
-		if v == t {
-			return true
-		}
-	}
-	return false
-}
+func validLineType(t LineType) bool { return slices.Contains(lineTypes, t) }
 
 // Provider of a payment method.
 type Provider string
@@ -149,14 +135,7 @@ var paymentTypes = []PaymentType{PayInvoice, PayAdvanceInvoice, PayPartPayment, 
 func PaymentTypes() []PaymentType { return slices.Clone(paymentTypes) }
 
 // ValidPaymentType reports whether t is a known payment method type.
-func ValidPaymentType(t PaymentType) bool {
-	for _, v := range paymentTypes {
-		if v == t {
-			return true
-		}
-	}
-	return false
-}
+func ValidPaymentType(t PaymentType) bool { return slices.Contains(paymentTypes, t) }
 
 // PaymentMethod is the spec's SelectedPaymentMethod.
 type PaymentMethod struct {
@@ -185,6 +164,9 @@ var categories = []Category{CategoryInvoice, CategoryServiceInvoice, CategoryAdv
 // Categories lists every payment method category. Each call returns a new
 // slice, so a caller changing it does not change what the package accepts.
 func Categories() []Category { return slices.Clone(categories) }
+
+// ValidCategory reports whether c is a known payment method category.
+func ValidCategory(c Category) bool { return slices.Contains(categories, c) }
 
 // PaidAtCapture says a capture is paid when it is made (card, PayPal): its
 // document is a receipt, not an invoice the buyer pays afterwards.
@@ -222,6 +204,9 @@ var riskTags = []RiskTag{RiskUnknown, RiskCreditDeclined, RiskBlacklisted, RiskP
 // RiskTags lists every risk tag. Each call returns a new slice, so a caller
 // changing it does not change what the package accepts.
 func RiskTags() []RiskTag { return slices.Clone(riskTags) }
+
+// ValidRiskTag reports whether t is a known risk tag.
+func ValidRiskTag(t RiskTag) bool { return slices.Contains(riskTags, t) }
 
 // Contact is the spec's CompanyContact.
 type Contact struct {

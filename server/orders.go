@@ -133,13 +133,7 @@ func parseOrderQuery(r *http.Request) (storage.OrderQuery, error) {
 		f.Add(cursorParam, "is not a cursor from this server (damaged, or from before an upgrade)")
 	}
 	for _, c := range queryList(v["paymentMethodCategory"]) {
-		ok := false
-		for _, known := range order.Categories() {
-			if string(known) == c {
-				ok = true
-			}
-		}
-		if !ok {
+		if !order.ValidCategory(order.Category(c)) {
 			f.Add("paymentMethodCategory", "unknown payment method category %q", c)
 			continue
 		}

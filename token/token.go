@@ -6,7 +6,6 @@ package token
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/kassahq/kassa/company"
@@ -79,7 +78,7 @@ func (a *Authorization) Validate() error {
 		f.Add("approvedZero", "states an approved amount of 0, but approvedAmount is %d", a.ApprovedAmount)
 	}
 	for i, tag := range a.RiskTags {
-		if !slices.Contains(order.RiskTags(), tag) {
+		if !order.ValidRiskTag(tag) {
 			f.Add(fmt.Sprintf("riskTags[%d]", i), "must be one of %v", order.RiskTags())
 		}
 	}
