@@ -29,22 +29,6 @@ func (s *Server) handleOpenAPI(w http.ResponseWriter, _ *http.Request, _ httprou
 	writeRaw(w, http.StatusOK, s.openAPI())
 }
 
-// mountedOpenAPI is doc with its server at mount (the path of BaseURL):
-// a client generated from the document of a server under a prefix must
-// call it there, not at the host's root.
-func mountedOpenAPI(doc []byte, mount string) []byte {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(doc, &m) != nil {
-		panic("server: the embedded openapi.json does not decode") // TestOpenAPIUpToDate keeps it valid
-	}
-	m["servers"], _ = json.Marshal([]map[string]string{{"url": mount}})
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
 // servedOpenAPI is the document of what a server's Handler serves: without
 // the /sandbox/v1 operations when the sandbox is off, and without /metrics
 // when it is on the operations listener (SeparateOps), since Handler
@@ -61,13 +45,15 @@ func b2i(b bool) int {
 }
 
 var servedDocs = [2][2]func() []byte{
-	{sync.OnceValue(func() []byte { return openAPIWithout(false, false) }), sync.OnceValue(func() []byte { return openAPIWithout(false, true) })},
-	{func() []byte { return openAPI }, sync.OnceValue(func() []byte { return openAPIWithout(true, true) })},
+	{sync.OnceValue(func() []byte { return openAPIFor(false, false, "") }), sync.OnceValue(func() []byte { return openAPIFor(false, true, "") })},
+	{func() []byte { return openAPI }, sync.OnceValue(func() []byte { return openAPIFor(true, true, "") })},
 }
 
-// openAPIWithout is the embedded document without the sandbox's paths
-// (unless sandbox) and without /metrics if separateOps.
-func openAPIWithout(sandbox, separateOps bool) []byte {
+// openAPIFor is the embedded document without the sandbox's paths (unless
+// sandbox), without /metrics if separateOps, and with mount (the path of
+// BaseURL), if any, as its server: a client generated from the document of
+// a server under a prefix must call it there, not at the host's root.
+func openAPIFor(sandbox, separateOps bool, mount string) []byte {
 	var doc map[string]json.RawMessage
 	var paths map[string]json.RawMessage
 	if json.Unmarshal(openAPI, &doc) != nil || json.Unmarshal(doc["paths"], &paths) != nil {
@@ -81,6 +67,11 @@ func openAPIWithout(sandbox, separateOps bool) []byte {
 	var err error
 	if doc["paths"], err = json.Marshal(paths); err != nil {
 		panic(err)
+	}
+	if mount != "" {
+		if doc["servers"], err = json.Marshal([]map[string]string{{"url": mount}}); err != nil {
+			panic(err)
+		}
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {

@@ -178,7 +178,7 @@ func New(cfg Config) *Server {
 		limiter: newRateLimiter(cfg.CompanySearchRate, 10*cfg.CompanySearchRate)}
 	s.openAPI = func() []byte { return servedOpenAPI(cfg.Sandbox, cfg.SeparateOps) }
 	if mount != "" {
-		s.openAPI = sync.OnceValue(func() []byte { return mountedOpenAPI(servedOpenAPI(cfg.Sandbox, cfg.SeparateOps), mount) })
+		s.openAPI = sync.OnceValue(func() []byte { return openAPIFor(cfg.Sandbox, cfg.SeparateOps, mount) })
 	}
 	s.routes()
 	return s
