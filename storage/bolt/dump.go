@@ -182,7 +182,7 @@ func record(kind storage.RecordKind, k, v []byte) (storage.Record, error) {
 	r.MerchantID, r.ID = m, string(rest)
 	switch kind {
 	case storage.KindOrder:
-		mb, js, err := splitOrder(v)
+		mb, js, err := splitOrder(r.Body) // the copy made above: bolt's v is its map's
 		if err != nil {
 			return r, err
 		}
@@ -190,7 +190,7 @@ func record(kind storage.RecordKind, k, v []byte) (storage.Record, error) {
 		if err != nil {
 			return r, err
 		}
-		r.Number, r.Body = meta.version, bytes.Clone(js)
+		r.Number, r.Body = meta.version, js
 	case storage.KindSequence:
 		if len(v) != 8 {
 			return r, errors.New("a sequence value is not 8 bytes")
