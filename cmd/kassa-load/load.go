@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/url"
 	"slices"
@@ -46,11 +47,15 @@ func (s *stats) fail(op string) {
 	s.mu.Unlock()
 }
 
+// pct is the nearest-rank percentile of sorted ds: the smallest value that
+// at least p of them do not exceed. The epsilon keeps a product such as
+// 0.95 × 100, a hair above 95 in binary, from taking the rank above.
 func pct(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
-	return ds[min(len(ds)-1, int(float64(len(ds))*p))]
+	rank := int(math.Ceil(p*float64(len(ds)) - 1e-9))
+	return ds[min(len(ds), max(rank, 1))-1]
 }
 
 func (s *stats) report(w io.Writer, elapsed time.Duration) (mutationsPerSec float64) {

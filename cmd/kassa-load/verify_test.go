@@ -220,12 +220,17 @@ func TestPct(t *testing.T) {
 	if got := pct(ds, 1); got != 100*time.Millisecond {
 		t.Errorf("pct 1 = %s, want the max", got)
 	}
-	// Never below the nearest-rank percentile: a latency target it decides
-	// (baselines) is never passed by rounding down.
-	for _, p := range []float64{.5, .95, .99} {
-		rank := int(p*100+0.999999) - 1
-		if got := pct(ds, p); got < ds[rank] {
-			t.Errorf("pct %v = %s, below the nearest rank %s", p, got, ds[rank])
+	// The nearest rank, neither below (a latency target it decides would be
+	// passed by rounding down) nor one rank above.
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{.5, 50 * time.Millisecond}, {.95, 95 * time.Millisecond}, {.99, 99 * time.Millisecond}, {0, time.Millisecond}} {
+		if got := pct(ds, c.p); got != c.want {
+			t.Errorf("pct %v of 1..100 ms = %s, want %s", c.p, got, c.want)
 		}
+	}
+	if got := pct(ds[:3], .5); got != 2*time.Millisecond {
+		t.Errorf("pct .5 of 1, 2, 3 ms = %s, want 2ms", got)
 	}
 }
