@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kassahq/kassa/capture"
@@ -13,6 +14,7 @@ import (
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/token"
 )
 
 // Kinds of scheduled task.
@@ -171,7 +173,7 @@ func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
 			failed[claimed.ID] = true
 			stats.Failed++
 			stats.TasksProcessed++
-			failures = append(failures, fmt.Errorf("task %s (%s, order %s): %w", claimed.ID, claimed.Kind, claimed.OrderID, err))
+			failures = append(failures, fmt.Errorf("task %s: %w", taskName(claimed), err))
 			continue
 		}
 		if err != nil {
@@ -198,6 +200,17 @@ func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
 		return stats, &TasksSetAside{Failures: failures}
 	}
 	return stats, nil
+}
+
+// taskName is how a failure names task, which kassa serve logs: a token
+// expiry's id and subject hold the authorization token, which shows as its
+// fingerprint (as in the access log), never itself.
+func taskName(task *storage.Task) string {
+	if task.Kind == TaskTokenExpiry {
+		fp := token.Fingerprint(task.OrderID)
+		return strings.Replace(task.ID, task.OrderID, fp, 1) + " (" + task.Kind + ", authorization token " + fp + ")"
+	}
+	return task.ID + " (" + task.Kind + ", order " + task.OrderID + ")"
 }
 
 // setTaskAside makes a task that failed due again after a delay that grows

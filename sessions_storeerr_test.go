@@ -2,8 +2,11 @@ package kassa_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -276,4 +279,38 @@ func sandboxLedger(t *testing.T, st storage.Store) (*kassa.Ledger, string) {
 		t.Fatal(err)
 	}
 	return l, creds.MerchantID
+}
+
+// TestFailedTokenExpiryNamesNoToken: a token expiry that fails is reported
+// (and kassa serve logs it) by the token's fingerprint, as the access log
+// shows a token in a path, not by the token: an authorization token creates
+// an order with the merchant's credentials, and must not reach a log
+// shipped to a log store. Its task's id and subject held it, twice.
+func TestFailedTokenExpiryNamesNoToken(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	var troubled bool
+	l, merchantID := sandboxLedger(t, storagetest.WrapTx{Store: memory.New(func() time.Time { return now }),
+		Wrap: func(tx storage.Tx) storage.Tx { return troubledTx{tx, troubled} }})
+	const tok = "at_SECRETSECRETSECRETSECRETSECRET"
+	if err := l.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchantID, Country: "SE",
+		Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Hour)
+	troubled = true
+	st, err := l.RunTasks(ctx, 10)
+	if aside := (*kassa.TasksSetAside)(nil); !errors.As(err, &aside) || len(aside.Failures) != 1 || st.Failed != 1 {
+		t.Fatalf("%+v %v, want the token expiry set aside", st, err)
+	}
+	sum := sha256.Sum256([]byte(tok))
+	fp := "{token:" + hex.EncodeToString(sum[:6]) + "}"
+	want := "task tokenexpiry-" + merchantID + "-" + fp + " (tokenExpiry, authorization token " + fp + "): internal: deadlock detected"
+	if msg := err.Error(); msg != want || strings.Contains(msg, "SECRET") {
+		t.Fatalf("error %q, want %q", msg, want)
+	}
+	if !errors.Is(err, errTrouble) {
+		t.Fatalf("error %v does not wrap the store's", err)
+	}
 }

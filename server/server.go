@@ -7,7 +7,6 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 	"github.com/kassahq/kassa/company"
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/sandbox"
+	"github.com/kassahq/kassa/token"
 )
 
 // minKeyLen is the least length of Config.Key: HMAC-SHA256's own output size.
@@ -434,8 +434,7 @@ func logPath(path string, matched bool) string {
 
 // fingerprinted is head, tok's fingerprint and tail.
 func fingerprinted(head, tok, tail string) string {
-	sum := sha256.Sum256([]byte(tok))
-	return head + "{token:" + hex.EncodeToString(sum[:6]) + "}" + tail
+	return head + token.Fingerprint(tok) + tail
 }
 
 // requestLog adds the request id of a record's context to every line the
