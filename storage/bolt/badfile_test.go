@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/kassahq/kassa/storage/bolt"
 )
 
@@ -47,5 +49,47 @@ func TestOpenDamagedFile(t *testing.T) {
 	}
 	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "damaged") || strings.Contains(msg, "\n") {
 		t.Fatalf("Open of a damaged file: %q (want one line naming %s and saying it is damaged)", msg, path)
+	}
+}
+
+// TestOpenForeignFile: a bbolt file another program made, given as the
+// store (a wrong --data), is refused and left as it was, instead of having
+// kassa's buckets added to it and being served as an empty store.
+func TestOpenForeignFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "other.db")
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("widgets"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("w1"), []byte("blue"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := bolt.Open(path, bolt.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open of another program's bbolt file succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, `"widgets"`) {
+		t.Fatalf("Open of another program's bbolt file: %q (want the file and its bucket named)", msg)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Fatal("Open of another program's bbolt file wrote to it")
 	}
 }

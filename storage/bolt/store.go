@@ -134,8 +134,9 @@ const (
 
 var _ storage.Store = (*Store)(nil)
 
-// Open opens the store at path, creating the file if needed. A file so
-// damaged that bbolt panics reading it is refused as damaged; if
+// Open opens the store at path, creating the file if needed. A file that is
+// no kassa store (another program's bbolt file) is refused without a write,
+// and one so damaged that bbolt panics reading it is refused as damaged; if
 // bbolt panicked inside its own open, it gave no handle back to close, so
 // the file stays open, and locked, until the process ends.
 func Open(path string, opts Options) (s *Store, err error) {
@@ -161,6 +162,10 @@ func Open(path string, opts Options) (s *Store, err error) {
 	}
 	db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
 	if err != nil {
+		return nil, fault.Internalf(err, "open %s", path)
+	}
+	if err := db.View(ours); err != nil {
+		db.Close()
 		return nil, fault.Internalf(err, "open %s", path)
 	}
 	s = &Store{db: db, clock: opts.Clock, opts: opts, done: make(chan struct{}), decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}
