@@ -113,7 +113,12 @@ func (c *Clock) PersistTo(path string) error {
 	case err != nil:
 		return err
 	default:
-		if err := json.Unmarshal(b, &rec); err != nil || rec.Offset < 0 || rec.Offset > MaxClockOffset {
+		err := json.Unmarshal(b, &rec)
+		if err == nil && (rec.Offset < 0 || rec.Offset > MaxClockOffset) {
+			// Well-formed JSON has no error of its own to show.
+			err = fmt.Errorf("offset %v is not from 0 to %v", rec.Offset, MaxClockOffset)
+		}
+		if err != nil {
 			return fmt.Errorf("sandbox clock file %s is damaged (%v); remove it to restart the clock at real time", path, err)
 		}
 	}

@@ -2,8 +2,10 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +49,16 @@ func TestSandboxClockSurvivesRestart(t *testing.T) {
 	}
 	if err := NewClock(true).PersistTo(path); err == nil {
 		t.Fatal("a damaged clock file was read as an offset")
+	}
+	// Well-formed but out of range: the message says why, not "(<nil>)".
+	for _, rec := range []string{`{"offsetNanos":-5}`, fmt.Sprintf(`{"offsetNanos":%d}`, MaxClockOffset+1)} {
+		if err := os.WriteFile(path, []byte(rec), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := NewClock(true).PersistTo(path)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "offset") || strings.Contains(err.Error(), "<nil>") {
+			t.Fatalf("clock file %s: %v (want it refused, naming the file and its offset)", rec, err)
+		}
 	}
 }
 

@@ -83,7 +83,19 @@ var (
 	_ storage.Dumper = (*Store)(nil)
 )
 
-func dump(ctx context.Context, btx *bbolt.Tx, fn func(storage.Record) error) error {
+func dump(ctx context.Context, btx *bbolt.Tx, fn func(storage.Record) error) (err error) {
+	// bbolt panics instead of erring on a page that is none (a damaged
+	// file, which OpenReadOnly opens as it loads no freelist): a one-line
+	// refusal, not a stack mid-copy. fn's own panics are the caller's.
+	inFn := false
+	defer func() {
+		if p := recover(); p != nil {
+			if inFn {
+				panic(p)
+			}
+			err = fault.Internalf(fmt.Errorf("%v", p), "%s is damaged", btx.DB().Path())
+		}
+	}()
 	if err := dumpable(btx); err != nil {
 		return err
 	}
@@ -101,7 +113,10 @@ func dump(ctx context.Context, btx *bbolt.Tx, fn func(storage.Record) error) err
 			if err != nil {
 				return fault.Internalf(err, "%s record %q", d.bucket, k)
 			}
-			return fn(rec)
+			inFn = true
+			err = fn(rec)
+			inFn = false // not on a panic: that one is fn's
+			return err
 		})
 		if err != nil {
 			return err

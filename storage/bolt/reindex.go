@@ -3,6 +3,8 @@ package bolt
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"slices"
 
 	bbolt "go.etcd.io/bbolt"
@@ -207,3 +209,31 @@ func forgetIndexesAfterOtherWriters(btx *bbolt.Tx) error {
 	}
 	return nil
 }
+
+// ours refuses a file that holds buckets but none of kassa's: another
+// program's bbolt file (a wrong --data), which Open would otherwise fill
+// with kassa's buckets and serve as an empty store. A file of an older or
+// newer build holds some of them, and a new one none at all.
+func ours(btx *bbolt.Tx) error {
+	var other []byte
+	err := btx.ForEach(func(name []byte, _ *bbolt.Bucket) error {
+		for _, b := range buckets {
+			if bytes.Equal(b, name) {
+				return errKassaBucket
+			}
+		}
+		if other == nil {
+			other = bytes.Clone(name)
+		}
+		return nil
+	})
+	if errors.Is(err, errKassaBucket) || other == nil {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("not a kassa store: it holds a bucket %q and none of kassa's (another program's file?)", other)
+}
+
+var errKassaBucket = errors.New("a bucket of kassa's")

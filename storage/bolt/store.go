@@ -134,8 +134,23 @@ const (
 
 var _ storage.Store = (*Store)(nil)
 
-// Open opens the store at path, creating the file if needed.
-func Open(path string, opts Options) (*Store, error) {
+// Open opens the store at path, creating the file if needed. A file that is
+// no kassa store (another program's bbolt file) is refused without a write,
+// and one so damaged that bbolt panics reading it is refused as damaged; if
+// bbolt panicked inside its own open, it gave no handle back to close, so
+// the file stays open, and locked, until the process ends.
+func Open(path string, opts Options) (s *Store, err error) {
+	var db *bbolt.DB
+	defer func() {
+		// bbolt panics instead of erring on some damaged pages (a freelist
+		// or branch page that is none): a one-line refusal, not a stack.
+		if p := recover(); p != nil {
+			if db != nil {
+				db.Close()
+			}
+			s, err = nil, fault.Internalf(fmt.Errorf("the file is damaged: %v", p), "open %s", path)
+		}
+	}()
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -145,11 +160,15 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 1000
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
+	db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
 	if err != nil {
 		return nil, fault.Internalf(err, "open %s", path)
 	}
-	s := &Store{db: db, clock: opts.Clock, opts: opts, done: make(chan struct{}), decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}
+	if err := db.View(ours); err != nil {
+		db.Close()
+		return nil, fault.Internalf(err, "open %s", path)
+	}
+	s = &Store{db: db, clock: opts.Clock, opts: opts, done: make(chan struct{}), decoded: ordercache.NewDecoded(opts.DecodedOrderBytes)}
 	s.update = db.Update
 	// One transaction (one commit) at open: the buckets, indexes added since
 	// the file was made, then the status index brought up to the current

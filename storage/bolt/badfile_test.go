@@ -1,0 +1,161 @@
+package bolt_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/bolt"
+)
+
+// TestOpenDamagedFile: a file whose pages past the two meta pages are
+// garbage (a disk that lost them, a copy cut short and padded) makes bbolt
+// panic as it reads the freelist, not return an error. Open returns one,
+// naming the file, one line, not a stack.
+func TestOpenDamagedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kassa.db")
+	s, err := bolt.Open(path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := os.Getpagesize()
+	copy(b[2*page:], bytes.Repeat([]byte{0x5a}, len(b)-2*page))
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st *bolt.Store
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("Open of a damaged file panicked: %v", r)
+			}
+		}()
+		st, err = bolt.Open(path, bolt.Options{})
+	}()
+	if err == nil {
+		st.Close()
+		t.Fatal("Open of a damaged file succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "damaged") || strings.Contains(msg, "\n") {
+		t.Fatalf("Open of a damaged file: %q (want one line naming %s and saying it is damaged)", msg, path)
+	}
+}
+
+// TestOpenForeignFile: a bbolt file another program made, given as the
+// store (a wrong --data), is refused and left as it was, instead of having
+// kassa's buckets added to it and being served as an empty store.
+func TestOpenForeignFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "other.db")
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("widgets"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("w1"), []byte("blue"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := bolt.Open(path, bolt.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open of another program's bbolt file succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, `"widgets"`) {
+		t.Fatalf("Open of another program's bbolt file: %q (want the file and its bucket named)", msg)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Fatal("Open of another program's bbolt file wrote to it")
+	}
+}
+
+// TestDumpDamagedFile: kassa store copy reads the file with OpenReadOnly,
+// which loads no freelist, so a damaged file opens, and bbolt then panics
+// on the first page that is none. Dump returns an error naming the file
+// instead of taking the process down with a stack mid-copy.
+func TestDumpDamagedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kassa.db")
+	s, err := bolt.Open(path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := os.Getpagesize()
+	copy(b[2*page:], bytes.Repeat([]byte{0x5a}, len(b)-2*page))
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := bolt.OpenReadOnly(path, 0)
+	if err != nil {
+		t.Skipf("the damaged file is refused at open already: %v", err)
+	}
+	defer ro.Close()
+	n := 0
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("Dump of a damaged file panicked: %v", r)
+			}
+		}()
+		err = ro.Dump(t.Context(), func(storage.Record) error { n++; return nil })
+	}()
+	if err == nil {
+		t.Fatalf("Dump of a damaged file succeeded with %d records", n)
+	}
+	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "damaged") || strings.Contains(msg, "\n") {
+		t.Fatalf("Dump of a damaged file: %q (want one line naming %s and saying it is damaged)", msg, path)
+	}
+}
+
+// TestDumpPassesOnCallersPanic: a panic of the function Dump hands records
+// to is the caller's, not a damaged file's, and reaches the caller as one.
+func TestDumpPassesOnCallersPanic(t *testing.T) {
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "kassa.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Update(t.Context(), func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", Name: "m", ClientID: "c1"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if r := recover(); r != "caller's" {
+			t.Fatalf("recovered %v, want the caller's own panic", r)
+		}
+	}()
+	s.Dump(t.Context(), func(storage.Record) error { panic("caller's") })
+}
