@@ -130,12 +130,11 @@ func (c *Clock) PersistTo(path string) error {
 		}
 		return durable.WriteFile(path, b, 0o600)
 	}
-	if errors.Is(err, fs.ErrNotExist) {
-		// Written now, so that a directory the clock cannot be kept in
-		// fails at start rather than on the first move.
-		if err := persist(0); err != nil {
-			return fmt.Errorf("sandbox clock: %w", err)
-		}
+	// Written now, found or not, so that a directory the clock cannot be
+	// kept in (missing, or made read-only with the file in it) fails at
+	// start rather than on the first move.
+	if err := persist(rec.Offset); err != nil {
+		return fmt.Errorf("sandbox clock: %w", err)
 	}
 	c.moving.Lock()
 	defer c.moving.Unlock()

@@ -74,6 +74,23 @@ func TestSandboxClockFileThatCannotBeWrittenFailsAtStart(t *testing.T) {
 	if _, err := os.Stat(ok); err != nil {
 		t.Fatalf("the clock file is not written at start: %v", err)
 	}
+	// A file there already is written again at start too (it shows in its
+	// mode): a directory it could be read from but not replaced in (a data
+	// directory made read-only) fails at start, not on the first move.
+	kept := filepath.Join(t.TempDir(), "sandbox-clock.json")
+	if err := os.WriteFile(kept, []byte(`{"offsetNanos":3600000000000}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := NewClock(true)
+	if err := c.PersistTo(kept); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(kept); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("an existing clock file is not written again at start: %v, %v", fi.Mode(), err)
+	}
+	if got := c.Offset(); got != time.Hour {
+		t.Fatalf("offset %v after the file was written again, want 1h", got)
+	}
 }
 
 func TestSandboxClockStaysInRange(t *testing.T) {
