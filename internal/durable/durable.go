@@ -5,6 +5,7 @@ package durable
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,6 +18,15 @@ import (
 func WriteFile(path string, b []byte, perm os.FileMode) error {
 	_, err := place(path, b, perm, os.Rename)
 	return err
+}
+
+// named makes err name path: most failures are of the temporary beside it,
+// whose name (".server.key.123…") alone leaves an operator guessing.
+func named(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("write %s: %w", path, err)
 }
 
 // CreateFile writes b to path (mode perm) as WriteFile does, but only if no
@@ -40,6 +50,11 @@ var errExists = errors.New("exists")
 // place writes b to a synced temporary file beside path, puts it at path
 // with put (rename, or link to create only), and syncs the directory.
 func place(path string, b []byte, perm os.FileMode, put func(tmp, path string) error) (bool, error) {
+	created, err := placeTemp(path, b, perm, put)
+	return created, named(path, err)
+}
+
+func placeTemp(path string, b []byte, perm os.FileMode, put func(tmp, path string) error) (bool, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return false, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -132,6 +133,15 @@ func TestWriteFileModeAndErrors(t *testing.T) {
 	}
 	if err := WriteFile(taken, []byte("x"), 0o600); err == nil {
 		t.Fatal("replacing a directory succeeded")
+	}
+	// A failure names the file written, not only the temporary beside it
+	// (".server.key.123…: no space left on device" told an operator little).
+	missing := filepath.Join(dir, "gone", "server.key")
+	if _, err := CreateFile(missing, []byte("x"), 0o600); err == nil || !strings.Contains(err.Error(), missing+":") {
+		t.Fatalf("CreateFile in a missing directory: %v, want an error naming %s", err, missing)
+	}
+	if err := WriteFile(missing, []byte("x"), 0o600); err == nil || !strings.Contains(err.Error(), missing+":") {
+		t.Fatalf("WriteFile in a missing directory: %v, want an error naming %s", err, missing)
 	}
 }
 
