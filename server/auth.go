@@ -50,7 +50,9 @@ type accessClaims struct {
 // the server's key) so that every replica sharing the key accepts them and a
 // restart does not log merchants out.
 func (s *Server) issueToken(m *storage.Merchant, now time.Time) (string, int64) {
-	exp := now.Add(s.cfg.AccessTokenTTL)
+	// The expiry is kept in whole seconds, rounded up: rounded down, a token
+	// was refused up to a second before the expires_in it was answered with.
+	exp := now.Add(s.cfg.AccessTokenTTL).Add(time.Second - time.Nanosecond)
 	payload, _ := json.Marshal(accessClaims{Merchant: m.ID, Credential: kassa.CredentialTag(m), Expires: exp.Unix()})
 	p := base64.RawURLEncoding.EncodeToString(payload)
 	return "kat_" + p + "." + s.sign("access", p), int64(s.cfg.AccessTokenTTL / time.Second)

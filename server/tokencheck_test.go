@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/storage"
 )
 
 // TestAccessTokenRefusals: a bearer token is refused once it has expired,
@@ -58,6 +59,34 @@ func TestAccessTokenRefusals(t *testing.T) {
 		code, b := list(tok)
 		if code != 401 || b["code"] != "unauthorized" {
 			t.Errorf("%s: %d %v, want 401 unauthorized", name, code, b)
+		}
+	}
+}
+
+// TestAccessTokenLivesItsExpiresIn: a token answered with expires_in n is
+// accepted for n seconds from its issue, to the last nanosecond, and refused
+// once they are over. Its expiry is kept in whole seconds; rounded down, a
+// token issued 0.9 s into a second was refused 0.9 s before the lifetime the
+// server had announced ended.
+func TestAccessTokenLivesItsExpiresIn(t *testing.T) {
+	s := New(Config{Key: []byte("0123456789abcdef0123456789abcdef")})
+	m := &storage.Merchant{ID: "m1"}
+	for _, frac := range []time.Duration{0, time.Nanosecond, 100 * time.Millisecond, 900 * time.Millisecond, time.Second - time.Nanosecond} {
+		issued := time.Date(2026, 3, 29, 0, 59, 59, 0, time.UTC).Add(frac)
+		tok, expiresIn := s.issueToken(m, issued)
+		if expiresIn != 3600 {
+			t.Fatalf("expires_in %d, want 3600", expiresIn)
+		}
+		lifetime := time.Duration(expiresIn) * time.Second
+		for _, at := range []time.Time{issued, issued.Add(lifetime - time.Nanosecond)} {
+			if _, ok := s.verifyToken(tok, at); !ok {
+				t.Errorf("issued at %s: refused at %s, within its expires_in", issued.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
+			}
+		}
+		// Kept in whole seconds, it may outlive its expires_in by less than
+		// one, never more.
+		if at := issued.Add(lifetime + time.Second); func() bool { _, ok := s.verifyToken(tok, at); return ok }() {
+			t.Errorf("issued at %s: still accepted at %s", issued.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
 		}
 	}
 }
