@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/internal/i18n"
 	"github.com/kassahq/kassa/money"
 	"github.com/kassahq/kassa/order"
 )
@@ -128,6 +129,13 @@ func remainder(o *order.Order, c *order.Ledger, env order.Env) []order.Line {
 		return lines
 	}
 	left := leftByRate(o, c)
+	// The lines are kassa's words on the credit note: in its language, the
+	// one o.Issue records for it (English without one).
+	lang := ""
+	if env.Language != nil {
+		lang = env.Language(o.Locale)
+	}
+	t := i18n.For(lang)
 	var lines []order.Line
 	for _, rate := range left.rates() {
 		s := left[rate]
@@ -136,7 +144,7 @@ func remainder(o *order.Order, c *order.Ledger, env order.Env) []order.Line {
 		}
 		lines = append(lines, order.Line{
 			ID:          env.IDs.NewID(order.KindLine),
-			Description: fmt.Sprintf("Remaining balance at %s %% VAT", money.New(rate, "").Amount()),
+			Description: t.RemainingBalance(rate),
 			Quantity:    1, UnitPrice: s.total, TotalAmount: s.total, TotalVatAmount: s.vat, Vat: rate,
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,5 +93,34 @@ func TestBrowserPagesSecurityHeaders(t *testing.T) {
 
 	if _, h, _ := e.do("GET", "/v1/sessions/"+s["id"].(string), "", e.auth); h.Get("X-Content-Type-Options") != "nosniff" {
 		t.Errorf("API response X-Content-Type-Options %q", h.Get("X-Content-Type-Options"))
+	}
+}
+
+// The buyer approves what the checkout's table shows: its lines under
+// "Total" add up to the total below them, of which VAT, in either VAT mode.
+// In exclVat the lines showed their amounts excluding VAT (200.00 + 100.00)
+// over a total including it (356.00): the same heading, figures that do
+// not add up.
+func TestCheckoutLinesAddUpToItsTotal(t *testing.T) {
+	e := newSessionEnv(t)
+	cell := regexp.MustCompile(`<td class="n">([^<]*)</td></tr>`)
+	total := regexp.MustCompile(`<th colspan="2">Total SEK \(VAT ([^)]*)\)</th><th class="n" id="total">([^<]*)</th>`)
+	for mode, want := range map[string][]string{"inclVat": {"200.00", "100.00", "45.66", "300.00"}, "exclVat": {"250.00", "106.00", "56.00", "356.00"}} {
+		code, _, s := e.do("POST", "/v1/sessions", `{"country":"SE","currency":"SEK","locale":"en-SE","vatMode":"`+mode+`",
+			"orderLines":[{"description":"Tiles","quantity":2,"unitPrice":10000,"vat":2500},{"description":"Book","quantity":1,"unitPrice":10000,"vat":600}]}`, e.auth)
+		if code != 201 {
+			t.Fatalf("create session: %d %v", code, s)
+		}
+		_, _, page := fetchPage(t, s["checkoutUrl"].(string))
+		var got []string
+		for _, m := range cell.FindAllStringSubmatch(page, -1) {
+			got = append(got, m[1])
+		}
+		if m := total.FindStringSubmatch(page); m != nil {
+			got = append(got, m[1], m[2])
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the checkout reads lines, VAT and total %q, want %q", mode, got, want)
+		}
 	}
 }

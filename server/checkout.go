@@ -78,6 +78,10 @@ func (v checkoutView) ErrorFor(id string) string {
 	return ""
 }
 
+// checkoutTemplate shows each line's amount including VAT, whatever the
+// session's VAT mode: the lines then add up to the total below them, which
+// includes VAT and says how much of it is VAT. An exclVat line's own
+// totalAmount, under the same heading "Total", did not.
 var checkoutTemplate = template.Must(template.New("checkout").Funcs(template.FuncMap{
 	"checked": func(a, b string) bool { return a == b },
 	"method":  func(t *i18n.Texts, m order.PaymentType) string { return t.PaymentMethods[string(m)] },
@@ -103,7 +107,7 @@ button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
 {{if .Notice}}<p role="status">{{.Notice}}</p>{{end}}
 <table><caption>{{.T.YourOrder}}{{with .S.MerchantReference}} {{.}}{{end}}</caption>
 <thead><tr><th>{{.T.Item}}</th><th class="n">{{.T.Qty}}</th><th class="n">{{.T.Total}}</th></tr></thead><tbody>
-{{range .S.OrderLines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>{{end}}
+{{range .S.OrderLines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount (.Gross $.S.VATMode)}}</td></tr>{{end}}
 </tbody><tfoot><tr><th colspan="2">{{.T.Total}} {{.S.Currency}} ({{.T.VATOf}} {{call .Amount .S.Totals.VAT}})</th><th class="n" id="total">{{call .Amount .S.Totals.Gross}}</th></tr></tfoot></table>
 
 {{if eq (print .S.State) "created"}}

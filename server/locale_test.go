@@ -202,3 +202,43 @@ func TestDocumentsInTheOrdersLanguage(t *testing.T) {
 		wantAll(t, "document stored without an issue record", page, `<html lang="en">`, "merchant reference PO-7.", []string{"12,345.50", "1,000.00"}[i])
 	}
 }
+
+// The full refund after partial refunds writes its own lines, one per VAT
+// rate ("Remaining balance at 25.00 % VAT"): words of kassa's, not the
+// merchant's, on a credit note the buyer reads. They are in the credit
+// note's language, the rate written as its VAT column writes it, and
+// English, as before, for an English one.
+func TestRemainingBalanceLinesInTheCreditNotesLanguage(t *testing.T) {
+	e := newSessionEnv(t)
+	for _, c := range []struct{ locale, want12, want25 string }{
+		{"sv-SE", "Återstående belopp med 12,00 % moms", "Återstående belopp med 25,00 % moms"},
+		{"fi-FI", "Jäljellä oleva summa, ALV 12,00 %", "Jäljellä oleva summa, ALV 25,00 %"},
+		{"en-SE", "Remaining balance at 12.00 % VAT", "Remaining balance at 25.00 % VAT"},
+	} {
+		body := `{"country":"SE","currency":"SEK","locale":"` + c.locale + `","reference":"PO-8",
+		"orderLines":[{"description":"Kakel","quantity":2,"unitPrice":12500,"vat":2500},{"description":"Bok","quantity":1,"unitPrice":11200,"vat":1200}]}`
+		code, _, b := e.req("POST", "/v1/authorization-tokens/"+e.mint("5560000001", "invoice")+"/order", body, e.auth, nil)
+		if code != 200 {
+			t.Fatalf("create order: %d %v", code, b)
+		}
+		id := b["orderId"].(string)
+		_, _, o := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+		capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+		if code, _, b := e.req("POST", "/v1/orders/"+id+"/partialrefund/"+capID, `{"orderLines":[{"description":"Kakel","quantity":1,"unitPrice":12500,"vat":2500}],"totalRefundAmount":12500}`, e.auth, nil); code != 200 {
+			t.Fatalf("partial refund: %d %v", code, b)
+		}
+		if code, _, o = e.req("POST", "/v1/orders/"+id+"/refund/"+capID, "", e.auth, nil); code != 200 {
+			t.Fatalf("refund: %d %v", code, o)
+		}
+		sub := o["refunded"].([]any)[1].(map[string]any)
+		var got []string
+		for _, l := range lines(sub) {
+			got = append(got, l.(map[string]any)["description"].(string))
+		}
+		if len(got) != 2 || got[0] != c.want12 || got[1] != c.want25 {
+			t.Errorf("%s: the full refund's lines read %q, want %q and %q", c.locale, got, c.want12, c.want25)
+		}
+		_, _, page := fetchPage(t, sub["documentUrl"].(string))
+		wantAll(t, c.locale+" credit note", page, "<td>"+c.want12+"</td>", "<td>"+c.want25+"</td>")
+	}
+}

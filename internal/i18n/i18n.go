@@ -9,6 +9,7 @@
 package i18n
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -49,6 +50,19 @@ func For(lang string) *Texts {
 // in English, "1 234,50" in Swedish.
 func (t *Texts) FormatAmount(minor int64, c money.Currency) string {
 	return money.New(minor, c).FormattedIn(t.Group, t.Point)
+}
+
+// FormatRate writes a VAT rate (2500 = 25 %) as the language writes a
+// percentage with two decimals: "25.00" in English, "25,00" in Swedish, as
+// a document's VAT column shows it.
+func (t *Texts) FormatRate(rate int64) string {
+	return money.New(rate, "").FormattedIn(t.Group, t.Point)
+}
+
+// RemainingBalance is the description of a line crediting what is left of
+// a capture at rate, in the language.
+func (t *Texts) RemainingBalance(rate int64) string {
+	return fmt.Sprintf(t.RemainingBalanceFmt, t.FormatRate(rate))
 }
 
 // FormatDate writes the calendar date of tm (in UTC, as every date kassa derives).
@@ -106,6 +120,11 @@ type documentTexts struct {
 	InclVAT, ExclVAT, VATBreakdown, Rate, NetHead, GrossHead, DocTotal             string
 	PaymentStatus, Invoiced, Credited, Paid, Outstanding, DueToBuyer               string
 	Attention                                                                      string // before an address's attention name
+	// RemainingBalanceFmt describes a line of a full refund after partial
+	// refunds, what is left at one VAT rate (refund.Full): kassa's words on
+	// the credit note, not the merchant's. It takes the rate as
+	// FormatRate writes it.
+	RemainingBalanceFmt string
 }
 
 // Languages lists the tags of every table, English first.

@@ -52,6 +52,10 @@ func TestEveryLanguageIsComplete(t *testing.T) {
 				t.Errorf("%s: %q must take exactly two strings", lang, f)
 			}
 		}
+		// One string, the rate, and a literal percent sign.
+		if f := tx.RemainingBalanceFmt; strings.Count(f, "%s") != 1 || strings.Count(f, "%%") != 1 || strings.Count(f, "%") != 3 {
+			t.Errorf("%s: %q must take exactly one string and write one %%", lang, f)
+		}
 	}
 }
 
