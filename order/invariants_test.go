@@ -619,6 +619,11 @@ type fatalT interface {
 
 func (m *machine) check(t fatalT) {
 	o, now := m.o, m.now()
+	// What the store check holds every stored order to: no finding on any
+	// state the operations reach, nor on one the fuzz target reaches.
+	if found := o.Verify(); len(found) > 0 {
+		t.Fatalf("Verify: %q", found)
+	}
 	r := o.Response(now, m.f.Policy, nil)
 	if _, err := json.Marshal(r); err != nil {
 		t.Fatal(err)

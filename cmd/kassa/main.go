@@ -6,6 +6,7 @@
 //	kassa serve                                   run the server (defaults: 127.0.0.1:8080, ./kassa-data)
 //	kassa companies import --country SE file.csv  replace a country's companies in the search directory
 //	kassa store copy --data DIR --database-url U  move a stopped bolt deployment to PostgreSQL
+//	kassa store check --data DIR                  verify a stopped server's bolt store, writing nothing
 //	kassa version                                 print the version
 //	kassa help                                    print usage
 package main
@@ -63,6 +64,7 @@ Usage:
   kassa companies import --country SE [--data DIR] FILE   import a company directory (CSV: companyId,companyName)
   kassa settle [--data DIR] [--store S --database-url U]  run settlements now (the server also runs them daily)
   kassa store copy --data DIR --database-url U            copy a stopped server's bolt store into an empty PostgreSQL database
+  kassa store check --data DIR                            verify a stopped server's bolt store (pages, records, indexes, orders, series)
   kassa version                                           print the version
   kassa help                                              print this help
 

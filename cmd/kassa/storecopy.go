@@ -19,11 +19,14 @@ import (
 
 // storeCommand runs "kassa store …".
 func storeCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "copy" {
-		fmt.Fprintln(stderr, "usage: kassa store copy --data DIR --database-url URL")
-		return 2
+	switch {
+	case len(args) > 0 && args[0] == "copy":
+		return storeCopy(args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "check":
+		return storeCheck(args[1:], stdout, stderr)
 	}
-	return storeCopy(args[1:], stdout, stderr)
+	fmt.Fprintln(stderr, "usage: kassa store copy --data DIR --database-url URL\n       kassa store check --data DIR")
+	return 2
 }
 
 // storeCopy copies a stopped server's bolt store, and the signing key it

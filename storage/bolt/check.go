@@ -2,131 +2,340 @@ package bolt
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	bbolt "go.etcd.io/bbolt"
 
+	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/session"
+	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/token"
 )
 
-// Check verifies the file: bbolt's own consistency check (pages, freelist),
-// then kassa's: every order has a meta record whose version matches it, every
-// index entry, counter and expiry entry belongs to a stored order and every
-// order has all of its entries; the settlement transaction id index and the
-// settlement queue's oldest-first index and the two indexes of pending outbox
-// messages match what they index exactly. Tests run it after every test and after each
-// simulated crash; an operator can run it on a copy of a production file.
+// Problem is one thing a check found wrong in a store file.
+type Problem struct {
+	// Kind is what is wrong: "page" (bbolt's own check, or a page a walk
+	// could not read), "record" (a record that does not decode, or is kept
+	// under a key it does not name), "index" (an index entry or counter
+	// that does not agree with the records), "order" (an order that breaks
+	// order.Verify) or "sequence" (a document number series behind the
+	// largest number given out).
+	Kind string
+	// Key is where: a bucket and key.
+	Key  string
+	What string
+}
+
+func (p Problem) String() string {
+	if p.Key == "" {
+		return p.Kind + ": " + p.What
+	}
+	return p.Kind + " " + p.Key + ": " + p.What
+}
+
+// Check verifies the file (see check) and returns its problems as one error,
+// nil when there are none. Tests run it after every test and after each
+// simulated crash.
 func (s *Store) Check() error {
-	return s.db.View(func(btx *bbolt.Tx) error {
-		var errs []error
-		for err := range btx.Check() {
-			errs = append(errs, err)
-		}
-		if len(errs) > 0 {
-			return fmt.Errorf("bbolt check: %w", errors.Join(errs...))
-		}
-		if err := checkIndexes(btx); err != nil {
-			return err
-		}
-		if err := checkSettleTxIDs(btx); err != nil {
-			return err
-		}
-		if err := checkOutboxDue(btx); err != nil {
-			return err
-		}
-		return checkSettleQueue(btx)
+	var found []error
+	err := s.db.View(func(btx *bbolt.Tx) error {
+		_, err := check(context.Background(), btx, checkOpen, func(p Problem) {
+			if len(found) < 50 {
+				found = append(found, errors.New(p.String()))
+			}
+		})
+		return err
 	})
+	return errors.Join(append([]error{err}, found...)...)
 }
 
-// checkOutboxDue verifies that both indexes of pending outbox messages (by
-// time, and by merchant then time) name every message not yet done at its
-// next attempt, and nothing else, and that the done index names every done
-// message at its creation, and nothing else.
-func checkOutboxDue(btx *bbolt.Tx) error {
-	byTime, byMerchant, done := map[string][]byte{}, map[string][]byte{}, map[string][]byte{}
-	err := btx.Bucket(bOutbox).ForEach(func(k, v []byte) error {
+// Check verifies the file without writing to it (kassa store check): every
+// problem it finds is given to problem, and counts says how many records of
+// each kind it holds. An error means the file could not be checked (ctx
+// ended, or a newer build's file).
+func (r *ReadOnly) Check(ctx context.Context, problem func(Problem)) (counts map[storage.RecordKind]int, err error) {
+	err = r.db.View(func(btx *bbolt.Tx) error {
+		counts, err = check(ctx, btx, checkFile, problem)
+		return err
+	})
+	return counts, err
+}
+
+// check runs bbolt's own consistency check (pages, freelist), then kassa's:
+// every record decodes and names the key it is kept under (one walk, Dump's);
+// every order has a meta record that matches it and satisfies order.Verify;
+// every index entry, counter and expiry entry belongs to a stored record and
+// every record has all of its entries, with their values; every document
+// series (invoice, credit note, settlement) is at or past the largest number
+// an order or settlement holds. Indexes that the next Open rebuilds (their
+// mark in storeinfo is older than this build's, or the file was last written
+// by another build) are not held to their records in mode checkFile.
+func check(ctx context.Context, btx *bbolt.Tx, mode checkMode, problem func(Problem)) (map[storage.RecordKind]int, error) {
+	for err := range btx.Check() {
+		problem(Problem{Kind: "page", What: err.Error()})
+	}
+	c := &checker{btx: btx, mode: mode, problem: problem, counts: map[storage.RecordKind]int{}, used: map[string]int64{}}
+	if err := c.phase("records", func() error { return walk(ctx, btx, c.record, c.badRecord) }); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	for _, p := range []struct {
+		name string
+		fn   func()
+	}{
+		{"orders", c.orderIndexes}, {"sessions", c.sessionIndex}, {"settlement transactions", c.settleTxIDs},
+		{"settlements", c.settleIndex}, {"settlement queue", c.settleQueue}, {"notifications", c.outboxIndexes},
+		{"merchants", c.clients}, {"idempotency records", c.idemExpiry}, {"tasks", c.taskDue}, {"sequences", c.sequences},
+	} {
+		c.phase(p.name, func() error { p.fn(); return nil })
+	}
+	return c.counts, nil
+}
+
+// checkMode is what a check holds the file to.
+type checkMode int
+
+const (
+	// checkFile is a file at rest (kassa store check): an index that the
+	// next Open rebuilds is not held to its records, and every document
+	// series is held to the numbers the records hold.
+	checkFile checkMode = iota
+	// checkOpen is an open store (Store.Check, in tests): Open brought
+	// every index up to date, so each is held to its records. The series
+	// are not: tests store orders numbered by fixtures, not by the store.
+	checkOpen
+)
+
+type checker struct {
+	btx     *bbolt.Tx
+	mode    checkMode
+	problem func(Problem)
+	counts  map[storage.RecordKind]int
+	// used is the largest number each (merchant, series) has given out
+	// that a record holds, and seq what the series says.
+	used map[string]int64
+	seq  map[string]int64
+}
+
+// phase runs fn, turning a panic (bbolt's on a page that is none) into a
+// problem, so that one damaged bucket does not hide what the others hold.
+// The records walk gives its own as an error saying the file is damaged.
+func (c *checker) phase(name string, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.problem(Problem{Kind: "page", What: fmt.Sprintf("the walk of %s stopped on a damaged page: %v", name, p)})
+			err = nil
+		}
+	}()
+	err = fn()
+	var de *damagedError
+	if errors.As(err, &de) {
+		c.problem(Problem{Kind: "page", What: fmt.Sprintf("the walk of %s stopped on a damaged page: %v", name, de.cause)})
+		return nil
+	}
+	return err
+}
+
+func (c *checker) add(kind string, bucket, k []byte, format string, args ...any) {
+	c.problem(Problem{Kind: kind, Key: fmt.Sprintf("%s %q", bucket, k), What: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) badRecord(bucket, k []byte, err error) error {
+	c.add("record", bucket, k, "%v", err)
+	return nil
+}
+
+func seriesKey(merchantID, series string) string { return string(key(merchantID, series)) }
+
+// record decodes one record as the current code reads it, checks that it is
+// kept under the key it names, and notes what the later checks need.
+func (c *checker) record(r storage.Record) error {
+	c.counts[r.Kind]++
+	var err error
+	mismatch := func(what, got, want string) {
+		if err == nil && got != want {
+			err = fmt.Errorf("the record's %s is %q, kept under %q", what, got, want)
+		}
+	}
+	switch r.Kind {
+	case storage.KindMerchant:
+		var m storage.Merchant
+		if err = storage.DecodeRecord(r.Body, &m); err == nil {
+			mismatch("id", m.ID, r.ID)
+		}
+	case storage.KindOrder:
+		var o order.Order
+		if err = json.Unmarshal(r.Body, &o); err == nil {
+			mismatch("merchant and id", o.MerchantID+"/"+o.ID, r.MerchantID+"/"+r.ID)
+			mismatch("version", fmt.Sprint(o.Version), fmt.Sprint(r.Number))
+			c.order(&o)
+		}
+	case storage.KindAuthorization:
+		var a token.Authorization
+		if err = storage.DecodeRecord(r.Body, &a); err == nil {
+			mismatch("merchant and token", a.MerchantID+"/"+a.Token, r.MerchantID+"/"+r.ID)
+		}
+	case storage.KindCustomerToken:
+		var ct token.Customer
+		if err = storage.DecodeRecord(r.Body, &ct); err == nil {
+			mismatch("merchant and id", ct.MerchantID+"/"+ct.TokenID, r.MerchantID+"/"+r.ID)
+		}
+	case storage.KindSession:
+		var s session.Session
+		if err = storage.DecodeRecord(r.Body, &s); err == nil {
+			mismatch("merchant and id", s.MerchantID+"/"+s.ID, r.MerchantID+"/"+r.ID)
+		}
+	case storage.KindSettlementItem:
+		var it storage.QueuedItem
+		if err = storage.DecodeRecord(r.Body, &it); err == nil {
+			mismatch("key", it.Key, r.ID)
+		}
+	case storage.KindSettlement:
+		var s settlement.Settlement
+		if err = storage.DecodeRecord(r.Body, &s); err == nil {
+			mismatch("merchant and id", s.MerchantID+"/"+s.ID, r.MerchantID+"/"+r.ID)
+			var n int64
+			if _, serr := fmt.Sscanf(s.Reference, "S-%d", &n); serr == nil {
+				c.uses(s.MerchantID, "settlement", n)
+			}
+		}
+	case storage.KindSettlementTransaction:
+		var tr settlement.Transaction
+		if err = storage.DecodeRecord(r.Body, &tr); err == nil {
+			mismatch("seq", fmt.Sprint(tr.Seq), fmt.Sprint(r.Number))
+		}
+	case storage.KindTask:
+		var t storage.Task
+		if err = storage.DecodeRecord(r.Body, &t); err == nil {
+			mismatch("id", t.ID, r.ID)
+		}
+	case storage.KindSequence:
+		if c.seq == nil {
+			c.seq = map[string]int64{}
+		}
+		c.seq[seriesKey(r.MerchantID, r.ID)] = r.Number
+	case storage.KindIdempotency:
+		var rec storage.IdempotencyRecord
+		if err = storage.DecodeRecord(r.Body, &rec); err == nil {
+			mismatch("merchant and key", rec.MerchantID+"/"+rec.Key, r.MerchantID+"/"+r.ID)
+		}
+	case storage.KindOutbox:
 		var m storage.OutboxMessage
-		if err := storage.DecodeRecord(v, &m); err != nil {
-			return fmt.Errorf("outbox message %q: %w", k, err)
+		if err = storage.DecodeRecord(r.Body, &m); err == nil {
+			mismatch("id", m.ID, r.ID)
 		}
-		if m.Done() {
-			done[string(outboxDoneKey(&m))] = nil
-		} else {
-			byTime[string(outboxDueKey(&m))] = nil
-			byMerchant[string(outboxMerchantDueKey(&m))] = nil
-		}
-		return nil
-	})
+	}
 	if err != nil {
-		return err
+		c.problem(Problem{Kind: "record", Key: recordKey(r), What: err.Error()})
 	}
-	if err := sameKeys(btx.Bucket(bOutboxDue), byTime, "outbox due index"); err != nil {
-		return err
-	}
-	if err := sameKeys(btx.Bucket(bOutboxDone), done, "outbox done index"); err != nil {
-		return err
-	}
-	return sameKeys(btx.Bucket(bOutboxMDue), byMerchant, "outbox merchant due index")
+	return nil
 }
 
-// checkSettleQueue verifies that the settleqix index holds every queued
-// item once, at its occurrence time, and nothing else.
-func checkSettleQueue(btx *bbolt.Tx) error {
-	want := map[string][]byte{}
-	err := btx.Bucket(bSettleQ).ForEach(func(k, v []byte) error {
-		at, err := queuedOccurred(v)
-		if err != nil {
-			return fmt.Errorf("settlement item %q: %w", k, err)
+// recordKey names a record as Dump gives it.
+func recordKey(r storage.Record) string {
+	parts := []string{string(r.Kind)}
+	for _, p := range []string{r.MerchantID, r.SettlementID, r.ID} {
+		if p != "" {
+			parts = append(parts, fmt.Sprintf("%q", p))
 		}
-		want[string(settleQIxKey(at, string(k)))] = nil
-		return nil
-	})
-	if err != nil {
-		return err
 	}
-	return sameKeys(btx.Bucket(bSettleQIx), want, "settlement queue index")
+	if r.Kind == storage.KindSettlementTransaction {
+		parts = append(parts, fmt.Sprint(r.Number))
+	}
+	return strings.Join(parts, " ")
 }
 
-// checkSettleTxIDs verifies that the settletxid index names every settlement
-// transaction at its place, and nothing else.
-func checkSettleTxIDs(btx *bbolt.Tx) error {
-	want := map[string][]byte{}
-	err := btx.Bucket(bSettleTx).ForEach(func(k, v []byte) error {
-		ik, seq, err := settleTxIDEntry(k, v)
-		if err != nil {
-			return fmt.Errorf("settlement transaction %q: %w", k, err)
-		}
-		want[string(ik)] = seq
-		return nil
-	})
-	if err != nil {
-		return err
+func (c *checker) uses(merchantID, series string, n int64) {
+	if k := seriesKey(merchantID, series); n > c.used[k] {
+		c.used[k] = n
 	}
-	return sameKeys(btx.Bucket(bSettleTxID), want, "settlement transaction id index")
 }
 
-func checkIndexes(btx *bbolt.Tx) error {
+func (c *checker) order(o *order.Order) {
+	for _, f := range o.Verify() {
+		c.add("order", bOrders, orderKey(o.MerchantID, o.ID), "%s", f)
+	}
+	for i := range o.Captured {
+		c.uses(o.MerchantID, order.SeriesInvoice, o.Captured[i].DocumentSeq)
+	}
+	for i := range o.Refunded {
+		c.uses(o.MerchantID, order.SeriesCreditNote, o.Refunded[i].DocumentSeq)
+	}
+	raw := c.btx.Bucket(bOrders).Get(orderKey(o.MerchantID, o.ID))
+	m, err := orderMeta(raw)
+	if err != nil {
+		return // the walk named it
+	}
+	want := metaOf(o)
+	if m.version != want.version || !m.created.Equal(want.created) || !m.expires.Equal(want.expires) || m.expirable != want.expirable {
+		c.add("index", bOrders, orderKey(o.MerchantID, o.ID), "its meta record says version %d, created %v, expires %v, expirable %v; the order %d, %v, %v, %v",
+			m.version, m.created, m.expires, m.expirable, want.version, want.created, want.expires, want.expirable)
+	} else if c.current(keyStatusRules, order.StatusRules) && !slices.Equal(m.entries, want.entries) {
+		c.add("index", bOrders, orderKey(o.MerchantID, o.ID), "its meta record's index entries %v, the order's %v", m.entries, want.entries)
+	}
+}
+
+// current reports whether the index marked mark is kept up to version, so
+// that the next Open leaves it as it is: otherwise Open rebuilds it from the
+// records (rebuildIndex, reindexStatuses) and what it holds now is no fault.
+func (c *checker) current(mark []byte, version uint64) bool {
+	if c.mode == checkOpen {
+		return true
+	}
+	info := c.btx.Bucket(bInfo)
+	if info == nil {
+		return false
+	}
+	// Open's own transaction is the one after the file's last commit.
+	if !bytes.Equal(info.Get(keyLastCommit), lastCommitMark(uint64(c.btx.ID()))) {
+		return false
+	}
+	v := info.Get(mark)
+	return len(v) == 8 && binary.BigEndian.Uint64(v) >= version
+}
+
+// sequences: no series is behind the largest number a record holds of it,
+// or the next document would repeat a number.
+func (c *checker) sequences() {
+	if c.mode == checkOpen {
+		return
+	}
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range c.used {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		if used, at := c.used[k], c.seq[k]; at < used {
+			c.add("sequence", bSeq, []byte(k), "is at %d, but %d was given out", at, used)
+		}
+	}
+}
+
+// orderIndexes: the order index, its counters and the expiry index hold
+// exactly the entries the orders' meta records name.
+func (c *checker) orderIndexes() {
 	want := map[string][]byte{} // index keys the meta records name
 	counts := map[string]int64{}
 	due := map[string][]byte{}
-	err := btx.Bucket(bOrders).ForEach(func(k, v []byte) error {
+	c.each(bOrders, func(k, v []byte) error {
 		m, err := orderMeta(v)
 		if err != nil {
-			return err
-		}
-		o, err := decodeOrder(v)
-		if err != nil {
-			return err
-		}
-		if o.Version != m.version {
-			return fmt.Errorf("order %q has version %d, its meta %d", k, o.Version, m.version)
+			return nil // the walk named it
 		}
 		merchant, id, err := splitOrderKey(k)
 		if err != nil {
-			return err
+			return nil
 		}
 		for _, ik := range m.indexKeys(merchant, id) {
 			want[string(ik.key)] = nil
@@ -139,51 +348,212 @@ func checkIndexes(btx *bbolt.Tx) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if err := sameKeys(btx.Bucket(bIndex), want, "index"); err != nil {
-		return err
-	}
-	if err := sameKeys(btx.Bucket(bDue), due, "expiry index"); err != nil {
-		return err
-	}
-	if err := checkSessionIndex(btx); err != nil {
-		return err
-	}
-	seen := 0
-	err = btx.Bucket(bCounts).ForEach(func(k, v []byte) error {
-		seen++
-		if got := int64(binary.BigEndian.Uint64(v)); got != counts[string(k)] {
-			return fmt.Errorf("counter %q is %d, want %d", k, got, counts[string(k)])
+	c.sameKeys(bIndex, want)
+	c.sameKeys(bDue, due)
+	c.each(bCounts, func(k, v []byte) error {
+		want, ok := counts[string(k)]
+		delete(counts, string(k))
+		switch {
+		case !ok:
+			c.add("index", bCounts, k, "counts entries of no stored order")
+		case len(v) != 8:
+			c.add("index", bCounts, k, "is %d bytes, not 8", len(v))
+		case int64(binary.BigEndian.Uint64(v)) != want:
+			c.add("index", bCounts, k, "is %d, the orders have %d entries", binary.BigEndian.Uint64(v), want)
 		}
 		return nil
 	})
-	if err == nil && seen != len(counts) {
-		err = fmt.Errorf("%d counters, want %d", seen, len(counts))
+	for _, k := range slices.Sorted(mapKeys(counts)) {
+		c.add("index", bCounts, []byte(k), "is missing; the orders have %d entries", counts[k])
 	}
-	return err
 }
 
-// sameKeys verifies that bucket b holds exactly the keys of want, each with
-// its value where want gives one (nil: any value).
-func sameKeys(b *bbolt.Bucket, want map[string][]byte, what string) error {
-	n := 0
-	err := b.ForEach(func(k, v []byte) error {
-		w, ok := want[string(k)]
-		if !ok {
-			return fmt.Errorf("%s entry %q indexes nothing stored", what, k)
+// each walks bucket b, none when the file is from before it existed.
+func (c *checker) each(b []byte, fn func(k, v []byte) error) {
+	if bucket := c.btx.Bucket(b); bucket != nil {
+		bucket.ForEach(fn)
+	}
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
 		}
-		if w != nil && !bytes.Equal(v, w) {
-			return fmt.Errorf("%s entry %q is %x, want %x", what, k, v, w)
+	}
+}
+
+// outboxIndexes: both indexes of pending messages (by time, and by merchant
+// then time) name every message not yet done at its next attempt, and
+// nothing else; the done index names every done message at its creation,
+// and the creation index every message, and nothing else.
+func (c *checker) outboxIndexes() {
+	byTime, byMerchant, done, created := map[string][]byte{}, map[string][]byte{}, map[string][]byte{}, map[string][]byte{}
+	c.each(bOutbox, func(_, v []byte) error {
+		var m storage.OutboxMessage
+		if err := storage.DecodeRecord(v, &m); err != nil {
+			return nil // the walk named it
 		}
-		n++
+		created[string(outboxCreatedKey(&m))] = nil
+		if m.Done() {
+			done[string(outboxDoneKey(&m))] = nil
+		} else {
+			byTime[string(outboxDueKey(&m))] = nil
+			byMerchant[string(outboxMerchantDueKey(&m))] = nil
+		}
 		return nil
 	})
-	if err == nil && n != len(want) {
-		err = fmt.Errorf("%s has %d entries, want %d", what, n, len(want))
+	c.sameKeys(bOutboxIx, created)
+	c.sameKeys(bOutboxDue, byTime)
+	if c.current(keyOutboxDone, 1) {
+		c.sameKeys(bOutboxDone, done)
 	}
-	return err
+	if c.current(keyOutboxMerchantDue, 1) {
+		c.sameKeys(bOutboxMDue, byMerchant)
+	}
+}
+
+// settleQueue: the settleqix index holds every queued item once, at its
+// occurrence time, and nothing else.
+func (c *checker) settleQueue() {
+	if !c.current(keySettleQOrder, 1) {
+		return
+	}
+	want := map[string][]byte{}
+	c.each(bSettleQ, func(k, v []byte) error {
+		if at, err := queuedOccurred(v); err == nil {
+			want[string(settleQIxKey(at, string(k)))] = nil
+		}
+		return nil
+	})
+	c.sameKeys(bSettleQIx, want)
+}
+
+// settleTxIDs: the settletxid index names every settlement transaction at
+// its place, and nothing else.
+func (c *checker) settleTxIDs() {
+	if !c.current(keySettleTxIDs, 1) {
+		return
+	}
+	want := map[string][]byte{}
+	c.each(bSettleTx, func(k, v []byte) error {
+		if ik, seq, err := settleTxIDEntry(k, v); err == nil {
+			want[string(ik)] = seq
+		}
+		return nil
+	})
+	c.sameKeys(bSettleTxID, want)
+}
+
+// settleIndex: the settleix index names every settlement at its creation,
+// and nothing else.
+func (c *checker) settleIndex() {
+	want := map[string][]byte{}
+	c.each(bSettle, func(_, v []byte) error {
+		var s settlement.Settlement
+		if storage.DecodeRecord(v, &s) == nil {
+			want[string(settleIxKey(&s))] = nil
+		}
+		return nil
+	})
+	c.sameKeys(bSettleIx, want)
+}
+
+// clients: every merchant's client id names it, and no other client id is
+// kept.
+func (c *checker) clients() {
+	want := map[string][]byte{}
+	c.each(bMerchants, func(_, v []byte) error {
+		var m storage.Merchant
+		if storage.DecodeRecord(v, &m) == nil && m.ClientID != "" {
+			want[m.ClientID] = []byte(m.ID)
+		}
+		return nil
+	})
+	c.sameKeys(bClients, want)
+}
+
+// idemExpiry: every idempotency record is in the expiry index at its
+// expiry, and nothing else is.
+func (c *checker) idemExpiry() {
+	want := map[string][]byte{}
+	c.each(bIdem, func(k, v []byte) error {
+		var r storage.IdempotencyRecord
+		if storage.DecodeRecord(v, &r) == nil {
+			want[string(append(putTime(nil, r.ExpiresAt), k...))] = nil
+		}
+		return nil
+	})
+	c.sameKeys(bIdemExp, want)
+}
+
+// taskDue: every task is in the due index at its due time, and nothing else
+// is.
+func (c *checker) taskDue() {
+	want := map[string][]byte{}
+	c.each(bTasks, func(_, v []byte) error {
+		var t storage.Task
+		if storage.DecodeRecord(v, &t) == nil {
+			want[string(taskDueKey(&t))] = nil
+		}
+		return nil
+	})
+	c.sameKeys(bTaskDue, want)
+}
+
+// sessionIndex: the session index holds exactly the entries of the stored
+// sessions (sessionEntries), with their values.
+func (c *checker) sessionIndex() {
+	if !c.current(keySessionIndex, sessionIndexVersion) {
+		return
+	}
+	want := map[string][]byte{}
+	c.each(bSessions, func(k, v []byte) error {
+		var s session.Session
+		if storage.DecodeRecord(v, &s) != nil {
+			return nil // the walk named it
+		}
+		for _, e := range sessionEntries(&s) {
+			if _, dup := want[string(e.key)]; dup {
+				c.add("index", bSessionIx, e.key, "belongs to two sessions, one of them %q", k)
+			}
+			want[string(e.key)] = e.value
+		}
+		return nil
+	})
+	c.sameKeys(bSessionIx, want)
+}
+
+// sameKeys reports every entry of bucket b that want does not hold, or
+// holds with another value (nil: any value), and every key of want that b
+// does not hold.
+func (c *checker) sameKeys(b []byte, want map[string][]byte) {
+	bucket := c.btx.Bucket(b)
+	if bucket == nil {
+		if len(want) > 0 {
+			c.add("index", b, nil, "is missing; it should hold %d entries", len(want))
+		}
+		return
+	}
+	seen := map[string]bool{}
+	bucket.ForEach(func(k, v []byte) error {
+		w, ok := want[string(k)]
+		switch {
+		case !ok:
+			c.add("index", b, k, "indexes nothing stored")
+		case w != nil && !bytes.Equal(v, w):
+			c.add("index", b, k, "is %x, want %x", v, w)
+		}
+		seen[string(k)] = true
+		return nil
+	})
+	for _, k := range slices.Sorted(mapKeys(want)) {
+		if !seen[k] {
+			c.add("index", b, []byte(k), "is missing")
+		}
+	}
 }
 
 func splitOrderKey(k []byte) (merchant, id string, err error) {
@@ -192,27 +562,4 @@ func splitOrderKey(k []byte) (merchant, id string, err error) {
 		return "", "", fmt.Errorf("bad order key %q", k)
 	}
 	return string(k[n : n+int(l)]), string(bytes.Clone(k[n+int(l):])), nil
-}
-
-// checkSessionIndex: the session index holds exactly the entries of the
-// stored sessions (sessionEntries), with their values.
-func checkSessionIndex(btx *bbolt.Tx) error {
-	want := map[string][]byte{}
-	err := btx.Bucket(bSessions).ForEach(func(k, v []byte) error {
-		var s session.Session
-		if err := storage.DecodeRecord(v, &s); err != nil {
-			return fmt.Errorf("session %q: %w", k, err)
-		}
-		for _, e := range sessionEntries(&s) {
-			if _, dup := want[string(e.key)]; dup {
-				return fmt.Errorf("session index entry %q belongs to two sessions", e.key)
-			}
-			want[string(e.key)] = e.value
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return sameKeys(btx.Bucket(bSessionIx), want, "session index")
 }

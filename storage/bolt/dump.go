@@ -83,7 +83,25 @@ var (
 	_ storage.Dumper = (*Store)(nil)
 )
 
-func dump(ctx context.Context, btx *bbolt.Tx, fn func(storage.Record) error) (err error) {
+func dump(ctx context.Context, btx *bbolt.Tx, fn func(storage.Record) error) error {
+	return walk(ctx, btx, fn, func(bucket, k []byte, err error) error {
+		return fault.Internalf(err, "%s record %q", bucket, k)
+	})
+}
+
+// damagedError is walk's error on a page that is none.
+type damagedError struct {
+	path  string
+	cause any
+}
+
+func (e *damagedError) Error() string { return fmt.Sprint(e.cause) }
+
+// walk gives fn every record of the file, kind by kind in RecordKinds order,
+// and bad every stored value it cannot read as one (a bad key, an order
+// without its meta record); an error of either stops it. Dump and Check
+// both walk with it.
+func walk(ctx context.Context, btx *bbolt.Tx, fn func(storage.Record) error, bad func(bucket, k []byte, err error) error) (err error) {
 	// bbolt panics instead of erring on a page that is none (a damaged
 	// file, which OpenReadOnly opens as it loads no freelist): a one-line
 	// refusal, not a stack mid-copy. fn's own panics are the caller's.
@@ -93,7 +111,7 @@ func dump(ctx context.Context, btx *bbolt.Tx, fn func(storage.Record) error) (er
 			if inFn {
 				panic(p)
 			}
-			err = fault.Internalf(fmt.Errorf("%v", p), "%s is damaged", btx.DB().Path())
+			err = fault.Internalf(&damagedError{path: btx.DB().Path(), cause: p}, "%s is damaged", btx.DB().Path())
 		}
 	}()
 	if err := dumpable(btx); err != nil {
@@ -111,7 +129,7 @@ func dump(ctx context.Context, btx *bbolt.Tx, fn func(storage.Record) error) (er
 			}
 			rec, err := record(d.kind, k, v)
 			if err != nil {
-				return fault.Internalf(err, "%s record %q", d.bucket, k)
+				return bad(d.bucket, k, err)
 			}
 			inFn = true
 			err = fn(rec)

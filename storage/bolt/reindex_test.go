@@ -218,7 +218,12 @@ func TestIndexesRebuiltAfterAnOlderBuildWrote(t *testing.T) {
 				return err
 			}
 		}
-		st, _ := json.Marshal(settlement.Settlement{ID: "s-old", Reference: "S-000001", MerchantID: "m1", Currency: "SEK", CreatedAt: now})
+		old := settlement.Settlement{ID: "s-old", Reference: "S-000001", MerchantID: "m1", Currency: "SEK", CreatedAt: now}
+		st, _ := json.Marshal(old)
+		// The settleix entry every build that saved settlements wrote.
+		if err := btx.Bucket(bSettleIx).Put(settleIxKey(&old), present); err != nil {
+			return err
+		}
 		return btx.Bucket(bSettle).Put(key("m1", "s-old"), st)
 	})
 	db.Close()

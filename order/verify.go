@@ -1,0 +1,95 @@
+package order
+
+import "fmt"
+
+// Verify lists what in o breaks an invariant every operation keeps (design.md
+// §3), one finding per break; none for a sound order. It looks at the order
+// as stored, not at its history: its sub-orders are where they belong, with
+// ids used once; every line's total is quantity × (unitPrice −
+// unitDiscountAmount) within the line bounds; every refund is of a capture
+// and no capture is refunded beyond what it captured; what the captures used
+// stays within the authorization, and that within what was approved; what is
+// refunded does not pass what is captured, nor is anything uncaptured below
+// zero; no invoice or credit note states negative VAT; the event log refers to
+// this order and its sub-orders, in time order, ids used once, and updatedAt
+// is its last event's time. The property test of the order rules holds every
+// state it reaches to it; kassa store check holds every stored order to it.
+func (o *Order) Verify() []string {
+	var out []string
+	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	ledgers := map[string]LedgerKind{}
+	place := func(l *Ledger, want LedgerKind) {
+		if l.Kind != want {
+			add("sub-order %s is kept as %s but is a %s", l.ID, want, l.Kind)
+		}
+		if _, dup := ledgers[l.ID]; dup {
+			add("sub-order id %s is used twice", l.ID)
+		}
+		ledgers[l.ID] = l.Kind
+		for _, ln := range l.Lines {
+			if want := ln.Quantity * (ln.UnitPrice - ln.UnitDiscountAmount); ln.TotalAmount != want {
+				add("line %s of sub-order %s: totalAmount %d, quantity × (unitPrice − unitDiscountAmount) %d", ln.ID, l.ID, ln.TotalAmount, want)
+			}
+			if ln.TotalAmount < -MaxLineAmount || ln.TotalAmount > MaxLineAmount {
+				add("line %s of sub-order %s: totalAmount %d outside ±%d", ln.ID, l.ID, ln.TotalAmount, MaxLineAmount)
+			}
+		}
+	}
+	place(&o.Uncaptured, LedgerUncaptured)
+	for i := range o.Captured {
+		place(&o.Captured[i], LedgerCapture)
+	}
+	for i := range o.Refunded {
+		place(&o.Refunded[i], LedgerRefund)
+	}
+
+	a := o.Amounts()
+	for i := range o.Captured {
+		c := &o.Captured[i]
+		sum := SumLines(c.Lines, o.VATMode)
+		if rf := o.RefundedOf(c.ID); rf < 0 || rf > sum.Gross {
+			add("capture %s: refunded %d of %d", c.ID, rf, sum.Gross)
+		}
+		if !sum.VATWithin() {
+			add("capture %s invoices VAT %d over a net of %d", c.ID, sum.VAT, sum.Net)
+		}
+	}
+	for i := range o.Refunded {
+		r := &o.Refunded[i]
+		if ledgers[r.RefundOf] != LedgerCapture {
+			add("refund %s is of %q, not a capture of the order", r.ID, r.RefundOf)
+		}
+		if vat := SumLines(r.Lines, o.VATMode).VAT; vat < 0 {
+			add("refund %s credits VAT %d", r.ID, vat)
+		}
+	}
+	if a.Consumed > o.AuthorizedAmount || o.AuthorizedAmount > o.ApprovedAmount {
+		add("captures used %d, authorized %d, approved %d", a.Consumed, o.AuthorizedAmount, o.ApprovedAmount)
+	}
+	if a.Refunded > a.Captured {
+		add("refunded %d, captured %d", a.Refunded, a.Captured)
+	}
+	if a.Uncaptured < 0 {
+		add("uncaptured %d", a.Uncaptured)
+	}
+
+	events := map[string]bool{}
+	for i, e := range o.Events {
+		if events[e.ID] {
+			add("event id %s is used twice", e.ID)
+		}
+		events[e.ID] = true
+		if _, ok := ledgers[e.LedgerID]; e.OrderID != o.ID || !ok {
+			add("event %s refers to order %s, sub-order %s", e.ID, e.OrderID, e.LedgerID)
+		}
+		if i > 0 && e.CreatedAt.Before(o.Events[i-1].CreatedAt) {
+			add("event %s is older than the event before it", e.ID)
+		}
+	}
+	if n := len(o.Events); n == 0 {
+		add("no events")
+	} else if last := o.Events[n-1].CreatedAt; !o.UpdatedAt.Equal(last) {
+		add("updatedAt %s, last event at %s", o.UpdatedAt.Format("2006-01-02T15:04:05.999999999Z07:00"), last.Format("2006-01-02T15:04:05.999999999Z07:00"))
+	}
+	return out
+}
