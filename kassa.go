@@ -10,7 +10,16 @@
 // its effect is durable, and a retry with the same idempotency key replays
 // the original outcome instead of running again.
 //
-// The reference server (package server, binary cmd/kassa) calls only this API.
+// A Ledger runs no background work of its own: an embedder schedules what
+// kassa serve runs in a loop, or it is never done. DeliverNotifications posts
+// the webhooks; RunTasks does auto-captures, token expiries and reminders;
+// ExpireOrders moves expired orders in the list's status filters;
+// RunSettlementsBefore (or RunSettlements) makes the settlements;
+// SweepIdempotencyOnce and SweepNotificationsOnce remove what is past its
+// retention. The README's Embedding section says how often each runs there.
+//
+// The reference server (package server, binary cmd/kassa) calls only this API;
+// to serve it from a mux of one's own, see server.Server.Handler.
 package kassa
 
 import (
@@ -131,7 +140,10 @@ type Call struct {
 // the reference server answers with (200, 201 or 204) and Body its JSON body,
 // both exactly as first produced: a replay returns them unchanged, with
 // Replayed set. Order is the order after the operation (nil on a replay or
-// when the operation concerns no order).
+// when the operation concerns no order); a capture or refund made by it is the
+// last of Order.Captured or Order.Refunded. For a change of an existing order
+// (capture, refund, cancel, edit and the like) Body is the order's response,
+// order.Response, which is what a replay is read from.
 type Result struct {
 	Status   int
 	Body     []byte

@@ -29,11 +29,16 @@ func hashSecret(salt []byte, secret string) []byte {
 
 // MerchantOptions describe a new merchant.
 type MerchantOptions struct {
-	Name         string
+	Name         string // at most MaxMerchantName characters
 	ClientID     string // generated when empty
 	ClientSecret string // generated when empty
-	Sandbox      bool
-	RequireAck   bool
+	// Sandbox marks a merchant of the sandbox (the one kassa serve's
+	// --webhook-* flags configure when no client id is given); it changes
+	// no rule of the API.
+	Sandbox bool
+	// RequireAck makes every order of the merchant start unacknowledged,
+	// awaiting Acknowledge.
+	RequireAck bool
 	// Settlement fees per capture: basis points of the amount plus a fixed part.
 	FeeBasisPoints, FeeFixedPerCapture int64
 }
@@ -42,8 +47,10 @@ type MerchantOptions struct {
 const MaxMerchantName = 200
 
 // EnsureMerchant creates a merchant, or, when one with the client id exists,
-// keeps it and sets the given secret. It returns the credentials (with the
-// secret in clear, the only time it is available) and whether it created one.
+// keeps it and sets the given secret (a new one when ClientSecret is empty);
+// the other options of an existing merchant stay as they were. It returns the
+// credentials (with the secret in clear, the only time it is available) and
+// whether it created one.
 func (l *Ledger) EnsureMerchant(ctx context.Context, mo MerchantOptions) (Credentials, bool, error) {
 	if mo.ClientID == "" {
 		mo.ClientID = "kc_" + RandomSecret(10)

@@ -170,8 +170,17 @@ type TransactionPage struct {
 	NextFromID   string                         `json:"nextFromId,omitempty"`
 }
 
-// SettlementTransactions pages a settlement's transactions in order.
+// SettlementTransactions pages a settlement's transactions in order, size
+// (1 to settlement.MaxPageSize; 0 is settlement.DefaultPageSize) at a time.
 func (l *Ledger) SettlementTransactions(ctx context.Context, merchantID, id, fromID string, size int) (TransactionPage, error) {
+	// Checked here, as the other lists check theirs: the stores take the
+	// size as given, and a page of 0 would end on a transaction before it.
+	if size == 0 {
+		size = settlement.DefaultPageSize
+	}
+	if size < 1 || size > settlement.MaxPageSize {
+		return TransactionPage{}, fault.Invalidf("size", "must be between 1 and %d", settlement.MaxPageSize)
+	}
 	out := TransactionPage{Transactions: []settlement.TransactionRecord{}}
 	err := l.store.View(ctx, func(tx storage.Tx) error {
 		txs, next, err := tx.SettlementTransactions(merchantID, id, fromID, size)

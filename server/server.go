@@ -56,7 +56,10 @@ type Config struct {
 	// Orders, tasks and expiry take their time from the store's transactions,
 	// not from it: open the store with its Now as the store's clock
 	// (bolt.Options.Clock, postgres.Options.Clock), as kassa serve does, or
-	// POST /sandbox/v1/clock moves what it answers and nothing else.
+	// POST /sandbox/v1/clock moves what it answers and nothing else. Nil:
+	// real time that cannot be moved (NewClock(false)), so the sandbox's
+	// POST /sandbox/v1/clock answers 403 clock_fixed; a sandbox whose clock
+	// moves needs NewClock(true).
 	Clock *Clock
 	// MaxBodyBytes caps request bodies; zero or less means the default, 1 MiB.
 	MaxBodyBytes int64
