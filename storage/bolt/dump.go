@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -61,6 +62,22 @@ func OpenReadOnly(path string, timeout time.Duration) (*ReadOnly, error) {
 		return nil, fmt.Errorf("%s: %w", path, ErrInUse)
 	}
 	if err != nil {
+		return nil, fault.Internalf(err, "open %s", path)
+	}
+	// A file cut short (a copy that ran out of disk) ends before the pages
+	// its meta page counts; reading past its end faults the process, which
+	// no recover catches. A file longer than its pages is bbolt's growth.
+	fi, err := os.Stat(path)
+	if err == nil {
+		err = db.View(func(btx *bbolt.Tx) error {
+			if fi.Size() < btx.Size() {
+				return fmt.Errorf("the file is cut short: it is %d bytes, its pages reach %d", fi.Size(), btx.Size())
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		db.Close()
 		return nil, fault.Internalf(err, "open %s", path)
 	}
 	return &ReadOnly{db: db}, nil
