@@ -126,12 +126,16 @@ type checker struct {
 	seq  map[string]int64
 }
 
-// phase runs fn, turning a panic (bbolt's on a page that is none) into a
-// problem, so that one damaged bucket does not hide what the others hold.
-// The records walk gives its own as an error saying the file is damaged.
+// phase runs fn, turning bbolt's panic on a page that is none into a
+// problem, so that one damaged bucket does not hide what the others hold;
+// the checker's own panics are bugs, and passed on. The records walk gives
+// bbolt's as an error saying the file is damaged.
 func (c *checker) phase(name string, fn func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			if !bboltPanicked() {
+				panic(p)
+			}
 			c.problem(Problem{Kind: "page", What: fmt.Sprintf("the walk of %s stopped on a damaged page: %v", name, p)})
 			err = nil
 		}

@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
+	"strings"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -61,6 +64,22 @@ func OpenReadOnly(path string, timeout time.Duration) (*ReadOnly, error) {
 	if err != nil {
 		return nil, fault.Internalf(err, "open %s", path)
 	}
+	// A file cut short (a copy that ran out of disk) ends before the pages
+	// its meta page counts; reading past its end faults the process, which
+	// no recover catches. A file longer than its pages is bbolt's growth.
+	fi, err := os.Stat(path)
+	if err == nil {
+		err = db.View(func(btx *bbolt.Tx) error {
+			if fi.Size() < btx.Size() {
+				return fmt.Errorf("the file is cut short: it is %d bytes, its pages reach %d", fi.Size(), btx.Size())
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		db.Close()
+		return nil, fault.Internalf(err, "open %s", path)
+	}
 	return &ReadOnly{db: db}, nil
 }
 
@@ -97,6 +116,30 @@ type damagedError struct {
 
 func (e *damagedError) Error() string { return fmt.Sprint(e.cause) }
 
+// bboltPanicked reports whether the panic being recovered was raised in
+// bbolt, which panics instead of erring on a page that is none: a damaged
+// file. A panic raised in kassa's code is a bug, and its recoverer passes it
+// on rather than blame the file. A deferred call runs above the panicking
+// frames, so the first frame below runtime's panic machinery is where the
+// panic was raised.
+func bboltPanicked() bool {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	inPanic := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			inPanic = true
+		case inPanic && !strings.HasPrefix(f.Function, "runtime."):
+			return strings.HasPrefix(f.Function, "go.etcd.io/bbolt.") || strings.HasPrefix(f.Function, "go.etcd.io/bbolt/")
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
 // walk gives fn every record of the file, kind by kind in RecordKinds order,
 // and bad every stored value it cannot read as one (a bad key, an order
 // without its meta record); an error of either stops it. Dump and Check
@@ -105,10 +148,9 @@ func walk(ctx context.Context, btx *bbolt.Tx, fn func(storage.Record) error, bad
 	// bbolt panics instead of erring on a page that is none (a damaged
 	// file, which OpenReadOnly opens as it loads no freelist): a one-line
 	// refusal, not a stack mid-copy. fn's own panics are the caller's.
-	inFn := false
 	defer func() {
 		if p := recover(); p != nil {
-			if inFn {
+			if !bboltPanicked() {
 				panic(p)
 			}
 			err = fault.Internalf(&damagedError{path: btx.DB().Path(), cause: p}, "%s is damaged", btx.DB().Path())
@@ -131,10 +173,7 @@ func walk(ctx context.Context, btx *bbolt.Tx, fn func(storage.Record) error, bad
 			if err != nil {
 				return bad(d.bucket, k, err)
 			}
-			inFn = true
-			err = fn(rec)
-			inFn = false // not on a panic: that one is fn's
-			return err
+			return fn(rec)
 		})
 		if err != nil {
 			return err

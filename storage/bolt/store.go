@@ -144,9 +144,13 @@ func Open(path string, opts Options) (s *Store, err error) {
 	defer func() {
 		// bbolt panics instead of erring on some damaged pages (a freelist
 		// or branch page that is none): a one-line refusal, not a stack.
+		// kassa's own panics are bugs, passed on with theirs.
 		if p := recover(); p != nil {
 			if db != nil {
 				db.Close()
+			}
+			if !bboltPanicked() {
+				panic(p)
 			}
 			s, err = nil, fault.Internalf(fmt.Errorf("the file is damaged: %v", p), "open %s", path)
 		}
