@@ -185,4 +185,38 @@ func TestOpenReadOnlyCutShortFile(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "cut short") || strings.Contains(msg, "\n") {
 		t.Fatalf("OpenReadOnly of a file cut short: %q (want one line naming %s and saying it is cut short)", msg, path)
 	}
+	// The server's open too: bbolt's own read of the freelist past the end
+	// faulted the process (kassa serve died with the runtime's stack).
+	rw, err := bolt.Open(path, bolt.Options{})
+	if err == nil {
+		rw.Close()
+		t.Fatal("Open of a file cut short succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "cut short") || strings.Contains(msg, "\n") {
+		t.Fatalf("Open of a file cut short: %q (want one line naming %s and saying it is cut short)", msg, path)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != int64(3*os.Getpagesize()) {
+		t.Fatalf("a refused open changed the file: %v, %v", fi.Size(), err)
+	}
+}
+
+// TestOpenReadOnlyEmptyFile: an empty kassa.db (a first start cut short)
+// is said to be empty, not "bad file descriptor" from bbolt setting it up
+// through a read-only handle.
+func TestOpenReadOnlyEmptyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kassa.db")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := bolt.OpenReadOnly(path, 0)
+	if err == nil {
+		ro.Close()
+		t.Fatal("OpenReadOnly of an empty file succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "empty") || strings.Contains(msg, "descriptor") {
+		t.Fatalf("OpenReadOnly of an empty file: %q (want it named and said to be empty)", msg)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+		t.Fatalf("a refused open wrote to the file: %v", err)
+	}
 }

@@ -57,6 +57,11 @@ func OpenReadOnly(path string, timeout time.Duration) (*ReadOnly, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
+	// bbolt would set an empty file up, which through a read-only handle
+	// fails as "bad file descriptor"; an empty file holds no store to read.
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+		return nil, fault.Internalf(nil, "open %s: the file is empty (a first start cut short?): it holds no store", path)
+	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: timeout})
 	if errors.Is(err, bberrors.ErrTimeout) {
 		return nil, fmt.Errorf("%s: %w", path, ErrInUse)
@@ -64,23 +69,28 @@ func OpenReadOnly(path string, timeout time.Duration) (*ReadOnly, error) {
 	if err != nil {
 		return nil, fault.Internalf(err, "open %s", path)
 	}
-	// A file cut short (a copy that ran out of disk) ends before the pages
-	// its meta page counts; reading past its end faults the process, which
-	// no recover catches. A file longer than its pages is bbolt's growth.
-	fi, err := os.Stat(path)
-	if err == nil {
-		err = db.View(func(btx *bbolt.Tx) error {
-			if fi.Size() < btx.Size() {
-				return fmt.Errorf("the file is cut short: it is %d bytes, its pages reach %d", fi.Size(), btx.Size())
-			}
-			return nil
-		})
-	}
-	if err != nil {
+	if err := cutShort(db, path); err != nil {
 		db.Close()
 		return nil, fault.Internalf(err, "open %s", path)
 	}
 	return &ReadOnly{db: db}, nil
+}
+
+// cutShort refuses a file cut short (a copy that ran out of disk), which
+// ends before the pages its meta page counts: reading past its end faults
+// the process, which no recover catches. A file longer than its pages is
+// bbolt's growth. db is open read-only, which reads the meta pages alone.
+func cutShort(db *bbolt.DB, path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return db.View(func(btx *bbolt.Tx) error {
+		if fi.Size() < btx.Size() {
+			return fmt.Errorf("the file is cut short: it is %d bytes, its pages reach %d", fi.Size(), btx.Size())
+		}
+		return nil
+	})
 }
 
 // Close releases the file.

@@ -58,6 +58,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -163,6 +164,20 @@ func Open(path string, opts Options) (s *Store, err error) {
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 1000
+	}
+	// A read-write open reads the freelist, which in a file cut short lies
+	// past its end: a fault of the process. A read-only open reads the meta
+	// pages alone, so it looks at the file's length first.
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		ro, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: opts.Timeout})
+		if err != nil {
+			return nil, fault.Internalf(err, "open %s", path)
+		}
+		err = cutShort(ro, path)
+		ro.Close()
+		if err != nil {
+			return nil, fault.Internalf(err, "open %s", path)
+		}
 	}
 	db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
 	if err != nil {
