@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -367,7 +368,7 @@ func (c *checker) orderIndexes() {
 		}
 		return nil
 	})
-	for _, k := range slices.Sorted(mapKeys(counts)) {
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		c.add("index", bCounts, []byte(k), "is missing; the orders have %d entries", counts[k])
 	}
 }
@@ -376,16 +377,6 @@ func (c *checker) orderIndexes() {
 func (c *checker) each(b []byte, fn func(k, v []byte) error) {
 	if bucket := c.btx.Bucket(b); bucket != nil {
 		bucket.ForEach(fn)
-	}
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
@@ -454,57 +445,52 @@ func (c *checker) settleTxIDs() {
 // settleIndex: the settleix index names every settlement at its creation,
 // and nothing else.
 func (c *checker) settleIndex() {
-	want := map[string][]byte{}
-	c.each(bSettle, func(_, v []byte) error {
-		var s settlement.Settlement
-		if storage.DecodeRecord(v, &s) == nil {
-			want[string(settleIxKey(&s))] = nil
-		}
-		return nil
-	})
-	c.sameKeys(bSettleIx, want)
+	c.sameKeys(bSettleIx, indexOf(c, bSettle, func(_ []byte, s *settlement.Settlement) ([]byte, []byte, bool) {
+		return settleIxKey(s), nil, true
+	}))
 }
 
 // clients: every merchant's client id names it, and no other client id is
 // kept.
 func (c *checker) clients() {
-	want := map[string][]byte{}
-	c.each(bMerchants, func(_, v []byte) error {
-		var m storage.Merchant
-		if storage.DecodeRecord(v, &m) == nil && m.ClientID != "" {
-			want[m.ClientID] = []byte(m.ID)
-		}
-		return nil
-	})
-	c.sameKeys(bClients, want)
+	c.sameKeys(bClients, indexOf(c, bMerchants, func(_ []byte, m *storage.Merchant) ([]byte, []byte, bool) {
+		return []byte(m.ClientID), []byte(m.ID), m.ClientID != ""
+	}))
 }
 
 // idemExpiry: every idempotency record is in the expiry index at its
 // expiry, and nothing else is.
 func (c *checker) idemExpiry() {
-	want := map[string][]byte{}
-	c.each(bIdem, func(k, v []byte) error {
-		var r storage.IdempotencyRecord
-		if storage.DecodeRecord(v, &r) == nil {
-			want[string(append(putTime(nil, r.ExpiresAt), k...))] = nil
-		}
-		return nil
-	})
-	c.sameKeys(bIdemExp, want)
+	c.sameKeys(bIdemExp, indexOf(c, bIdem, func(k []byte, r *storage.IdempotencyRecord) ([]byte, []byte, bool) {
+		return append(putTime(nil, r.ExpiresAt), k...), nil, true
+	}))
 }
 
 // taskDue: every task is in the due index at its due time, and nothing else
 // is.
 func (c *checker) taskDue() {
+	c.sameKeys(bTaskDue, indexOf(c, bTasks, func(_ []byte, t *storage.Task) ([]byte, []byte, bool) {
+		return taskDueKey(t), nil, true
+	}))
+}
+
+// indexOf is what an index of the records of bucket primary should hold:
+// entry gives a record's index key and value (nil: any value), or false for
+// a record the index leaves out. A record that does not decode is left to
+// the walk, which names it.
+func indexOf[T any](c *checker, primary []byte, entry func(k []byte, r *T) (key, value []byte, ok bool)) map[string][]byte {
 	want := map[string][]byte{}
-	c.each(bTasks, func(_, v []byte) error {
-		var t storage.Task
-		if storage.DecodeRecord(v, &t) == nil {
-			want[string(taskDueKey(&t))] = nil
+	c.each(primary, func(k, v []byte) error {
+		var r T
+		if storage.DecodeRecord(v, &r) != nil {
+			return nil
+		}
+		if ik, iv, ok := entry(k, &r); ok {
+			want[string(ik)] = iv
 		}
 		return nil
 	})
-	c.sameKeys(bTaskDue, want)
+	return want
 }
 
 // sessionIndex: the session index holds exactly the entries of the stored
@@ -553,7 +539,7 @@ func (c *checker) sameKeys(b []byte, want map[string][]byte) {
 		seen[string(k)] = true
 		return nil
 	})
-	for _, k := range slices.Sorted(mapKeys(want)) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if !seen[k] {
 			c.add("index", b, []byte(k), "is missing")
 		}
