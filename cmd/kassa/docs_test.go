@@ -320,6 +320,7 @@ func TestDocumentedFlagsExist(t *testing.T) {
 var otherEnv = map[string]string{
 	"KASSA_KEY":               "cmd/kassa/main.go",
 	"KASSA_TEST_DATABASE_URL": "storage/postgres/pgtest/pgtest.go",
+	"KASSA_TEST_POOLER_URL":   "storage/postgres/pgtest/pgtest.go",
 	"KASSA_EXPLAIN":           "storage/postgres/explain_test.go",
 }
 

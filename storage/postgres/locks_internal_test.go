@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -45,7 +46,7 @@ func TestLocksOfOneSchemaLeaveAnotherAlone(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- withSessionLock(context.Background(), a.pool, lockMigrate, "migration", func(*pgxpool.Conn) error {
+		done <- withSessionLock(context.Background(), a.pool, lockMigrate, "migration", func(*pgx.Conn) error {
 			close(held)
 			<-release
 			return nil
@@ -185,8 +186,8 @@ func TestOpenLogsWhatItWaitsFor(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- withSessionLock(ctx, a.pool, lockMigrate, "migration", func(c *pgxpool.Conn) error {
-			held <- int(c.Conn().PgConn().PID())
+		done <- withSessionLock(ctx, a.pool, lockMigrate, "migration", func(c *pgx.Conn) error {
+			held <- int(c.PgConn().PID())
 			<-release
 			return nil
 		})

@@ -271,8 +271,8 @@ func setsPoolSize(url string) bool {
 
 // migrate applies, in order, every embedded migration not yet recorded in
 // schema_migrations, each in its own transaction (or none, see
-// noTransaction), then fills the session columns rows lack, while holding a
-// session advisory lock so that concurrent starts wait for each other (and
+// noTransaction), then fills the session columns rows lack, while holding an
+// advisory lock (withSessionLock) so that concurrent starts wait for each other (and
 // none lists sessions by a column not yet filled).
 //
 // A replica of an older build waits for that lock with pg_advisory_lock,
@@ -298,12 +298,23 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	run := context.WithoutCancel(ctx)
 	w := lockWaiter{pool: pool, log: log}
 	for attempt := 1; ; attempt++ {
-		err := w.withSessionLock(ctx, lockMigrate, "migration", func(conn *pgxpool.Conn) error {
+		err := w.withSessionLock(ctx, lockMigrate, "migration", func(*pgx.Conn) error {
+			// The migrations run on a connection of their own: the lock's
+			// stays in its transaction until they are done.
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				return fmt.Errorf("postgres: %w", err)
+			}
+			defer conn.Release()
 			legacy, err := legacyPending(ctx, conn)
 			if err != nil {
 				return err
 			}
 			if legacy {
+				// A session lock, taken on the connection that builds the
+				// indexes: an older build waiting for it holds a snapshot
+				// the build waits for, and only when both waits are of one
+				// session does the database see the cycle and end it.
 				if err := w.wait(ctx, conn, "migration", legacyHolders, `SELECT pg_try_advisory_lock($1)`, legacyLockMigrate); err != nil {
 					return err
 				}
@@ -327,19 +338,33 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	}
 }
 
-// withSessionLock runs fn on a connection of pool that holds the session
-// advisory lock key, waiting for it while another connection holds it; what
-// names the lock in errors.
+// withSessionLock runs fn while a connection of pool holds the advisory
+// lock key of this schema, waiting for it while another connection holds it;
+// what names the lock in errors. fn is given that connection, in the
+// transaction that holds the lock: its work goes on the pool's.
 //
-// It waits by trying every 50 ms, not with pg_advisory_lock: a statement
+// The lock is a transaction lock, held by a transaction left open on its
+// connection until fn returns, not a session lock: behind a pooler in
+// transaction mode (PgBouncer), a session lock stays with whichever server
+// connection ran the statement that took it, which the pooler then gives to
+// other clients, so another replica could be granted it there (advisory locks
+// nest in a session) and the unlock, run on another server connection, left
+// it held. An open transaction keeps its server connection. Ended by the
+// process dying, it ends the transaction, and the lock with it, as a
+// session's end did.
+//
+// It waits by trying every 50 ms, not with pg_advisory_xact_lock: a statement
 // waiting on a lock holds a snapshot all along, and the holder's concurrent
-// index build (a migration) would wait for that snapshot, a deadlock.
-func withSessionLock(ctx context.Context, pool *pgxpool.Pool, kind lockKind, what string, fn func(*pgxpool.Conn) error) error {
+// index build (a migration) would wait for that snapshot, a deadlock. Between
+// tries, and while fn runs, the transaction holds no snapshot (READ
+// COMMITTED, and no portal left open: simple), so it holds back no index
+// build.
+func withSessionLock(ctx context.Context, pool *pgxpool.Pool, kind lockKind, what string, fn func(*pgx.Conn) error) error {
 	return lockWaiter{pool: pool}.withSessionLock(ctx, kind, what, fn)
 }
 
-// lockWaiter takes session advisory locks on connections of pool, and tells
-// log (when not nil) what it waits for.
+// lockWaiter takes the store's advisory locks on connections of pool, and
+// tells log (when not nil) what it waits for.
 type lockWaiter struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
@@ -349,17 +374,60 @@ type lockWaiter struct {
 // between its log lines.
 var waitLogEvery = 5 * time.Second
 
-func (w lockWaiter) withSessionLock(ctx context.Context, kind lockKind, what string, fn func(*pgxpool.Conn) error) error {
-	conn, err := w.pool.Acquire(ctx)
+func (w lockWaiter) withSessionLock(ctx context.Context, kind lockKind, what string, fn func(*pgx.Conn) error) error {
+	locked, err := holdLock(ctx, w.pool, what, func(conn *pgx.Conn) (bool, error) {
+		return true, w.wait(ctx, conn, what, kindHolders, `SELECT pg_try_advisory_xact_lock($1, `+schemaKey+`)`, kind)
+	})
 	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
-	defer conn.Release()
-	if err := w.wait(ctx, conn, what, kindHolders, `SELECT pg_try_advisory_lock($1, `+schemaKey+`)`, kind); err != nil {
 		return err
 	}
-	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1, `+schemaKey+`)`, kind)
-	return fn(conn)
+	defer locked.end()
+	return fn(locked.conn)
+}
+
+// simple makes a statement with args go by the simple protocol. The
+// extended protocol's unnamed portal outlives the statement until the next
+// one, with its snapshot: a transaction holding a lock (holdLock), idle
+// between tries or while its holder migrates, would keep that snapshot, and
+// a concurrent index build waits for every older snapshot (seen: the build
+// of migration 8 waited for its own lock's transaction).
+func simple(args []any) []any {
+	return append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
+}
+
+// heldLock is a connection whose open transaction holds an advisory lock.
+type heldLock struct{ conn *pgx.Conn }
+
+// end releases the lock: the connection is closed, which ends the
+// transaction (behind a pooler, the pooler drops or resets the server
+// connection of a client gone mid-transaction).
+func (l heldLock) end() {
+	l.conn.Exec(context.Background(), `ROLLBACK`)
+	l.conn.Close(context.Background())
+}
+
+// holdLock opens a transaction on a connection of its own and runs take in
+// it, which takes a transaction advisory lock (false: it was not taken). A
+// connection of its own, not one of pool: the work under the lock takes
+// pool's, and a pool of one connection (Options.MaxConns) would wait for
+// itself. The transaction is kept from idle_in_transaction_session_timeout,
+// which would end it, and the lock, while a long migration runs.
+func holdLock(ctx context.Context, pool *pgxpool.Pool, what string, take func(*pgx.Conn) (bool, error)) (heldLock, error) {
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return heldLock{}, fmt.Errorf("postgres: %s lock: %w", what, err)
+	}
+	l := heldLock{conn}
+	if _, err := conn.Exec(ctx, `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = 0`); err != nil {
+		l.end()
+		return heldLock{}, fmt.Errorf("postgres: %s lock: %w", what, err)
+	}
+	ok, err := take(conn)
+	if err != nil || !ok {
+		l.end()
+		return heldLock{}, err
+	}
+	return l, nil
 }
 
 // Sessions holding an advisory lock, found in pg_locks from the arguments
@@ -373,12 +441,12 @@ const (
 // wait runs try, a pg_try_advisory_lock of args, every 50 ms until it
 // succeeds or ctx ends. Every waitLogEvery it logs the sessions that hold
 // the lock (holders selects them in pg_locks l).
-func (w lockWaiter) wait(ctx context.Context, conn *pgxpool.Conn, what, holders, try string, args ...any) error {
+func (w lockWaiter) wait(ctx context.Context, conn querier, what, holders, try string, args ...any) error {
 	start := time.Now()
 	next := start.Add(waitLogEvery)
 	for {
 		var locked bool
-		if err := conn.QueryRow(ctx, try, args...).Scan(&locked); err != nil {
+		if err := conn.QueryRow(ctx, try, simple(args)...).Scan(&locked); err != nil {
 			return fmt.Errorf("postgres: %s lock: %w", what, err)
 		}
 		if locked {
@@ -436,14 +504,20 @@ func (w lockWaiter) watchBlocked(conn *pgxpool.Conn, what string) (stop func()) 
 	return func() { cancel(); <-done }
 }
 
+// querier is a connection, of the pool or one of its own (holdLock).
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // sessions describes, from pg_stat_activity, the backends whose pids pids
 // selects: no statement text, which may carry customer data, only what
 // finds the session.
-func sessions(ctx context.Context, conn *pgxpool.Conn, pids string, args ...any) []string {
+func sessions(ctx context.Context, conn querier, pids string, args ...any) []string {
 	rows, err := conn.Query(ctx, `SELECT format('pid %s, application %L, client %s, %s, transaction open %s, waiting on %s',
 		a.pid, a.application_name, coalesce(host(a.client_addr), 'local'), coalesce(a.state, '?'),
 		coalesce(date_trunc('second', now() - a.xact_start)::text, 'no'), coalesce(a.wait_event_type || ':' || a.wait_event, 'nothing'))
-		FROM pg_stat_activity a WHERE a.pid IN (`+pids+`)`, args...)
+		FROM pg_stat_activity a WHERE a.pid IN (`+pids+`)`, simple(args)...)
 	if err != nil {
 		return []string{"unknown: " + err.Error()}
 	}

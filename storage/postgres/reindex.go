@@ -29,6 +29,19 @@ const reindexBatch = 500
 // batch commits with its position, so a replica stopped mid-sweep leaves the
 // next start to go on from there.
 func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
+	// The lock is held by a transaction of its own (see withSessionLock);
+	// the sweep runs on another connection.
+	lock, err := holdLock(ctx, pool, "reindex", func(conn *pgx.Conn) (bool, error) {
+		var locked bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, `+schemaKey+`)`, simple([]any{lockReindex})...).Scan(&locked); err != nil {
+			return false, fmt.Errorf("postgres: reindex lock: %w", err)
+		}
+		return locked, nil
+	})
+	if err != nil || lock.conn == nil {
+		return err // nil: another replica is sweeping
+	}
+	defer lock.end()
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
@@ -36,14 +49,6 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
 	defer conn.Release()
 	// The rules are read under the lock, so a replica that waited out
 	// another's sweep sees it done instead of sweeping again.
-	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, `+schemaKey+`)`, lockReindex).Scan(&locked); err != nil {
-		return fmt.Errorf("postgres: reindex lock: %w", err)
-	}
-	if !locked {
-		return nil // another replica is sweeping
-	}
-	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1, `+schemaKey+`)`, lockReindex)
 	var rules int64
 	err = conn.QueryRow(ctx, `SELECT value FROM store_info WHERE name = 'statusRules'`).Scan(&rules)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {

@@ -59,3 +59,43 @@ func FreshSchema(t testing.TB) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// PoolerDatabase creates an empty database, dropped when the test ends, on
+// the server of KASSA_TEST_DATABASE_URL, and returns its URL through the
+// connection pooler of KASSA_TEST_POOLER_URL (a PgBouncer in transaction
+// mode in front of that server that serves any database name, "* =
+// host=…"; docs/postgres.md, Connection poolers), or skips the test. A
+// database rather than a schema: PgBouncer refuses search_path in the
+// startup packet.
+func PoolerDatabase(t testing.TB) string {
+	t.Helper()
+	pooler := os.Getenv("KASSA_TEST_POOLER_URL")
+	if pooler == "" {
+		t.Skip("KASSA_TEST_POOLER_URL not set: skipping tests through a connection pooler")
+	}
+	base := URL(t)
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "kassa_t_" + hex.EncodeToString(b)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(context.Background(), base); err == nil {
+			c.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)")
+			c.Close(context.Background())
+		}
+	})
+	u, err := url.Parse(pooler)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
