@@ -32,24 +32,7 @@ func Selected() bool { return os.Getenv("KASSA_TEST_STORE") == "postgres" }
 func FreshSchema(t testing.TB) string {
 	t.Helper()
 	base := URL(t)
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "kassa_t_" + hex.EncodeToString(b)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	t.Cleanup(func() {
-		if c, err := pgx.Connect(context.Background(), base); err == nil {
-			c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-			c.Close(context.Background())
-		}
-	})
+	schema := create(t, base, "SCHEMA", "CASCADE")
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
@@ -73,7 +56,20 @@ func PoolerDatabase(t testing.TB) string {
 	if pooler == "" {
 		t.Skip("KASSA_TEST_POOLER_URL not set: skipping tests through a connection pooler")
 	}
-	base := URL(t)
+	name := create(t, URL(t), "DATABASE", "WITH (FORCE)")
+	u, err := url.Parse(pooler)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// create makes a kind ("SCHEMA", "DATABASE") of a fresh random name on the
+// server of base, dropped (with dropOpts) when the test ends, and returns
+// the name.
+func create(t testing.TB, base, kind, dropOpts string) string {
+	t.Helper()
 	b := make([]byte, 6)
 	rand.Read(b)
 	name := "kassa_t_" + hex.EncodeToString(b)
@@ -83,19 +79,14 @@ func PoolerDatabase(t testing.TB) string {
 		t.Fatalf("pgtest: %v", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE "+kind+" "+name); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
 		if c, err := pgx.Connect(context.Background(), base); err == nil {
-			c.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)")
+			c.Exec(context.Background(), "DROP "+kind+" "+name+" "+dropOpts)
 			c.Close(context.Background())
 		}
 	})
-	u, err := url.Parse(pooler)
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return name
 }
