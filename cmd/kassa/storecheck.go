@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,23 +27,12 @@ func storeCheck(args []string, stdout, stderr io.Writer) int {
 	if !noArguments(fs, stderr) {
 		return 2
 	}
-	path := filepath.Join(*data, "kassa.db")
-	if !fileExists(path) {
-		fmt.Fprintf(stderr, "kassa: no store at %s (--data names the server's data directory)\n", path)
-		return 2
-	}
-	// Read-only, as store copy: a server holding the file makes the open
-	// fail fast rather than check a store that goes on changing.
-	src, err := bolt.OpenReadOnly(path, 2*time.Second)
-	if errors.Is(err, bolt.ErrInUse) {
-		fmt.Fprintf(stderr, "kassa: %s is in use by another process (a kassa serve or kassa settle on this data directory): stop it, then check\n", path)
-		return 2
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "kassa: %v\n", err)
-		return 2
+	src, code := openStopped(*data, "check", 2, stderr)
+	if src == nil {
+		return code
 	}
 	defer src.Close()
+	path := filepath.Join(*data, "kassa.db")
 	start := time.Now()
 	problems := 0
 	counts, err := src.Check(context.Background(), func(p bolt.Problem) {

@@ -53,11 +53,6 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 2
 	}
-	path := filepath.Join(*data, "kassa.db")
-	if !fileExists(path) {
-		fmt.Fprintf(stderr, "kassa: no store at %s (--data names the server's data directory)\n", path)
-		return 1
-	}
 	// The key the bolt server signed with: KASSA_KEY when it was given one
 	// (recorded as a check value only, as a replica given KASSA_KEY
 	// records it), else DATA/server.key, which the replicas then share
@@ -70,16 +65,9 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	// Read-only: the file is never written, and a server holding it makes
-	// the open fail fast instead of copying a store that goes on changing.
-	src, err := bolt.OpenReadOnly(path, 2*time.Second)
-	if errors.Is(err, bolt.ErrInUse) {
-		fmt.Fprintf(stderr, "kassa: %s is in use by another process (a kassa serve or kassa settle on this data directory): stop it, then copy\n", path)
-		return 2
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "kassa: %v\n", err)
-		return 1
+	src, code := openStopped(*data, "copy", 1, stderr)
+	if src == nil {
+		return code
 	}
 	defer src.Close()
 	// Migrated as serve migrates it.
@@ -116,6 +104,30 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 	case checkOnly:
 		fmt.Fprintln(stdout, "signing key: KASSA_KEY, recorded as a check value only; give every replica the same KASSA_KEY")
 	}
-	fmt.Fprintf(stdout, "copied %s into the database in %v\n", path, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "copied %s into the database in %v\n", filepath.Join(*data, "kassa.db"), time.Since(start).Round(time.Millisecond))
 	return 0
+}
+
+// openStopped opens the bolt store of a stopped server's data directory for
+// reading only (store copy, store check): the file is never written, and a
+// server holding it makes the open fail within 2 s rather than read a store
+// that goes on changing. On failure it says why on stderr and returns nil and
+// the exit code: 2 for a store in use, failed (the command's own) for one
+// missing or unreadable. then is what to do once the server is stopped.
+func openStopped(data, then string, failed int, stderr io.Writer) (*bolt.ReadOnly, int) {
+	path := filepath.Join(data, "kassa.db")
+	if !fileExists(path) {
+		fmt.Fprintf(stderr, "kassa: no store at %s (--data names the server's data directory)\n", path)
+		return nil, failed
+	}
+	src, err := bolt.OpenReadOnly(path, 2*time.Second)
+	if errors.Is(err, bolt.ErrInUse) {
+		fmt.Fprintf(stderr, "kassa: %s is in use by another process (a kassa serve or kassa settle on this data directory): stop it, then %s\n", path, then)
+		return nil, 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return nil, failed
+	}
+	return src, 0
 }
