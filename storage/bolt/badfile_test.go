@@ -13,11 +13,9 @@ import (
 	"github.com/kassahq/kassa/storage/bolt"
 )
 
-// TestOpenDamagedFile: a file whose pages past the two meta pages are
-// garbage (a disk that lost them, a copy cut short and padded) makes bbolt
-// panic as it reads the freelist, not return an error. Open returns one,
-// naming the file, one line, not a stack.
-func TestOpenDamagedFile(t *testing.T) {
+// newStore is the path of a new, empty store, closed.
+func newStore(t *testing.T) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "kassa.db")
 	s, err := bolt.Open(path, bolt.Options{})
 	if err != nil {
@@ -26,6 +24,14 @@ func TestOpenDamagedFile(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// damagedStore is the path of a new store whose pages past the two meta
+// pages are garbage.
+func damagedStore(t *testing.T) string {
+	t.Helper()
+	path := newStore(t)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +41,17 @@ func TestOpenDamagedFile(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// TestOpenDamagedFile: a file whose pages past the two meta pages are
+// garbage (a disk that lost them, a copy cut short and padded) makes bbolt
+// panic as it reads the freelist, not return an error. Open returns one,
+// naming the file, one line, not a stack.
+func TestOpenDamagedFile(t *testing.T) {
+	path := damagedStore(t)
 	var st *bolt.Store
+	var err error
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
@@ -100,23 +116,7 @@ func TestOpenForeignFile(t *testing.T) {
 // on the first page that is none. Dump returns an error naming the file
 // instead of taking the process down with a stack mid-copy.
 func TestDumpDamagedFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kassa.db")
-	s, err := bolt.Open(path, bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page := os.Getpagesize()
-	copy(b[2*page:], bytes.Repeat([]byte{0x5a}, len(b)-2*page))
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := damagedStore(t)
 	ro, err := bolt.OpenReadOnly(path, 0)
 	if err != nil {
 		t.Skipf("the damaged file is refused at open already: %v", err)
@@ -166,14 +166,7 @@ func TestDumpPassesOnCallersPanic(t *testing.T) {
 // check and kassa store copy died with a stack of the runtime. OpenReadOnly
 // refuses it in one line naming the file.
 func TestOpenReadOnlyCutShortFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kassa.db")
-	s, err := bolt.Open(path, bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := newStore(t)
 	if err := os.Truncate(path, int64(3*os.Getpagesize())); err != nil {
 		t.Fatal(err)
 	}
