@@ -67,7 +67,7 @@ func (l *Ledger) runSettlements(ctx context.Context, cutoff time.Time) ([]settle
 		}
 		batches, err := settlement.Run(items, settlement.Env{Now: tx.Now(), IDs: l.opts.IDs,
 			Fees:      func(m string) settlement.FeePolicy { return fees[m] },
-			Reference: func(m string) (int64, error) { return tx.NextSequence(m, "settlement") }})
+			Reference: func(m string) (int64, error) { return tx.NextSequence(m, settlement.Series) }})
 		if err != nil {
 			return err
 		}

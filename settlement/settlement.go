@@ -13,6 +13,8 @@ package settlement
 import (
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kassahq/kassa/money"
@@ -272,7 +274,7 @@ func Run(items []Item, env Env) ([]Batch, error) {
 		if end.After(created) {
 			created = end
 		}
-		s := Settlement{ID: env.IDs.NewID("settlement"), Reference: fmt.Sprintf("S-%06d", n), MerchantID: k.Merchant,
+		s := Settlement{ID: env.IDs.NewID("settlement"), Reference: reference(n), MerchantID: k.Merchant,
 			StoreID: k.Store, Currency: k.Currency, CreatedAt: created, PeriodStart: its[0].OccurredAt,
 			PeriodEnd: end, PayoutDate: payoutDate(created)}
 		b := Batch{}
@@ -326,4 +328,22 @@ func payoutDate(t time.Time) string {
 		d = d.AddDate(0, 0, 1)
 	}
 	return d.Format("2006-01-02")
+}
+
+// Series is the document series a merchant's settlement references are
+// numbered in (storage.Tx.NextSequence), gapless like its invoices.
+const Series = "settlement"
+
+// reference is the reference of a merchant's settlement number n.
+func reference(n int64) string { return fmt.Sprintf("S-%06d", n) }
+
+// ReferenceNumber is the number reference ref was made of ("S-000042": 42),
+// false when ref is no reference.
+func ReferenceNumber(ref string) (int64, bool) {
+	digits, ok := strings.CutPrefix(ref, "S-")
+	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	return n, err == nil && n > 0
 }

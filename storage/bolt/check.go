@@ -208,9 +208,8 @@ func (c *checker) record(r storage.Record) error {
 		var s settlement.Settlement
 		if err = storage.DecodeRecord(r.Body, &s); err == nil {
 			mismatch("merchant and id", s.MerchantID+"/"+s.ID, r.MerchantID+"/"+r.ID)
-			var n int64
-			if _, serr := fmt.Sscanf(s.Reference, "S-%d", &n); serr == nil {
-				c.uses(s.MerchantID, "settlement", n)
+			if n, ok := settlement.ReferenceNumber(s.Reference); ok {
+				c.uses(s.MerchantID, settlement.Series, n)
 			}
 		}
 	case storage.KindSettlementTransaction:
@@ -314,13 +313,7 @@ func (c *checker) sequences() {
 	if c.mode == checkOpen {
 		return
 	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range c.used {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(c.used)) {
 		if used, at := c.used[k], c.seq[k]; at < used {
 			c.add("sequence", bSeq, []byte(k), "is at %d, but %d was given out", at, used)
 		}
