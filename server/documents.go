@@ -106,7 +106,7 @@ th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-
 {{if .BuyerAddress}}<p>{{.T.BillingAddress}}: {{.BuyerAddress}}</p>
 {{end}}{{if .Credits}}<p>{{.Credits}}</p>{{end}}
 <table><caption>{{.T.Lines}}</caption><thead><tr><th>{{.T.Description}}</th><th class="n">{{.T.Quantity}}</th><th class="n">{{.T.UnitPrice}} ({{.Basis}})</th>{{if .Discounted}}<th class="n">{{.T.UnitDiscount}}</th>{{end}}<th class="n">{{.T.VATRate}}</th><th class="n">{{.T.VAT}}</th><th class="n">{{.T.LineTotal}} ({{.Basis}})</th></tr></thead><tbody>
-{{range .Lines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .UnitPrice}}</td>{{if $.Discounted}}<td class="n">{{call $.Amount .UnitDiscountAmount}}</td>{{end}}<td class="n">{{call $.Amount .Vat}}</td><td class="n">{{call $.Amount .TotalVatAmount}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>
+{{range .Lines}}<tr><td>{{.Description}}</td><td class="n">{{.Quantity}}</td><td class="n">{{call $.Amount .UnitPrice}}</td>{{if $.Discounted}}<td class="n">{{call $.Amount .UnitDiscountAmount}}</td>{{end}}<td class="n">{{$.T.FormatRate .Vat}}</td><td class="n">{{call $.Amount .TotalVatAmount}}</td><td class="n">{{call $.Amount .TotalAmount}}</td></tr>
 {{end}}</tbody></table>
 <table><caption>{{.T.VATBreakdown}} ({{.Currency}})</caption><thead><tr><th>{{.T.Rate}}</th><th class="n">{{.T.NetHead}}</th><th class="n">{{.T.VAT}}</th><th class="n">{{.T.GrossHead}}</th></tr></thead><tbody>
 {{range .VATRows}}<tr><td>{{.Rate}}</td><td class="n">{{.Net}}</td><td class="n">{{.VAT}}</td><td class="n">{{.Gross}}</td></tr>
@@ -201,8 +201,8 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 		t[2] += ln.Gross(o.VATMode)
 	}
 	for _, rate := range rates {
-		t := byRate[rate]
-		v.VATRows = append(v.VATRows, vatRow{Rate: amount(rate), Net: amount(t[0]), VAT: amount(t[1]), Gross: amount(t[2])})
+		sum := byRate[rate]
+		v.VATRows = append(v.VATRows, vatRow{Rate: v.T.FormatRate(rate), Net: amount(sum[0]), VAT: amount(sum[1]), Gross: amount(sum[2])})
 	}
 	v.Net, v.VAT, v.Gross = amount(tot.Net), amount(tot.VAT), amount(tot.Gross)
 	pageHeaders(w, documentPolicy)
