@@ -79,6 +79,16 @@ type Env struct {
 	Language func(locale string) string
 }
 
+// DocumentLanguage is the language a document of o issued now is written
+// in (Language; "" without one, which renders as English): what Issue
+// records, and what kassa's own words on the document are written in.
+func (env Env) DocumentLanguage(o *Order) string {
+	if env.Language == nil {
+		return ""
+	}
+	return env.Language(o.Locale)
+}
+
 // NextDocument takes the next number of a document series (what for names
 // the document in an error). A store's failure keeps its kind: one that
 // cannot be reached is unavailable (retry), not an internal error.
@@ -166,9 +176,7 @@ type Issue struct {
 func (o *Order) Issue(l *Ledger, env Env) {
 	is := o.CurrentIssue()
 	is.Supplier = env.Supplier
-	if env.Language != nil {
-		is.Language = env.Language(o.Locale)
-	}
+	is.Language = env.DocumentLanguage(o)
 	l.Issued = &is
 }
 

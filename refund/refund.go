@@ -129,13 +129,8 @@ func remainder(o *order.Order, c *order.Ledger, env order.Env) []order.Line {
 		return lines
 	}
 	left := leftByRate(o, c)
-	// The lines are kassa's words on the credit note: in its language, the
-	// one o.Issue records for it (English without one).
-	lang := ""
-	if env.Language != nil {
-		lang = env.Language(o.Locale)
-	}
-	t := i18n.For(lang)
+	// The lines are kassa's words on the credit note: in its language.
+	t := i18n.For(env.DocumentLanguage(o))
 	var lines []order.Line
 	for _, rate := range left.rates() {
 		s := left[rate]
