@@ -640,6 +640,14 @@ func buildOpenAPI() map[string]any {
 			// A query parameter the operation does not list is refused.
 			errs = append([]int{http.StatusBadRequest}, errs...)
 		}
+		// Every route refuses before it is routed (Server.serve) a query
+		// that is not URL-encoded or a single-valued header given twice
+		// (400), and a Content-Length past the body limit (413).
+		for _, code := range []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge} {
+			if !slices.Contains(errs, code) {
+				errs = append(slices.Clone(errs), code)
+			}
+		}
 		if o.auth && !slices.Contains(errs, http.StatusServiceUnavailable) {
 			// Every operation that needs credentials waits for the store,
 			// which may be unavailable (docs/errors.md, store_unavailable).
