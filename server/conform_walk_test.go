@@ -46,6 +46,18 @@ func (w *walker) want(method, path, body string, status int, hdr map[string]stri
 	return b
 }
 
+type readTimeout struct{}
+
+func (readTimeout) Error() string   { return "i/o timeout" }
+func (readTimeout) Timeout() bool   { return true }
+func (readTimeout) Temporary() bool { return true }
+
+// slowBody is a body still arriving when the server's read deadline passes.
+type slowBody struct{}
+
+func (slowBody) Read([]byte) (int, error) { return 0, readTimeout{} }
+func (slowBody) Close() error             { return nil }
+
 // TestEveryAnswerMatchesTheDocument walks every operation of /openapi.json:
 // the refusals every route or every body makes, then orders through their
 // whole life, tokens, sessions, settlements, notifications, the sandbox
@@ -68,6 +80,7 @@ func TestEveryAnswerMatchesTheDocument(t *testing.T) {
 					path = strings.Replace(path, seg, "x", 1)
 				}
 			}
+			_, body := o.op["requestBody"].(map[string]any)
 			send := func(what string, status int, change func(r *http.Request)) {
 				t.Helper()
 				r := httptest.NewRequest(o.method, path, strings.NewReader("{}"))
@@ -87,6 +100,10 @@ func TestEveryAnswerMatchesTheDocument(t *testing.T) {
 			send("two Authorization headers", 400, func(r *http.Request) { r.Header.Add("Authorization", "Basic eDp5") })
 			send("an empty Idempotency-Key", 400, func(r *http.Request) { r.Header["Idempotency-Key"] = []string{""} })
 			send("a Content-Length past the limit", 413, func(r *http.Request) { r.ContentLength = 1 << 30 })
+			if body && o.path != tokenPath && o.op["requestBody"].(map[string]any)["content"].(map[string]any)["application/json"] != nil {
+				send("a body that is not JSON", 415, func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") })
+				send("a body still arriving at the read deadline", 408, func(r *http.Request) { r.Body, r.ContentLength = slowBody{}, -1 })
+			}
 		}
 	})
 

@@ -648,6 +648,15 @@ func buildOpenAPI() map[string]any {
 				errs = append(slices.Clone(errs), code)
 			}
 		}
+		if o.body != nil {
+			// decodeBody refuses a body still arriving at the server's read
+			// deadline (408) and one that is not JSON (415).
+			for _, code := range []int{http.StatusRequestTimeout, http.StatusUnsupportedMediaType} {
+				if !slices.Contains(errs, code) {
+					errs = append(slices.Clone(errs), code)
+				}
+			}
+		}
 		if o.auth && !slices.Contains(errs, http.StatusServiceUnavailable) {
 			// Every operation that needs credentials waits for the store,
 			// which may be unavailable (docs/errors.md, store_unavailable).
