@@ -105,6 +105,19 @@ func TestEveryAnswerMatchesTheDocument(t *testing.T) {
 				send("a body still arriving at the read deadline", 408, func(r *http.Request) { r.Body, r.ContentLength = slowBody{}, -1 })
 			}
 		}
+		fixed := New(Config{Ledger: e.ledger, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Key: []byte("0123456789abcdef0123456789abcdef"), Sandbox: true}).Handler()
+		r := httptest.NewRequest("POST", "/sandbox/v1/clock", strings.NewReader(`{"advance":"1h"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Authorization", e.auth)
+		rec := httptest.NewRecorder()
+		fixed.ServeHTTP(rec, r)
+		if rec.Code != 403 {
+			t.Errorf("moving a fixed clock: %d %s, want 403", rec.Code, rec.Body)
+		}
+		for _, err := range c.checkResponse("POST", "/sandbox/v1/clock", rec.Code, rec.Header(), rec.Body.Bytes()) {
+			t.Errorf("moving a fixed clock → %d: %s", rec.Code, err)
+		}
 	})
 
 	// Operations and the document itself.

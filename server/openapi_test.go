@@ -199,7 +199,7 @@ func operations() []op {
 	sb("POST", "/sandbox/v1/authorization-tokens", "sandboxMintToken", "A buyer who completed checkout: mint an authorization token (see the buyer fixtures)", sandbox.TokenRequest{}, 201, sandbox.TokenResponse{}, []int{400, 401, 402, 413, 415})
 	sb("POST", "/sandbox/v1/merchants", "sandboxCreateMerchant", "Create a sandbox merchant; the secret is shown only here", merchantRequest{}, 201, kassa.Credentials{}, []int{400, 401})
 	sb("GET", "/sandbox/v1/clock", "sandboxGetClock", "Read the test clock", nil, 200, clockState{}, []int{401})
-	sb("POST", "/sandbox/v1/clock", "sandboxSetClock", "Move the test clock forward: exactly one of advance (a duration such as 36h) or set (an RFC 3339 time)", clockRequest{}, 200, clockState{}, []int{400, 401})
+	sb("POST", "/sandbox/v1/clock", "sandboxSetClock", "Move the test clock forward: exactly one of advance (a duration such as 36h) or set (an RFC 3339 time)", clockRequest{}, 200, clockState{}, []int{400, 401, 403})
 	sb("GET", "/sandbox/v1/fixtures", "sandboxFixtures", "The deterministic buyer fixtures", nil, 200, fixtureList{}, []int{401})
 	sbKeyed("POST", "/sandbox/v1/orders/{orderId}/ledgers/{ledgerId}/payments", "sandboxPay", "The buyer pays (part of) a captured invoice", paymentRequest{}, 200, orderR, std)
 	sbKeyed("POST", "/sandbox/v1/orders/{orderId}/ledgers/{ledgerId}/status", "sandboxMark", "Set reminder1, reminder2, debtCollection or invoiceDeliveryFailure on a capture", markRequest{}, 200, orderR, std)
