@@ -199,7 +199,7 @@ func operations() []op {
 	sb("POST", "/sandbox/v1/authorization-tokens", "sandboxMintToken", "A buyer who completed checkout: mint an authorization token (see the buyer fixtures)", sandbox.TokenRequest{}, 201, sandbox.TokenResponse{}, []int{400, 401, 402, 413, 415})
 	sb("POST", "/sandbox/v1/merchants", "sandboxCreateMerchant", "Create a sandbox merchant; the secret is shown only here", merchantRequest{}, 201, kassa.Credentials{}, []int{400, 401})
 	sb("GET", "/sandbox/v1/clock", "sandboxGetClock", "Read the test clock", nil, 200, clockState{}, []int{401})
-	sb("POST", "/sandbox/v1/clock", "sandboxSetClock", "Move the test clock forward: exactly one of advance (a duration such as 36h) or set (an RFC 3339 time)", clockRequest{}, 200, clockState{}, []int{400, 401})
+	sb("POST", "/sandbox/v1/clock", "sandboxSetClock", "Move the test clock forward: exactly one of advance (a duration such as 36h) or set (an RFC 3339 time)", clockRequest{}, 200, clockState{}, []int{400, 401, 403})
 	sb("GET", "/sandbox/v1/fixtures", "sandboxFixtures", "The deterministic buyer fixtures", nil, 200, fixtureList{}, []int{401})
 	sbKeyed("POST", "/sandbox/v1/orders/{orderId}/ledgers/{ledgerId}/payments", "sandboxPay", "The buyer pays (part of) a captured invoice", paymentRequest{}, 200, orderR, std)
 	sbKeyed("POST", "/sandbox/v1/orders/{orderId}/ledgers/{ledgerId}/status", "sandboxMark", "Set reminder1, reminder2, debtCollection or invoiceDeliveryFailure on a capture", markRequest{}, 200, orderR, std)
@@ -639,6 +639,23 @@ func buildOpenAPI() map[string]any {
 		if queryChecked(o.path) && !slices.Contains(errs, http.StatusBadRequest) {
 			// A query parameter the operation does not list is refused.
 			errs = append([]int{http.StatusBadRequest}, errs...)
+		}
+		// Every route refuses before it is routed (Server.serve) a query
+		// that is not URL-encoded or a single-valued header given twice
+		// (400), and a Content-Length past the body limit (413).
+		for _, code := range []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge} {
+			if !slices.Contains(errs, code) {
+				errs = append(slices.Clone(errs), code)
+			}
+		}
+		if o.body != nil {
+			// decodeBody refuses a body still arriving at the server's read
+			// deadline (408) and one that is not JSON (415).
+			for _, code := range []int{http.StatusRequestTimeout, http.StatusUnsupportedMediaType} {
+				if !slices.Contains(errs, code) {
+					errs = append(slices.Clone(errs), code)
+				}
+			}
 		}
 		if o.auth && !slices.Contains(errs, http.StatusServiceUnavailable) {
 			// Every operation that needs credentials waits for the store,

@@ -37,8 +37,9 @@ func openAPIRouter() (routers.Router, error) {
 }
 
 // validating wraps h so that every response it writes is checked against
-// /openapi.json: status, headers' presence and body schema. A response the
-// document does not describe fails the test.
+// /openapi.json: status, headers' presence and body schema, by kin-openapi
+// and by the stricter conformance (conform_test.go). A response the document
+// does not describe fails the test.
 func validating(t *testing.T, h http.Handler) http.Handler {
 	router, err := openAPIRouter()
 	if err != nil {
@@ -58,6 +59,9 @@ func validating(t *testing.T, h http.Handler) http.Handler {
 			return // every GET answers HEAD too and every route OPTIONS; the document lists the GETs
 		}
 
+		for _, e := range loadConformance().checkResponse(r.Method, r.URL.Path, rec.Code, rec.Header(), rec.Body.Bytes()) {
+			t.Errorf("%s %s → %d: %s\nbody: %.300s", r.Method, r.URL.Path, rec.Code, e, rec.Body.String())
+		}
 		route, params, err := router.FindRoute(r.Clone(context.Background()))
 		if err != nil {
 			if rec.Code == http.StatusNotFound || rec.Code == http.StatusMethodNotAllowed {
