@@ -21,11 +21,16 @@ import (
 // Keys of no field at all stay ignored, as design.md says, but no key may be
 // given twice anywhere in the body: a duplicate is ambiguous wherever it is.
 //
+// It also names an array of more than maxArrayElements elements, or an object
+// of more keys, and reports whether it found one: the body is then refused before it is decoded (see
+// decodeJSON). It records at most maxFindings findings.
+//
 // It runs on every request body, so it allocates only for what it reports:
 // keys stay slices of the body and a path is spelled out only for a finding.
-func checkKeys(f *fault.Fields, body []byte, t reflect.Type) {
+func checkKeys(f *fault.Fields, body []byte, t reflect.Type) (tooLong bool) {
 	s := keyScanner{b: body, f: f}
 	s.value(t)
+	return s.tooLong
 }
 
 type keyScanner struct {
@@ -33,6 +38,16 @@ type keyScanner struct {
 	i    int
 	f    *fault.Fields
 	path []pathStep // where the walk is, spelled out by at
+	// tooLong is set once an array of more than maxArrayElements
+	// elements, or an object of more keys, was found.
+	tooLong bool
+}
+
+// add records a finding at the current path, while there is room for it.
+func (s *keyScanner) add(format string, args ...any) {
+	if s.f.Len() < maxFindings {
+		s.f.Add(pathOr(s.at()), format, args...)
+	}
 }
 
 // pathStep is an object key or, when key is nil, an array index.
@@ -98,6 +113,12 @@ func (s *keyScanner) value(t reflect.Type) {
 			if s.b[s.i] == ',' {
 				s.i++
 			}
+			if n == maxArrayElements {
+				s.add("must have at most %d elements", maxArrayElements)
+				s.tooLong = true
+				s.i = len(s.b) // the body is refused: the walk ends here
+				return
+			}
 			s.path = append(s.path, pathStep{index: n})
 			s.value(elem)
 			s.path = s.path[:len(s.path)-1]
@@ -122,7 +143,7 @@ func (s *keyScanner) object(t reflect.Type) {
 		fields = fieldsOf(t)
 	}
 	var seen keySet
-	for {
+	for n := 0; ; n++ {
 		s.space()
 		if s.i >= len(s.b) || s.b[s.i] == '}' {
 			s.i++
@@ -132,19 +153,25 @@ func (s *keyScanner) object(t reflect.Type) {
 			s.i++
 			s.space()
 		}
+		if n == maxArrayElements {
+			s.add("must have at most %d keys", maxArrayElements)
+			s.tooLong = true
+			s.i = len(s.b)
+			return
+		}
 		k := s.str()
 		s.space()
 		s.i++ // ':'
 		s.path = append(s.path, pathStep{key: k})
 		if !seen.add(k) {
-			s.f.Add(s.at(), "is given more than once")
+			s.add("is given more than once")
 		}
 		if (t == nil || t.Kind() != reflect.Map) && bytes.IndexByte(k, 0) >= 0 {
 			// A reader that ends text at NUL (C strings) takes
 			// "totalCaptureAmount\u0000" for totalCaptureAmount, which
 			// kassa ignores as no field. A map's keys are its operation's
 			// to check (metadata keys are named there).
-			s.f.Add(s.at(), "is not a field: a key must not hold NUL")
+			s.add("is not a field: a key must not hold NUL")
 		}
 		s.space()
 		isNull := bytes.HasPrefix(s.b[min(s.i, len(s.b)):], []byte("null"))
@@ -156,16 +183,16 @@ func (s *keyScanner) object(t reflect.Type) {
 			if isNull && !nullable(ft) {
 				// The decoder would store the key with a zero value: a value
 				// the client did not send.
-				s.f.Add(s.at(), "must be of JSON type %s, not null", jsonKind(ft))
+				s.add("must be of JSON type %s, not null", jsonKind(ft))
 			}
 		case fields != nil:
 			if x, ok := fields[string(k)]; ok {
 				ft = x
 				if isNull && refusesNull(t, string(k)) {
-					s.f.Add(s.at(), "must not be null: here null is not the field left out")
+					s.add("must not be null: here null is not the field left out")
 				}
 			} else if name := foldedField(fields, k); name != "" {
-				s.f.Add(s.at(), "is not a field: field names are case-sensitive (%s)", name)
+				s.add("is not a field: field names are case-sensitive (%s)", name)
 				ft = fields[name] // the decoder read it as that field: walk it as one
 			}
 		}
