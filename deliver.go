@@ -267,6 +267,9 @@ type claim struct {
 	// retryAfter is how long a receiver that answered 429 or 503 asked us
 	// to wait (its Retry-After); zero if it did not.
 	retryAfter time.Duration
+	// until is when the lease ends on this Ledger's wall clock, which its
+	// own runs judge it by (msg.LeaseUntil may be on the store's shared clock).
+	until time.Time
 }
 
 // DeliverNotifications runs one round of the deliverer: it claims the due
@@ -423,8 +426,18 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 		if err != nil {
 			return err
 		}
-		// Due on the store's clock, but a deliverer's lease holds.
-		due = slices.DeleteFunc(due, func(m *storage.OutboxMessage) bool { return wall.Before(m.LeaseUntil) })
+		// Due on the store's clock, but a deliverer's lease holds. One
+		// deliverer sets it and another judges it: on a store that replicas
+		// share, on the clock they share, as a replica whose own clock runs
+		// ahead by more than the lease would take and post a message another
+		// is still posting.
+		lease := wall
+		if sc, ok := tx.(storage.SharedClock); ok {
+			if lease, err = sc.SharedNow(); err != nil {
+				return err
+			}
+		}
+		due = slices.DeleteFunc(due, func(m *storage.OutboxMessage) bool { return lease.Before(m.LeaseUntil) })
 		// A merchant another run of this Ledger still posts to is left to
 		// that run: runs may overlap (kassa serve starts one each second),
 		// and without this every run would add POSTs to a slow receiver
@@ -447,13 +460,13 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 				merchants[m.MerchantID] = mer
 			}
 			m.Claim = crand.Text()
-			m.LeaseUntil = wall.Add(opts.Lease)
+			m.LeaseUntil = lease.Add(opts.Lease)
 			claimed := *m
 			m.NextAttempt = now.Add(opts.Lease)
 			if err := tx.UpdateOutbox(m); err != nil {
 				return err
 			}
-			c := &claim{msg: &claimed, url: mer.WebhookURL, secret: mer.WebhookSecret}
+			c := &claim{msg: &claimed, url: mer.WebhookURL, secret: mer.WebhookSecret, until: wall.Add(opts.Lease)}
 			if mer.WebhookPreviousSecret != "" && wallClock().Before(mer.WebhookPreviousUntil) {
 				c.previous = []string{mer.WebhookPreviousSecret}
 			}
@@ -476,8 +489,8 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 			l.delivering[c.msg.MerchantID] = mc
 		}
 		mc.n++
-		if c.msg.LeaseUntil.After(mc.until) {
-			mc.until = c.msg.LeaseUntil
+		if c.until.After(mc.until) {
+			mc.until = c.until
 		}
 	}
 	return claims, capped, nil

@@ -423,8 +423,20 @@ func (s *Session) Update(r *UpdateRequest, ids order.IDSource, now time.Time) er
 	if lines != nil {
 		s.OrderLines, s.Totals = lines, order.SumLines(lines, s.VATMode)
 	}
-	s.UpdatedAt = now
+	s.UpdatedAt = s.stamp(now)
 	return nil
+}
+
+// stamp is the time a change made at now is recorded with: never before the
+// session's last change. Replicas on one database stamp with their own
+// clocks; one behind the replica that made the last change would otherwise
+// move updatedAt back (an updatedFrom poll would miss the change) and date a
+// step before the one it follows. An order's events keep the same rule.
+func (s *Session) stamp(now time.Time) time.Time {
+	if now.Before(s.UpdatedAt) {
+		return s.UpdatedAt
+	}
+	return now
 }
 
 // Cancel ends a session that is created or authorized (DELETE, or the buyer
@@ -436,8 +448,8 @@ func (s *Session) Cancel(reason string, now time.Time) error {
 	if utf8.RuneCountInString(reason) > MaxDeclineReason {
 		reason = string([]rune(reason)[:MaxDeclineReason])
 	}
-	t := now
-	s.State, s.CancelledAt, s.DeclineReason, s.UpdatedAt = StateCancelled, &t, reason, now
+	t := s.stamp(now)
+	s.State, s.CancelledAt, s.DeclineReason, s.UpdatedAt = StateCancelled, &t, reason, t
 	return nil
 }
 
@@ -471,9 +483,9 @@ func (s *Session) Authorize(buyer order.Customer, pm order.PaymentMethod, tok st
 	if !slices.Contains(s.PaymentMethods, pm.Type) {
 		return fault.Invalidf("paymentMethod", "must be one of %v", s.PaymentMethods)
 	}
-	t := now
+	t := s.stamp(now)
 	b := buyer
-	s.State, s.Buyer, s.PaymentMethod, s.AuthorizationToken, s.AuthorizedAt, s.UpdatedAt = StateAuthorized, &b, &pm, tok, &t, now
+	s.State, s.Buyer, s.PaymentMethod, s.AuthorizationToken, s.AuthorizedAt, s.UpdatedAt = StateAuthorized, &b, &pm, tok, &t, t
 	if !tokenExpires.IsZero() {
 		e := tokenExpires
 		s.AuthorizationExpiresAt = &e
@@ -496,8 +508,8 @@ func (s *Session) complete(now time.Time, orderID, customerToken string) error {
 	if err := s.requireState(now, "complete", StateAuthorized); err != nil {
 		return err
 	}
-	t := now
-	s.State, s.OrderID, s.CustomerToken, s.CompletedAt, s.UpdatedAt = StateCompleted, orderID, customerToken, &t, now
+	t := s.stamp(now)
+	s.State, s.OrderID, s.CustomerToken, s.CompletedAt, s.UpdatedAt = StateCompleted, orderID, customerToken, &t, t
 	return nil
 }
 

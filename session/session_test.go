@@ -317,3 +317,50 @@ func TestUpdateKeepsTheVATMode(t *testing.T) {
 		t.Fatalf("an empty vatMode, as create takes it: %v", err)
 	}
 }
+
+// TestTimesNeverGoBackwards: replicas on one database each stamp a change
+// with their own clock. A change made by one whose clock is behind the
+// replica that made the last one is stamped at the last change's time, as
+// an order's events are: updatedAt never goes backwards (an updatedFrom
+// poll would miss the change) and authorizedAt, completedAt and cancelledAt
+// are never before the session was created or the step before them.
+func TestTimesNeverGoBackwards(t *testing.T) {
+	lag := t0.Add(-time.Hour) // a replica an hour behind the one that made the session
+	pm := order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}
+
+	s := open(t, newReq())
+	if err := s.Update(&UpdateRequest{MerchantReference: ordertest.Ptr("PO-2")}, &ordertest.IDs{}, lag); err != nil {
+		t.Fatal(err)
+	}
+	if !s.UpdatedAt.Equal(t0) {
+		t.Fatalf("updated at %s, before it was created at %s", s.UpdatedAt, t0)
+	}
+	if err := s.Authorize(order.Customer{}, pm, "tok", time.Time{}, lag); err != nil {
+		t.Fatal(err)
+	}
+	if !s.AuthorizedAt.Equal(t0) || !s.UpdatedAt.Equal(t0) {
+		t.Fatalf("authorized at %s, updated at %s, created at %s", s.AuthorizedAt, s.UpdatedAt, t0)
+	}
+	later := t0.Add(time.Minute)
+	s2 := open(t, newReq())
+	if err := s2.Authorize(order.Customer{}, pm, "tok", time.Time{}, later); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Complete("order-1", lag); err != nil {
+		t.Fatal(err)
+	}
+	if !s2.CompletedAt.Equal(later) || !s2.UpdatedAt.Equal(later) {
+		t.Fatalf("completed at %s, updated at %s, authorized at %s", s2.CompletedAt, s2.UpdatedAt, later)
+	}
+	s3 := open(t, newReq())
+	if err := s3.Cancel("no", lag); err != nil {
+		t.Fatal(err)
+	}
+	if !s3.CancelledAt.Equal(t0) || !s3.UpdatedAt.Equal(t0) {
+		t.Fatalf("cancelled at %s, updated at %s, created at %s", s3.CancelledAt, s3.UpdatedAt, t0)
+	}
+	// A clock that is ahead moves them forward as before.
+	if err := s.Complete("order-2", later); err != nil || !s.CompletedAt.Equal(later) || !s.UpdatedAt.Equal(later) {
+		t.Fatalf("completed at %v, updated at %s: %v", s.CompletedAt, s.UpdatedAt, err)
+	}
+}

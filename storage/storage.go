@@ -72,6 +72,16 @@ type Store interface {
 	Close() error
 }
 
+// SharedClock is implemented by the transactions of a store that several
+// processes share (storage/postgres): SharedNow reads a clock all of them
+// read alike, the database server's. What one process sets for another to
+// judge, a delivery's lease, is kept on it: each process's own clock is only
+// as close to the others' as NTP keeps it (seconds when it fails, minutes on
+// a VM resumed from suspend). A store of one process needs none.
+type SharedClock interface {
+	SharedNow() (time.Time, error)
+}
+
 // Tx is one transaction. Its methods return errors of kind fault.NotFound for
 // unknown records and fault.Conflict for version or uniqueness conflicts.
 // A Tx must not be used after its function returns.
@@ -392,7 +402,8 @@ type OutboxMessage struct {
 	// that claim records an attempt, so a deliverer that outlived its lease
 	// cannot record over another's attempt or a merchant's redelivery.
 	Claim string `json:"claim,omitempty"`
-	// LeaseUntil ends the claim's lease on the wall clock. NextAttempt
+	// LeaseUntil ends the claim's lease on the wall clock, or on the
+	// store's SharedClock when its transactions have one. NextAttempt
 	// follows the store's clock, which the sandbox moves and replicas need
 	// not agree on; a lease must not end early when it jumps.
 	LeaseUntil time.Time `json:"leaseUntil,omitzero"`

@@ -900,6 +900,16 @@ var errReadOnly = fault.Internalf(nil, "write in a read-only transaction")
 
 func (t *tx) Now() time.Time { return t.now }
 
+// SharedNow is the database server's time, which every replica reads alike
+// (storage.SharedClock); a delivery's lease is set and judged on it.
+func (t *tx) SharedNow() (time.Time, error) {
+	var now time.Time
+	if _, err := t.scanRow("read the database's clock", `SELECT clock_timestamp()`, nil, &now); err != nil {
+		return time.Time{}, err
+	}
+	return now, nil
+}
+
 // later holds back a statement whose only outcomes are success or an error
 // (a write, or a lock to take before the next read), to be sent with the
 // transaction's next statement or its commit; fail maps its error (nil:
