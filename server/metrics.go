@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sort"
@@ -72,14 +73,20 @@ func (m *Metrics) ObserveCommit(d time.Duration) {
 }
 
 // WriteTo writes the registry in the Prometheus text exposition format.
+// The page is rendered under the lock and written after it: every request
+// and store commit takes the lock to be counted, so a scraper reading
+// slowly, or a client that sends GET /metrics and reads nothing, held
+// every other request and write of the server while its write waited.
 func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
+	var page bytes.Buffer
+	m.render(&page)
+	return page.WriteTo(w)
+}
+
+func (m *Metrics) render(w *bytes.Buffer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var n int64
-	p := func(format string, a ...any) {
-		k, _ := fmt.Fprintf(w, format, a...)
-		n += int64(k)
-	}
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("# HELP kassa_http_requests_total HTTP requests served, by method, route and status.\n")
 	p("# TYPE kassa_http_requests_total counter\n")
 	keys := make([]reqKey, 0, len(m.requests))
@@ -112,7 +119,6 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	p("# HELP kassa_store_commit_duration_seconds Latency of durable store transactions.\n")
 	p("# TYPE kassa_store_commit_duration_seconds histogram\n")
 	writeHistogram(p, "kassa_store_commit_duration_seconds", "", m.commits)
-	return n, nil
 }
 
 func writeHistogram(p func(string, ...any), name, labels string, h *histogram) {

@@ -1130,6 +1130,7 @@ func runDelivery(stop, posts context.Context, ledger *kassa.Ledger, log *slog.Lo
 	defer t.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	failures := &errorLog{log: log, msg: "notification delivery", every: deliveryErrorEvery, now: time.Now}
 	start := func(slots chan struct{}, opts kassa.DeliveryOptions) {
 		select {
 		case slots <- struct{}{}:
@@ -1143,9 +1144,14 @@ func runDelivery(stop, posts context.Context, ledger *kassa.Ledger, log *slog.Lo
 					guard(log, "notification delivery", func() {
 						s, err := ledger.DeliverNotifications(posts, opts)
 						if err != nil && posts.Err() == nil {
-							log.Error("notification delivery", "err", err)
-						} else if s != (kassa.DeliveryStats{}) {
-							log.Info("notification delivery", "delivered", s.Delivered, "retrying", s.Retrying, "failed", s.Failed)
+							failures.failed(err)
+						} else {
+							if err == nil {
+								failures.succeeded()
+							}
+							if s != (kassa.DeliveryStats{}) {
+								log.Info("notification delivery", "delivered", s.Delivered, "retrying", s.Retrying, "failed", s.Failed)
+							}
 						}
 						more = err == nil && s.More
 					})
@@ -1166,6 +1172,68 @@ func runDelivery(stop, posts context.Context, ledger *kassa.Ledger, log *slog.Lo
 		case <-t.C:
 		}
 	}
+}
+
+// deliveryErrorEvery is how often at most a failure of notification
+// delivery is logged while it goes on.
+var deliveryErrorEvery = time.Minute
+
+// errorLog logs the failures of a loop that runs every second at a bounded
+// rate. A failing store fails every run: the database unreachable, one line
+// each 2 s (a run's connection retries); read-only during a failover, two a
+// second (the usual run and the one skipping slow receivers), for as long as
+// it lasted, burying every other line. Now a failure is logged when none was
+// in the last every, with how many were not logged since the last line and
+// since when it fails; the first success after a logged failure says it
+// recovered. So a failure shows within every of its start (at once when none
+// was logged in the last every), and a failing or flapping store adds at most
+// two lines per every.
+type errorLog struct {
+	log   *slog.Logger
+	msg   string
+	every time.Duration
+	now   func() time.Time
+
+	mu       sync.Mutex
+	failing  time.Time // the first failure since the last success; zero when none
+	logged   time.Time // when a failure was last logged
+	reported bool      // a failure was logged and no success since
+	unlogged int       // failures not logged since the last line
+}
+
+func (e *errorLog) failed(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	if e.failing.IsZero() {
+		e.failing = now
+	}
+	if !e.logged.IsZero() && now.Sub(e.logged) < e.every {
+		e.unlogged++
+		return
+	}
+	attrs := []any{"err", err}
+	if e.unlogged > 0 {
+		attrs = append(attrs, "notLogged", e.unlogged)
+	}
+	if d := now.Sub(e.failing); d > 0 {
+		attrs = append(attrs, "failingFor", d.Round(time.Second).String())
+	}
+	e.log.Error(e.msg, attrs...)
+	e.logged, e.reported, e.unlogged = now, true, 0
+}
+
+func (e *errorLog) succeeded() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failing.IsZero() {
+		return
+	}
+	if e.reported {
+		e.log.Info(e.msg+" recovered", "failedFor", e.now().Sub(e.failing).Round(time.Second).String(), "notLogged", e.unlogged)
+		e.reported, e.unlogged = false, 0
+	}
+	e.failing = time.Time{}
 }
 
 // deliveryRuns bounds the delivery runs of one server at once that post to

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/memory"
+)
+
+// readOnlyStore refuses every transaction at once while down, as a
+// PostgreSQL store does whose database turned read-only (a standby during a
+// failover): no retries, so every delivery run fails within its tick.
+type readOnlyStore struct {
+	storage.Store
+	down atomic.Bool
+}
+
+var errReadOnly = fault.New(fault.Unavailable, "store_unavailable", "the database is read-only (a standby?); nothing was done, retry shortly")
+
+func (s *readOnlyStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	if s.down.Load() {
+		return errReadOnly
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// logLines decodes the JSON lines of a log with the message msg.
+func logLines(t *testing.T, log, msg string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(log), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestDeliveryFailuresAreLoggedAtABoundedRate: with the store failing every
+// run, the delivery loop logged an error per run, two a second on a
+// read-only database (60 lines in 30 s against PostgreSQL), for
+// as long as it lasted. Now the first failure is logged, the next ones
+// within a minute are only counted, and the first success after it is
+// logged once.
+func TestDeliveryFailuresAreLoggedAtABoundedRate(t *testing.T) {
+	st := &readOnlyStore{Store: memory.New(time.Now)}
+	st.down.Store(true)
+	ledger := kassa.New(st, kassa.Options{})
+	var out lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&out, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { runDelivery(ctx, ctx, ledger, log, kassa.DeliveryOptions{}); close(done) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(3500 * time.Millisecond) // four ticks, each starting two runs
+	errs := logLines(t, out.String(), "notification delivery")
+	if len(errs) != 1 || errs[0]["level"] != "ERROR" || !strings.Contains(errs[0]["err"].(string), "read-only") {
+		t.Fatalf("%d lines in 3.5 s of a failing store, want the first failure alone: %v", len(errs), errs)
+	}
+	st.down.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(logLines(t, out.String(), "notification delivery recovered")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery logged once the store answered; log:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // more successful runs
+	rec := logLines(t, out.String(), "notification delivery recovered")
+	if len(rec) != 1 || rec[0]["level"] != "INFO" || rec[0]["notLogged"].(float64) < 4 {
+		t.Fatalf("recovery lines %v, want one, counting the 4 or more failures not logged", rec)
+	}
+	if n := len(logLines(t, out.String(), "notification delivery")); n != 1 {
+		t.Fatalf("%d failure lines, want 1", n)
+	}
+}
+
+// TestErrorLogBoundsItsLines: errorLog's lines on a fake clock, through an
+// outage, a recovery, and a blip soon after.
+func TestErrorLogBoundsItsLines(t *testing.T) {
+	var out lockedBuffer
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
+	e := &errorLog{log: slog.New(slog.NewJSONHandler(&out, nil)), msg: "job", every: time.Minute, now: func() time.Time { return now }}
+	fail := errors.New("down")
+	lines := func() []map[string]any {
+		return append(logLines(t, out.String(), "job"), logLines(t, out.String(), "job recovered")...)
+	}
+	at := func(d time.Duration) { now = t0.Add(d) }
+
+	at(0)
+	e.failed(fail)
+	for i := range 100 {
+		at(time.Second + time.Duration(i)*500*time.Millisecond)
+		e.failed(fail)
+	}
+	if got := lines(); len(got) != 1 || got[0]["err"] != "down" || got[0]["notLogged"] != nil || got[0]["failingFor"] != nil {
+		t.Fatalf("after 101 failures in 51 s: %v, want the first one's line alone", got)
+	}
+	at(time.Minute)
+	e.failed(fail)
+	got := logLines(t, out.String(), "job")
+	if len(got) != 2 || got[1]["notLogged"] != float64(100) || got[1]["failingFor"] != "1m0s" {
+		t.Fatalf("a minute on: %v, want a second line counting 100 not logged, failing for 1m0s", got)
+	}
+	at(61 * time.Second)
+	e.succeeded()
+	e.succeeded()
+	rec := logLines(t, out.String(), "job recovered")
+	if len(rec) != 1 || rec[0]["failedFor"] != "1m1s" || rec[0]["notLogged"] != float64(0) {
+		t.Fatalf("recovery: %v, want one line, failed for 1m1s", rec)
+	}
+	// A blip within the minute of the last line is counted, not logged,
+	// and so is its end; the next failure line, a minute after the last,
+	// reports it.
+	at(62 * time.Second)
+	e.failed(fail)
+	at(63 * time.Second)
+	e.succeeded()
+	if n := len(lines()); n != 3 {
+		t.Fatalf("%d lines after a blip within the minute, want still 3", n)
+	}
+	at(121 * time.Second)
+	e.failed(fail)
+	got = logLines(t, out.String(), "job")
+	if len(got) != 3 || got[2]["notLogged"] != float64(1) || got[2]["failingFor"] != nil {
+		t.Fatalf("a new failure after the minute: %v, want a line counting the blip", got)
+	}
+}
