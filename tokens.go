@@ -89,7 +89,9 @@ func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, to
 		if err != nil {
 			return nil, err
 		}
-		oreq, olines, omode := req, lines, mode
+		// A function the store runs again must start from the same values:
+		// it changes only its own copies of what it shares with the call.
+		oreq, olines, omode, oinvalid := req, lines, mode, invalid
 		var s *session.Session
 		if a.SessionID != "" {
 			if s, err = tx.GetSession(call.MerchantID, a.SessionID); err != nil {
@@ -101,11 +103,11 @@ func (l *Ledger) CreateOrderFromAuthorization(ctx context.Context, call Call, to
 				if olines, omode, err = order.ValidateCreate(oreq, false, l.opts.IDs); err != nil {
 					return nil, err
 				}
-				invalid = nil
+				oinvalid = nil
 			}
 		}
-		if invalid != nil {
-			return nil, invalid
+		if oinvalid != nil {
+			return nil, oinvalid
 		}
 		res, err := l.createOrder(tx, call.MerchantID, oreq, olines, omode, a.Approval(ack), env)
 		if err != nil {
@@ -151,6 +153,7 @@ func (l *Ledger) CreateOrderFromCustomerToken(ctx context.Context, call Call, to
 		// What the order leaves out, the token it is made from says: its
 		// language, and the store it was made for (whose settlements the
 		// order's captures then join).
+		oreq := req // the call's request stays as it came: the store may run this again
 		if req.Locale == "" || req.StoreID == "" {
 			req2 := *req
 			if req2.Locale == "" {
@@ -159,9 +162,9 @@ func (l *Ledger) CreateOrderFromCustomerToken(ctx context.Context, call Call, to
 			if req2.StoreID == "" {
 				req2.StoreID = c.StoreID
 			}
-			req = &req2
+			oreq = &req2
 		}
-		return l.createOrder(tx, call.MerchantID, req, lines, mode, auth, l.env(tx, call.MerchantID))
+		return l.createOrder(tx, call.MerchantID, oreq, lines, mode, auth, l.env(tx, call.MerchantID))
 	})
 }
 
