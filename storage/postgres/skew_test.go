@@ -35,10 +35,21 @@ func TestDeliveryLeaseHoldsAgainstAReplicaAhead(t *testing.T) {
 	ctx := context.Background()
 	sa := openNow(t, u)
 	a := kassa.New(sa, kassa.Options{})
-	for _, skew := range []time.Duration{5 * time.Minute, time.Hour} {
+	cases := []struct {
+		skew, lease, wait time.Duration
+		posts             int32 // the second replica's POST included, once the lease has ended
+	}{
+		{skew: 5 * time.Minute, posts: 1},
+		{skew: time.Hour, posts: 1},
+		// The lease still ends: a deliverer that outlives a short one
+		// (stuck, or killed) leaves the message to the other replica.
+		{skew: time.Hour, lease: 2 * time.Second, wait: 2500 * time.Millisecond, posts: 2},
+	}
+	for _, c := range cases {
+		skew := c.skew
 		sb, ahead := openAt(t, u, skew)
 		b := kassa.New(sb, kassa.Options{})
-		creds, _, err := a.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m " + skew.String(), Sandbox: true})
+		creds, _, err := a.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m " + skew.String() + c.lease.String(), Sandbox: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,26 +66,30 @@ func TestDeliveryLeaseHoldsAgainstAReplicaAhead(t *testing.T) {
 		}
 		now := time.Now()
 		if err := sa.Update(ctx, func(tx storage.Tx) error {
-			return tx.AddOutbox(&storage.OutboxMessage{ID: "evt-" + skew.String(), MerchantID: creds.MerchantID, Topic: "order.acknowledgementRequired",
+			return tx.AddOutbox(&storage.OutboxMessage{ID: "evt-" + skew.String() + c.lease.String(), MerchantID: creds.MerchantID, Topic: "order.acknowledgementRequired",
 				Payload: []byte(`{}`), CreatedAt: now, NextAttempt: now})
 		}); err != nil {
 			t.Fatal(err)
 		}
 		first := make(chan kassa.DeliveryStats)
 		go func() {
-			stats, err := a.DeliverNotifications(ctx, kassa.DeliveryOptions{AllowPrivateNetworks: true})
+			stats, err := a.DeliverNotifications(ctx, kassa.DeliveryOptions{AllowPrivateNetworks: true, Lease: c.lease})
 			if err != nil {
 				t.Error(err)
 			}
 			first <- stats
 		}()
 		<-inside
+		time.Sleep(c.wait)
 		stats, err := b.DeliverNotifications(ctx, kassa.DeliveryOptions{AllowPrivateNetworks: true, WallClock: ahead})
 		close(release)
-		if err != nil || stats != (kassa.DeliveryStats{}) || posts.Load() != 1 {
+		if c.posts == 1 && (err != nil || stats != (kassa.DeliveryStats{}) || posts.Load() != 1) {
 			t.Errorf("a replica %s ahead took a notification under another's lease: %+v, %d POSTs, %v", skew, stats, posts.Load(), err)
 		}
-		if got := <-first; got.Delivered != 1 {
+		if c.posts == 2 && (err != nil || stats.Delivered != 1 || posts.Load() != 2) {
+			t.Errorf("a replica %s ahead did not take a notification whose %s lease had ended: %+v, %d POSTs, %v", skew, c.lease, stats, posts.Load(), err)
+		}
+		if got := <-first; c.posts == 1 && got.Delivered != 1 {
 			t.Errorf("the first deliverer: %+v", got)
 		}
 		srv.Close()
