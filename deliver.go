@@ -432,7 +432,9 @@ func (l *Ledger) claimNotifications(ctx context.Context, opts DeliveryOptions) (
 		// ahead by more than the lease would take and post a message another
 		// is still posting.
 		lease := wall
-		if sc, ok := tx.(storage.SharedClock); ok {
+		if sc, ok := tx.(storage.SharedClock); ok && len(due) > 0 {
+			// Read only when something is due: runs that find nothing,
+			// two a second per replica, make no round trip for it.
 			if lease, err = sc.SharedNow(); err != nil {
 				return err
 			}
