@@ -61,8 +61,8 @@ func (f *injector) fired() (error, string) {
 	return f.err, f.method
 }
 
-// hit counts a call, and fails it if it is the one, unless late.
-func (f *injector) hit(name string, _ bool) error {
+// Before counts a call, and fails it if it is the one, unless late.
+func (f *injector) Before(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n++
@@ -78,9 +78,9 @@ func (f *injector) hit(name string, _ bool) error {
 	return f.err
 }
 
-// after is the error of a call that ran: the injected one if it is the one
+// After is the error of a call that ran: the injected one if it is the one
 // to fail late.
-func (f *injector) after(err error) error {
+func (f *injector) After(_ string, err error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.pending {
@@ -90,305 +90,7 @@ func (f *injector) after(err error) error {
 	return err
 }
 
-func (f *injector) wrap(tx storage.Tx) storage.Tx {
-	c := countTx{Tx: tx, f: f}
-	if sc, ok := tx.(storage.SharedClock); ok {
-		return sharedCountTx{c, sc}
-	}
-	return c
-}
-
-type sharedCountTx struct {
-	countTx
-	sc storage.SharedClock
-}
-
-func (t sharedCountTx) SharedNow() (time.Time, error) {
-	if err := t.f.hit("SharedNow", false); err != nil {
-		return time.Time{}, err
-	}
-	r0, err := t.sc.SharedNow()
-	return r0, t.f.after(err)
-}
-
-type countTx struct {
-	storage.Tx
-	f *injector
-}
-
-func (t countTx) GetMerchant(id string) (*storage.Merchant, error) {
-	if err := t.f.hit("GetMerchant", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.GetMerchant(id)
-	return r0, t.f.after(err)
-}
-func (t countTx) GetMerchantByClientID(id string) (*storage.Merchant, error) {
-	if err := t.f.hit("GetMerchantByClientID", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.GetMerchantByClientID(id)
-	return r0, t.f.after(err)
-}
-func (t countTx) PutMerchant(m *storage.Merchant) error {
-	if err := t.f.hit("PutMerchant", false); err != nil {
-		return err
-	}
-	err := t.Tx.PutMerchant(m)
-	return t.f.after(err)
-}
-func (t countTx) ListMerchants() ([]*storage.Merchant, error) {
-	if err := t.f.hit("ListMerchants", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.ListMerchants()
-	return r0, t.f.after(err)
-}
-func (t countTx) HasMerchants() (bool, error) {
-	if err := t.f.hit("HasMerchants", false); err != nil {
-		return false, err
-	}
-	r0, err := t.Tx.HasMerchants()
-	return r0, t.f.after(err)
-}
-func (t countTx) GetOrder(m, id string) (*order.Order, error) {
-	if err := t.f.hit("GetOrder", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.GetOrder(m, id)
-	return r0, t.f.after(err)
-}
-func (t countTx) OrderVersion(m, id string) (int64, error) {
-	if err := t.f.hit("OrderVersion", false); err != nil {
-		return 0, err
-	}
-	r0, err := t.Tx.OrderVersion(m, id)
-	return r0, t.f.after(err)
-}
-func (t countTx) CreateOrder(o *order.Order) error {
-	if err := t.f.hit("CreateOrder", false); err != nil {
-		return err
-	}
-	err := t.Tx.CreateOrder(o)
-	return t.f.after(err)
-}
-func (t countTx) UpdateOrder(o *order.Order) error {
-	if err := t.f.hit("UpdateOrder", false); err != nil {
-		return err
-	}
-	err := t.Tx.UpdateOrder(o)
-	return t.f.after(err)
-}
-func (t countTx) ListOrders(m string, q storage.OrderQuery) (storage.OrderPage, error) {
-	if err := t.f.hit("ListOrders", false); err != nil {
-		return storage.OrderPage{}, err
-	}
-	r0, err := t.Tx.ListOrders(m, q)
-	return r0, t.f.after(err)
-}
-func (t countTx) OrdersExpiringBefore(at time.Time, limit int) ([]*order.Order, error) {
-	if err := t.f.hit("OrdersExpiringBefore", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.OrdersExpiringBefore(at, limit)
-	return r0, t.f.after(err)
-}
-func (t countTx) GetAuthorization(m, tok string) (*token.Authorization, error) {
-	if err := t.f.hit("GetAuthorization", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.GetAuthorization(m, tok)
-	return r0, t.f.after(err)
-}
-func (t countTx) PutAuthorization(a *token.Authorization) error {
-	if err := t.f.hit("PutAuthorization", false); err != nil {
-		return err
-	}
-	err := t.Tx.PutAuthorization(a)
-	return t.f.after(err)
-}
-func (t countTx) GetCustomerToken(m, id string) (*token.Customer, error) {
-	if err := t.f.hit("GetCustomerToken", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.GetCustomerToken(m, id)
-	return r0, t.f.after(err)
-}
-func (t countTx) PutCustomerToken(c *token.Customer) error {
-	if err := t.f.hit("PutCustomerToken", false); err != nil {
-		return err
-	}
-	err := t.Tx.PutCustomerToken(c)
-	return t.f.after(err)
-}
-func (t countTx) GetSession(m, id string) (*session.Session, error) {
-	if err := t.f.hit("GetSession", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.GetSession(m, id)
-	return r0, t.f.after(err)
-}
-func (t countTx) GetSessionByExternalID(m, id string) (*session.Session, error) {
-	if err := t.f.hit("GetSessionByExternalID", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.GetSessionByExternalID(m, id)
-	return r0, t.f.after(err)
-}
-func (t countTx) GetSessionByOrderID(m, id string) (*session.Session, error) {
-	if err := t.f.hit("GetSessionByOrderID", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.GetSessionByOrderID(m, id)
-	return r0, t.f.after(err)
-}
-func (t countTx) PutSession(s *session.Session) error {
-	if err := t.f.hit("PutSession", false); err != nil {
-		return err
-	}
-	err := t.Tx.PutSession(s)
-	return t.f.after(err)
-}
-func (t countTx) ListSessions(m string, q session.Query) ([]*session.Session, string, error) {
-	if err := t.f.hit("ListSessions", false); err != nil {
-		return nil, "", err
-	}
-	r0, r1, err := t.Tx.ListSessions(m, q)
-	return r0, r1, t.f.after(err)
-}
-func (t countTx) QueueSettlementItems(items []settlement.Item) error {
-	if err := t.f.hit("QueueSettlementItems", false); err != nil {
-		return err
-	}
-	err := t.Tx.QueueSettlementItems(items)
-	return t.f.after(err)
-}
-func (t countTx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
-	if err := t.f.hit("PendingSettlementItems", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.PendingSettlementItems(limit)
-	return r0, t.f.after(err)
-}
-func (t countTx) SaveSettlement(b settlement.Batch) error {
-	if err := t.f.hit("SaveSettlement", false); err != nil {
-		return err
-	}
-	err := t.Tx.SaveSettlement(b)
-	return t.f.after(err)
-}
-func (t countTx) GetSettlement(m, id string) (*settlement.Settlement, error) {
-	if err := t.f.hit("GetSettlement", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.GetSettlement(m, id)
-	return r0, t.f.after(err)
-}
-func (t countTx) ListSettlements(m string, q settlement.Query) ([]*settlement.Settlement, string, error) {
-	if err := t.f.hit("ListSettlements", false); err != nil {
-		return nil, "", err
-	}
-	r0, r1, err := t.Tx.ListSettlements(m, q)
-	return r0, r1, t.f.after(err)
-}
-func (t countTx) SettlementTransactions(m, s, from string, size int) ([]settlement.Transaction, string, error) {
-	if err := t.f.hit("SettlementTransactions", false); err != nil {
-		return nil, "", err
-	}
-	r0, r1, err := t.Tx.SettlementTransactions(m, s, from, size)
-	return r0, r1, t.f.after(err)
-}
-func (t countTx) ScheduleTask(task *storage.Task) error {
-	if err := t.f.hit("ScheduleTask", false); err != nil {
-		return err
-	}
-	err := t.Tx.ScheduleTask(task)
-	return t.f.after(err)
-}
-func (t countTx) DueTasks(at time.Time, limit int) ([]*storage.Task, error) {
-	if err := t.f.hit("DueTasks", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.DueTasks(at, limit)
-	return r0, t.f.after(err)
-}
-func (t countTx) DeleteTask(id string) error {
-	if err := t.f.hit("DeleteTask", false); err != nil {
-		return err
-	}
-	err := t.Tx.DeleteTask(id)
-	return t.f.after(err)
-}
-func (t countTx) NextSequence(m, series string) (int64, error) {
-	if err := t.f.hit("NextSequence", false); err != nil {
-		return 0, err
-	}
-	r0, err := t.Tx.NextSequence(m, series)
-	return r0, t.f.after(err)
-}
-func (t countTx) GetIdempotency(m, k string) (*storage.IdempotencyRecord, error) {
-	if err := t.f.hit("GetIdempotency", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.GetIdempotency(m, k)
-	return r0, t.f.after(err)
-}
-func (t countTx) PutIdempotency(r *storage.IdempotencyRecord) error {
-	if err := t.f.hit("PutIdempotency", false); err != nil {
-		return err
-	}
-	err := t.Tx.PutIdempotency(r)
-	return t.f.after(err)
-}
-func (t countTx) DeleteExpiredIdempotency(at time.Time, limit int) (int, error) {
-	if err := t.f.hit("DeleteExpiredIdempotency", false); err != nil {
-		return 0, err
-	}
-	r0, err := t.Tx.DeleteExpiredIdempotency(at, limit)
-	return r0, t.f.after(err)
-}
-func (t countTx) AddOutbox(m *storage.OutboxMessage) error {
-	if err := t.f.hit("AddOutbox", false); err != nil {
-		return err
-	}
-	err := t.Tx.AddOutbox(m)
-	return t.f.after(err)
-}
-func (t countTx) PendingOutbox(at time.Time, limit, per int) ([]*storage.OutboxMessage, error) {
-	if err := t.f.hit("PendingOutbox", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.PendingOutbox(at, limit, per)
-	return r0, t.f.after(err)
-}
-func (t countTx) UpdateOutbox(m *storage.OutboxMessage) error {
-	if err := t.f.hit("UpdateOutbox", false); err != nil {
-		return err
-	}
-	err := t.Tx.UpdateOutbox(m)
-	return t.f.after(err)
-}
-func (t countTx) GetOutbox(m, id string) (*storage.OutboxMessage, error) {
-	if err := t.f.hit("GetOutbox", false); err != nil {
-		return nil, err
-	}
-	r0, err := t.Tx.GetOutbox(m, id)
-	return r0, t.f.after(err)
-}
-func (t countTx) ListOutbox(m, from string, at time.Time, size int) ([]*storage.OutboxMessage, string, error) {
-	if err := t.f.hit("ListOutbox", false); err != nil {
-		return nil, "", err
-	}
-	r0, r1, err := t.Tx.ListOutbox(m, from, at, size)
-	return r0, r1, t.f.after(err)
-}
-func (t countTx) DeleteDoneOutbox(at time.Time, limit int) (int, error) {
-	if err := t.f.hit("DeleteDoneOutbox", false); err != nil {
-		return 0, err
-	}
-	r0, err := t.Tx.DeleteDoneOutbox(at, limit)
-	return r0, t.f.after(err)
-}
+func (f *injector) wrap(tx storage.Tx) storage.Tx { return storagetest.Hooked(tx, f) }
 
 // undoStore is a store under test with a reading of everything it holds.
 type undoStore struct {
@@ -455,7 +157,7 @@ func boltSnapshot(t *testing.T, st *bolt.Store) string {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "copy.db")
-	if err := writeFile(path, buf.Bytes()); err != nil {
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
@@ -1001,6 +703,9 @@ func failedStoreCallLeavesNothing(t *testing.T, late bool) {
 						injected, method := inj.fired()
 						inj.arm(0, false)
 						if injected == nil {
+							if k == 1 {
+								t.Fatal("no store call was made through the injector: it would fail none")
+							}
 							if err != nil {
 								t.Fatalf("after %d failures, with none injected: %v", k-1, err)
 							}
@@ -1045,8 +750,6 @@ func failedStoreCallLeavesNothing(t *testing.T, late bool) {
 		})
 	}
 }
-
-func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
 
 // failOrderTx fails, late (after the write), the update of one order, as a
 // statement whose answer is lost.

@@ -19,12 +19,9 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/kassahq/kassa/fault"
-	"github.com/kassahq/kassa/order"
-	"github.com/kassahq/kassa/session"
-	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/bolt"
-	"github.com/kassahq/kassa/token"
+	"github.com/kassahq/kassa/storage/storagetest"
 )
 
 // errInjected is the failure the injector makes a store call (or a commit)
@@ -62,7 +59,7 @@ func (s *injector) Update(ctx context.Context, fn func(storage.Tx) error) error 
 	k, armed := s.updates, s.armed
 	s.mu.Unlock()
 	return s.Store.Update(ctx, func(tx storage.Tx) error {
-		if err := fn(injTx{tx, s}); err != nil {
+		if err := fn(storagetest.Hooked(tx, s)); err != nil {
 			return err
 		}
 		s.mu.Lock()
@@ -76,7 +73,7 @@ func (s *injector) Update(ctx context.Context, fn func(storage.Tx) error) error 
 }
 
 func (s *injector) View(ctx context.Context, fn func(storage.Tx) error) error {
-	return s.Store.View(ctx, func(tx storage.Tx) error { return fn(injTx{tx, s}) })
+	return s.Store.View(ctx, func(tx storage.Tx) error { return fn(storagetest.Hooked(tx, s)) })
 }
 
 func (s *injector) hit() error {
@@ -93,278 +90,11 @@ func (s *injector) hit() error {
 	return nil
 }
 
-type injTx struct {
-	storage.Tx
-	s *injector
-}
+// Before fails the armed call (storagetest.TxHook).
+func (s *injector) Before(string) error { return s.hit() }
 
-func (it injTx) hit() error { return it.s.hit() }
-
-func (it injTx) GetMerchant(id string) (*storage.Merchant, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.GetMerchant(id)
-}
-
-func (it injTx) GetMerchantByClientID(clientID string) (*storage.Merchant, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.GetMerchantByClientID(clientID)
-}
-
-func (it injTx) PutMerchant(m *storage.Merchant) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.PutMerchant(m)
-}
-
-func (it injTx) ListMerchants() ([]*storage.Merchant, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.ListMerchants()
-}
-
-func (it injTx) GetOrder(merchantID, orderID string) (*order.Order, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.GetOrder(merchantID, orderID)
-}
-
-func (it injTx) OrderVersion(merchantID, orderID string) (int64, error) {
-	if err := it.hit(); err != nil {
-		return 0, err
-	}
-	return it.Tx.OrderVersion(merchantID, orderID)
-}
-
-func (it injTx) CreateOrder(o *order.Order) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.CreateOrder(o)
-}
-
-func (it injTx) UpdateOrder(o *order.Order) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.UpdateOrder(o)
-}
-
-func (it injTx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderPage, error) {
-	if err := it.hit(); err != nil {
-		return storage.OrderPage{}, err
-	}
-	return it.Tx.ListOrders(merchantID, q)
-}
-
-func (it injTx) OrdersExpiringBefore(t time.Time, limit int) ([]*order.Order, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.OrdersExpiringBefore(t, limit)
-}
-
-func (it injTx) GetAuthorization(merchantID, tok string) (*token.Authorization, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.GetAuthorization(merchantID, tok)
-}
-
-func (it injTx) PutAuthorization(a *token.Authorization) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.PutAuthorization(a)
-}
-
-func (it injTx) GetCustomerToken(merchantID, id string) (*token.Customer, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.GetCustomerToken(merchantID, id)
-}
-
-func (it injTx) PutCustomerToken(c *token.Customer) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.PutCustomerToken(c)
-}
-
-func (it injTx) GetSession(merchantID, id string) (*session.Session, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.GetSession(merchantID, id)
-}
-
-func (it injTx) GetSessionByExternalID(merchantID, externalID string) (*session.Session, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.GetSessionByExternalID(merchantID, externalID)
-}
-
-func (it injTx) GetSessionByOrderID(merchantID, orderID string) (*session.Session, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.GetSessionByOrderID(merchantID, orderID)
-}
-
-func (it injTx) PutSession(s *session.Session) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.PutSession(s)
-}
-
-func (it injTx) ListSessions(merchantID string, q session.Query) ([]*session.Session, string, error) {
-	if err := it.hit(); err != nil {
-		return nil, "", err
-	}
-	return it.Tx.ListSessions(merchantID, q)
-}
-
-func (it injTx) QueueSettlementItems(items []settlement.Item) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.QueueSettlementItems(items)
-}
-
-func (it injTx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.PendingSettlementItems(limit)
-}
-
-func (it injTx) SaveSettlement(b settlement.Batch) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.SaveSettlement(b)
-}
-
-func (it injTx) GetSettlement(merchantID, id string) (*settlement.Settlement, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.GetSettlement(merchantID, id)
-}
-
-func (it injTx) ListSettlements(merchantID string, q settlement.Query) ([]*settlement.Settlement, string, error) {
-	if err := it.hit(); err != nil {
-		return nil, "", err
-	}
-	return it.Tx.ListSettlements(merchantID, q)
-}
-
-func (it injTx) SettlementTransactions(merchantID, settlementID, fromID string, size int) ([]settlement.Transaction, string, error) {
-	if err := it.hit(); err != nil {
-		return nil, "", err
-	}
-	return it.Tx.SettlementTransactions(merchantID, settlementID, fromID, size)
-}
-
-func (it injTx) ScheduleTask(t *storage.Task) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.ScheduleTask(t)
-}
-
-func (it injTx) DueTasks(at time.Time, limit int) ([]*storage.Task, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.DueTasks(at, limit)
-}
-
-func (it injTx) DeleteTask(id string) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.DeleteTask(id)
-}
-
-func (it injTx) NextSequence(merchantID, series string) (int64, error) {
-	if err := it.hit(); err != nil {
-		return 0, err
-	}
-	return it.Tx.NextSequence(merchantID, series)
-}
-
-func (it injTx) GetIdempotency(merchantID, key string) (*storage.IdempotencyRecord, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.GetIdempotency(merchantID, key)
-}
-
-func (it injTx) PutIdempotency(r *storage.IdempotencyRecord) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.PutIdempotency(r)
-}
-
-func (it injTx) DeleteExpiredIdempotency(t time.Time, limit int) (int, error) {
-	if err := it.hit(); err != nil {
-		return 0, err
-	}
-	return it.Tx.DeleteExpiredIdempotency(t, limit)
-}
-
-func (it injTx) AddOutbox(m *storage.OutboxMessage) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.AddOutbox(m)
-}
-
-func (it injTx) PendingOutbox(t time.Time, limit, perMerchant int) ([]*storage.OutboxMessage, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.PendingOutbox(t, limit, perMerchant)
-}
-
-func (it injTx) UpdateOutbox(m *storage.OutboxMessage) error {
-	if err := it.hit(); err != nil {
-		return err
-	}
-	return it.Tx.UpdateOutbox(m)
-}
-
-func (it injTx) GetOutbox(merchantID, id string) (*storage.OutboxMessage, error) {
-	if err := it.hit(); err != nil {
-		return nil, err
-	}
-	return it.Tx.GetOutbox(merchantID, id)
-}
-
-func (it injTx) ListOutbox(merchantID, fromID string, at time.Time, size int) ([]*storage.OutboxMessage, string, error) {
-	if err := it.hit(); err != nil {
-		return nil, "", err
-	}
-	return it.Tx.ListOutbox(merchantID, fromID, at, size)
-}
-
-func (it injTx) DeleteDoneOutbox(t time.Time, limit int) (int, error) {
-	if err := it.hit(); err != nil {
-		return 0, err
-	}
-	return it.Tx.DeleteDoneOutbox(t, limit)
-}
+// After passes the call's own error on: failures are injected before a call.
+func (s *injector) After(_ string, err error) error { return err }
 
 // snapshot is every record of the bbolt file, by bucket path and key.
 func snapshot(t *testing.T, db *bbolt.DB) map[string]string {
@@ -540,6 +270,9 @@ func (x *injEnv) exercise(t *testing.T, op injOp, commit, batched bool) {
 			delete(before, "storeinfo/lastCommit")
 		}
 		if fired == 0 {
+			if n == 1 {
+				t.Fatalf("%s (%s): nothing went through the injector, so it failed nothing", op.name, mode)
+			}
 			t.Logf("%s (%s): ran after %d failures", op.name, mode, n-1)
 			if code >= 400 {
 				t.Errorf("%s: %d without a failure: %s", op.name, code, body)
