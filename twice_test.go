@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,38 +17,9 @@ import (
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/notify"
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/order/ordertest"
 	"github.com/kassahq/kassa/storage"
 )
-
-// rewindIDs mints "<kind>-<n>" as ordertest.IDs does, and can be set back
-// to a mark: the ids a rolled-back run drew are drawn again by the run that
-// follows it, so that a function run twice can be compared with one run.
-type rewindIDs struct {
-	mu     sync.Mutex
-	n, was map[string]int
-}
-
-func (s *rewindIDs) NewID(kind string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == nil {
-		s.n = map[string]int{}
-	}
-	s.n[kind]++
-	return fmt.Sprintf("%s-%d", kind, s.n[kind])
-}
-
-func (s *rewindIDs) mark() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.was = maps.Clone(s.n)
-}
-
-func (s *rewindIDs) rewind() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.n = maps.Clone(s.was)
-}
 
 // seededStore makes every Update start from the same randomness in each
 // of two stores run side by side (crypto/rand seeded by the count of
@@ -63,7 +33,7 @@ func (s *rewindIDs) rewind() {
 type seededStore struct {
 	storage.Store
 	t     *testing.T
-	ids   *rewindIDs
+	ids   *ordertest.IDs
 	twice bool
 	// partial, late: see Update.
 	partial, late bool
@@ -86,7 +56,7 @@ func (s *seededStore) Update(ctx context.Context, fn func(storage.Tx) error) err
 	if !s.twice {
 		return s.Store.Update(ctx, fn)
 	}
-	s.ids.mark()
+	s.ids.Mark()
 	// With partial, the function is first run with its first store call
 	// failing, then its second, and so on (each run rolled back), until
 	// a run has no call left to fail: a retry after a failure at any point.
@@ -107,7 +77,7 @@ func (s *seededStore) Update(ctx context.Context, fn func(storage.Tx) error) err
 			return err
 		}
 		s.ran++
-		s.ids.rewind()
+		s.ids.Rewind()
 		cryptotest.SetGlobalRandom(s.t, s.n)
 		if injected, _ := inj.fired(); injected == nil {
 			break
@@ -163,7 +133,7 @@ func functionsRunTwice(t *testing.T, partial, late bool) {
 				twice bool
 			}{{storesOnce[i], &nowOnce, false}, {storesTwice[i], &nowTwice, true}} {
 				st := side.open(t)
-				ids := &rewindIDs{}
+				ids := &ordertest.IDs{}
 				ss := &seededStore{Store: st.store, t: t, ids: ids, twice: side.twice, partial: partial, late: late}
 				f := &undoFixture{ctx: context.Background(), st: st, now: side.now,
 					l: kassa.New(ss, kassa.Options{IDs: ids, NotificationRetention: 48 * time.Hour})}

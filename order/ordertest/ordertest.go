@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -22,8 +23,25 @@ import (
 // IDs is an order.IDSource that mints "<kind>-<n>" with a counter per kind,
 // so that every output of a test is reproducible. It is safe for concurrent use.
 type IDs struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu        sync.Mutex
+	n, atMark map[string]int
+}
+
+// Mark remembers how many ids of each kind were minted, and Rewind sets the
+// counters back to it: the ids a rolled-back run drew are drawn again by the
+// run that follows it, so that a function a store runs twice can be compared
+// with one run.
+func (s *IDs) Mark() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.atMark = maps.Clone(s.n)
+}
+
+// Rewind sets the counters back to the last Mark.
+func (s *IDs) Rewind() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n = maps.Clone(s.atMark)
 }
 
 // NewID implements order.IDSource.
