@@ -276,6 +276,23 @@ func undoCreate() *order.CreateRequest {
 }
 
 // order makes an order of 600.00 (tiles 500.00, delivery 100.00).
+// customerToken makes a customer token of the fixture's merchant.
+func (f *undoFixture) customerToken(t *testing.T) string {
+	t.Helper()
+	res, err := f.l.CreateCustomerToken(f.ctx, kassa.Call{MerchantID: f.merchant}, f.token(t, f.merchant),
+		&token.CreateCustomerRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", Customer: &order.CustomerInput{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ct struct {
+		TokenID string `json:"customerToken"`
+	}
+	if err := json.Unmarshal(res.Body, &ct); err != nil || ct.TokenID == "" {
+		t.Fatalf("customer token from %s: %v", res.Body, err)
+	}
+	return ct.TokenID
+}
+
 func (f *undoFixture) order(t *testing.T, merchantID string) *order.Order {
 	t.Helper()
 	res, err := f.l.CreateOrderFromAuthorization(f.ctx, kassa.Call{MerchantID: merchantID}, f.token(t, merchantID), undoCreate())
@@ -344,20 +361,10 @@ func undoCases() []undoCase {
 				}
 		}},
 		{"createFromCustomerToken", func(t *testing.T, f *undoFixture) (func(kassa.Call) (*kassa.Result, error), func(*testing.T)) {
-			res, err := f.l.CreateCustomerToken(f.ctx, kassa.Call{MerchantID: f.merchant}, f.token(t, f.merchant),
-				&token.CreateCustomerRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", Customer: &order.CustomerInput{}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ct struct {
-				TokenID string `json:"customerToken"`
-			}
-			if err := json.Unmarshal(res.Body, &ct); err != nil || ct.TokenID == "" {
-				t.Fatalf("customer token from %s: %v", res.Body, err)
-			}
+			ct := f.customerToken(t)
 			var id string
 			return func(c kassa.Call) (*kassa.Result, error) {
-					r, err := f.l.CreateOrderFromCustomerToken(f.ctx, c, ct.TokenID, undoCreate())
+					r, err := f.l.CreateOrderFromCustomerToken(f.ctx, c, ct, undoCreate())
 					if err == nil && r.Order != nil {
 						id = r.Order.ID
 					}
@@ -367,20 +374,10 @@ func undoCases() []undoCase {
 				}
 		}},
 		{"revokeCustomerToken", func(t *testing.T, f *undoFixture) (func(kassa.Call) (*kassa.Result, error), func(*testing.T)) {
-			res, err := f.l.CreateCustomerToken(f.ctx, kassa.Call{MerchantID: f.merchant}, f.token(t, f.merchant),
-				&token.CreateCustomerRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", Customer: &order.CustomerInput{}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ct struct {
-				TokenID string `json:"customerToken"`
-			}
-			if err := json.Unmarshal(res.Body, &ct); err != nil || ct.TokenID == "" {
-				t.Fatalf("customer token from %s: %v", res.Body, err)
-			}
-			return func(c kassa.Call) (*kassa.Result, error) { return f.l.RevokeCustomerToken(f.ctx, c, ct.TokenID) },
+			ct := f.customerToken(t)
+			return func(c kassa.Call) (*kassa.Result, error) { return f.l.RevokeCustomerToken(f.ctx, c, ct) },
 				func(t *testing.T) {
-					c, err := f.l.GetCustomerToken(f.ctx, f.merchant, ct.TokenID)
+					c, err := f.l.GetCustomerToken(f.ctx, f.merchant, ct)
 					if err != nil || c.RevokedAt == nil {
 						t.Fatalf("token after revoke: %+v %v", c, err)
 					}
