@@ -144,18 +144,7 @@ func functionsRunTwice(t *testing.T, partial, late bool) {
 				}
 			}
 			for _, f := range []*undoFixture{p.once, p.twice} {
-				for _, ack := range []bool{false, true} {
-					creds, _, err := f.l.EnsureMerchant(f.ctx, kassa.MerchantOptions{Name: "m", RequireAck: ack,
-						ClientID: fmt.Sprint("client-", ack), ClientSecret: "secret"})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if ack {
-						f.ackMerch = creds.MerchantID
-					} else {
-						f.merchant = creds.MerchantID
-					}
-				}
+				f.merchants(t)
 			}
 			p.compare(t, "merchants")
 			for k, c := range twiceCases() {

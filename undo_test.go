@@ -276,6 +276,25 @@ func undoCreate() *order.CreateRequest {
 }
 
 // order makes an order of 600.00 (tiles 500.00, delivery 100.00).
+// merchants makes the fixture's two merchants, one that requires
+// acknowledgement, with client ids of their own, so that two fixtures run
+// side by side make the same records.
+func (f *undoFixture) merchants(t *testing.T) {
+	t.Helper()
+	for _, ack := range []bool{false, true} {
+		creds, _, err := f.l.EnsureMerchant(f.ctx, kassa.MerchantOptions{Name: "m", RequireAck: ack,
+			ClientID: fmt.Sprint("client-", ack), ClientSecret: "secret"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ack {
+			f.ackMerch = creds.MerchantID
+		} else {
+			f.merchant = creds.MerchantID
+		}
+	}
+}
+
 // customerToken makes a customer token of the fixture's merchant.
 func (f *undoFixture) customerToken(t *testing.T) string {
 	t.Helper()
@@ -675,17 +694,7 @@ func failedStoreCallLeavesNothing(t *testing.T, late bool) {
 			inj := &injector{}
 			f := &undoFixture{ctx: context.Background(), st: st, inj: inj, now: &now,
 				l: kassa.New(storagetest.WrapTx{Store: st.store, Wrap: inj.wrap}, kassa.Options{})}
-			for _, ack := range []bool{false, true} {
-				creds, _, err := f.l.EnsureMerchant(f.ctx, kassa.MerchantOptions{Name: "m", RequireAck: ack})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ack {
-					f.ackMerch = creds.MerchantID
-				} else {
-					f.merchant = creds.MerchantID
-				}
-			}
+			f.merchants(t)
 			for _, c := range undoCases() {
 				t.Run(c.name, func(t *testing.T) {
 					op, verify := c.setup(t, f)
