@@ -114,21 +114,18 @@ func decodeJSON(body []byte, dst any) error {
 		}
 	}
 	err := json.Unmarshal(body, dst)
-	if err == nil || !isSyntaxError(err) {
-		if !keysChecked {
-			checkKeys(&f, body, reflect.TypeOf(dst)) // valid JSON: the decoder read it to the end
-		}
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fault.New(fault.Invalid, "malformed_json", "the body is not valid JSON (at byte %d)", offsetOf(syn))
+	}
+	if !keysChecked {
+		checkKeys(&f, body, reflect.TypeOf(dst)) // valid JSON: the decoder read it to the end
 	}
 	if err == nil {
 		if f.Len() == 0 {
 			return nil
 		}
 		return withOwnChecks(f.List(), dst)
-	}
-	if isSyntaxError(err) {
-		var syn *json.SyntaxError
-		errors.As(err, &syn)
-		return fault.New(fault.Invalid, "malformed_json", "the body is not valid JSON (at byte %d)", offsetOf(syn))
 	}
 	checkShape(&f, "", bytes.Trim(body, jsonSpace), reflect.TypeOf(dst))
 	if f.Len() == 0 {
@@ -142,13 +139,6 @@ func decodeJSON(body []byte, dst any) error {
 		return f.Err()
 	}
 	return withOwnChecks(f.List(), dst)
-}
-
-// isSyntaxError reports whether the decoder refused a body as not JSON, as
-// against JSON of the wrong shape.
-func isSyntaxError(err error) bool {
-	var syn *json.SyntaxError
-	return errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // minTooLongBody is the size up to which no body can hold an array of more
