@@ -46,7 +46,7 @@ func TestLocksOfOneSchemaLeaveAnotherAlone(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- withSessionLock(context.Background(), a.pool, lockMigrate, "migration", func(*pgx.Conn) error {
+		done <- withAdvisoryLock(context.Background(), a.pool, lockMigrate, "migration", func(*pgx.Conn) error {
 			close(held)
 			<-release
 			return nil
@@ -186,7 +186,7 @@ func TestOpenLogsWhatItWaitsFor(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- withSessionLock(ctx, a.pool, lockMigrate, "migration", func(c *pgx.Conn) error {
+		done <- withAdvisoryLock(ctx, a.pool, lockMigrate, "migration", func(c *pgx.Conn) error {
 			held <- int(c.PgConn().PID())
 			<-release
 			return nil

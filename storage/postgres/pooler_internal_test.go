@@ -31,7 +31,7 @@ func TestStartLocksExcludeThroughATransactionPooler(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- withSessionLock(ctx, a.pool, lockMigrate, "migration", func(*pgx.Conn) error {
+		done <- withAdvisoryLock(ctx, a.pool, lockMigrate, "migration", func(*pgx.Conn) error {
 			close(held)
 			<-release
 			return nil

@@ -272,7 +272,7 @@ func setsPoolSize(url string) bool {
 // migrate applies, in order, every embedded migration not yet recorded in
 // schema_migrations, each in its own transaction (or none, see
 // noTransaction), then fills the session columns rows lack, while holding an
-// advisory lock (withSessionLock) so that concurrent starts wait for each other (and
+// advisory lock (withAdvisoryLock) so that concurrent starts wait for each other (and
 // none lists sessions by a column not yet filled).
 //
 // A replica of an older build waits for that lock with pg_advisory_lock,
@@ -298,7 +298,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	run := context.WithoutCancel(ctx)
 	w := lockWaiter{pool: pool, log: log}
 	for attempt := 1; ; attempt++ {
-		err := w.withSessionLock(ctx, lockMigrate, "migration", func(*pgx.Conn) error {
+		err := w.withAdvisoryLock(ctx, lockMigrate, "migration", func(*pgx.Conn) error {
 			// The migrations run on a connection of their own: the lock's
 			// stays in its transaction until they are done.
 			conn, err := pool.Acquire(ctx)
@@ -338,7 +338,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	}
 }
 
-// withSessionLock runs fn while a connection of pool holds the advisory
+// withAdvisoryLock runs fn while a connection of pool holds the advisory
 // lock key of this schema, waiting for it while another connection holds it;
 // what names the lock in errors. fn is given that connection, in the
 // transaction that holds the lock: its work goes on the pool's.
@@ -359,8 +359,8 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 // tries, and while fn runs, the transaction holds no snapshot (READ
 // COMMITTED, and no portal left open: simple), so it holds back no index
 // build.
-func withSessionLock(ctx context.Context, pool *pgxpool.Pool, kind lockKind, what string, fn func(*pgx.Conn) error) error {
-	return lockWaiter{pool: pool}.withSessionLock(ctx, kind, what, fn)
+func withAdvisoryLock(ctx context.Context, pool *pgxpool.Pool, kind lockKind, what string, fn func(*pgx.Conn) error) error {
+	return lockWaiter{pool: pool}.withAdvisoryLock(ctx, kind, what, fn)
 }
 
 // lockWaiter takes the store's advisory locks on connections of pool, and
@@ -374,7 +374,7 @@ type lockWaiter struct {
 // between its log lines.
 var waitLogEvery = 5 * time.Second
 
-func (w lockWaiter) withSessionLock(ctx context.Context, kind lockKind, what string, fn func(*pgx.Conn) error) error {
+func (w lockWaiter) withAdvisoryLock(ctx context.Context, kind lockKind, what string, fn func(*pgx.Conn) error) error {
 	locked, err := holdLock(ctx, w.pool, what, func(conn *pgx.Conn) (bool, error) {
 		return true, w.wait(ctx, conn, what, kindHolders, `SELECT pg_try_advisory_xact_lock($1, `+schemaKey+`)`, kind)
 	})

@@ -29,7 +29,7 @@ const reindexBatch = 500
 // batch commits with its position, so a replica stopped mid-sweep leaves the
 // next start to go on from there.
 func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
-	// The lock is held by a transaction of its own (see withSessionLock);
+	// The lock is held by a transaction of its own (see withAdvisoryLock);
 	// the sweep runs on another connection.
 	lock, err := holdLock(ctx, pool, "reindex", func(conn *pgx.Conn) (bool, error) {
 		var locked bool

@@ -11,12 +11,12 @@ import (
 )
 
 // Exclusive runs fn while this replica holds the start lock, an advisory
-// lock of the schema held by a transaction of its own (withSessionLock):
+// lock of the schema held by a transaction of its own (withAdvisoryLock):
 // steps of a start that check and then create
 // (the first sandbox merchant when none exists) run one replica at a time, so
 // replicas starting together on an empty database make one.
 func (s *Store) Exclusive(ctx context.Context, fn func() error) error {
-	return withSessionLock(ctx, s.pool, lockStart, "start", func(*pgx.Conn) error { return fn() })
+	return withAdvisoryLock(ctx, s.pool, lockStart, "start", func(*pgx.Conn) error { return fn() })
 }
 
 // SigningKey gives every replica on the database one signing key, since an
