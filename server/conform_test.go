@@ -82,8 +82,16 @@ func loadConformance() *conformance {
 
 // find is the operation for method and path, or nil.
 func (c *conformance) find(method, path string) map[string]any {
+	if o := c.match(method, path); o != nil {
+		return o.op
+	}
+	return nil
+}
+
+// match is the operation of method and path (without its query), if any.
+func (c *conformance) match(method, path string) *conformOp {
 	segs := strings.Split(path, "/")
-	for _, o := range c.ops {
+	for i, o := range c.ops {
 		if o.method != method || len(o.segs) != len(segs) {
 			continue
 		}
@@ -95,7 +103,7 @@ func (c *conformance) find(method, path string) map[string]any {
 			}
 		}
 		if match {
-			return o.op
+			return &c.ops[i]
 		}
 	}
 	return nil

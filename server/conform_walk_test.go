@@ -19,8 +19,17 @@ import (
 // schema.
 type walker struct {
 	*sessionEnv
-	c    *conformance
-	auth string
+	c       *conformance
+	auth    string
+	reached map[*conformOp]bool // the operations answered with success
+}
+
+// reach records that method and path were answered with a success.
+func (w *walker) reach(method, path string) {
+	p, _, _ := strings.Cut(path, "?")
+	if o := w.c.match(method, p); o != nil {
+		w.reached[o] = true
+	}
 }
 
 // ok sends a request the document allows and wants status; its JSON body
@@ -42,6 +51,9 @@ func (w *walker) want(method, path, body string, status int, hdr map[string]stri
 	code, _, b := w.req(method, path, body, w.auth, hdr)
 	if code != status {
 		w.t.Fatalf("%s %s: %d %v, want %d", method, path, code, b, status)
+	}
+	if code < 400 {
+		w.reach(method, path)
 	}
 	return b
 }
@@ -65,7 +77,14 @@ func (slowBody) Close() error             { return nil }
 func TestEveryAnswerMatchesTheDocument(t *testing.T) {
 	e := newSessionEnv(t)
 	c := loadConformance()
-	w := &walker{sessionEnv: e, c: c, auth: e.auth}
+	w := &walker{sessionEnv: e, c: c, auth: e.auth, reached: map[*conformOp]bool{}}
+	defer func() {
+		for i, o := range c.ops {
+			if !w.reached[&c.ops[i]] && !t.Failed() {
+				t.Errorf("the walk reached no success of %s %s", o.method, o.path)
+			}
+		}
+	}()
 
 	t.Run("refusals of every operation", func(t *testing.T) {
 		// A server sharing the ledger, not behind validating (which reads
@@ -146,8 +165,12 @@ func TestEveryAnswerMatchesTheDocument(t *testing.T) {
 		if tc.auth != "" {
 			r.Header.Set("Authorization", tc.auth)
 		}
-		if code, _, b := e.send(r); code != tc.code {
+		code, _, b := e.send(r)
+		if code != tc.code {
 			t.Errorf("token %s: %d %v, want %d", tc.form, code, b, tc.code)
+		}
+		if code < 400 {
+			w.reach("POST", "/oauth/token")
 		}
 	}
 
@@ -285,6 +308,15 @@ func TestEveryAnswerMatchesTheDocument(t *testing.T) {
 	if cu, _ := sess["checkoutUrl"].(string); cu != "" {
 		u, _ := url.Parse(cu)
 		w.ok("GET", u.RequestURI(), "", 200)
+	}
+	// The buyer approves another session on its hosted checkout page.
+	approved := w.ok("POST", "/v1/sessions", `{"country":"SE","currency":"SEK","locale":"sv-SE",
+		"orderLines":[{"description":"a","quantity":1,"unitPrice":100,"vat":2500}]}`, 201)
+	if link := approved["checkoutUrl"].(string); e.approve(link, e.checkoutTerms(link)) != http.StatusSeeOther {
+		t.Errorf("the buyer's approval of %s was not answered 303", link)
+	} else {
+		u, _ := url.Parse(link)
+		w.reach("POST", u.Path)
 	}
 	w.ok("GET", "/v1/sessions?size=1&state=created,authorized&storeId=s1&createdFrom=2000-01-01T00:00:00Z", "", 200)
 	w.ok("GET", "/v1/paymentstatus?sessionId="+sid, "", 200)
