@@ -97,7 +97,7 @@ func operations() []op {
 	add(op{method: "POST", path: "/oauth/token", id: "token", summary: "OAuth 2.0 client credentials grant (client id and secret by HTTP Basic or as form fields)",
 		tag: "Authentication", status: 200, resp: tokenResponse{}, errs: []int{400, 401, 408, 413}})
 	add(op{method: "GET", path: "/healthz", id: "health", summary: "Liveness", tag: "Operations", status: 200, resp: map[string]string{}})
-	add(op{method: "GET", path: "/readyz", id: "ready", summary: "Readiness (the store answers)", tag: "Operations", status: 200, resp: map[string]string{}, errs: []int{503}})
+	add(op{method: "GET", path: "/readyz", id: "ready", summary: "Readiness: the store answers (503 while the store does not, or while draining before a stop)", tag: "Operations", status: 200, resp: map[string]string{}, errs: []int{503}})
 	add(op{method: "GET", path: "/metrics", id: "metrics", summary: "Prometheus text exposition", tag: "Operations", status: 200, contentType: "text/plain"})
 	add(op{method: "GET", path: "/openapi.json", id: "openapi", summary: "This document", tag: "Operations", status: 200, resp: map[string]any{}})
 	add(op{method: "GET", path: "/documents/{merchantId}/{orderId}/{ledgerId}", id: "document", tag: "Documents",

@@ -85,6 +85,11 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request, _ httprout
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if s.draining.Load() {
+		// Not an error: asked for, and polled until the stop.
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining", "reason": "the server is stopping; requests are still served until it stops listening"})
+		return
+	}
 	if s.cfg.Ready != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()

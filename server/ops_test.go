@@ -252,3 +252,32 @@ func TestCheckoutPageDuringAStoreOutage(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainTurnsReadyzOnly: once Drain is called (kassa serve
+// --shutdown-delay, on SIGTERM) /readyz answers 503 draining, without an
+// error line, while the API is served as before.
+func TestDrainTurnsReadyzOnly(t *testing.T) {
+	logs := &logBuffer{}
+	clock := NewClock(true)
+	e := newEnvOn(t, true, clock, openStore(t, clock.Now), func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	if code, _, b := e.req("GET", "/readyz", "", "", nil); code != 200 || b["status"] != "ready" {
+		t.Fatalf("/readyz before the drain: %d %v", code, b)
+	}
+	e.srv.Drain()
+	if code, _, b := e.req("GET", "/readyz", "", "", nil); code != 503 || b["status"] != "draining" {
+		t.Fatalf("/readyz while draining: %d %v", code, b)
+	}
+	if code, _, b := e.req("GET", "/healthz", "", "", nil); code != 200 || b["status"] != "ok" {
+		t.Fatalf("/healthz while draining: %d %v", code, b)
+	}
+	if o := e.order("5560000001", "invoice"); o["orderId"] == nil && o["id"] == nil {
+		t.Fatalf("an order while draining: %v", o)
+	}
+	for _, l := range logs.lines(t) {
+		if l["level"] == "ERROR" {
+			t.Errorf("an error line while draining: %v", l)
+		}
+	}
+}

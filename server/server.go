@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -133,7 +134,15 @@ type Server struct {
 	mount string
 	// openAPI is the document Handler serves at /openapi.json.
 	openAPI func() []byte
+	// draining is set by Drain: /readyz says the server is stopping.
+	draining atomic.Bool
 }
+
+// Drain makes /readyz answer 503 {"status":"draining"} from now on, while
+// every other route is served as before: a load balancer polling it stops
+// sending new requests to this replica before it stops listening, instead of
+// finding out from refused connections (kassa serve --shutdown-delay).
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // New builds a Server and its routes. It panics on a Config.Key of 1 to 31
 // bytes, which would sign what anyone could soon forge.

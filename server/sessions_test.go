@@ -32,6 +32,7 @@ type sessionEnv struct {
 	other string // Basic credentials of a second merchant
 	// ledger is the server's, for merchants a test sets up itself.
 	ledger *kassa.Ledger
+	srv    *Server
 }
 
 func newSessionEnv(t *testing.T) *sessionEnv { return newEnv(t, true) }
@@ -68,7 +69,7 @@ func newEnvOn(t testing.TB, validate bool, clock *Clock, st storage.Store, confi
 	creds, _, _ := ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{ClientID: "m1", ClientSecret: "s1"})
 	_ = creds
 	ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{ClientID: "m2", ClientSecret: "s2"})
-	return &sessionEnv{t: t, ts: ts, clock: clock, auth: basic("m1", "s1"), other: basic("m2", "s2"), ledger: ledger}
+	return &sessionEnv{t: t, ts: ts, clock: clock, auth: basic("m1", "s1"), other: basic("m2", "s2"), ledger: ledger, srv: srv}
 }
 
 // openStore opens the store the HTTP tests run on: bbolt, or PostgreSQL

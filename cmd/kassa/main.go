@@ -151,6 +151,7 @@ type serveConfig struct {
 	notificationRetention                    string
 	maxBodyMB                                int
 	storeTimeout                             string
+	shutdownDelay                            string
 	startTimeout                             string
 	trustedProxies                           string
 }
@@ -255,6 +256,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.idempotencyTTL, "idempotency-ttl", envDefault("idempotency-ttl", "24h"), "how long an Idempotency-Key is remembered, from 1h to 720h (KASSA_IDEMPOTENCY_TTL)")
 	fs.StringVar(&c.notificationRetention, "notification-retention", envDefault("notification-retention", "720h"), "how long the delivery log keeps a delivered or failed notification, from its creation, from 24h to 87600h; pending ones are kept however old (KASSA_NOTIFICATION_RETENTION)")
 	fs.StringVar(&c.storeTimeout, "store-timeout", envDefault("store-timeout", "10s"), "longest a request waits for the store (a free database connection, a lock another request holds), from 1s to 30s; past it, it is answered 503 store_unavailable with nothing done, while a commit already sent is still waited for (KASSA_STORE_TIMEOUT)")
+	fs.StringVar(&c.shutdownDelay, "shutdown-delay", envDefault("shutdown-delay", "0s"), "on SIGTERM, how long /readyz answers 503 draining while every request is still served, before the server stops listening: a load balancer polling /readyz stops sending requests here first; from 0s to 5m, e.g. twice the balancer's health-check interval (KASSA_SHUTDOWN_DELAY)")
 	fs.StringVar(&c.startTimeout, "start-timeout", envDefault("start-timeout", "1m"), "--store postgres: longest the start waits for the database, from 1s to 1h: a database not reachable yet (started with kassa) is tried again with backoff, each failure logged, and another replica's migration is waited for; past it, serve exits 1 (KASSA_START_TIMEOUT)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "diagnostics: write a CPU profile of the whole run to this file")
 	return hideSecrets(fs)
@@ -364,6 +366,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	startTimeout, ok := durationIn(stderr, "start-timeout", c.startTimeout, "1s", "1h", "1m")
+	if !ok {
+		return 2
+	}
+	// Past a few minutes an orchestrator has long since killed the process
+	// (Kubernetes waits 30 s by default).
+	shutdownDelay, ok := durationIn(stderr, "shutdown-delay", c.shutdownDelay, "0s", "5m", "10s")
 	if !ok {
 		return 2
 	}
@@ -692,6 +700,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	case s := <-sig:
 		log.Info("shutting down", "signal", s.String())
+		if shutdownDelay > 0 {
+			drain(srv, hs, sig, shutdownDelay, log)
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		// A second signal (an operator pressing Ctrl-C again, a supervisor
@@ -737,6 +748,26 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// drain serves on for delay with /readyz answering draining and every
+// connection closed after its answer, so that a load balancer takes this
+// replica out and its clients reconnect to another before the listener
+// closes: without it, a request sent in the moment between the stop and the
+// balancer's next health check met a refused or reset connection. A second
+// signal ends the delay: the stop goes on gracefully, and a third cuts its
+// grace short.
+func drain(srv *server.Server, hs *http.Server, sig <-chan os.Signal, delay time.Duration, log *slog.Logger) {
+	srv.Drain()
+	hs.SetKeepAlivesEnabled(false)
+	log.Info("draining: /readyz answers 503 while requests are still served", "delay", delay.String())
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case s := <-sig:
+		log.Warn("second signal: not waiting for the rest of the shutdown delay", "signal", s.String())
+	}
 }
 
 // opsConnections bounds the operations listener's open connections: a

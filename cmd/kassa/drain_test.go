@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestShutdownDelayDrains: with --shutdown-delay, SIGTERM first turns
+// /readyz to 503 "draining" while every other request is still answered,
+// each with its connection closed after it (so a balancer's pooled
+// connections move to other replicas), and the server stops listening only
+// once the delay is over.
+func TestShutdownDelayDrains(t *testing.T) {
+	for _, bad := range []string{"-1s", "5m1s", "ten", ""} {
+		serveRefused(t, 2, "--shutdown-delay", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--shutdown-delay", bad)
+	}
+	const delay = 3 * time.Second
+	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
+		"--client-id", "demo", "--client-secret", "demo-secret-123", "--shutdown-delay", delay.String())
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(path string) (*http.Response, map[string]any) {
+		t.Helper()
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatalf("GET %s while draining: %v", path, err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		b, _ := io.ReadAll(resp.Body)
+		json.Unmarshal(b, &body)
+		return resp, body
+	}
+	if resp, body := get("/readyz"); resp.StatusCode != 200 || body["status"] != "ready" || resp.Close {
+		t.Fatalf("before the signal: /readyz %d %v, connection closed %v", resp.StatusCode, body, resp.Close)
+	}
+
+	signalled := time.Now()
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	waitFor(t, func() bool {
+		resp, body := get("/readyz")
+		return resp.StatusCode == http.StatusServiceUnavailable && body["status"] == "draining"
+	}, "/readyz to answer draining")
+	// An API request is served in full, and its connection is not kept.
+	resp, err := client.PostForm(base+"/oauth/token", map[string][]string{
+		"grant_type": {"client_credentials"}, "client_id": {"demo"}, "client_secret": {"demo-secret-123"}})
+	if err != nil {
+		t.Fatalf("a request while draining: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "access_token") || !resp.Close {
+		t.Fatalf("a request while draining: %d %s, connection closed %v", resp.StatusCode, b, resp.Close)
+	}
+	if resp, _ := get("/healthz"); resp.StatusCode != 200 {
+		t.Fatalf("/healthz while draining: %d", resp.StatusCode)
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("stopped (exit %d) %v after the signal, within the %v delay", code, time.Since(signalled), delay)
+	case <-time.After(time.Until(signalled.Add(delay - 500*time.Millisecond))):
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d after the delay", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop after its shutdown delay")
+	}
+	if _, err := client.Get(base + "/healthz"); err == nil {
+		t.Fatal("still listening after the stop")
+	}
+}
+
+// TestSecondSignalEndsTheShutdownDelay: an operator who signals again does
+// not wait out a long delay; the stop then goes on as without one.
+func TestSecondSignalEndsTheShutdownDelay(t *testing.T) {
+	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--shutdown-delay", "5m")
+	client := &http.Client{Timeout: 10 * time.Second}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	waitFor(t, func() bool {
+		resp, err := client.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	}, "/readyz to answer draining")
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a second signal did not end the 5 min delay")
+	}
+}
