@@ -66,14 +66,7 @@ func TestShutdownDelayDrains(t *testing.T) {
 		t.Fatalf("stopped (exit %d) %v after the signal, within the %v delay", code, time.Since(signalled), delay)
 	case <-time.After(time.Until(signalled.Add(delay - 500*time.Millisecond))):
 	}
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d after the delay", code)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop after its shutdown delay")
-	}
+	waitStopped(t, done, "its shutdown delay")
 	if _, err := client.Get(base + "/healthz"); err == nil {
 		t.Fatal("still listening after the stop")
 	}
@@ -94,12 +87,5 @@ func TestSecondSignalEndsTheShutdownDelay(t *testing.T) {
 		return resp.StatusCode == http.StatusServiceUnavailable
 	}, "/readyz to answer draining")
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d", code)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("a second signal did not end the 5 min delay")
-	}
+	waitStopped(t, done, "a second signal during a 5 min delay")
 }

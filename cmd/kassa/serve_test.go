@@ -159,14 +159,21 @@ func stopInProcess(t *testing.T, dones ...chan int) {
 	t.Helper()
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	for _, done := range dones {
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("exit %d after SIGTERM", code)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("serve did not stop on SIGTERM")
+		waitStopped(t, done, "SIGTERM")
+	}
+}
+
+// waitStopped waits up to 30 s for a serve of serveInProcess to exit, and
+// fails the test unless it exits 0.
+func waitStopped(t *testing.T, done chan int, after string) {
+	t.Helper()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit %d after %s", code, after)
 		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not stop after %s", after)
 	}
 }
 
