@@ -129,16 +129,25 @@ func totalsOnlyLine(f *fault.Fields, t TotalsInput, mode money.VATMode, ids IDSo
 		return nil
 	}
 	gross := *t.TotalOrderAmount
-	var vat int64
-	if t.TotalOrderVatAmount != nil {
-		vat = *t.TotalOrderVatAmount
-	}
 	before := f.Len()
 	checkAmount(f, "totalOrderAmount", t.TotalOrderAmount, 0, MaxTotal)
 	checkAmount(f, "totalOrderVatAmount", t.TotalOrderVatAmount, 0, MaxTotal)
 	checkAmount(f, "totalOrderAmountExclVat", t.TotalOrderAmountExclVat, 0, MaxTotal)
 	if f.Len() > before {
 		return nil
+	}
+	var vat int64
+	switch {
+	case t.TotalOrderVatAmount != nil:
+		vat = *t.TotalOrderVatAmount
+	case t.TotalOrderAmountExclVat != nil:
+		// The amount and the amount without VAT say what the VAT is; read
+		// as 0, a buyer's VAT would be refused as a mismatch.
+		if *t.TotalOrderAmountExclVat > gross {
+			f.Add("totalOrderAmountExclVat", "must not exceed totalOrderAmount")
+			return nil
+		}
+		vat = gross - *t.TotalOrderAmountExclVat
 	}
 	if vat > gross {
 		f.Add("totalOrderVatAmount", "must not exceed totalOrderAmount")

@@ -377,6 +377,18 @@ func TestCreateFromTotalsOnly(t *testing.T) {
 	r.TotalOrderAmount = nil
 	_, _, err = order.ValidateCreate(r, false, &ordertest.IDs{})
 	wantFault(t, err, fault.Invalid, "validation_failed", "orderLines")
+
+	// Of the three totals, two say the third: the VAT left out is the
+	// amount less the amount without VAT, not 0.
+	r.TotalOrderAmount, r.TotalOrderAmountExclVat, r.TotalOrderVatAmount = ptr(12500), ptr(10000), nil
+	if lines, mode, err = order.ValidateCreate(r, false, &ordertest.IDs{}); err != nil {
+		t.Fatalf("VAT left out of the totals: %v", err)
+	}
+	s = order.SumLines(lines, mode)
+	equal(t, "sums, VAT left out", [3]int64{s.Gross, s.Net, s.VAT}, [3]int64{12500, 10000, 2500})
+	r.TotalOrderAmountExclVat = ptr(12501)
+	_, _, err = order.ValidateCreate(r, false, &ordertest.IDs{})
+	wantFault(t, err, fault.Invalid, "validation_failed", "totalOrderAmountExclVat")
 }
 
 func TestResponseMoneyAndLines(t *testing.T) {
