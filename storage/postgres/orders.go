@@ -215,6 +215,16 @@ func orderWhere(merchantID string, q storage.OrderQuery) (*where, error) {
 			w.add(c.cond + w.arg(timeKey(c.at)))
 		}
 	}
+	if !q.ExpiresTo.IsZero() {
+		// Every order is made before it expires (expiresAt is createdAt
+		// plus a positive period, and only ever moves later), so an order
+		// expiring before ExpiresTo was created before it too. Said in SQL,
+		// the newest-first scan of orders_created starts there: without it
+		// the planner, taking the two times for unrelated, read every order
+		// expiring later first (2.2 s for an expiresTo half a year back on a
+		// merchant of 400 000 orders, docs/postgres.md).
+		w.add("created_key < " + w.arg(timeKey(q.ExpiresTo)))
+	}
 	if q.Q != "" && cannotHoldText(q.Q) {
 		w.add("false")
 	} else if q.Q != "" {

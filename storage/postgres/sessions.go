@@ -210,6 +210,11 @@ func sessionWhere(q session.Query) ([]string, []any) {
 	}
 	if !q.UpdatedTo.IsZero() {
 		add("updated_key < $%d", timeKey(q.UpdatedTo))
+		// A session is never updated before it was created (Session.stamp),
+		// so this bound is implied; said in SQL, the newest-first scan of
+		// sessions_created starts there instead of reading every session
+		// updated later first (as orders' expiresTo, docs/postgres.md).
+		add("created_key < $%d", timeKey(q.UpdatedTo))
 	}
 	return conds, args
 }
