@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,5 +281,51 @@ func TestDrainTurnsReadyzOnly(t *testing.T) {
 		if l["level"] == "ERROR" {
 			t.Errorf("an error line while draining: %v", l)
 		}
+	}
+}
+
+// brokenWriter is a client connection that fails every write, as one whose
+// client hung up mid-answer does.
+type brokenWriter struct{ h http.Header }
+
+func (b *brokenWriter) Header() http.Header { return b.h }
+func (b *brokenWriter) WriteHeader(int)     {}
+func (b *brokenWriter) Write([]byte) (int, error) {
+	return 0, errors.New("write tcp 127.0.0.1:8080->127.0.0.1:50000: write: broken pipe")
+}
+
+// TestSettlementExportCutByItsClientIsNoServerError: an export whose client
+// stops reading is the client's doing, logged at info for the operator who
+// is asked about a short file, not as an error to be paged about.
+func TestSettlementExportCutByItsClientIsNoServerError(t *testing.T) {
+	logs := &logBuffer{}
+	clock := NewClock(true)
+	e := newEnvOn(t, true, clock, openStore(t, clock.Now), func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	id := e.order("5560000001", "invoice")["id"].(string)
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil); code != 200 {
+		t.Fatalf("capture %d %v", code, b)
+	}
+	_, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil)
+	sid := run["settlements"].([]any)[0].(map[string]any)["id"].(string)
+
+	r := httptest.NewRequest("GET", "/v1/settlements/"+sid+"/export.csv", nil)
+	r.Header.Set("Authorization", e.auth)
+	e.srv.Handler().ServeHTTP(&brokenWriter{h: http.Header{}}, r)
+	found := false
+	for _, l := range logs.lines(t) {
+		if l["msg"] == "settlement export cut short" {
+			found = true
+			if l["level"] != "INFO" || !strings.Contains(fmt.Sprint(l["err"]), "broken pipe") {
+				t.Errorf("the cut export logged as %v", l)
+			}
+		}
+		if l["level"] == "ERROR" {
+			t.Errorf("an error line for the client's hang-up: %v", l)
+		}
+	}
+	if !found {
+		t.Fatalf("no line for the cut export: %v", logs.lines(t))
 	}
 }
