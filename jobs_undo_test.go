@@ -1,7 +1,6 @@
 package kassa_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/notify"
 	"github.com/kassahq/kassa/order"
-	"github.com/kassahq/kassa/storage/storagetest"
 )
 
 // The jobs span several transactions, so a failed store call cannot leave
@@ -25,25 +23,15 @@ import (
 // job's work is whole or absent, and that the next run completes the work
 // with nothing done twice.
 
-// jobFixtures runs run on an undoFixture whose ledger's store calls an injector can
-// make fail, on each store in turn.
+// jobFixtures runs run with store calls failing before and after they
+// write (late), on each store in turn.
 func jobFixtures(t *testing.T, run func(t *testing.T, f *undoFixture, late bool)) {
 	for _, late := range []bool{false, true} {
 		t.Run(fmt.Sprint("late=", late), func(t *testing.T) {
-			now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-			clock := func() time.Time { return now }
-			for _, open := range undoStores(t, clock) {
-				t.Run("", func(t *testing.T) {
-					now = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-					st := open(t)
-					inj := &injector{}
-					f := &undoFixture{ctx: context.Background(), st: st, inj: inj, now: &now,
-						l: kassa.New(storagetest.WrapTx{Store: st.store, Wrap: inj.wrap}, kassa.Options{})}
-					f.merchants(t)
-					t.Logf("store %s", st.name)
-					run(t, f, late)
-				})
-			}
+			withUndoFixtures(t, func(t *testing.T, f *undoFixture) {
+				t.Logf("store %s", f.st.name)
+				run(t, f, late)
+			})
 		})
 	}
 }
@@ -81,6 +69,20 @@ func (f *undoFixture) notifications(t *testing.T, merchantID, topic, orderID str
 		}
 		from = page.NextFromID
 	}
+}
+
+// capturedNotifications captures n new orders of the merchant and lists
+// the ids of their notifications.
+func (f *undoFixture) capturedNotifications(t *testing.T, n int) []string {
+	t.Helper()
+	var ids []string
+	for range n {
+		o := f.captured(t, f.order(t, f.merchant).ID)
+		for _, n := range f.notifications(t, f.merchant, "", o.ID) {
+			ids = append(ids, n.ID)
+		}
+	}
+	return ids
 }
 
 // TestFailedStoreCallInRunTasks: a store call of RunTasks that fails ends
@@ -240,13 +242,7 @@ func TestFailedStoreCallInDelivery(t *testing.T) {
 			if k > 200 {
 				t.Fatal("no success after 200 injected failures")
 			}
-			var ids []string
-			for range 2 {
-				o := f.captured(t, f.order(t, f.merchant).ID)
-				for _, n := range f.notifications(t, f.merchant, "", o.ID) {
-					ids = append(ids, n.ID)
-				}
-			}
+			ids := f.capturedNotifications(t, 2)
 			if len(ids) < 4 {
 				t.Fatalf("%d notifications, want at least 4", len(ids))
 			}
@@ -330,13 +326,7 @@ func TestFailedStoreCallInSweeps(t *testing.T) {
 			if k > 200 {
 				t.Fatal("no success after 200 injected failures")
 			}
-			var ids []string
-			for range 2 {
-				o := f.captured(t, f.order(t, f.merchant).ID)
-				for _, n := range f.notifications(t, f.merchant, "", o.ID) {
-					ids = append(ids, n.ID)
-				}
-			}
+			ids := f.capturedNotifications(t, 2)
 			if s, err := f.l.DeliverNotifications(f.ctx, opts); err != nil || s.Delivered != len(ids) {
 				t.Fatalf("delivery %+v %v", s, err)
 			}

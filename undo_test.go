@@ -684,7 +684,9 @@ func TestFailedStoreCallLeavesNothing(t *testing.T) {
 	}
 }
 
-func failedStoreCallLeavesNothing(t *testing.T, late bool) {
+// withUndoFixtures runs run, on each store in turn, on an undoFixture whose
+// ledger's store calls its injector can make fail.
+func withUndoFixtures(t *testing.T, run func(t *testing.T, f *undoFixture)) {
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	for _, open := range undoStores(t, clock) {
@@ -695,66 +697,73 @@ func failedStoreCallLeavesNothing(t *testing.T, late bool) {
 			f := &undoFixture{ctx: context.Background(), st: st, inj: inj, now: &now,
 				l: kassa.New(storagetest.WrapTx{Store: st.store, Wrap: inj.wrap}, kassa.Options{})}
 			f.merchants(t)
-			for _, c := range undoCases() {
-				t.Run(c.name, func(t *testing.T) {
-					op, verify := c.setup(t, f)
-					call := f.key(t)
-					for k := 1; ; k++ {
-						if k > 200 {
-							t.Fatal("no success after 200 injected failures")
+			run(t, f)
+		})
+	}
+}
+
+func failedStoreCallLeavesNothing(t *testing.T, late bool) {
+	withUndoFixtures(t, func(t *testing.T, f *undoFixture) {
+		st, inj := f.st, f.inj
+		for _, c := range undoCases() {
+			t.Run(c.name, func(t *testing.T) {
+				op, verify := c.setup(t, f)
+				call := f.key(t)
+				for k := 1; ; k++ {
+					if k > 200 {
+						t.Fatal("no success after 200 injected failures")
+					}
+					before := st.snapshot(t)
+					inj.arm(k, late)
+					res, err := op(call)
+					injected, method := inj.fired()
+					inj.arm(0, false)
+					if injected == nil {
+						if k == 1 {
+							t.Fatal("no store call was made through the injector: it would fail none")
 						}
-						before := st.snapshot(t)
-						inj.arm(k, late)
-						res, err := op(call)
-						injected, method := inj.fired()
-						inj.arm(0, false)
-						if injected == nil {
-							if k == 1 {
-								t.Fatal("no store call was made through the injector: it would fail none")
-							}
-							if err != nil {
-								t.Fatalf("after %d failures, with none injected: %v", k-1, err)
-							}
-							verify(t)
-							if st.check != nil {
-								st.check(t)
-							}
-							after := st.snapshot(t)
-							if after == before {
-								t.Fatal("the store is the same after the operation succeeded")
-							}
-							again, err := op(call)
-							if res == nil && err != nil {
-								t.Logf("again: %v (no idempotency key)", err)
-							} else if err != nil {
-								t.Fatalf("replay: %v", err)
-							}
-							if res != nil && (again == nil || !again.Replayed || !bytes.Equal(again.Body, res.Body)) {
-								t.Fatalf("replay %+v, want the first answer replayed", again)
-							}
-							verify(t)
-							if d := firstDiff(after, st.snapshot(t)); d != "" {
-								t.Fatalf("a replay changed the store: %s", d)
-							}
-							t.Logf("%d store calls", k-1)
-							return
+						if err != nil {
+							t.Fatalf("after %d failures, with none injected: %v", k-1, err)
 						}
-						if err == nil {
-							t.Errorf("call %d (%s) failed and the operation succeeded", k, method)
-						} else if !errors.Is(err, injected) || !fault.Is(err, fault.Internal) {
-							t.Errorf("call %d (%s) failed: the caller got %v (kind %v), want the store's error", k, method, err, fault.KindOf(err))
-						}
-						if d := firstDiff(before, st.snapshot(t)); d != "" {
-							t.Errorf("call %d (%s) failed and the store changed: %s", k, method, d)
-						}
+						verify(t)
 						if st.check != nil {
 							st.check(t)
 						}
+						after := st.snapshot(t)
+						if after == before {
+							t.Fatal("the store is the same after the operation succeeded")
+						}
+						again, err := op(call)
+						if res == nil && err != nil {
+							t.Logf("again: %v (no idempotency key)", err)
+						} else if err != nil {
+							t.Fatalf("replay: %v", err)
+						}
+						if res != nil && (again == nil || !again.Replayed || !bytes.Equal(again.Body, res.Body)) {
+							t.Fatalf("replay %+v, want the first answer replayed", again)
+						}
+						verify(t)
+						if d := firstDiff(after, st.snapshot(t)); d != "" {
+							t.Fatalf("a replay changed the store: %s", d)
+						}
+						t.Logf("%d store calls", k-1)
+						return
 					}
-				})
-			}
-		})
-	}
+					if err == nil {
+						t.Errorf("call %d (%s) failed and the operation succeeded", k, method)
+					} else if !errors.Is(err, injected) || !fault.Is(err, fault.Internal) {
+						t.Errorf("call %d (%s) failed: the caller got %v (kind %v), want the store's error", k, method, err, fault.KindOf(err))
+					}
+					if d := firstDiff(before, st.snapshot(t)); d != "" {
+						t.Errorf("call %d (%s) failed and the store changed: %s", k, method, d)
+					}
+					if st.check != nil {
+						st.check(t)
+					}
+				}
+			})
+		}
+	})
 }
 
 // failOrderTx fails, late (after the write), the update of one order, as a

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/order/ordertest"
@@ -108,7 +109,7 @@ func TestExplainListPlans(t *testing.T) {
 		}
 		where := strings.Join(w.conds, " AND ")
 		sql := `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) ` + listSQL(w, 100, storage.MaxPageBytes)
-		plan := explainLines(t, s, sql, w.args...)
+		plan := explainLines(t, s.pool, sql, w.args...)
 		fmt.Fprintf(&doc, "#### %s: %d orders, first page %.1f ms\n\n    WHERE %s\n", c.name, n, float64(took.Microseconds())/1000, where)
 		for _, line := range plan {
 			fmt.Fprintf(&doc, "    %s\n", line)
@@ -204,7 +205,7 @@ func TestExplainSessionPlans(t *testing.T) {
 		conds, args := sessionWhere(c.q)
 		where := strings.Join(append([]string{"merchant_id = $1"}, conds...), " AND ")
 		sql := `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) ` + chunkSQL("sessions", where, len(args)+1, false)
-		plan := explainLines(t, s, sql, append(append([]any{"m1"}, args...), storage.SessionPageBudget(c.q), min(c.q.Size+1, pageChunk))...)
+		plan := explainLines(t, s.pool, sql, append(append([]any{"m1"}, args...), storage.SessionPageBudget(c.q), min(c.q.Size+1, pageChunk))...)
 		text := strings.Join(plan, "\n")
 		if strings.Contains(text, "Seq Scan") || c.index != "" && !strings.Contains(text, c.index) {
 			t.Errorf("%s: the plan does not use %s:\n%s", c.name, c.index, text)
@@ -227,10 +228,13 @@ func (f idFunc) NewID(kind string) string { return f(kind) }
 
 func ptr[T any](v T) *T { return &v }
 
-// explainLines runs an EXPLAIN statement and returns its plan, a line each.
-func explainLines(t *testing.T, s *Store, sql string, args ...any) []string {
+// explainLines runs an EXPLAIN statement on db (the pool, or a transaction
+// with settings of its own) and returns its plan, a line each.
+func explainLines(t *testing.T, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, args ...any) []string {
 	t.Helper()
-	rows, err := s.pool.Query(context.Background(), sql, args...)
+	rows, err := db.Query(context.Background(), sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,21 +322,7 @@ func TestOpenEndedToFiltersBoundTheNewestFirstScan(t *testing.T) {
 		if _, err := tx.Exec(ctx, "SET LOCAL enable_sort = off"); err != nil {
 			t.Fatal(err)
 		}
-		var plan []string
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+c.sql, c.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
+		plan := explainLines(t, tx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+c.sql, c.args...)
 		tx.Rollback(ctx)
 		text := strings.Join(plan, "\n")
 		removed := 0

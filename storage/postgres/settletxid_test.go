@@ -47,7 +47,7 @@ func TestSettlementPageAfterIDIsLookedUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := explainLines(t, s, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) SELECT seq FROM settlement_transactions
+	plan := explainLines(t, s.pool, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) SELECT seq FROM settlement_transactions
 		WHERE merchant_id = $1 AND settlement_id = $2 AND id = $3`, "m1", "stl-1", last.ID)
 	if text := strings.Join(plan, "\n"); strings.Contains(text, "Rows Removed by Filter") || strings.Contains(text, "Seq Scan") {
 		t.Fatalf("the transaction after which a page starts is found by reading others:\n%s", text)
