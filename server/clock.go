@@ -26,6 +26,9 @@ type Clock struct {
 	// persist, when set, durably records a new offset before it is used: a
 	// clock move answered 200 survives a restart like any other change.
 	persist func(time.Duration) error
+	// wall is real time; nil is time.Now. A test fixes it, so that servers
+	// on several stores read the same times.
+	wall func() time.Time
 }
 
 // MaxClockOffset bounds how far the sandbox clock may run ahead of real
@@ -40,7 +43,14 @@ func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	off := c.offset
 	c.mu.Unlock()
-	return time.Now().Add(off).UTC()
+	return c.real().Add(off).UTC()
+}
+
+func (c *Clock) real() time.Time {
+	if c.wall != nil {
+		return c.wall()
+	}
+	return time.Now()
 }
 
 // Offset is how far the clock is ahead of real time.
@@ -88,7 +98,7 @@ func (c *Clock) Set(t time.Time) error {
 	}
 	c.moving.Lock()
 	defer c.moving.Unlock()
-	now := time.Now()
+	now := c.real()
 	off := c.Offset()
 	if t.Before(now.Add(off)) {
 		return fault.Invalidf("set", "must not be earlier than the clock's current time %s", now.Add(off).UTC().Format(time.RFC3339))
