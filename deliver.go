@@ -305,6 +305,26 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 		}
 		var one DeliveryStats
 		err := l.recordDelivery(ctx, opts, c, &one)
+		// The POST went out: a store that cannot be reached (a database
+		// restarting, which a PostgreSQL store answers store_unavailable
+		// after 2 s, having done nothing) is asked again while the lease
+		// holds, so an outage shorter than the lease does not send the
+		// notification a second time when it ends. So, a few times, is an
+		// internal error: a COMMIT whose answer a database crash lost, which
+		// may or may not have recorded it. Recording again is safe either
+		// way: a record already made cleared the claim, and one for a claim
+		// that is gone changes nothing. Past the lease another deliverer may
+		// have taken the message, and the record would be refused anyway.
+		for pause, tries := recordRetryPause, 0; (fault.Is(err, fault.Unavailable) || fault.Is(err, fault.Internal) && tries < 3) &&
+			opts.WallClock().Add(pause).Before(c.until); pause, tries = min(2*pause, time.Second), tries+1 {
+			select {
+			case <-ctx.Done():
+				return // the lease brings unrecorded messages back
+			case <-time.After(pause):
+			}
+			one = DeliveryStats{}
+			err = l.recordDelivery(ctx, opts, c, &one)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil && firstErr == nil {
@@ -742,3 +762,7 @@ func (l *Ledger) recordDelivery(ctx context.Context, opts DeliveryOptions, c *cl
 	}
 	return nil
 }
+
+// recordRetryPause is the first pause before a delivery's answer is
+// recorded again after the store could not be reached; it doubles to 1 s.
+const recordRetryPause = 100 * time.Millisecond
