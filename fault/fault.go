@@ -121,6 +121,19 @@ func Internalf(err error, format string, args ...any) *Error {
 	return &Error{Kind: Internal, Code: "internal", Message: fmt.Sprintf(format, args...), Err: err}
 }
 
+// CodeOutcomeUnknown is the code of a write whose outcome the store cannot
+// tell (see OutcomeUnknown).
+const CodeOutcomeUnknown = "outcome_unknown"
+
+// OutcomeUnknown reports a write the store may or may not have made: its
+// commit went out and no answer settled it. It is internal (the caller did
+// nothing wrong), with a code of its own, so that a client learns to send
+// the request again with its Idempotency-Key, which makes the change once or
+// replays its answer, rather than to report a bug.
+func OutcomeUnknown(err error, format string, args ...any) *Error {
+	return &Error{Kind: Internal, Code: CodeOutcomeUnknown, Message: fmt.Sprintf(format, args...), Err: err}
+}
+
 // KindOf reports the kind of err; errors that carry none are Internal.
 func KindOf(err error) Kind {
 	var e *Error

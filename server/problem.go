@@ -90,6 +90,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			s.log.ErrorContext(r.Context(), "internal error", slog.String("requestId", p.RequestID), slog.Any("err", err))
 		}
 		p.Detail = "an internal error occurred; quote the requestId when reporting it"
+		if fe.Code == fault.CodeOutcomeUnknown {
+			p.Detail = "the store did not confirm whether this request's change was made: send the request again with the same Idempotency-Key, which makes the change once or replays its first answer"
+		}
 	case fe.Kind == fault.Unavailable:
 		s.log.WarnContext(r.Context(), "unavailable", slog.String("requestId", p.RequestID), slog.Any("err", err))
 		w.Header().Set("Retry-After", "1")

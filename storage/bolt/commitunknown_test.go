@@ -40,8 +40,8 @@ func TestCommitOfUnknownOutcomeStopsWrites(t *testing.T) {
 		t.Fatalf("healthy store: %v", err)
 	}
 	bolt.FailCommitsAfter(s, errors.New("fdatasync: input/output error"))
-	if err := put(s, "m-2"); fault.KindOf(err) != fault.Internal {
-		t.Fatalf("commit of unknown outcome: %v (%v), want internal", err, fault.KindOf(err))
+	if err := put(s, "m-2"); fault.KindOf(err) != fault.Internal || fault.CodeOf(err) != fault.CodeOutcomeUnknown {
+		t.Fatalf("commit of unknown outcome: %v (%v, %s), want internal, outcome_unknown", err, fault.KindOf(err), fault.CodeOf(err))
 	}
 	bolt.FailCommitsAfter(s, nil)
 	if err := put(s, "m-3"); fault.KindOf(err) != fault.Unavailable || fault.CodeOf(err) != "store_unavailable" {
@@ -99,7 +99,7 @@ func TestFullDiskAfterTheMetaPageIsNotNothingDone(t *testing.T) {
 		})
 	}
 	bolt.FailCommitsAfter(s, &fs.PathError{Op: "write", Path: path, Err: syscall.ENOSPC})
-	if err := put("m-1"); fault.KindOf(err) != fault.Internal {
+	if err := put("m-1"); fault.KindOf(err) != fault.Internal || fault.CodeOf(err) != fault.CodeOutcomeUnknown {
 		t.Fatalf("a commit made current, then reported ENOSPC: %v (%v), want internal (outcome unknown)", err, fault.KindOf(err))
 	}
 	if err := s.View(ctx, func(tx storage.Tx) error { _, err := tx.GetMerchant("m-1"); return err }); err != nil {

@@ -465,7 +465,7 @@ func (s *Store) commitError(err error, txid int) error {
 			Message: "the store's disk is full; nothing was done, retry once space is freed", Err: err}
 	}
 	s.unsure.CompareAndSwap(nil, &err)
-	return fault.Internalf(err, "commit, outcome unknown")
+	return fault.OutcomeUnknown(err, "commit, outcome unknown")
 }
 
 // current reports whether the write transaction txid is the state bbolt

@@ -593,7 +593,7 @@ func TestCommitAnswerLostAndServerGone(t *testing.T) {
 	s, _, arm, p := cutAtCommitAnswer(t, true, nil)
 	putMerchantM1(t, s)
 	attempts, err := appendToName(s, armOnFirst(arm))
-	if fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
+	if fault.KindOf(err) != fault.Internal || fault.CodeOf(err) != fault.CodeOutcomeUnknown || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
 		t.Fatalf("update whose COMMIT answer was lost, with the database gone: %v after %d attempts, want an unknown outcome after one", err, attempts)
 	}
 	p.up(p.addr)
@@ -619,7 +619,7 @@ func TestCommitAnswerLostAcrossAnotherServerLife(t *testing.T) {
 	})
 	putMerchantM1(t, s)
 	attempts, err := appendToName(s, armOnFirst(arm))
-	if err == nil || fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
+	if err == nil || fault.KindOf(err) != fault.Internal || fault.CodeOf(err) != fault.CodeOutcomeUnknown || !strings.Contains(err.Error(), "unknown") || attempts != 1 {
 		t.Fatalf("update whose COMMIT answer was lost, asked in another server life: %v after %d attempts, want an unknown outcome after one", err, attempts)
 	}
 	wantChangedOnce(t, s)

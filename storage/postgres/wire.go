@@ -318,7 +318,7 @@ func (w *wire) commit() error {
 		case "aborted":
 			return &connLost{dbErr(err, "commit")}
 		}
-		return &heldErr{fault.Internalf(err, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")}
+		return &heldErr{fault.OutcomeUnknown(err, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")}
 	}
 	return err
 }
