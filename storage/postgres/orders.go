@@ -284,6 +284,7 @@ func (t *tx) ListOrders(merchantID string, q storage.OrderQuery) (storage.OrderP
 		CreatedKey []byte
 		Body       []byte // nil past the budget
 	}
+	t.planForValues()
 	found, err := collect(t, "orders", pgx.RowToStructByPos[row], listSQL(w, size, storage.PageBudget(q)), w.args...)
 	if err != nil {
 		return storage.OrderPage{}, err

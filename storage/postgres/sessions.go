@@ -56,6 +56,7 @@ func pageNewest[T any](t *tx, table, merchantID, fromID string, fromKey []byte, 
 	var page []*T
 	fill := storage.PageFill{Budget: budget}
 	limit := min(size+1, pageChunk)
+	t.planForValues()
 	for {
 		qargs := append(slices.Clip(args), budget, limit)
 		if key != nil {
