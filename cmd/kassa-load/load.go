@@ -136,12 +136,16 @@ func (w *worker) call(ctx context.Context, op, method, path string, body any, ke
 	// The request itself is never cancelled: a mutation cut off mid-flight
 	// would leave its outcome unknown to the tally.
 	r, err := w.c.do(context.Background(), method, path, body, key)
+	// A 5xx may have been applied: a balancer answers 502 or 504 for a
+	// request whose answer it lost, and kassa 500 a write whose COMMIT lost
+	// its answer. Like a lost connection, it is an unknown outcome, which
+	// the request's key settles when sent again.
+	if key != "" && (errors.Is(err, errNoAnswer) || err == nil && r.status >= 500) {
+		w.lostMu.Lock()
+		*w.lost = append(*w.lost, pending{op: op, method: method, path: path, key: key, body: body, onOK: onOK})
+		w.lostMu.Unlock()
+	}
 	if err != nil {
-		if errors.Is(err, errNoAnswer) && key != "" {
-			w.lostMu.Lock()
-			*w.lost = append(*w.lost, pending{op: op, method: method, path: path, key: key, body: body, onOK: onOK})
-			w.lostMu.Unlock()
-		}
 		if ctx.Err() == nil {
 			w.st.fail(op)
 		}
@@ -239,6 +243,30 @@ func (w *worker) flow(ctx context.Context) {
 			"totalRefundAmount": refund}, w.key("pr"), 200, func(response) {
 			w.tl.apply(id, func(e *expect) { e.refunded += refund; e.refunds++ })
 		})
+}
+
+// retryLost sends each request of lost again with its Idempotency-Key, which
+// replays one that was applied or applies it once, and tallies each now
+// answered 2xx. open counts those still without a 2xx: their outcome stays
+// unknown (a refusal now may follow an earlier success whose answer was
+// lost only if the key's record is gone, which a run within the
+// idempotency TTL does not see).
+func retryLost(ctx context.Context, c *client, lost []pending) (settled, replayed, open int) {
+	for _, p := range lost {
+		r, err := c.do(ctx, p.method, p.path, p.body, p.key)
+		if err != nil || r.status/100 != 2 {
+			open++
+			continue
+		}
+		settled++
+		if r.hdr.Get("Idempotent-Replayed") == "true" {
+			replayed++
+		}
+		if p.onOK != nil {
+			p.onOK(r)
+		}
+	}
+	return settled, replayed, open
 }
 
 // verify reads every tallied order and compares it to the tally to the minor unit.
