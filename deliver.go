@@ -309,13 +309,13 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 		// restarting, which a PostgreSQL store answers store_unavailable
 		// after 2 s, having done nothing) is asked again while the lease
 		// holds, so an outage shorter than the lease does not send the
-		// notification a second time when it ends. So, a few times, is an
-		// internal error: a COMMIT whose answer a database crash lost, which
-		// may or may not have recorded it. Recording again is safe either
+		// notification a second time when it ends. So, a few times, is a
+		// record of unknown outcome: a COMMIT whose answer a database crash
+		// lost, which may or may not have recorded it. Recording again is safe either
 		// way: a record already made cleared the claim, and one for a claim
 		// that is gone changes nothing. Past the lease another deliverer may
 		// have taken the message, and the record would be refused anyway.
-		for pause, tries := recordRetryPause, 0; (fault.Is(err, fault.Unavailable) || fault.Is(err, fault.Internal) && tries < 3) &&
+		for pause, tries := recordRetryPause, 0; (fault.Is(err, fault.Unavailable) || fault.CodeOf(err) == fault.CodeOutcomeUnknown && tries < 3) &&
 			opts.WallClock().Add(pause).Before(c.until); pause, tries = min(2*pause, time.Second), tries+1 {
 			select {
 			case <-ctx.Done():

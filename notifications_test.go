@@ -1360,7 +1360,7 @@ func TestDeliveryRecordGivesUpWhenTheLeaseEnds(t *testing.T) {
 }
 
 // commitLostAfter is a store whose next n Updates commit and then fail with
-// an internal error, as a PostgreSQL store answers a COMMIT whose answer a
+// an unknown outcome, as a PostgreSQL store answers a COMMIT whose answer a
 // database crash lost.
 type commitLostAfter struct {
 	storage.Store
@@ -1370,7 +1370,7 @@ type commitLostAfter struct {
 func (s *commitLostAfter) Update(ctx context.Context, fn func(storage.Tx) error) error {
 	err := s.Store.Update(ctx, fn)
 	if err == nil && s.n.Add(-1) >= 0 {
-		return fault.Internalf(nil, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")
+		return fault.OutcomeUnknown(nil, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")
 	}
 	return err
 }
