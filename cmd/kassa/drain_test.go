@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,4 +91,51 @@ func TestSecondSignalEndsTheShutdownDelay(t *testing.T) {
 	}, "/readyz to answer draining")
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	waitStopped(t, done, "a second signal during a 5 min delay")
+}
+
+// TestShutdownDelayOverHTTP2: with --tls-cert the API speaks HTTP/2, whose
+// connections Go's server does not close when idle (golang/go#26303): one
+// open at the signal carries one more request, and is then told to go away,
+// so that every later request comes on a connection of its own.
+func TestShutdownDelayOverHTTP2(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := writeSelfSigned(t, dir)
+	base, done := serveInProcess(t, "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
+		"--tls-cert", certFile, "--tls-key", keyFile, "--shutdown-delay", "5m")
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{ForceAttemptHTTP2: true,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	// get answers /readyz's status and whether the request came on a new
+	// connection.
+	get := func() (int, bool) {
+		t.Helper()
+		fresh := false
+		trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { fresh = !i.Reused }}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", base+"/readyz", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("%s, want HTTP/2", resp.Proto)
+		}
+		return resp.StatusCode, fresh
+	}
+	if code, fresh := get(); code != 200 || !fresh {
+		t.Fatalf("before the signal: %d, new connection %v", code, fresh)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	// The connection idle at the signal serves on until its next answer.
+	waitFor(t, func() bool { code, _ := get(); return code == http.StatusServiceUnavailable }, "/readyz to answer draining")
+	// One more on it: /readyz may have said draining a moment before
+	// keep-alive went off.
+	get()
+	for i := range 3 {
+		if code, fresh := get(); code != http.StatusServiceUnavailable || !fresh {
+			t.Fatalf("request %d after the drain began: %d, new connection %v", i, code, fresh)
+		}
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	waitStopped(t, done, "a second signal")
 }
