@@ -17,6 +17,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -395,6 +396,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if c.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
 		if err != nil {
+			if encryptedKey(c.tlsKey) {
+				// Go's error says only that the key did not parse.
+				fmt.Fprintf(stderr, "kassa: --tls-key: %s is encrypted with a password, which kassa does not ask for: give it the key unencrypted (openssl pkey -in KEY -out PLAIN), readable by its user only\n", c.tlsKey)
+				return 1
+			}
 			fmt.Fprintf(stderr, "kassa: --tls-cert/--tls-key: %v\n", err)
 			return 1
 		}
@@ -767,6 +773,25 @@ func drain(srv *server.Server, hs *http.Server, sig <-chan os.Signal, delay time
 	case <-t.C:
 	case s := <-sig:
 		log.Warn("second signal: not waiting for the rest of the shutdown delay", "signal", s.String())
+	}
+}
+
+// encryptedKey reports whether the PEM file at name holds a private key
+// encrypted with a password, in PKCS #8 or in OpenSSL's legacy form.
+func encryptedKey(name string) bool {
+	rest, err := os.ReadFile(name)
+	if err != nil {
+		return false
+	}
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			return false
+		}
+		if b.Type == "ENCRYPTED PRIVATE KEY" || strings.Contains(b.Headers["Proc-Type"], "ENCRYPTED") {
+			return true
+		}
 	}
 }
 

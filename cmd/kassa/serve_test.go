@@ -672,3 +672,26 @@ func TestBackupTokenChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestEncryptedTLSKeyNamed: a key encrypted with a password (openssl's
+// default when asked for one, in either PEM form) cannot be loaded, as
+// kassa asks for no password; the refusal says so, where Go's own error
+// only said that the key did not parse.
+func TestEncryptedTLSKeyNamed(t *testing.T) {
+	dir := t.TempDir()
+	certFile, _ := writeSelfSigned(t, dir)
+	for name, block := range map[string]*pem.Block{
+		"pkcs8":  {Type: "ENCRYPTED PRIVATE KEY", Bytes: []byte{0x30, 0x03, 0x02, 0x01, 0x00}},
+		"legacy": {Type: "EC PRIVATE KEY", Headers: map[string]string{"Proc-Type": "4,ENCRYPTED", "DEK-Info": "AES-256-CBC,00112233445566778899AABBCCDDEEFF"}, Bytes: []byte{1, 2, 3, 4}},
+	} {
+		keyFile := filepath.Join(dir, name+".key")
+		if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errb := runBounded(t, "serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0",
+			"--tls-cert", certFile, "--tls-key", keyFile)
+		if code != 1 || strings.Contains(out, "listening") || !strings.Contains(errb, keyFile+" is encrypted with a password") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", name, code, out, errb)
+		}
+	}
+}
