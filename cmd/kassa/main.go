@@ -707,7 +707,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	case s := <-sig:
 		log.Info("shutting down", "signal", s.String())
 		if shutdownDelay > 0 {
-			drain(srv, hs, sig, shutdownDelay, log)
+			drain(srv, hs, sig, shutdownDelay, log, errc, opsErrc)
 		}
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -762,8 +762,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // closes: without it, a request sent in the moment between the stop and the
 // balancer's next health check met a refused or reset connection. A second
 // signal ends the delay: the stop goes on gracefully, and a third cuts its
-// grace short.
-func drain(srv *server.Server, hs *http.Server, sig <-chan os.Signal, delay time.Duration, log *slog.Logger) {
+// grace short. A listener that fails meanwhile ends it too: nothing more
+// comes in to drain.
+func drain(srv *server.Server, hs *http.Server, sig <-chan os.Signal, delay time.Duration, log *slog.Logger, errc, opsErrc <-chan error) {
 	srv.Drain()
 	hs.SetKeepAlivesEnabled(false)
 	log.Info("draining: /readyz answers 503 while requests are still served", "delay", delay.String())
@@ -773,6 +774,10 @@ func drain(srv *server.Server, hs *http.Server, sig <-chan os.Signal, delay time
 	case <-t.C:
 	case s := <-sig:
 		log.Warn("second signal: not waiting for the rest of the shutdown delay", "signal", s.String())
+	case err := <-errc:
+		log.Error("the API listener failed while draining; stopping now", "err", err)
+	case err := <-opsErrc: // nil without --ops-addr: never
+		log.Error("the operations listener failed while draining; stopping now", "err", err)
 	}
 }
 
