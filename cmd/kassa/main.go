@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -405,6 +406,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		warnCertificateDates(log, c.tlsCert, cert.Leaf, time.Now())
 	}
 	if c.baseURL != "" {
 		if err := checkBaseURL(c.baseURL); err != nil {
@@ -778,6 +780,28 @@ func drain(srv *server.Server, hs *http.Server, sig <-chan os.Signal, delay time
 		log.Error("the API listener failed while draining; stopping now", "err", err)
 	case err := <-opsErrc: // nil without --ops-addr: never
 		log.Error("the operations listener failed while draining; stopping now", "err", err)
+	}
+}
+
+// certificateWarnWindow is how soon before its end a certificate is
+// warned about at start: a few renewal attempts' time.
+const certificateWarnWindow = 14 * 24 * time.Hour
+
+// warnCertificateDates logs, at start, a certificate that every client
+// will refuse (expired, or not valid yet) or that soon will be: Go serves
+// it without a word, and the only trace was then a handshake error per
+// connection.
+func warnCertificateDates(log *slog.Logger, file string, leaf *x509.Certificate, now time.Time) {
+	if leaf == nil {
+		return
+	}
+	switch {
+	case now.After(leaf.NotAfter):
+		log.Error("the TLS certificate has expired: clients will refuse every connection; renew it and restart", "file", file, "notAfter", leaf.NotAfter)
+	case now.Before(leaf.NotBefore):
+		log.Error("the TLS certificate is not valid yet: clients will refuse every connection", "file", file, "notBefore", leaf.NotBefore)
+	case leaf.NotAfter.Sub(now) < certificateWarnWindow:
+		log.Warn("the TLS certificate expires soon; renew it and restart (it is read at start only)", "file", file, "notAfter", leaf.NotAfter)
 	}
 }
 
