@@ -52,3 +52,21 @@ func TestUnknownOutcomeSaysSo(t *testing.T) {
 		t.Fatalf("the order after the replay: %v", o)
 	}
 }
+
+// TestUnknownOutcomeWithoutAKey: a write sent without an Idempotency-Key
+// has no key to send again, and sent again without one it may be made
+// twice (a second partial capture): the detail says to read the order
+// first, not to send it again with "the same Idempotency-Key".
+func TestUnknownOutcomeWithoutAKey(t *testing.T) {
+	clock := NewClock(true)
+	st := &lostAnswer{Store: openStore(t, clock.Now)}
+	e := newEnvOn(t, true, clock, st, nil)
+	id := e.order("5560000001", "invoice")["id"].(string)
+
+	st.armed.Store(true)
+	code, _, b := e.req("POST", "/v1/orders/"+id+"/capture", "", e.auth, nil)
+	detail := fmt.Sprint(b["detail"])
+	if code != 500 || b["code"] != fault.CodeOutcomeUnknown || strings.Contains(detail, "same Idempotency-Key") || !strings.Contains(detail, "read") {
+		t.Fatalf("capture without a key, its answer lost: %d %v", code, b)
+	}
+}

@@ -90,8 +90,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			s.log.ErrorContext(r.Context(), "internal error", slog.String("requestId", p.RequestID), slog.Any("err", err))
 		}
 		p.Detail = "an internal error occurred; quote the requestId when reporting it"
-		if fe.Code == fault.CodeOutcomeUnknown {
+		switch {
+		case fe.Code != fault.CodeOutcomeUnknown:
+		case r.Header.Get("Idempotency-Key") != "":
 			p.Detail = "the store did not confirm whether this request's change was made: send the request again with the same Idempotency-Key, which makes the change once or replays its first answer"
+		default:
+			// No key to send again with, and sent again without one a
+			// change may be made twice (a second partial capture).
+			p.Detail = "the store did not confirm whether this request's change was made: read what it changes before sending it again (a request sent with an Idempotency-Key can simply be sent again with it)"
 		}
 	case fe.Kind == fault.Unavailable:
 		s.log.WarnContext(r.Context(), "unavailable", slog.String("requestId", p.RequestID), slog.Any("err", err))
