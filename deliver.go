@@ -311,12 +311,16 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 		// holds, so an outage shorter than the lease does not send the
 		// notification a second time when it ends. So, a few times, is a
 		// record of unknown outcome: a COMMIT whose answer a database crash
-		// lost, which may or may not have recorded it. Recording again is safe either
-		// way: a record already made cleared the claim, and one for a claim
+		// lost, which may or may not have recorded it. Recording again is
+		// safe either way: a record already made cleared the claim, and one for a claim
 		// that is gone changes nothing. Past the lease another deliverer may
 		// have taken the message, and the record would be refused anyway.
-		for pause, tries := recordRetryPause, 0; (fault.Is(err, fault.Unavailable) || fault.CodeOf(err) == fault.CodeOutcomeUnknown && tries < 3) &&
-			opts.WallClock().Add(pause).Before(c.until); pause, tries = min(2*pause, time.Second), tries+1 {
+		// The outage's pauses leave the unknown outcome its own tries.
+		for pause, unknown := recordRetryPause, 0; (fault.Is(err, fault.Unavailable) || fault.CodeOf(err) == fault.CodeOutcomeUnknown && unknown < 3) &&
+			opts.WallClock().Add(pause).Before(c.until); pause = min(2*pause, time.Second) {
+			if fault.CodeOf(err) == fault.CodeOutcomeUnknown {
+				unknown++
+			}
 			select {
 			case <-ctx.Done():
 				return // the lease brings unrecorded messages back

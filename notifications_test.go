@@ -1403,3 +1403,63 @@ func TestDeliveryRecordWithAnUnknownOutcomeIsMadeOnce(t *testing.T) {
 		t.Fatalf("receiver saw %d posts; want 1", posts)
 	}
 }
+
+// scriptedFailures fails its next Updates as script says, one entry each,
+// without running them: "unavailable" as a database out of reach answers,
+// "unknown" as a COMMIT lost with its connection whose transaction in fact
+// rolled back.
+type scriptedFailures struct {
+	storage.Store
+	mu     sync.Mutex
+	script []string
+}
+
+func (s *scriptedFailures) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	s.mu.Lock()
+	var next string
+	if len(s.script) > 0 {
+		next, s.script = s.script[0], s.script[1:]
+	}
+	s.mu.Unlock()
+	switch next {
+	case "unavailable":
+		return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable", Message: "the database cannot be reached; nothing was done"}
+	case "unknown":
+		return fault.OutcomeUnknown(nil, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// TestDeliveryRecordAfterAnOutageThenAnUnknownOutcome: an outage's pauses
+// do not use up the tries an unknown outcome gets. Before, three
+// store_unavailable answers left none, and a record whose commit had in
+// fact rolled back was given up: the notification went out again after
+// its lease.
+func TestDeliveryRecordAfterAnOutageThenAnUnknownOutcome(t *testing.T) {
+	f := newNotifyFixture(t, 0)
+	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+	st := &scriptedFailures{Store: f.store}
+	l := kassa.New(st, kassa.Options{})
+	f.rc.onPost = func() {
+		st.mu.Lock()
+		st.script = []string{"unavailable", "unavailable", "unavailable", "unknown"}
+		st.mu.Unlock()
+	}
+	wall := &clock{t: time.Now()}
+	opts := kassa.DeliveryOptions{Lease: time.Minute, AllowPrivateNetworks: true, WallClock: wall.Now}
+	if _, err := l.DeliverNotifications(context.Background(), opts); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if n := f.log(t)[0]; n.Status != "delivered" || n.Attempts != 1 {
+		t.Fatalf("after the outage and the lost answer: %s, %d attempts; want delivered, 1", n.Status, n.Attempts)
+	}
+	f.rc.onPost = nil
+	wall.Advance(time.Minute)
+	f.clock.Advance(time.Minute)
+	if _, err := l.DeliverNotifications(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	if posts, _, _ := f.rc.counts(); posts != 1 {
+		t.Fatalf("receiver saw %d posts; want 1", posts)
+	}
+}
