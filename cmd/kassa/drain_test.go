@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"os"
@@ -138,4 +140,58 @@ func TestShutdownDelayOverHTTP2(t *testing.T) {
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	waitStopped(t, done, "a second signal")
+}
+
+// failingListener accepts until fail is closed, then fails every Accept, as
+// a listener whose socket broke does.
+type failingListener struct {
+	net.Listener
+	fail chan struct{}
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	got := make(chan accepted, 1)
+	go func() { c, err := l.Listener.Accept(); got <- accepted{c, err} }()
+	select {
+	case a := <-got:
+		return a.c, a.err
+	case <-l.fail:
+		return nil, errors.New("accept: the listener broke")
+	}
+}
+
+// TestListenerFailingDuringTheDelayEndsIt: a listener that fails while the
+// server drains ends the delay (nothing more comes in), and serve exits 1
+// after its graceful stop, as it does for such a failure outside the delay.
+func TestListenerFailingDuringTheDelayEndsIt(t *testing.T) {
+	fail := make(chan struct{})
+	listenTCP = func(addr string) (net.Listener, error) {
+		l, err := net.Listen("tcp", addr)
+		return &failingListener{Listener: l, fail: fail}, err
+	}
+	defer func() { listenTCP = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) } }()
+	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--shutdown-delay", "5m")
+	client := &http.Client{Timeout: 10 * time.Second}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	waitFor(t, func() bool {
+		resp, err := client.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	}, "/readyz to answer draining")
+	close(fail)
+	select {
+	case code := <-done:
+		if code != 1 {
+			t.Fatalf("exit %d after the listener failed while draining, want 1", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a listener failing did not end the 5 min delay")
+	}
 }

@@ -540,7 +540,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	tcp, err := net.Listen("tcp", c.addr)
+	tcp, err := listenTCP(c.addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: listen: %v\n", err)
 		return 1
@@ -548,7 +548,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	ln := newLimitListener(tcp, c.maxConnections)
 	var opsLn *limitListener
 	if c.opsAddr != "" {
-		opsTCP, err := net.Listen("tcp", c.opsAddr)
+		opsTCP, err := listenTCP(c.opsAddr)
 		if err != nil {
 			tcp.Close()
 			fmt.Fprintf(stderr, "kassa: listen on --ops-addr (KASSA_OPS_ADDR): %v\n", err)
@@ -708,9 +708,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	case s := <-sig:
 		log.Info("shutting down", "signal", s.String())
-		if shutdownDelay > 0 {
-			drain(srv, hs, sig, shutdownDelay, log, errc, opsErrc)
-		}
+		listenerFailed := shutdownDelay > 0 && !drain(srv, hs, sig, shutdownDelay, log, errc, opsErrc)
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		// A second signal (an operator pressing Ctrl-C again, a supervisor
@@ -753,6 +751,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		case <-sctx.Done():
 			log.Warn("shutdown grace ended; cutting the webhook POSTs still open")
 		}
+		if listenerFailed {
+			// As a listener failing outside the delay ends serve.
+			log.Info("stopped")
+			return 1
+		}
 	}
 	log.Info("stopped")
 	return 0
@@ -764,9 +767,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // closes: without it, a request sent in the moment between the stop and the
 // balancer's next health check met a refused or reset connection. A second
 // signal ends the delay: the stop goes on gracefully, and a third cuts its
-// grace short. A listener that fails meanwhile ends it too: nothing more
-// comes in to drain.
-func drain(srv *server.Server, hs *http.Server, sig <-chan os.Signal, delay time.Duration, log *slog.Logger, errc, opsErrc <-chan error) {
+// grace short. A listener that fails meanwhile ends it too (nothing more
+// comes in to drain), and drain then reports false: the stop goes on
+// gracefully and serve exits 1, as for such a failure outside the delay.
+func drain(srv *server.Server, hs *http.Server, sig <-chan os.Signal, delay time.Duration, log *slog.Logger, errc, opsErrc <-chan error) bool {
 	srv.Drain()
 	hs.SetKeepAlivesEnabled(false)
 	log.Info("draining: /readyz answers 503 while requests are still served", "delay", delay.String())
@@ -778,9 +782,12 @@ func drain(srv *server.Server, hs *http.Server, sig <-chan os.Signal, delay time
 		log.Warn("second signal: not waiting for the rest of the shutdown delay", "signal", s.String())
 	case err := <-errc:
 		log.Error("the API listener failed while draining; stopping now", "err", err)
+		return false
 	case err := <-opsErrc: // nil without --ops-addr: never
 		log.Error("the operations listener failed while draining; stopping now", "err", err)
+		return false
 	}
+	return true
 }
 
 // certificateWarnWindow is how soon before its end a certificate is
@@ -1066,6 +1073,9 @@ func companies(args []string, stdout, stderr io.Writer) int {
 // serveStore opens serve's store: openStore, which a test wraps to watch
 // how serve uses its store.
 var serveStore = openStore
+
+// listenTCP opens serve's listeners; a test replaces it to make one fail.
+var listenTCP = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 
 // openStore opens the store the flags name; cacheBytes bounds its cache of decoded orders
 // (0: the default, negative: none). log hears why opening PostgreSQL waits.
