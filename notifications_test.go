@@ -3,6 +3,7 @@ package kassa_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -1404,10 +1405,12 @@ func TestDeliveryRecordWithAnUnknownOutcomeIsMadeOnce(t *testing.T) {
 	}
 }
 
-// scriptedFailures fails its next Updates as script says, one entry each,
-// without running them: "unavailable" as a database out of reach answers,
-// "unknown" as a COMMIT lost with its connection whose transaction in fact
-// rolled back.
+// scriptedFailures fails its next Updates as script says, one entry each:
+// "unavailable" as a database out of reach answers, without running the
+// function; "unknown" as a COMMIT lost with its connection whose
+// transaction in fact rolled back: the function runs, nothing is kept.
+var errRolledBack = errors.New("rolled back")
+
 type scriptedFailures struct {
 	storage.Store
 	mu     sync.Mutex
@@ -1425,6 +1428,14 @@ func (s *scriptedFailures) Update(ctx context.Context, fn func(storage.Tx) error
 	case "unavailable":
 		return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable", Message: "the database cannot be reached; nothing was done"}
 	case "unknown":
+		if err := s.Store.Update(ctx, func(tx storage.Tx) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return errRolledBack
+		}); !errors.Is(err, errRolledBack) {
+			return err
+		}
 		return fault.OutcomeUnknown(nil, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")
 	}
 	return s.Store.Update(ctx, fn)

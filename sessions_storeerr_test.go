@@ -314,3 +314,29 @@ func TestFailedTokenExpiryNamesNoToken(t *testing.T) {
 		t.Fatalf("error %v does not wrap the store's", err)
 	}
 }
+
+// TestTaskOfUnknownOutcomeIsNotSetAside: a task whose commit's outcome the
+// store cannot tell (a database crash lost the answer) is not a failing task
+// to set aside for a growing delay: the run ends with the store's error, and
+// the next run does the task if it was not done (here it rolled back).
+func TestTaskOfUnknownOutcomeIsNotSetAside(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	st := &scriptedFailures{Store: memory.New(func() time.Time { return now })}
+	l, merchantID := sandboxLedger(t, st)
+	const tok = "at_UNKNOWNUNKNOWNUNKNOWNUNKNOWN00"
+	if err := l.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchantID, Country: "SE",
+		Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Hour)
+	st.script = []string{"unknown"}
+	stats, err := l.RunTasks(ctx, 10)
+	if aside := (*kassa.TasksSetAside)(nil); errors.As(err, &aside) || fault.CodeOf(err) != fault.CodeOutcomeUnknown || stats.Failed != 0 {
+		t.Fatalf("%+v %v, want the run ended with outcome_unknown and nothing set aside", stats, err)
+	}
+	if stats, err := l.RunTasks(ctx, 10); err != nil || stats.TasksProcessed != 1 {
+		t.Fatalf("the next run: %+v %v, want the token expiry done", stats, err)
+	}
+}
