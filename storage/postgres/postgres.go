@@ -921,7 +921,9 @@ func (t *tx) SharedNow() (time.Time, error) {
 // values, estimated for an average merchant: a list filter then kept one
 // merchant's plan for every other (a status filter of the big merchant of
 // a million-order store: 760 ms instead of 0.35 ms; docs/postgres.md). The
-// SET goes with the next statement, in its round trip. Through a pooler
+// SET is held like a write: a list's query flushes it first, with BEGIN
+// when the list is the transaction's first statement (as in a GET), so it
+// adds no round trip there. Through a pooler
 // in transaction mode (cache_describe) each statement is planned anew
 // already; LOCAL ends with the transaction either way.
 func (t *tx) planForValues() {
