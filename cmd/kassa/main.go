@@ -561,8 +561,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if c.tlsCert != "" {
 		scheme = "https"
 	}
+	listening := scheme + "://" + ln.Addr().String()
 	if c.baseURL == "" {
-		c.baseURL = scheme + "://" + ln.Addr().String()
+		c.baseURL = listening
 	}
 	c.baseURL = strings.TrimRight(c.baseURL, "/")
 
@@ -688,7 +689,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "operations (%s) on http://%s\n", routes, opsLn.Addr())
 		log.Info("operations listening", "addr", opsLn.Addr().String())
 	}
-	fmt.Fprintf(stdout, "kassa %s listening on %s (data %s, sandbox %v)\n", Version, c.baseURL, c.data, c.sandbox)
+	if c.baseURL == listening {
+		fmt.Fprintf(stdout, "kassa %s listening on %s (data %s, sandbox %v)\n", Version, listening, c.data, c.sandbox)
+	} else {
+		// Behind a balancer the base URL is its address: the line named
+		// that as where this process listened.
+		fmt.Fprintf(stdout, "kassa %s listening on %s (base URL %s, data %s, sandbox %v)\n", Version, listening, c.baseURL, c.data, c.sandbox)
+	}
 	log.Info("listening", "addr", ln.Addr().String(), "baseUrl", c.baseURL, "sandbox", c.sandbox)
 
 	select {

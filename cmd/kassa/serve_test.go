@@ -400,11 +400,19 @@ func TestBadBaseURLRefused(t *testing.T) {
 		"https://pay.example.com/?a=1", "https://pay.example.com/#top", "https://u:p@pay.example.com", "https:pay.example.com"} {
 		serveRefused(t, 2, "--base-url", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--base-url", bad)
 	}
-	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
-		"--base-url", "https://pay.example.com/kassa/")
+	// The start line names where the process listens, and the base URL
+	// (taken without its trailing slash) beside it.
+	var out lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"serve", "--log-level", "error", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
+			"--base-url", "https://pay.example.com/kassa/"}, &out, io.Discard)
+	}()
+	var line string
+	waitFor(t, func() bool { line = out.String(); return strings.Contains(line, "listening on") }, "the start line")
 	stopInProcess(t, done)
-	if base != "https://pay.example.com/kassa" {
-		t.Fatalf("base %q", base)
+	if !strings.Contains(line, "listening on http://127.0.0.1:") || !strings.Contains(line, "(base URL https://pay.example.com/kassa, data ") {
+		t.Fatalf("start line %q", line)
 	}
 }
 
