@@ -116,7 +116,7 @@ func (m *Metrics) render(w *bytes.Buffer) {
 	for _, r := range routes {
 		writeHistogram(p, "kassa_http_request_duration_seconds", fmt.Sprintf("route=%q,", r), m.latency[r])
 	}
-	p("# HELP kassa_store_commit_duration_seconds Latency of durable store transactions.\n")
+	p("# HELP kassa_store_commit_duration_seconds Latency of durable store transactions that committed.\n")
 	p("# TYPE kassa_store_commit_duration_seconds histogram\n")
 	writeHistogram(p, "kassa_store_commit_duration_seconds", "", m.commits)
 }

@@ -110,7 +110,8 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request, _ httprou
 }
 
 // InstrumentStore wraps a store so that the latency of every durable commit
-// is recorded in m.
+// is recorded in m: of the Updates that committed, not of those refused or
+// failed, which roll back without a commit to time.
 func InstrumentStore(st storage.Store, m *Metrics) storage.Store { return &timedStore{Store: st, m: m} }
 
 type timedStore struct {
@@ -121,7 +122,9 @@ type timedStore struct {
 func (t *timedStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
 	start := time.Now()
 	err := t.Store.Update(ctx, fn)
-	t.m.ObserveCommit(time.Since(start))
+	if err == nil {
+		t.m.ObserveCommit(time.Since(start))
+	}
 	return err
 }
 

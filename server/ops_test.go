@@ -14,10 +14,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/memory"
 )
 
 // logBuffer collects a server's JSON log lines; the handlers log from the
@@ -327,5 +329,25 @@ func TestSettlementExportCutByItsClientIsNoServerError(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no line for the cut export: %v", logs.lines(t))
+	}
+}
+
+// TestCommitHistogramCountsCommitsOnly: the store's commit latency counts
+// the Updates that committed; one its function refused (a capture of the
+// wrong amount, rolled back at once) would pull the histogram toward zero.
+func TestCommitHistogramCountsCommitsOnly(t *testing.T) {
+	m := NewMetrics()
+	st := InstrumentStore(memory.New(time.Now), m)
+	refused := fault.Invalidf("totalCaptureAmount", "must equal the sum of the lines")
+	if err := st.Update(context.Background(), func(storage.Tx) error { return refused }); !errors.Is(err, refused) {
+		t.Fatal(err)
+	}
+	if err := st.Update(context.Background(), func(storage.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var page bytes.Buffer
+	m.WriteTo(&page)
+	if !strings.Contains(page.String(), "kassa_store_commit_duration_seconds_count 1\n") {
+		t.Fatalf("after one refused and one committed Update:\n%s", page.String())
 	}
 }
