@@ -42,6 +42,7 @@ var update = flag.Bool("update", false, "rewrite server/openapi.json")
 type param struct {
 	name, in, desc, typ       string
 	required, csv, deprecated bool
+	enum                      reflect.Type // a filter's values: the enum of this type (enums)
 }
 
 type op struct {
@@ -65,10 +66,10 @@ var (
 		{name: "cursor", typ: "string", desc: "nextCursor of the previous page"},
 		{name: "fromId", typ: "string", desc: "deprecated; same as cursor", deprecated: true},
 		{name: "id", csv: true, desc: "order ids"}, {name: "storeId", csv: true}, {name: "orderReference", csv: true},
-		{name: "merchantReference", csv: true}, {name: "status", csv: true, desc: "orders having any of these statuses"},
-		{name: "statusAnd", csv: true, desc: "orders having all of these statuses"},
-		{name: "statusNot", csv: true, desc: "orders having none of these statuses"},
-		{name: "paymentMethodCategory", csv: true},
+		{name: "merchantReference", csv: true}, {name: "status", csv: true, desc: "orders having any of these statuses", enum: statusType},
+		{name: "statusAnd", csv: true, desc: "orders having all of these statuses", enum: statusType},
+		{name: "statusNot", csv: true, desc: "orders having none of these statuses", enum: statusType},
+		{name: "paymentMethodCategory", csv: true, enum: reflect.TypeOf(order.Category(""))},
 		{name: "createdFrom", typ: "date-time"}, {name: "createdTo", typ: "date-time"},
 		{name: "expiresFrom", typ: "date-time"}, {name: "expiresTo", typ: "date-time"},
 		{name: "size", typ: "integer", desc: "1 to 1000, default 100"},
@@ -77,14 +78,15 @@ var (
 		{name: "q", typ: "string", desc: "case-insensitive substring of id, merchantReference, externalSessionId or orderId"},
 		{name: "fromId", typ: "string", desc: "nextFromId of the previous page"},
 		{name: "storeId", csv: true}, {name: "orderId", csv: true}, {name: "merchantReference", csv: true},
-		{name: "state", csv: true}, {name: "source", csv: true},
+		{name: "state", csv: true, enum: reflect.TypeOf(session.State(""))}, {name: "source", csv: true, enum: reflect.TypeOf(session.Source(""))},
 		{name: "createdFrom", typ: "date-time"}, {name: "createdTo", typ: "date-time"},
 		{name: "updatedFrom", typ: "date-time"}, {name: "updatedTo", typ: "date-time"},
 		{name: "size", typ: "integer", desc: "1 to 1000, default 100"},
 	}
-	std    = []int{400, 401, 404, 408, 409, 413, 415, 422}
-	reads  = []int{400, 401, 404}
-	orderR = order.Response{}
+	statusType = reflect.TypeOf(order.Status(""))
+	std        = []int{400, 401, 404, 408, 409, 413, 415, 422}
+	reads      = []int{400, 401, 404}
+	orderR     = order.Response{}
 )
 
 func operations() []op {
@@ -560,7 +562,12 @@ func buildOpenAPI() map[string]any {
 			s := map[string]any{"type": "string"}
 			switch {
 			case q.csv:
-				s = map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
+				items := map[string]any{"type": "string"}
+				if q.enum != nil {
+					// Any other value is refused (400 naming the filter).
+					items["enum"] = enums[q.enum]
+				}
+				s = map[string]any{"type": "array", "items": items}
 			case q.typ == "integer":
 				s = map[string]any{"type": "integer"}
 			case q.typ == "date-time":
@@ -765,5 +772,52 @@ func TestOpenAPIIsValidAndCoversEveryRoute(t *testing.T) {
 	}
 	for r := range documented {
 		t.Errorf("the OpenAPI document has %s, which the server does not serve", r)
+	}
+}
+
+// TestQueryEnumsAreWhatTheServerTakes: every value a filter's enum lists in
+// openapi.json is taken, and a value it does not list is refused naming the
+// filter, so the document and the server agree on each filter's values.
+func TestQueryEnumsAreWhatTheServerTakes(t *testing.T) {
+	e := newSessionEnv(t)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct {
+				Name, In string
+				Schema   struct {
+					Items struct{ Enum []string }
+				}
+			}
+		}
+	}
+	raw, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for path, item := range doc.Paths {
+		for method, o := range item {
+			for _, p := range o.Parameters {
+				if p.In != "query" || len(p.Schema.Items.Enum) == 0 {
+					continue
+				}
+				for _, v := range p.Schema.Items.Enum {
+					if code, _, b := e.req(strings.ToUpper(method), path+"?"+p.Name+"="+v, "", e.auth, nil); code != 200 {
+						t.Errorf("%s %s?%s=%s: %d %v", method, path, p.Name, v, code, b)
+					}
+					checked++
+				}
+				code, _, b := e.req(strings.ToUpper(method), path+"?"+p.Name+"=bogus", "", e.auth, nil)
+				if code != 400 || !strings.Contains(fmt.Sprint(b["errors"]), p.Name) {
+					t.Errorf("%s %s?%s=bogus: %d %v, want 400 naming %s", method, path, p.Name, code, b, p.Name)
+				}
+			}
+		}
+	}
+	if checked < 40 {
+		t.Fatalf("only %d enum values checked: the document lists fewer filter enums than it should", checked)
 	}
 }
