@@ -21,7 +21,7 @@ var settlementRunSize = 100_000
 // last run: one settlement per merchant, store and currency, saved together
 // with the removal of the items it settles, in one transaction, so a crash
 // mid-run settles nothing and a second run settles nothing twice. It returns
-// the settlements made.
+// the settlements made: none with an error, since the run was rolled back.
 func (l *Ledger) RunSettlements(ctx context.Context) ([]settlement.Settlement, error) {
 	return l.runSettlements(ctx, time.Time{})
 }
@@ -81,7 +81,11 @@ func (l *Ledger) runSettlements(ctx context.Context, cutoff time.Time) ([]settle
 		}
 		return nil
 	})
-	return made, err
+	if err != nil {
+		// Rolled back: what the transaction built was not made.
+		return nil, err
+	}
+	return made, nil
 }
 
 // withoutSettledDay keeps back the items of every merchant, store and

@@ -114,9 +114,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // clientGone reports whether err is r's client hanging up, not a failure of
-// the server's (the store timeout ends r's context too).
+// the server's (the store timeout ends r's context too). A commit of
+// unknown outcome is never the client's: the store waits for COMMIT apart
+// from r's context, and the DeadlineExceeded in its chain is its own
+// timeout, which an operator must see logged.
 func clientGone(r *http.Request, err error) bool {
 	return r.Context().Err() != nil && context.Cause(r.Context()) != errStoreTimeout &&
+		fault.CodeOf(err) != fault.CodeOutcomeUnknown &&
 		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 

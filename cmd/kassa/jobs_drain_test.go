@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -96,5 +98,36 @@ func TestFailedSettlementRunIsTriedAgain(t *testing.T) {
 	}
 	if g := page.Settlements[0].GrossAmount.MinorUnits; g != 10000 {
 		t.Fatalf("the day's settlement is of %d, want 10000 (the capture before the settlement time)", g)
+	}
+}
+
+// TestSettlementRunCutShortIsNotLoggedAsRun: a settlement run that failed
+// as the server shut down (its context ended) is not logged as a run that
+// made settlements, and the day is not taken as settled.
+func TestSettlementRunCutShortIsNotLoggedAsRun(t *testing.T) {
+	dir := t.TempDir()
+	clock := sandboxClockIn(t, dir)
+	now := clock.Now()
+	_, st, _ := sandboxCapture(t, dir, clock)
+	defer st.Close()
+	down := &downStore{Store: st}
+	l := kassa.New(down, kassa.Options{})
+	settleAt := now.Add(time.Hour).UTC()
+	if err := clock.Advance(time.Hour + time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	j := &jobs{ledger: l, log: slog.New(slog.NewTextHandler(&logged, nil)), clock: clock, settleAt: settleAt, wall: time.Now, budget: time.Second}
+	due := settleCutoff(clock.Now(), settleAt)
+	j.nextSettle = due
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	down.down.Store(true)
+	j.pass(ctx)
+	if strings.Contains(logged.String(), `msg="settlement run" settlements=`) {
+		t.Errorf("a failed run at shutdown was logged as made:\n%s", logged.String())
+	}
+	if !j.nextSettle.Equal(due) {
+		t.Errorf("a failed run at shutdown moved the next settlement to %v, want %v", j.nextSettle, due)
 	}
 }

@@ -1407,11 +1407,15 @@ func (j *jobs) pass(ctx context.Context) (more bool) {
 		// runs this, and the later ones must find the day settled.
 		// A run that panicked is tried again at the next tick.
 		guard(j.log, "settlement run", func() {
-			if made, err := j.ledger.RunSettlementsBefore(ctx, settleCutoff(now, j.settleAt)); err != nil && ctx.Err() == nil {
-				j.log.Error("settlement run", "err", err)
-			} else {
+			// A run that failed as the server shuts down (ctx ended) is
+			// not an error to log, nor a run made: the day is settled
+			// by the next server's first pass.
+			switch made, err := j.ledger.RunSettlementsBefore(ctx, settleCutoff(now, j.settleAt)); {
+			case err == nil:
 				j.log.Info("settlement run", "settlements", len(made))
 				j.nextSettle = nextAt(now, j.settleAt)
+			case ctx.Err() == nil:
+				j.log.Error("settlement run", "err", err)
 			}
 		})
 	}
