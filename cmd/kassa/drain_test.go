@@ -77,10 +77,10 @@ func TestShutdownDelayDrains(t *testing.T) {
 	}
 }
 
-// TestSecondSignalEndsTheShutdownDelay: an operator who signals again does
-// not wait out a long delay; the stop then goes on as without one.
-func TestSecondSignalEndsTheShutdownDelay(t *testing.T) {
-	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--shutdown-delay", "5m")
+// signalAndWaitDraining sends SIGTERM to the serve of serveInProcess at
+// base and waits for its /readyz to answer draining.
+func signalAndWaitDraining(t *testing.T, base string) {
+	t.Helper()
 	client := &http.Client{Timeout: 10 * time.Second}
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	waitFor(t, func() bool {
@@ -91,6 +91,13 @@ func TestSecondSignalEndsTheShutdownDelay(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusServiceUnavailable
 	}, "/readyz to answer draining")
+}
+
+// TestSecondSignalEndsTheShutdownDelay: an operator who signals again does
+// not wait out a long delay; the stop then goes on as without one.
+func TestSecondSignalEndsTheShutdownDelay(t *testing.T) {
+	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--shutdown-delay", "5m")
+	signalAndWaitDraining(t, base)
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	waitStopped(t, done, "a second signal during a 5 min delay")
 }
@@ -175,16 +182,7 @@ func TestListenerFailingDuringTheDelayEndsIt(t *testing.T) {
 	}
 	defer func() { listenTCP = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) } }()
 	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--shutdown-delay", "5m")
-	client := &http.Client{Timeout: 10 * time.Second}
-	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	waitFor(t, func() bool {
-		resp, err := client.Get(base + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusServiceUnavailable
-	}, "/readyz to answer draining")
+	signalAndWaitDraining(t, base)
 	close(fail)
 	select {
 	case code := <-done:
