@@ -1288,21 +1288,6 @@ func TestHangingReceiversTakeOneSlotEach(t *testing.T) {
 	}
 }
 
-// unreachableAfter is a store that, once armed, fails the next n Updates
-// with store_unavailable, as a PostgreSQL store answers while its database
-// restarts: nothing was done.
-type unreachableAfter struct {
-	storage.Store
-	n atomic.Int64
-}
-
-func (s *unreachableAfter) Update(ctx context.Context, fn func(storage.Tx) error) error {
-	if s.n.Add(-1) >= 0 {
-		return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable", Message: "the database cannot be reached; nothing was done"}
-	}
-	return s.Store.Update(ctx, fn)
-}
-
 // TestDeliveryRecordOutlivesAShortOutage: the database goes away after the
 // receiver accepted a POST and before its answer is recorded, and comes back
 // within the lease. The answer is recorded once it is back, so the receiver
@@ -1313,9 +1298,9 @@ func (s *unreachableAfter) Update(ctx context.Context, fn func(storage.Tx) error
 func TestDeliveryRecordOutlivesAShortOutage(t *testing.T) {
 	f := newNotifyFixture(t, 0)
 	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
-	st := &unreachableAfter{Store: f.store}
+	st := &scriptedFailures{Store: f.store}
 	l := kassa.New(st, kassa.Options{})
-	f.rc.onPost = func() { st.n.Store(3) }
+	f.rc.onPost = func() { st.arm("unavailable", "unavailable", "unavailable") }
 	wall := &clock{t: time.Now()}
 	opts := kassa.DeliveryOptions{Lease: time.Minute, AllowPrivateNetworks: true, WallClock: wall.Now}
 	stats, err := l.DeliverNotifications(context.Background(), opts)
@@ -1342,10 +1327,11 @@ func TestDeliveryRecordOutlivesAShortOutage(t *testing.T) {
 func TestDeliveryRecordGivesUpWhenTheLeaseEnds(t *testing.T) {
 	f := newNotifyFixture(t, 0)
 	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
-	st := &unreachableAfter{Store: f.store}
+	st := &scriptedFailures{Store: f.store}
 	l := kassa.New(st, kassa.Options{})
 	wall := &clock{t: time.Now()}
-	f.rc.onPost = func() { st.n.Store(1 << 30); wall.Advance(time.Minute) }
+	// More refusals than a lease's worth of retries could use.
+	f.rc.onPost = func() { st.arm(slices.Repeat([]string{"unavailable"}, 100)...); wall.Advance(time.Minute) }
 	opts := kassa.DeliveryOptions{Lease: time.Minute, AllowPrivateNetworks: true, WallClock: wall.Now}
 	start := time.Now()
 	if _, err := l.DeliverNotifications(context.Background(), opts); !fault.Is(err, fault.Unavailable) {
@@ -1354,26 +1340,10 @@ func TestDeliveryRecordGivesUpWhenTheLeaseEnds(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("the run took %v past its lease", d)
 	}
-	st.n.Store(0)
+	st.arm()
 	if n := f.log(t)[0]; n.Status != "pending" || n.Attempts != 0 {
 		t.Fatalf("after the outage: %s, %d attempts; want pending, 0", n.Status, n.Attempts)
 	}
-}
-
-// commitLostAfter is a store whose next n Updates commit and then fail with
-// an unknown outcome, as a PostgreSQL store answers a COMMIT whose answer a
-// database crash lost.
-type commitLostAfter struct {
-	storage.Store
-	n atomic.Int64
-}
-
-func (s *commitLostAfter) Update(ctx context.Context, fn func(storage.Tx) error) error {
-	err := s.Store.Update(ctx, fn)
-	if err == nil && s.n.Add(-1) >= 0 {
-		return fault.OutcomeUnknown(nil, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")
-	}
-	return err
 }
 
 // TestDeliveryRecordWithAnUnknownOutcomeIsMadeOnce: the record of an
@@ -1383,9 +1353,9 @@ func (s *commitLostAfter) Update(ctx context.Context, fn func(storage.Tx) error)
 func TestDeliveryRecordWithAnUnknownOutcomeIsMadeOnce(t *testing.T) {
 	f := newNotifyFixture(t, 0)
 	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
-	st := &commitLostAfter{Store: f.store}
+	st := &scriptedFailures{Store: f.store}
 	l := kassa.New(st, kassa.Options{})
-	f.rc.onPost = func() { st.n.Store(1) }
+	f.rc.onPost = func() { st.arm("lost") }
 	wall := &clock{t: time.Now()}
 	opts := kassa.DeliveryOptions{Lease: time.Minute, AllowPrivateNetworks: true, WallClock: wall.Now}
 	if _, err := l.DeliverNotifications(context.Background(), opts); err != nil {
@@ -1405,16 +1375,25 @@ func TestDeliveryRecordWithAnUnknownOutcomeIsMadeOnce(t *testing.T) {
 	}
 }
 
-// scriptedFailures fails its next Updates as script says, one entry each:
-// "unavailable" as a database out of reach answers, without running the
-// function; "unknown" as a COMMIT lost with its connection whose
-// transaction in fact rolled back: the function runs, nothing is kept.
+// scriptedFailures fails its next Updates as its script says (arm), one
+// entry each: "unavailable" as a database out of reach answers, without
+// running the function; "unknown" as a COMMIT lost with its connection
+// whose transaction in fact rolled back: the function runs, nothing is
+// kept; "lost" as one whose transaction committed: kept, and answered
+// unknown all the same.
 var errRolledBack = errors.New("rolled back")
 
 type scriptedFailures struct {
 	storage.Store
 	mu     sync.Mutex
 	script []string
+}
+
+// arm replaces the script; none disarms it.
+func (s *scriptedFailures) arm(script ...string) {
+	s.mu.Lock()
+	s.script = script
+	s.mu.Unlock()
 }
 
 func (s *scriptedFailures) Update(ctx context.Context, fn func(storage.Tx) error) error {
@@ -1427,6 +1406,11 @@ func (s *scriptedFailures) Update(ctx context.Context, fn func(storage.Tx) error
 	switch next {
 	case "unavailable":
 		return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable", Message: "the database cannot be reached; nothing was done"}
+	case "lost":
+		if err := s.Store.Update(ctx, fn); err != nil {
+			return err
+		}
+		return fault.OutcomeUnknown(nil, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")
 	case "unknown":
 		if err := s.Store.Update(ctx, func(tx storage.Tx) error {
 			if err := fn(tx); err != nil {
@@ -1451,11 +1435,7 @@ func TestDeliveryRecordAfterAnOutageThenAnUnknownOutcome(t *testing.T) {
 	f.order(t, "t1", order.PayAdvanceInvoice, 1000)
 	st := &scriptedFailures{Store: f.store}
 	l := kassa.New(st, kassa.Options{})
-	f.rc.onPost = func() {
-		st.mu.Lock()
-		st.script = []string{"unavailable", "unavailable", "unavailable", "unknown"}
-		st.mu.Unlock()
-	}
+	f.rc.onPost = func() { st.arm("unavailable", "unavailable", "unavailable", "unknown") }
 	wall := &clock{t: time.Now()}
 	opts := kassa.DeliveryOptions{Lease: time.Minute, AllowPrivateNetworks: true, WallClock: wall.Now}
 	if _, err := l.DeliverNotifications(context.Background(), opts); err != nil {

@@ -331,7 +331,7 @@ func TestTaskOfUnknownOutcomeIsNotSetAside(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Hour)
-	st.script = []string{"unknown"}
+	st.arm("unknown")
 	stats, err := l.RunTasks(ctx, 10)
 	if aside := (*kassa.TasksSetAside)(nil); errors.As(err, &aside) || fault.CodeOf(err) != fault.CodeOutcomeUnknown || stats.Failed != 0 {
 		t.Fatalf("%+v %v, want the run ended with outcome_unknown and nothing set aside", stats, err)
