@@ -316,9 +316,9 @@ func (l *Ledger) DeliverNotifications(ctx context.Context, opts DeliveryOptions)
 		// that is gone changes nothing. Past the lease another deliverer may
 		// have taken the message, and the record would be refused anyway.
 		// The outage's pauses leave the unknown outcome its own tries.
-		for pause, unknown := recordRetryPause, 0; (fault.Is(err, fault.Unavailable) || fault.CodeOf(err) == fault.CodeOutcomeUnknown && unknown < 3) &&
+		for pause, unknown := recordRetryPause, 0; (fault.Is(err, fault.Unavailable) || fault.IsOutcomeUnknown(err) && unknown < 3) &&
 			opts.WallClock().Add(pause).Before(c.until); pause = min(2*pause, time.Second) {
-			if fault.CodeOf(err) == fault.CodeOutcomeUnknown {
+			if fault.IsOutcomeUnknown(err) {
 				unknown++
 			}
 			select {

@@ -170,7 +170,7 @@ func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
 		// tell (a database crash lost the answer), is no fault of the task:
 		// the run ends, and the next one does the task if it was not done,
 		// rather than set it aside for a growing delay.
-		if err != nil && claimed != nil && ctx.Err() == nil && !fault.Is(err, fault.Unavailable) && fault.CodeOf(err) != fault.CodeOutcomeUnknown {
+		if err != nil && claimed != nil && ctx.Err() == nil && !fault.Is(err, fault.Unavailable) && !fault.IsOutcomeUnknown(err) {
 			if err := l.setTaskAside(ctx, claimed); err != nil {
 				return stats, errors.Join(append(failures, err)...)
 			}

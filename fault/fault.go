@@ -134,6 +134,11 @@ func OutcomeUnknown(err error, format string, args ...any) *Error {
 	return &Error{Kind: Internal, Code: CodeOutcomeUnknown, Message: fmt.Sprintf(format, args...), Err: err}
 }
 
+// IsOutcomeUnknown reports whether err is a write the store may or may not
+// have made (OutcomeUnknown): work that retries on a store's trouble retries
+// on it too, with its key, and it is never taken for the caller's doing.
+func IsOutcomeUnknown(err error) bool { return CodeOf(err) == CodeOutcomeUnknown }
+
 // KindOf reports the kind of err; errors that carry none are Internal.
 func KindOf(err error) Kind {
 	var e *Error

@@ -120,7 +120,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // timeout, which an operator must see logged.
 func clientGone(r *http.Request, err error) bool {
 	return r.Context().Err() != nil && context.Cause(r.Context()) != errStoreTimeout &&
-		fault.CodeOf(err) != fault.CodeOutcomeUnknown &&
+		!fault.IsOutcomeUnknown(err) &&
 		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
