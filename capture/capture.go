@@ -262,15 +262,17 @@ func apply(o *order.Order, sel selection, ev order.EventType, final bool, env or
 	if keep == nil {
 		keep = []order.Line{}
 	}
-	released := int64(0)
-	if final && len(keep) > 0 {
+	released, releases := int64(0), final && len(keep) > 0
+	if releases {
 		released = order.SumLines(keep, o.VATMode).Gross
 		keep = []order.Line{}
 	}
 	o.Uncaptured.Lines = keep
 	o.Captured = append(o.Captured, l)
 	o.AppendEvent(ev, l.ID, gross, env)
-	if released != 0 {
+	// Recorded whenever lines are released, as Cancel does, also when they
+	// sum to 0 (an item and its rebate): the event says lines left the order.
+	if releases {
 		o.CancelledAmount += released
 		o.AppendEvent(order.EventCancel, o.Uncaptured.ID, released, env)
 	}

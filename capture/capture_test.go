@@ -235,6 +235,30 @@ func TestFullWithLinesReleasesTheRest(t *testing.T) {
 	}
 }
 
+// Lines released by a final capture are recorded by a cancel event even when
+// their amounts sum to 0 (an item and its rebate), as a cancel of such lines
+// is: the event tells a reader that lines left the order, not only money.
+func TestFullWithLinesRecordsAReleaseOfZero(t *testing.T) {
+	f := ordertest.New()
+	o := f.Order(t, ordertest.Line("Item", 1, 10000, 2500), ordertest.Line("Part", 1, 2000, 2500), ordertest.Line("Rebate", 1, -2000, 2500))
+	if _, err := capture.Full(o, &capture.FullRequest{OrderLines: []order.LineInput{ordertest.ByID("line-1")}, TotalCaptureAmount: p(10000)}, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	last := o.Events[len(o.Events)-1]
+	if last.Type != order.EventCancel || last.Amount != 0 || o.CancelledAmount != 0 || len(o.Uncaptured.Lines) != 0 {
+		t.Fatalf("last event %+v, cancelled %d, uncaptured %d lines", last, o.CancelledAmount, len(o.Uncaptured.Lines))
+	}
+	// Nothing left to release: no cancel event.
+	g := ordertest.New()
+	q := g.Order(t)
+	if _, err := capture.Full(q, nil, g.Env()); err != nil {
+		t.Fatal(err)
+	}
+	if last := q.Events[len(q.Events)-1]; last.Type != order.EventFullCapture {
+		t.Fatalf("last event %+v after capturing everything", last)
+	}
+}
+
 // After a capture without id, the remainder can exceed what the authorization
 // has left: full capture is then not offered and refused.
 func TestFullCaptureNotOfferedBeyondAuthorization(t *testing.T) {
