@@ -697,9 +697,9 @@ func (x *oracleEnv) run(rt *rapid.T) {
 			m.capture(pick, total, vat)
 			m.uncaptured = nil
 			m.events = append(m.events, oEvent{"fullCapture", total})
-			if released != 0 {
-				// kassa records a release only when it moves money
-				// (capture.go: a remainder summing to 0 appends no cancel).
+			if len(rest) > 0 {
+				// decisions.md: any remainder is released, recorded as a
+				// cancel event, also when it sums to 0.
 				m.events = append(m.events, oEvent{"cancel", released})
 			}
 		case 5: // partial refund of captured lines, whole or in part
