@@ -1,9 +1,12 @@
 package server
 
 import (
+	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -45,5 +48,29 @@ func TestUnauthorizedOffersBasic(t *testing.T) {
 	resp.Body.Close()
 	if got := resp.Header.Values("WWW-Authenticate"); resp.StatusCode != 401 || !slices.Equal(got, []string{`Bearer realm="kassa"`}) {
 		t.Errorf("GET /backup with Basic: %d, WWW-Authenticate %q, want 401 and Bearer alone", resp.StatusCode, got)
+	}
+}
+
+// TestBasicAfterSeveralSpaces: RFC 9110 §11.4 lets one or more spaces
+// separate the scheme from the credentials. Bearer took several, while
+// Basic (net/http's Request.BasicAuth, exactly one) was 401, and on the
+// token endpoint "client id and secret are required" though both were sent.
+func TestBasicAfterSeveralSpaces(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	auth := "Basic  " + strings.TrimPrefix(basic("m1", "s1"), "Basic ")
+	if code, _, b := e.req("GET", "/v1/orders/"+id, "", auth, nil); code != 200 || b["id"] != id {
+		t.Fatalf("GET with %q: %d %v", auth, code, b)
+	}
+	r, _ := http.NewRequest("POST", e.ts.URL+"/oauth/token", strings.NewReader("grant_type=client_credentials"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Authorization", auth)
+	if code, _, out := e.send(r); code != 200 || !strings.HasPrefix(fmt.Sprint(out["access_token"]), "kat_") {
+		t.Fatalf("token with %q: %d %v", auth, code, out)
+	}
+	// Still refused: no space, a wrong secret, credentials without a colon.
+	for _, bad := range []string{"Basic" + strings.TrimPrefix(basic("m1", "s1"), "Basic "), basic("m1", "nope"), "Basic  " + base64.StdEncoding.EncodeToString([]byte("m1s1"))} {
+		code, _, b := e.req("GET", "/v1/orders/"+id, "", bad, nil)
+		wantProblem(t, code, b, 401, "unauthorized")
 	}
 }
