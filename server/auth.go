@@ -101,6 +101,21 @@ func authorization(r *http.Request) (scheme, cred string) {
 	return strings.ToLower(scheme), strings.TrimSpace(cred)
 }
 
+// basicAuth is the client id and secret of a Basic Authorization header.
+// Unlike net/http's Request.BasicAuth it takes the credentials after more
+// than one space, as RFC 9110 §11.4 (1*SP) allows and Bearer's are taken.
+func basicAuth(r *http.Request) (id, secret string, ok bool) {
+	scheme, cred := authorization(r)
+	if scheme != "basic" {
+		return "", "", false
+	}
+	raw, err := base64.StdEncoding.DecodeString(cred)
+	if err != nil {
+		return "", "", false
+	}
+	return strings.Cut(string(raw), ":")
+}
+
 // authenticate resolves the merchant of a request from a Bearer access token
 // or from Basic client credentials.
 func (s *Server) authenticate(r *http.Request) (string, error) {
@@ -125,7 +140,7 @@ func (s *Server) authenticate(r *http.Request) (string, error) {
 		}
 		return m.ID, nil
 	case "basic":
-		id, secret, ok := r.BasicAuth()
+		id, secret, ok := basicAuth(r)
 		if !ok {
 			return "", errUnauthorized
 		}
@@ -191,7 +206,7 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	id, secret, ok := r.BasicAuth()
+	id, secret, ok := basicAuth(r)
 	if ok && (r.PostForm.Has("client_id") || r.PostForm.Has("client_secret")) {
 		// RFC 6749 §2.3: one way of authenticating per request.
 		oauthFail(w, http.StatusBadRequest, "invalid_request", "authenticate with Basic or with client_id and client_secret, not both")

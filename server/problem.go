@@ -104,7 +104,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", "1")
 	}
 	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="kassa"`)
+		// Added: a route that also takes Basic has offered it already.
+		w.Header().Add("WWW-Authenticate", `Bearer realm="kassa"`)
 	}
 	noteCode(w, p.Code)
 	body, _ := json.Marshal(p)

@@ -552,6 +552,17 @@ func (s *Server) handleOn(router *httprouter.Router, method, pattern string, aut
 			w.Header().Set("Cache-Control", "no-store")
 			m, err := s.authenticate(r)
 			if err != nil {
+				if fault.Is(err, fault.Unauthorized) {
+					// Client credentials are taken as Basic too, so the
+					// 401 offers it, first: clients that send Basic only
+					// when challenged for it (Java's HttpClient with an
+					// Authenticator, which reads the first scheme of a
+					// challenge line only, and of the first line only in
+					// early releases; .NET's Credentials; curl --anyauth)
+					// stay at 401 for ever on Bearer's alone. writeError
+					// adds Bearer's.
+					w.Header().Set("WWW-Authenticate", `Basic realm="kassa"`)
+				}
 				s.writeError(w, r, err)
 				return
 			}
