@@ -121,6 +121,16 @@ const (
 // when the URL sets no connect_timeout.
 const defaultConnectTimeout = 10 * time.Second
 
+// clientParams are sent in every connection's startup, over whatever the
+// database, the role or the URL set: pgx sends text as UTF-8 and reads it
+// back as UTF-8, and refuses simple-protocol queries (the advisory lock
+// waits at start) unless both hold. Without them, a database or role with
+// client_encoding = 'LATIN1' (or any database not in UTF8, whose
+// client_encoding defaults to its own) or standard_conforming_strings =
+// off failed the start, and with only the first the server would have kept
+// kassa's UTF-8 read as Latin-1. PgBouncer passes both on (docs/postgres.md).
+var clientParams = map[string]string{"client_encoding": "UTF8", "standard_conforming_strings": "on"}
+
 // Open connects, applies the migrations this binary carries, and returns the store.
 // ctx bounds connecting and waiting for another replica's migration; a
 // migration this one has begun runs to its end (see migrate).
@@ -137,6 +147,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// than PostgreSQL listens waits, silent, for the whole start deadline.
 		// A handshake takes milliseconds; the URL's connect_timeout overrides.
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	for k, v := range clientParams {
+		cfg.ConnConfig.RuntimeParams[k] = v
 	}
 	switch {
 	case opts.MaxConns > 0:
