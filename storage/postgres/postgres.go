@@ -86,7 +86,19 @@ type Store struct {
 	closed    atomic.Bool
 	// turns: a few transactions at a time wait for a shared row (turns.go).
 	turns turns
+	// syncCommit: the database or role has synchronous_commit = off, so
+	// every write transaction sets it on (setSyncCommit).
+	syncCommit bool
 }
+
+// setSyncCommit starts a write transaction where synchronous_commit is off
+// for kassa's sessions (ALTER DATABASE or ALTER ROLE … SET, a tuning seen on
+// managed databases): COMMIT is then answered before its WAL is flushed, and
+// a crash of the server loses writes kassa acknowledged. A transaction's own
+// setting governs its commit. It goes in BEGIN's round trip, and only where
+// the setting is off (read once at Open), so a default setup sends nothing
+// more; local, on and the settings that wait for a standby are kept.
+const setSyncCommit = `SET LOCAL synchronous_commit = on`
 
 // lockKind names one of the store's own advisory locks. They take the
 // two-key form, (kind, a hash of the schema): deployments in different
@@ -165,6 +177,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
+	var syncCommit string
+	if err := pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&syncCommit); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	if err := migrate(ctx, pool, opts.Logger); err != nil {
 		pool.Close()
 		return nil, err
@@ -177,7 +194,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		opts.Clock = time.Now
 	}
 	return &Store{pool: pool, clock: opts.Clock, decoded: ordercache.NewDecoded(opts.DecodedOrderBytes),
-		turns: turns{per: int(cfg.MaxConns / 2)}}, nil
+		turns: turns{per: int(cfg.MaxConns / 2)}, syncCommit: syncCommit == "off"}, nil
 }
 
 // Unreachable reports whether err, from Open, is the database not being
@@ -750,7 +767,11 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, hel
 		return &connLost{storeUnavailable("the database cannot be reached", err)}
 	}
 	defer conn.Release()
-	w := newWire(ctx, s.pool, conn, opts)
+	var setup []string
+	if writable && s.syncCommit {
+		setup = append(setup, setSyncCommit)
+	}
+	w := newWire(ctx, s.pool, conn, opts, setup...)
 	t := &tx{ctx: ctx, tx: w, now: s.clock().UTC(), writable: writable, decoded: s.decoded, decodedMerchants: &s.merchants,
 		shared: &s.turns, held: held}
 	if writable {
