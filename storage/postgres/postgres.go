@@ -177,10 +177,18 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	var syncCommit string
-	if err := pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&syncCommit); err != nil {
+	var syncCommit, encoding string
+	if err := pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('server_encoding')`).Scan(&syncCommit, &encoding); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if encoding != "UTF8" && encoding != "SQL_ASCII" {
+		// Text kassa accepts (any Unicode) that the database's encoding
+		// has no character for would be refused as invalid, a valid order
+		// answered 400; refused before the migrations make anything.
+		// SQL_ASCII keeps the bytes as sent, always valid UTF-8.
+		pool.Close()
+		return nil, fmt.Errorf("postgres: the database's encoding is %s, which cannot hold all the text kassa stores: create it with ENCODING 'UTF8' (createdb -E UTF8 -T template0)", encoding)
 	}
 	if err := migrate(ctx, pool, opts.Logger); err != nil {
 		pool.Close()

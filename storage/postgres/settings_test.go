@@ -5,12 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/postgres"
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
 
@@ -106,5 +108,34 @@ func TestClientSettingsOfTheDatabaseAreOverridden(t *testing.T) {
 				t.Fatalf("%d orders hold the reference's UTF-8 bytes, want 1", n)
 			}
 		})
+	}
+}
+
+// TestDatabaseInAnotherEncodingIsRefused: a database whose encoding is
+// neither UTF8 nor SQL_ASCII cannot hold every text kassa accepts (LATIN1
+// has no €): the start is refused, naming the encoding, instead of a valid
+// order being answered 400 "text must be valid UTF-8".
+func TestDatabaseInAnotherEncodingIsRefused(t *testing.T) {
+	u := freshDatabase(t, "ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+	s, err := postgres.Open(context.Background(), u, postgres.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("opened a LATIN1 database")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "LATIN1") || !strings.Contains(msg, "UTF8") {
+		t.Fatalf("error names neither the encoding nor the one needed: %s", msg)
+	}
+	// Nothing was made in it.
+	conn, err := pgx.Connect(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var tables int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Fatalf("%d tables made in the refused database", tables)
 	}
 }
