@@ -86,7 +86,19 @@ type Store struct {
 	closed    atomic.Bool
 	// turns: a few transactions at a time wait for a shared row (turns.go).
 	turns turns
+	// syncCommit: the database or role has synchronous_commit = off, so
+	// every write transaction sets it on (setSyncCommit).
+	syncCommit bool
 }
+
+// setSyncCommit starts a write transaction where synchronous_commit is off
+// for kassa's sessions (ALTER DATABASE or ALTER ROLE … SET, a tuning seen on
+// managed databases): COMMIT is then answered before its WAL is flushed, and
+// a crash of the server loses writes kassa acknowledged. A transaction's own
+// setting governs its commit. It goes in BEGIN's round trip, and only where
+// the setting is off (read once at Open), so a default setup sends nothing
+// more; local, on and the settings that wait for a standby are kept.
+const setSyncCommit = `SET LOCAL synchronous_commit = on`
 
 // lockKind names one of the store's own advisory locks. They take the
 // two-key form, (kind, a hash of the schema): deployments in different
@@ -121,6 +133,16 @@ const (
 // when the URL sets no connect_timeout.
 const defaultConnectTimeout = 10 * time.Second
 
+// clientParams are sent in every connection's startup, over whatever the
+// database, the role or the URL set: pgx sends text as UTF-8 and reads it
+// back as UTF-8, and refuses simple-protocol queries (the advisory lock
+// waits at start) unless both hold. Without them, a database or role with
+// client_encoding = 'LATIN1' (or any database not in UTF8, whose
+// client_encoding defaults to its own) or standard_conforming_strings =
+// off failed the start, and with only the first the server would have kept
+// kassa's UTF-8 read as Latin-1. PgBouncer passes both on (docs/postgres.md).
+var clientParams = map[string]string{"client_encoding": "UTF8", "standard_conforming_strings": "on"}
+
 // Open connects, applies the migrations this binary carries, and returns the store.
 // ctx bounds connecting and waiting for another replica's migration; a
 // migration this one has begun runs to its end (see migrate).
@@ -138,6 +160,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// A handshake takes milliseconds; the URL's connect_timeout overrides.
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
+	for k, v := range clientParams {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	switch {
 	case opts.MaxConns > 0:
 		cfg.MaxConns = opts.MaxConns
@@ -152,6 +177,19 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
+	var syncCommit, encoding string
+	if err := pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('server_encoding')`).Scan(&syncCommit, &encoding); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if encoding != "UTF8" && encoding != "SQL_ASCII" {
+		// Text kassa accepts (any Unicode) that the database's encoding
+		// has no character for would be refused as invalid, a valid order
+		// answered 400; refused before the migrations make anything.
+		// SQL_ASCII keeps the bytes as sent, always valid UTF-8.
+		pool.Close()
+		return nil, fmt.Errorf("postgres: the database's encoding is %s, which cannot hold all the text kassa stores: create it with ENCODING 'UTF8' (createdb -E UTF8 -T template0)", encoding)
+	}
 	if err := migrate(ctx, pool, opts.Logger); err != nil {
 		pool.Close()
 		return nil, err
@@ -164,7 +202,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		opts.Clock = time.Now
 	}
 	return &Store{pool: pool, clock: opts.Clock, decoded: ordercache.NewDecoded(opts.DecodedOrderBytes),
-		turns: turns{per: int(cfg.MaxConns / 2)}}, nil
+		turns: turns{per: int(cfg.MaxConns / 2)}, syncCommit: syncCommit == "off"}, nil
 }
 
 // Unreachable reports whether err, from Open, is the database not being
@@ -737,7 +775,11 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, hel
 		return &connLost{storeUnavailable("the database cannot be reached", err)}
 	}
 	defer conn.Release()
-	w := newWire(ctx, s.pool, conn, opts)
+	var setup []string
+	if writable && s.syncCommit {
+		setup = append(setup, setSyncCommit)
+	}
+	w := newWire(ctx, s.pool, conn, opts, setup...)
 	t := &tx{ctx: ctx, tx: w, now: s.clock().UTC(), writable: writable, decoded: s.decoded, decodedMerchants: &s.merchants,
 		shared: &s.turns, held: held}
 	if writable {

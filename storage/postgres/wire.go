@@ -49,6 +49,9 @@ type wire struct {
 	// readOnly: a View's transaction, which wrote nothing whatever becomes
 	// of its COMMIT.
 	readOnly bool
+	// setup is how many of the first held statements start the
+	// transaction (BEGIN, SET LOCAL): with only those, nothing was sent.
+	setup int
 	// pool opens the connection that asks what became of a transaction
 	// whose COMMIT went unanswered (see settle).
 	pool *pgxpool.Pool
@@ -59,15 +62,21 @@ type wire struct {
 	probed bool
 }
 
-// newWire starts a transaction of opts on conn; BEGIN waits for the first
-// round trip like any held statement.
-func newWire(ctx context.Context, pool *pgxpool.Pool, conn *pgxpool.Conn, opts pgx.TxOptions) *wire {
+// newWire starts a transaction of opts on conn; BEGIN, and after it the
+// setup statements (SET LOCAL), wait for the first round trip like any held
+// statement.
+func newWire(ctx context.Context, pool *pgxpool.Pool, conn *pgxpool.Conn, opts pgx.TxOptions, setup ...string) *wire {
 	begin := "begin isolation level " + string(opts.IsoLevel)
 	if opts.AccessMode != "" {
 		begin += " " + string(opts.AccessMode)
 	}
-	return &wire{ctx: ctx, pool: pool, conn: conn, readOnly: opts.AccessMode == pgx.ReadOnly,
+	w := &wire{ctx: ctx, pool: pool, conn: conn, readOnly: opts.AccessMode == pgx.ReadOnly,
 		held: []heldWrite{{sql: begin, fail: func(err error) error { return dbErr(err, "begin") }}}}
+	for _, sql := range setup {
+		w.held = append(w.held, heldWrite{sql: sql, fail: func(err error) error { return dbErr(err, "begin") }})
+	}
+	w.setup = len(w.held)
+	return w
 }
 
 // heldWrite is a statement waiting for the next round trip; fail maps its
@@ -208,8 +217,8 @@ func (w *wire) commit() error {
 	if w.err != nil {
 		return w.err
 	}
-	if !w.open && len(w.held) == 1 {
-		return nil // only BEGIN is held: nothing was ever sent
+	if !w.open && len(w.held) == w.setup {
+		return nil // only BEGIN (and its setup) is held: nothing was ever sent
 	}
 	if !w.readOnly {
 		// COMMIT never goes first in its round trip. A connection terminated

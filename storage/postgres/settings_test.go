@@ -1,0 +1,141 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/postgres"
+	"github.com/kassahq/kassa/storage/postgres/pgtest"
+)
+
+// freshDatabase creates an empty database on the server of
+// KASSA_TEST_DATABASE_URL, created with createOpts and given the settings
+// (ALTER DATABASE … SET, as an operator or a managed service does), dropped
+// when the test ends, and returns its URL.
+func freshDatabase(t *testing.T, createOpts string, settings ...string) string {
+	t.Helper()
+	base := pgtest.URL(t)
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "kassa_t_" + hex.EncodeToString(b)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" "+createOpts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(context.Background(), base); err == nil {
+			c.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)")
+			c.Close(context.Background())
+		}
+	})
+	for _, s := range settings {
+		if _, err := conn.Exec(ctx, "ALTER DATABASE "+name+" SET "+s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// TestClientSettingsOfTheDatabaseAreOverridden: a database (or role) whose
+// client_encoding is not UTF8, or whose standard_conforming_strings is off
+// (settings an old application may have needed), is served as any other:
+// pgx speaks UTF-8 and needs both for its simple-protocol queries, which the
+// start runs, and kassa's text reads back as it was written. The start
+// failed with "simple protocol queries must be run with client_encoding=UTF8",
+// also on a database in SQL_ASCII (initdb's without a locale), whose
+// client_encoding defaults to its own.
+func TestClientSettingsOfTheDatabaseAreOverridden(t *testing.T) {
+	for _, c := range []struct{ name, create, setting string }{
+		{"client_encoding", "", "client_encoding = 'LATIN1'"},
+		{"standard_conforming_strings", "", "standard_conforming_strings = off"},
+		// A database made by initdb without a locale: bytes are kept as
+		// they are sent, which here is always valid UTF-8.
+		{"SQL_ASCII", "ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var settings []string
+			if c.setting != "" {
+				settings = append(settings, c.setting)
+			}
+			u := freshDatabase(t, c.create, settings...)
+			ledgers, creds := twoReplicasAt(t, u)
+			ctx := context.Background()
+			authorize(t, ledgers[0], creds.MerchantID, "t")
+			const ref = `Åsa's "€" 😀 \`
+			req := oneLineOrder()
+			req.Reference = ref
+			res, err := ledgers[0].CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: creds.MerchantID}, "t", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			page, _, err := ledgers[1].ListOrders(ctx, creds.MerchantID, storage.OrderQuery{MerchantReferences: []string{ref}, Size: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Orders) != 1 || page.Orders[0].ID != res.Order.ID || page.Orders[0].MerchantReference != ref {
+				t.Fatalf("orders by reference %q: %+v, want %s", ref, page.Orders, res.Order.ID)
+			}
+			// What the database holds is the text itself, not its UTF-8
+			// bytes read as Latin-1 characters.
+			conn, err := pgx.Connect(ctx, u+"?client_encoding=UTF8")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			var n int
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM orders WHERE convert_to(merchant_ref, 'UTF8') = $1`, []byte(ref)).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 1 {
+				t.Fatalf("%d orders hold the reference's UTF-8 bytes, want 1", n)
+			}
+		})
+	}
+}
+
+// TestDatabaseInAnotherEncodingIsRefused: a database whose encoding is
+// neither UTF8 nor SQL_ASCII cannot hold every text kassa accepts (LATIN1
+// has no €): the start is refused, naming the encoding, instead of a valid
+// order being answered 400 "text must be valid UTF-8".
+func TestDatabaseInAnotherEncodingIsRefused(t *testing.T) {
+	u := freshDatabase(t, "ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+	s, err := postgres.Open(context.Background(), u, postgres.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("opened a LATIN1 database")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "LATIN1") || !strings.Contains(msg, "UTF8") {
+		t.Fatalf("error names neither the encoding nor the one needed: %s", msg)
+	}
+	// Nothing was made in it.
+	conn, err := pgx.Connect(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var tables int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Fatalf("%d tables made in the refused database", tables)
+	}
+}
