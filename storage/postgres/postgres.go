@@ -86,6 +86,9 @@ type Store struct {
 	closed    atomic.Bool
 	// turns: a few transactions at a time wait for a shared row (turns.go).
 	turns turns
+	// outboxSkipScans counts the claims that skip-scanned the merchants
+	// with pending messages (PendingOutbox), for tests.
+	outboxSkipScans atomic.Int64
 }
 
 // lockKind names one of the store's own advisory locks. They take the
@@ -739,7 +742,7 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, hel
 	defer conn.Release()
 	w := newWire(ctx, s.pool, conn, opts)
 	t := &tx{ctx: ctx, tx: w, now: s.clock().UTC(), writable: writable, decoded: s.decoded, decodedMerchants: &s.merchants,
-		shared: &s.turns, held: held}
+		shared: &s.turns, held: held, outboxSkipScans: &s.outboxSkipScans}
 	if writable {
 		t.merchants = make(map[string][]byte)
 		t.locked = make(map[string]int64)
@@ -897,6 +900,8 @@ type tx struct {
 	// customPlans: this transaction plans each statement for its values
 	// (planForValues).
 	customPlans bool
+	// outboxSkipScans is the store's count of skip-scanning claims.
+	outboxSkipScans *atomic.Int64
 }
 
 var errReadOnly = fault.Internalf(nil, "write in a read-only transaction")
