@@ -16,3 +16,7 @@ func FailCommitsAfter(s *Store, err error) {
 		return err
 	}
 }
+
+// OutboxSkips reports how many merchants the claims' skip scan of
+// outboxmdue has visited.
+func OutboxSkips(s *Store) int64 { return s.outboxSkips.Load() }

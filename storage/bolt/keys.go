@@ -26,7 +26,7 @@ var (
 	bIdem       = []byte("idem")        // lp(merchant) key → storage.EncodeRecord
 	bIdemExp    = []byte("idemexp")     // time(expiresAt) lp(merchant) key → empty
 	bOutbox     = []byte("outbox")      // id → JSON
-	bOutboxDue  = []byte("outboxdue")   // time(nextAttempt) id → empty; not done only; read by builds before outboxmdue, kept for a rollback to one
+	bOutboxDue  = []byte("outboxdue")   // time(nextAttempt) id → empty; not done only; a claim with few due reads it (and builds before outboxmdue did)
 	bOutboxIx   = []byte("outboxix")    // lp(merchant) time(createdAt) id → empty
 	bOutboxMDue = []byte("outboxmdue")  // lp(merchant) time(nextAttempt) id → empty; not done only
 	bOutboxDone = []byte("outboxdone")  // time(createdAt) id → empty; done only: the retention sweep's walk

@@ -110,6 +110,7 @@ type Store struct {
 	done    chan struct{} // closed when the committer has exited
 
 	calls, commits atomic.Int64 // functions committed, transactions committed
+	outboxSkips    atomic.Int64 // merchants the claims' skip scan of outboxmdue visited, for tests
 
 	// update is db.Update; tests make it report a commit failed.
 	update func(func(*bbolt.Tx) error) error

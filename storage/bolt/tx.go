@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -24,11 +25,13 @@ type state struct {
 	bk        map[string]*bbolt.Bucket
 	decoded   *ordercache.Decoded
 	merchants *storage.MerchantCache
+	// outboxSkips is the store's count of merchants visited by claims.
+	outboxSkips *atomic.Int64
 }
 
 func newState(b *bbolt.Tx, now time.Time, writable bool, s *Store) *state {
 	return &state{b: b, now: now, writable: writable, bk: make(map[string]*bbolt.Bucket),
-		decoded: s.decoded, merchants: &s.merchants}
+		decoded: s.decoded, merchants: &s.merchants, outboxSkips: &s.outboxSkips}
 }
 
 func (s *state) bucket(name []byte) *bbolt.Bucket {
@@ -614,6 +617,15 @@ func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.Out
 	}
 	// Due at or before at: every time key ≤ at sorts below the successor of at's.
 	end := successor(putTime(nil, at))
+	// Few due (no more than limit): the time-ordered outboxdue lists them
+	// all, and capping each merchant's in due order takes what the skip
+	// scan below would. The skip scan visits every merchant with a message
+	// pending, due or not: a merchant whose receiver is down keeps one for
+	// the retry schedule's hours, and with 50 000 of them each claim (two
+	// or more a second, under the writer's lock) took 7 to 20 ms.
+	if out, ok, err := t.fewDueOutbox(end, limit, perMerchant); ok || err != nil {
+		return out, err
+	}
 	// A skip scan of outboxmdue visits each merchant with pending messages
 	// once and takes its oldest due ones, so a merchant's backlog costs a
 	// claim no more than perMerchant reads, and cannot hide the messages of
@@ -626,6 +638,7 @@ func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.Out
 			return nil, fault.Internalf(nil, "outbox merchant index holds a malformed key")
 		}
 		merchant := k[:w+int(n)]
+		t.st.outboxSkips.Add(1)
 		taken := 0
 		for ; k != nil && bytes.HasPrefix(k, merchant) && taken < perMerchant; k, _ = c.Next() {
 			if bytes.Compare(k[len(merchant):len(merchant)+timeLen], end) >= 0 {
@@ -659,6 +672,41 @@ func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.Out
 		out = append(out, &m)
 	}
 	return out, nil
+}
+
+// fewDueOutbox reads the messages due before end from outboxdue when there
+// are at most limit of them, each merchant's first perMerchant in due order;
+// ok is false when more are due.
+func (t *tx) fewDueOutbox(end []byte, limit, perMerchant int) (out []*storage.OutboxMessage, ok bool, err error) {
+	var due [][]byte
+	c := t.st.bucket(bOutboxDue).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if len(k) <= timeLen {
+			return nil, false, fault.Internalf(nil, "outbox due index holds a malformed key")
+		}
+		if bytes.Compare(k[:timeLen], end) >= 0 {
+			break
+		}
+		if len(due) == limit {
+			return nil, false, nil
+		}
+		due = append(due, k)
+	}
+	taken := map[string]int{}
+	for _, k := range due {
+		var m storage.OutboxMessage
+		found, err := t.getRecord(bOutbox, k[timeLen:], &m)
+		if err != nil {
+			return nil, false, err
+		}
+		if !found {
+			return nil, false, fault.Internalf(nil, "outbox index names a missing message")
+		}
+		if taken[m.MerchantID]++; taken[m.MerchantID] <= perMerchant {
+			out = append(out, &m)
+		}
+	}
+	return out, true, nil
 }
 
 // oldest sorts due keys oldest first and keeps up to limit of them.

@@ -89,6 +89,9 @@ type Store struct {
 	// syncCommit: the database or role has synchronous_commit = off, so
 	// every write transaction sets it on (setSyncCommit).
 	syncCommit bool
+	// outboxSkipScans counts the claims that skip-scanned the merchants
+	// with pending messages (PendingOutbox), for tests.
+	outboxSkipScans atomic.Int64
 }
 
 // setSyncCommit starts a write transaction where synchronous_commit is off
@@ -781,7 +784,7 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, hel
 	}
 	w := newWire(ctx, s.pool, conn, opts, setup...)
 	t := &tx{ctx: ctx, tx: w, now: s.clock().UTC(), writable: writable, decoded: s.decoded, decodedMerchants: &s.merchants,
-		shared: &s.turns, held: held}
+		shared: &s.turns, held: held, outboxSkipScans: &s.outboxSkipScans}
 	if writable {
 		t.merchants = make(map[string][]byte)
 		t.locked = make(map[string]int64)
@@ -939,6 +942,8 @@ type tx struct {
 	// customPlans: this transaction plans each statement for its values
 	// (planForValues).
 	customPlans bool
+	// outboxSkipScans is the store's count of skip-scanning claims.
+	outboxSkipScans *atomic.Int64
 }
 
 var errReadOnly = fault.Internalf(nil, "write in a read-only transaction")

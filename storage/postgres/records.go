@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -313,6 +314,37 @@ func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.Out
 	// on every claim), then takes that merchant's oldest due messages from
 	// the same index. The lock is taken there: rows another claim holds are
 	// skipped, and a merchant's next ones taken in their place.
+	// Few due (no more than limit): outbox_pending lists them all in due
+	// order, and capping each merchant's there takes what the skip scan
+	// would. The skip scan visits every merchant with a message pending,
+	// due or not: a merchant whose receiver is down keeps one for the retry
+	// schedule's hours, and with 50 000 of them each claim (two or more a
+	// second per replica) took 260 to 280 ms of the database. They are
+	// counted first, without a lock: locking limit+1 to find out would keep
+	// one more row from other replicas' claims until this one commits. A
+	// row locked by another claim is counted, and then skipped as there.
+	var due int
+	if err := t.tx.QueryRow(t.ctx, `SELECT count(*) FROM (SELECT 1 FROM outbox WHERE NOT done AND next_key <= $1
+		ORDER BY next_key, id LIMIT $2) d`, timeKey(at), limit+1).Scan(&due); err != nil {
+		return nil, dbErr(err, "outbox message")
+	}
+	if due <= limit {
+		bs, err := t.bodies("outbox", `SELECT body FROM outbox WHERE NOT done AND next_key <= $1
+			ORDER BY next_key, id LIMIT $2`+t.lockFor(), timeKey(at), limit)
+		if err != nil {
+			return nil, err
+		}
+		ms, err := decodeAll[storage.OutboxMessage]("outbox message", bs)
+		if err != nil {
+			return nil, err
+		}
+		taken := map[string]int{}
+		return slices.DeleteFunc(ms, func(m *storage.OutboxMessage) bool {
+			taken[m.MerchantID]++
+			return taken[m.MerchantID] > perMerchant
+		}), nil
+	}
+	t.outboxSkipScans.Add(1)
 	bs, err := t.bodies("outbox", `WITH RECURSIVE merchants(id) AS (
 			(SELECT merchant_id FROM outbox WHERE NOT done ORDER BY merchant_id LIMIT 1)
 			UNION ALL

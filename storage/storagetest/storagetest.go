@@ -714,6 +714,10 @@ func testOutboxPerMerchant(t *testing.T, s storage.Store) {
 	if got := pending(10, 2); !slices.Equal(got, []string{"a00", "a01", "b0", "b1", "c0"}) {
 		t.Fatalf("two of each merchant: %v", got)
 	}
+	// All 34 due fit the limit: the same cap, however a store finds them.
+	if got := pending(40, 2); !slices.Equal(got, []string{"a00", "a01", "b0", "b1", "c0"}) {
+		t.Fatalf("two of each, all due within the limit: %v", got)
+	}
 	if got := pending(4, 2); !slices.Equal(got, []string{"a00", "a01", "b0", "b1"}) {
 		t.Fatalf("two of each, four in all: %v", got)
 	}
