@@ -309,11 +309,6 @@ func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.Out
 	if perMerchant <= 0 {
 		perMerchant = limit
 	}
-	// A skip scan of outbox_merchant_pending visits each merchant with
-	// pending messages once (the merchants table would visit every merchant
-	// on every claim), then takes that merchant's oldest due messages from
-	// the same index. The lock is taken there: rows another claim holds are
-	// skipped, and a merchant's next ones taken in their place.
 	// Few due (no more than limit): outbox_pending lists them all in due
 	// order, and capping each merchant's there takes what the skip scan
 	// would. The skip scan visits every merchant with a message pending,
@@ -344,6 +339,11 @@ func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.Out
 			return taken[m.MerchantID] > perMerchant
 		}), nil
 	}
+	// More due: a skip scan of outbox_merchant_pending visits each merchant with
+	// pending messages once (the merchants table would visit every merchant
+	// on every claim), then takes that merchant's oldest due messages from
+	// the same index. The lock is taken there: rows another claim holds are
+	// skipped, and a merchant's next ones taken in their place.
 	t.outboxSkipScans.Add(1)
 	bs, err := t.bodies("outbox", `WITH RECURSIVE merchants(id) AS (
 			(SELECT merchant_id FROM outbox WHERE NOT done ORDER BY merchant_id LIMIT 1)
