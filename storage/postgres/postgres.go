@@ -806,7 +806,7 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, hel
 		if errors.As(err, &h) {
 			err = h.err
 		}
-		if ctx.Err() != nil && fault.Is(err, fault.Internal) {
+		if ctx.Err() != nil && (fault.Is(err, fault.Internal) || queryCanceled(err)) {
 			// The caller's context ended a statement (a lock wait, a
 			// database that does not answer) before COMMIT was sent: the
 			// transaction is rolled back, or its connection dropped, so
@@ -882,10 +882,18 @@ func (e *connLost) Unwrap() error { return e.err }
 // before it wrote (see PutMerchant).
 var errLostRace = &pgconn.PgError{Code: "40001", Message: "a row read in this transaction changed; retrying"}
 
+// queryCanceled reports whether the database cancelled a statement of the
+// transaction (57014): its statement_timeout, or a cancel request.
+func queryCanceled(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "57014"
+}
+
 // dbErr turns a database error into a fault: a unique violation is a
 // Conflict; text PostgreSQL cannot hold (NUL, invalid UTF-8), which neither
-// matches a stored value nor may be stored, is Invalid; anything else is
-// Internal. The cause is kept for errors.As.
+// matches a stored value nor may be stored, is Invalid; a statement the
+// database cancelled is Unavailable; anything else is Internal. The cause
+// is kept for errors.As.
 func dbErr(err error, what string) error {
 	var h *heldErr
 	if errors.As(err, &h) {
@@ -899,6 +907,16 @@ func dbErr(err error, what string) error {
 		case "22021", "22P05":
 			return &fault.Error{Kind: fault.Invalid, Code: "invalid_text",
 				Message: "text must be valid UTF-8 without NUL characters", Err: err}
+		case "57014":
+			// A statement_timeout of the database or role (a DBA's bound,
+			// which kassa leaves in place: docs/postgres.md) ended a
+			// statement, most often a wait for a lock another transaction
+			// holds, or an operator cancelled it. The transaction is
+			// aborted, so nothing is written, and the same request may
+			// succeed once the lock is free. One cancelled by the caller's
+			// context is told apart in once (storage.WaitEnded); the commit
+			// cancelled past commitTimeout, in wire.commit.
+			return storeUnavailable("the database cancelled a statement (its statement_timeout?)", err)
 		}
 	}
 	return fault.Internalf(err, "postgres: %s", what)
