@@ -636,6 +636,9 @@ func applyMigrations(ctx context.Context, conn *pgxpool.Conn) error {
 			}
 		} else {
 			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, noStatementTimeout); err != nil {
+					return err
+				}
 				if _, err := tx.Exec(ctx, string(sql)); err != nil {
 					return err
 				}
@@ -650,13 +653,42 @@ func applyMigrations(ctx context.Context, conn *pgxpool.Conn) error {
 	return nil
 }
 
+// noStatementTimeout starts a migration's transaction. A statement_timeout
+// of the database or role (a DBA's bound on the application's statements)
+// would cut a migration longer than it (a large table's index build, or a
+// wait for a long transaction) at the same point at every start: each
+// start would fail and the migration never finish. lock_timeout is left:
+// a lock wait it ends depends on other sessions, and the next start may
+// get the lock.
+const noStatementTimeout = `SET LOCAL statement_timeout = 0`
+
 // applyOutsideTransaction runs a no-transaction migration. A concurrent
 // build that was cut off (the replica killed, the statement cancelled, a
 // deadlock) leaves its index INVALID under its name, which IF NOT EXISTS would
 // take as built: such an index is dropped first. Only this file's own index
 // names are looked at, and only under the migration lock, so no other
 // replica's build is under way.
+//
+// Its statements run without a statement_timeout (see noStatementTimeout).
+// With no transaction to SET LOCAL in, the session's is set to 0 and reset
+// once they are done, so the connection goes back to the pool with the
+// database's; where none is set (the default), nothing is sent.
 func applyOutsideTransaction(ctx context.Context, conn *pgxpool.Conn, sql string) error {
+	var limited bool
+	if err := conn.QueryRow(ctx, `SELECT current_setting('statement_timeout') <> '0'`).Scan(&limited); err != nil {
+		return err
+	}
+	if limited {
+		if _, err := conn.Exec(ctx, `SET statement_timeout = 0`); err != nil {
+			return err
+		}
+		defer func() {
+			if _, err := conn.Exec(context.Background(), `RESET statement_timeout`); err != nil {
+				// Not back to the database's setting: not for reuse.
+				conn.Conn().Close(context.Background())
+			}
+		}()
+	}
 	for _, m := range concurrentIndex.FindAllStringSubmatch(sql, -1) {
 		var invalid bool
 		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass($1) AND NOT indisvalid)`, m[1]).Scan(&invalid); err != nil {

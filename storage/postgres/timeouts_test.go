@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/postgres"
 )
 
 // withSetting is u with a session default (as ALTER DATABASE or ALTER ROLE
@@ -86,4 +88,123 @@ func TestStatementTimeoutIsStoreUnavailable(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("next number %d, want 2: the cancelled Update took one", n)
 	}
+}
+
+// waitForLockWait waits until a backend of c's database runs a statement
+// whose text has like in it and waits on a lock.
+func waitForLockWait(t *testing.T, c *pgx.Conn, like string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		if err := c.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE '%' || $1 || '%'
+			AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`, like).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no statement with %q waits on a lock", like)
+}
+
+// TestMigrationsOutliveStatementTimeout: a database or role with a
+// statement_timeout still migrates. A migration longer than it (a large
+// table's index build; here, one waiting on a transaction, which counts
+// alike) was cancelled at the same point at every start, so the start
+// failed each time and the migration never finished. A migration runs with
+// no statement_timeout, in its transaction (SET LOCAL) or, for one that runs
+// outside a transaction, on its connection until it is done, which then
+// goes back to the pool with the database's setting.
+func TestMigrationsOutliveStatementTimeout(t *testing.T) {
+	const limit = "statement_timeout=200ms"
+	check := func(t *testing.T, s *postgres.Store) {
+		t.Helper()
+		conns := s.Pool().AcquireAllIdle(context.Background())
+		if len(conns) == 0 {
+			t.Fatal("no idle connection in the pool")
+		}
+		for _, c := range conns {
+			var got string
+			err := c.QueryRow(context.Background(), `SELECT current_setting('statement_timeout')`).Scan(&got)
+			c.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != "200ms" {
+				t.Fatalf("a connection of the pool runs with statement_timeout %s after the migrations, want the database's 200ms", got)
+			}
+		}
+	}
+	openLimited := func(u string) (<-chan *postgres.Store, <-chan error) {
+		stores, errs := make(chan *postgres.Store, 1), make(chan error, 1)
+		go func() {
+			s, err := postgres.Open(context.Background(), withSetting(u, limit), postgres.Options{MaxConns: 4})
+			errs <- err
+			stores <- s
+		}()
+		return stores, errs
+	}
+
+	t.Run("in a transaction", func(t *testing.T) {
+		ctx := context.Background()
+		// As replicas of the build before migration 6 left the schema.
+		u := freshSchema(t)
+		openNow(t, u).Close()
+		c := connect(t, u)
+		for _, q := range []string{
+			`ALTER TABLE sessions DROP COLUMN store_id, DROP COLUMN merchant_ref, DROP COLUMN updated_key`,
+			`DELETE FROM schema_migrations WHERE version = 6`,
+		} {
+			if _, err := c.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A transaction that read sessions: the migration's ALTER TABLE
+		// waits for it.
+		hc := connect(t, u)
+		tx, err := hc.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, `SELECT count(*) FROM sessions`); err != nil {
+			t.Fatal(err)
+		}
+		stores, errs := openLimited(u)
+		waitForLockWait(t, c, "ALTER TABLE sessions")
+		time.Sleep(500 * time.Millisecond) // past the statement_timeout
+		tx.Rollback(ctx)
+		if err := wait(t, errs); err != nil {
+			t.Fatalf("open with a migration longer than the statement_timeout: %v", err)
+		}
+		s := <-stores
+		defer s.Close()
+		var n int
+		if err := c.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = 6`).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("migration 6 recorded %d times, %v", n, err)
+		}
+		if err := c.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE updated_key IS NULL`).Scan(&n); err != nil {
+			t.Fatalf("sessions.updated_key: %v", err)
+		}
+		check(t, s)
+	})
+
+	t.Run("outside a transaction", func(t *testing.T) {
+		u, c := beforeMigration8(t)
+		release := holdOutbox(t, u) // the concurrent build waits for it
+		stores, errs := openLimited(u)
+		waitForIndexBuild(t, c)
+		time.Sleep(500 * time.Millisecond) // past the statement_timeout
+		release()
+		if err := wait(t, errs); err != nil {
+			t.Fatalf("open with a concurrent index build longer than the statement_timeout: %v", err)
+		}
+		s := <-stores
+		defer s.Close()
+		checkMigration8(t, c)
+		check(t, s)
+	})
 }
