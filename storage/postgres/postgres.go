@@ -74,6 +74,9 @@ type Options struct {
 	// migration lock (and which sessions hold it), or for a migration of
 	// this one blocked by other sessions' locks, every so often until it
 	// goes on. Without it, a replica that is not ready says nothing of why.
+	// It is also warned, once, of each setting of the database server
+	// under which a crash of its machine may lose acknowledged writes or
+	// damage the cluster (fsync or full_page_writes off).
 	Logger *slog.Logger
 }
 
@@ -143,6 +146,25 @@ const defaultConnectTimeout = 10 * time.Second
 // kassa's UTF-8 read as Latin-1. PgBouncer passes both on (docs/postgres.md).
 var clientParams = map[string]string{"client_encoding": "UTF8", "standard_conforming_strings": "on"}
 
+// unsafeSetting is a setting of the database server under which a crash
+// of its machine may lose or damage what kassa wrote, and what it risks.
+type unsafeSetting struct{ setting, risk string }
+
+// unsafeSettings are those of fsync and full_page_writes, as the server
+// reports them, that are off. They are the cluster's (postgresql.conf), which
+// no session can override, unlike synchronous_commit: Open warns, and
+// serves (test and CI clusters run with fsync = off on purpose).
+func unsafeSettings(fsync, fullPageWrites string) []unsafeSetting {
+	var out []unsafeSetting
+	if fsync == "off" {
+		out = append(out, unsafeSetting{"fsync", "an operating-system crash or a power loss of its machine may lose writes kassa acknowledged and leave the cluster damaged beyond repair; turn it on unless the data is disposable"})
+	}
+	if fullPageWrites == "off" {
+		out = append(out, unsafeSetting{"full_page_writes", "an operating-system crash or a power loss of its machine may leave pages half written, which recovery cannot repair: the cluster damaged; turn it on unless its storage writes pages atomically"})
+	}
+	return out
+}
+
 // Open connects, applies the migrations this binary carries, and returns the store.
 // ctx bounds connecting and waiting for another replica's migration; a
 // migration this one has begun runs to its end (see migrate).
@@ -177,10 +199,16 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	var syncCommit, encoding string
-	if err := pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('server_encoding')`).Scan(&syncCommit, &encoding); err != nil {
+	var syncCommit, encoding, fsync, fullPageWrites string
+	if err := pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('server_encoding'),
+		current_setting('fsync'), current_setting('full_page_writes')`).Scan(&syncCommit, &encoding, &fsync, &fullPageWrites); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if opts.Logger != nil {
+		for _, u := range unsafeSettings(fsync, fullPageWrites) {
+			opts.Logger.Warn("postgres: the database server runs with "+u.setting+" = off: "+u.risk, "setting", u.setting)
+		}
 	}
 	if encoding != "UTF8" && encoding != "SQL_ASCII" {
 		// Text kassa accepts (any Unicode) that the database's encoding
