@@ -185,6 +185,13 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	for k, v := range clientParams {
 		cfg.ConnConfig.RuntimeParams[k] = v
 	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		// Names kassa's sessions in pg_stat_activity, the server's logs and
+		// what a waiting start logs of lock holders; a name of the URL or
+		// PGAPPNAME (pgx reads both into RuntimeParams) is kept. A startup
+		// parameter, which PgBouncer passes on.
+		cfg.ConnConfig.RuntimeParams["application_name"] = "kassa"
+	}
 	switch {
 	case opts.MaxConns > 0:
 		cfg.MaxConns = opts.MaxConns

@@ -192,3 +192,32 @@ func TestUnsafeServerSettingsAreLogged(t *testing.T) {
 		t.Fatalf("fsync %s, full_page_writes %s: Open warned of %v, want %v", fsync, fpw, got, want)
 	}
 }
+
+// TestApplicationNameNamesKassa: kassa's sessions name themselves in
+// pg_stat_activity and the database's logs (application_name = kassa), so
+// an operator tells them from others; they named nothing. A name the URL or
+// PGAPPNAME gives (a replica's own) is kept.
+func TestApplicationNameNamesKassa(t *testing.T) {
+	u := freshSchema(t)
+	for _, c := range []struct{ name, url, env, want string }{
+		{"default", u, "", "kassa"},
+		{"URL", u + "&application_name=billing-eu-1", "", "billing-eu-1"},
+		{"PGAPPNAME", u, "billing-eu-2", "billing-eu-2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("PGAPPNAME", c.env) // empty: not set, for pgx
+			s, err := postgres.Open(context.Background(), c.url, postgres.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var got string
+			if err := s.Pool().QueryRow(context.Background(), `SELECT current_setting('application_name')`).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Fatalf("application_name %q, want %q", got, c.want)
+			}
+		})
+	}
+}
