@@ -74,6 +74,9 @@ type Options struct {
 	// migration lock (and which sessions hold it), or for a migration of
 	// this one blocked by other sessions' locks, every so often until it
 	// goes on. Without it, a replica that is not ready says nothing of why.
+	// It is also warned, once, of each setting of the database server
+	// under which a crash of its machine may lose acknowledged writes or
+	// damage the cluster (fsync or full_page_writes off).
 	Logger *slog.Logger
 }
 
@@ -146,6 +149,25 @@ const defaultConnectTimeout = 10 * time.Second
 // kassa's UTF-8 read as Latin-1. PgBouncer passes both on (docs/postgres.md).
 var clientParams = map[string]string{"client_encoding": "UTF8", "standard_conforming_strings": "on"}
 
+// unsafeSetting is a setting of the database server under which a crash
+// of its machine may lose or damage what kassa wrote, and what it risks.
+type unsafeSetting struct{ setting, risk string }
+
+// unsafeSettings are those of fsync and full_page_writes, as the server
+// reports them, that are off. They are the cluster's (postgresql.conf), which
+// no session can override, unlike synchronous_commit: Open warns, and
+// serves (test and CI clusters run with fsync = off on purpose).
+func unsafeSettings(fsync, fullPageWrites string) []unsafeSetting {
+	var out []unsafeSetting
+	if fsync == "off" {
+		out = append(out, unsafeSetting{"fsync", "an operating-system crash or a power loss of its machine may lose writes kassa acknowledged and leave the cluster damaged beyond repair; turn it on unless the data is disposable"})
+	}
+	if fullPageWrites == "off" {
+		out = append(out, unsafeSetting{"full_page_writes", "an operating-system crash or a power loss of its machine may leave pages half written, which recovery cannot repair: the cluster damaged; turn it on unless its storage writes pages atomically"})
+	}
+	return out
+}
+
 // Open connects, applies the migrations this binary carries, and returns the store.
 // ctx bounds connecting and waiting for another replica's migration; a
 // migration this one has begun runs to its end (see migrate).
@@ -166,6 +188,13 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	for k, v := range clientParams {
 		cfg.ConnConfig.RuntimeParams[k] = v
 	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		// Names kassa's sessions in pg_stat_activity, the server's logs and
+		// what a waiting start logs of lock holders; a name of the URL or
+		// PGAPPNAME (pgx reads both into RuntimeParams) is kept. A startup
+		// parameter, which PgBouncer passes on.
+		cfg.ConnConfig.RuntimeParams["application_name"] = "kassa"
+	}
 	switch {
 	case opts.MaxConns > 0:
 		cfg.MaxConns = opts.MaxConns
@@ -180,10 +209,16 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	var syncCommit, encoding string
-	if err := pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('server_encoding')`).Scan(&syncCommit, &encoding); err != nil {
+	var syncCommit, encoding, fsync, fullPageWrites string
+	if err := pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('server_encoding'),
+		current_setting('fsync'), current_setting('full_page_writes')`).Scan(&syncCommit, &encoding, &fsync, &fullPageWrites); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if opts.Logger != nil {
+		for _, u := range unsafeSettings(fsync, fullPageWrites) {
+			opts.Logger.Warn("postgres: the database server runs with "+u.setting+" = off: "+u.risk, "setting", u.setting)
+		}
 	}
 	if encoding != "UTF8" && encoding != "SQL_ASCII" {
 		// Text kassa accepts (any Unicode) that the database's encoding
@@ -639,6 +674,9 @@ func applyMigrations(ctx context.Context, conn *pgxpool.Conn) error {
 			}
 		} else {
 			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, noStatementTimeout); err != nil {
+					return err
+				}
 				if _, err := tx.Exec(ctx, string(sql)); err != nil {
 					return err
 				}
@@ -653,13 +691,42 @@ func applyMigrations(ctx context.Context, conn *pgxpool.Conn) error {
 	return nil
 }
 
+// noStatementTimeout starts a migration's transaction. A statement_timeout
+// of the database or role (a DBA's bound on the application's statements)
+// would cut a migration longer than it (a large table's index build, or a
+// wait for a long transaction) at the same point at every start: each
+// start would fail and the migration never finish. lock_timeout is left:
+// a lock wait it ends depends on other sessions, and the next start may
+// get the lock.
+const noStatementTimeout = `SET LOCAL statement_timeout = 0`
+
 // applyOutsideTransaction runs a no-transaction migration. A concurrent
 // build that was cut off (the replica killed, the statement cancelled, a
 // deadlock) leaves its index INVALID under its name, which IF NOT EXISTS would
 // take as built: such an index is dropped first. Only this file's own index
 // names are looked at, and only under the migration lock, so no other
 // replica's build is under way.
+//
+// Its statements run without a statement_timeout (see noStatementTimeout).
+// With no transaction to SET LOCAL in, the session's is set to 0 and reset
+// once they are done, so the connection goes back to the pool with the
+// database's; where none is set (the default), nothing is sent.
 func applyOutsideTransaction(ctx context.Context, conn *pgxpool.Conn, sql string) error {
+	var limited bool
+	if err := conn.QueryRow(ctx, `SELECT current_setting('statement_timeout') <> '0'`).Scan(&limited); err != nil {
+		return err
+	}
+	if limited {
+		if _, err := conn.Exec(ctx, `SET statement_timeout = 0`); err != nil {
+			return err
+		}
+		defer func() {
+			if _, err := conn.Exec(context.Background(), `RESET statement_timeout`); err != nil {
+				// Not back to the database's setting: not for reuse.
+				conn.Conn().Close(context.Background())
+			}
+		}()
+	}
 	for _, m := range concurrentIndex.FindAllStringSubmatch(sql, -1) {
 		var invalid bool
 		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass($1) AND NOT indisvalid)`, m[1]).Scan(&invalid); err != nil {
@@ -809,7 +876,7 @@ func (s *Store) once(ctx context.Context, opts pgx.TxOptions, writable bool, hel
 		if errors.As(err, &h) {
 			err = h.err
 		}
-		if ctx.Err() != nil && fault.Is(err, fault.Internal) {
+		if ctx.Err() != nil && (fault.Is(err, fault.Internal) || queryCanceled(err)) {
 			// The caller's context ended a statement (a lock wait, a
 			// database that does not answer) before COMMIT was sent: the
 			// transaction is rolled back, or its connection dropped, so
@@ -885,10 +952,18 @@ func (e *connLost) Unwrap() error { return e.err }
 // before it wrote (see PutMerchant).
 var errLostRace = &pgconn.PgError{Code: "40001", Message: "a row read in this transaction changed; retrying"}
 
+// queryCanceled reports whether the database cancelled a statement of the
+// transaction (57014): its statement_timeout, or a cancel request.
+func queryCanceled(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "57014"
+}
+
 // dbErr turns a database error into a fault: a unique violation is a
 // Conflict; text PostgreSQL cannot hold (NUL, invalid UTF-8), which neither
-// matches a stored value nor may be stored, is Invalid; anything else is
-// Internal. The cause is kept for errors.As.
+// matches a stored value nor may be stored, is Invalid; a statement the
+// database cancelled is Unavailable; anything else is Internal. The cause
+// is kept for errors.As.
 func dbErr(err error, what string) error {
 	var h *heldErr
 	if errors.As(err, &h) {
@@ -902,6 +977,16 @@ func dbErr(err error, what string) error {
 		case "22021", "22P05":
 			return &fault.Error{Kind: fault.Invalid, Code: "invalid_text",
 				Message: "text must be valid UTF-8 without NUL characters", Err: err}
+		case "57014":
+			// A statement_timeout of the database or role (a DBA's bound,
+			// which kassa leaves in place: docs/postgres.md) ended a
+			// statement, most often a wait for a lock another transaction
+			// holds, or an operator cancelled it. The transaction is
+			// aborted, so nothing is written, and the same request may
+			// succeed once the lock is free. One cancelled by the caller's
+			// context is told apart in once (storage.WaitEnded); the commit
+			// cancelled past commitTimeout, in wire.commit.
+			return storeUnavailable("the database cancelled a statement (its statement_timeout?)", err)
 		}
 	}
 	return fault.Internalf(err, "postgres: %s", what)

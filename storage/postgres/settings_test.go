@@ -1,10 +1,14 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -137,5 +141,83 @@ func TestDatabaseInAnotherEncodingIsRefused(t *testing.T) {
 	}
 	if tables != 0 {
 		t.Fatalf("%d tables made in the refused database", tables)
+	}
+}
+
+// TestUnsafeServerSettingsAreLogged: a server running with fsync = off or
+// full_page_writes = off (postgresql.conf; no session can override them)
+// may lose writes kassa acknowledged, or damage the cluster, when its
+// machine crashes: Open says so through Options.Logger, naming the setting,
+// and serves anyway (test and CI clusters run so on purpose). It said
+// nothing. Whatever the test server runs with, the warnings match it.
+func TestUnsafeServerSettingsAreLogged(t *testing.T) {
+	u := freshSchema(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var fsync, fpw string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('full_page_writes')`).Scan(&fsync, &fpw); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	if fsync == "off" {
+		want = append(want, "fsync")
+	}
+	if fpw == "off" {
+		want = append(want, "full_page_writes")
+	}
+	var buf bytes.Buffer
+	s, err := postgres.Open(ctx, u, postgres.Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	var got []string
+	for line := range strings.Lines(buf.String()) {
+		var rec struct{ Level, Msg, Setting string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Setting != "" {
+			if rec.Level != "WARN" || !strings.Contains(rec.Msg, rec.Setting+" = off") {
+				t.Errorf("%s: %s %q", rec.Setting, rec.Level, rec.Msg)
+			}
+			got = append(got, rec.Setting)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("fsync %s, full_page_writes %s: Open warned of %v, want %v", fsync, fpw, got, want)
+	}
+}
+
+// TestApplicationNameNamesKassa: kassa's sessions name themselves in
+// pg_stat_activity and the database's logs (application_name = kassa), so
+// an operator tells them from others; they named nothing. A name the URL or
+// PGAPPNAME gives (a replica's own) is kept.
+func TestApplicationNameNamesKassa(t *testing.T) {
+	u := freshSchema(t)
+	for _, c := range []struct{ name, url, env, want string }{
+		{"default", u, "", "kassa"},
+		{"URL", u + "&application_name=billing-eu-1", "", "billing-eu-1"},
+		{"PGAPPNAME", u, "billing-eu-2", "billing-eu-2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("PGAPPNAME", c.env) // empty: not set, for pgx
+			s, err := postgres.Open(context.Background(), c.url, postgres.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var got string
+			if err := s.Pool().QueryRow(context.Background(), `SELECT current_setting('application_name')`).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Fatalf("application_name %q, want %q", got, c.want)
+			}
+		})
 	}
 }
