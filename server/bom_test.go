@@ -33,3 +33,18 @@ func TestBodyWithByteOrderMark(t *testing.T) {
 	code, _, b = e.req("POST", "/v1/orders/"+id+"/reference", bom+`{"reference":"R-2"}`, e.auth, map[string]string{"Content-Type": "application/json; charset=utf-16"})
 	wantProblem(t, code, b, 415, "unsupported_media_type")
 }
+
+// TestBodyWithByteOrderMarkMalformedAt: the byte a malformed body after a
+// byte order mark is refused at counts the mark, as the sender's bytes do:
+// it was counted from after the mark, three bytes before the fault.
+func TestBodyWithByteOrderMarkMalformedAt(t *testing.T) {
+	e := newSessionEnv(t)
+	id := e.order("5560000001", "invoice")["id"].(string)
+	const body = `{"reference":}`
+	_, _, plain := e.req("POST", "/v1/orders/"+id+"/reference", body, e.auth, nil)
+	code, _, b := e.req("POST", "/v1/orders/"+id+"/reference", "\xef\xbb\xbf"+body, e.auth, nil)
+	wantProblem(t, code, b, 400, "malformed_json")
+	if plain["detail"] != "the body is not valid JSON (at byte 14)" || b["detail"] != "the body is not valid JSON (at byte 17)" {
+		t.Fatalf("without the mark %q, with it %q; want at byte 14, and 17", plain["detail"], b["detail"])
+	}
+}

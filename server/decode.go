@@ -53,7 +53,11 @@ func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 	// body at a byte the sender cannot see. It is taken off after the
 	// check for a body left out, so a body of the mark alone is
 	// malformed, never read as no body (a full capture of every line).
-	body = bytes.TrimPrefix(body, utf8BOM)
+	// It is overwritten by JSON whitespace rather than cut off, so that
+	// the byte a malformed body is refused at counts the sender's bytes.
+	if bytes.HasPrefix(body, utf8BOM) {
+		copy(body, "   ")
+	}
 	if err := checkText(body); err != nil {
 		return err
 	}
