@@ -30,12 +30,7 @@ func (s *Store) Load(ctx context.Context, fill func(put func(storage.Record) err
 	}
 	defer conn.Release()
 	var counts map[storage.RecordKind]int
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if s.syncCommit {
-			if _, err := tx.Exec(ctx, setSyncCommit); err != nil {
-				return fmt.Errorf("postgres: %w", err)
-			}
-		}
+	err = s.durably(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `LOCK TABLE `+strings.Join(dataTables, ", ")+` IN EXCLUSIVE MODE`); err != nil {
 			return fmt.Errorf("postgres: lock the tables: %w", err)
 		}

@@ -952,6 +952,9 @@ func (e *connLost) Unwrap() error { return e.err }
 // before it wrote (see PutMerchant).
 var errLostRace = &pgconn.PgError{Code: "40001", Message: "a row read in this transaction changed; retrying"}
 
+// statementCancelled explains a 57014 kassa did not ask for.
+const statementCancelled = "the database cancelled a statement (its statement_timeout?)"
+
 // queryCanceled reports whether the database cancelled a statement of the
 // transaction (57014): its statement_timeout, or a cancel request.
 func queryCanceled(err error) bool {
@@ -986,7 +989,7 @@ func dbErr(err error, what string) error {
 			// succeed once the lock is free. One cancelled by the caller's
 			// context is told apart in once (storage.WaitEnded); the commit
 			// cancelled past commitTimeout, in wire.commit.
-			return storeUnavailable("the database cancelled a statement (its statement_timeout?)", err)
+			return storeUnavailable(statementCancelled, err)
 		}
 	}
 	return fault.Internalf(err, "postgres: %s", what)

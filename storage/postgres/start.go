@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Exclusive runs fn while this replica holds the start lock, an advisory
@@ -34,7 +35,17 @@ func (s *Store) SigningKey(ctx context.Context, local []byte, fromEnv bool) ([]b
 	if !fromEnv {
 		own = local
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO signing_key (id, key_check, key) VALUES (1, $1, $2) ON CONFLICT (id) DO NOTHING`, check, own); err != nil {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: signing key: %w", err)
+	}
+	defer conn.Release()
+	// Durably: a recorded key lost in a crash would let another replica
+	// record its own, and the tokens signed with this one fail with 401.
+	if err := s.durably(ctx, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO signing_key (id, key_check, key) VALUES (1, $1, $2) ON CONFLICT (id) DO NOTHING`, check, own)
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("postgres: signing key: %w", err)
 	}
 	var recordedCheck, recorded []byte
@@ -55,6 +66,20 @@ func (s *Store) SigningKey(ctx context.Context, local []byte, fromEnv bool) ([]b
 		return nil, errors.New("postgres: signing key: the recorded key does not match its check value")
 	}
 	return recorded, nil
+}
+
+// durably runs fn in a transaction of conn that commits durably whatever
+// synchronous_commit the database or role sets (setSyncCommit), for the
+// writes that do not go through Update (a store copy, the signing key).
+func (s *Store) durably(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if s.syncCommit {
+			if _, err := tx.Exec(ctx, setSyncCommit); err != nil {
+				return err
+			}
+		}
+		return fn(tx)
+	})
 }
 
 func keyCheck(key []byte) []byte {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
@@ -47,6 +48,21 @@ func TestWritesCommitDurablyWhateverTheDatabaseSets(t *testing.T) {
 		}
 		if got := setting(false); got != c.read {
 			t.Errorf("synchronous_commit = %s: a View runs with %s, want %s", c.set, got, c.read)
+		}
+		// The writes outside Update (store copy, the signing key).
+		conn, err := s.pool.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outside string
+		if err := s.durably(context.Background(), conn, func(tx pgx.Tx) error {
+			return tx.QueryRow(context.Background(), `SELECT current_setting('synchronous_commit')`).Scan(&outside)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		conn.Release()
+		if outside != c.write {
+			t.Errorf("synchronous_commit = %s: a write outside Update runs with %s, want %s", c.set, outside, c.write)
 		}
 		s.Close()
 	}

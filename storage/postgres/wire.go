@@ -265,7 +265,8 @@ func (w *wire) commit() error {
 		}
 		return nil
 	})
-	if !timer.Stop() {
+	cancelledHere := !timer.Stop()
+	if cancelledHere {
 		// A cancel request may reach the server after the answer, and would
 		// then cancel whatever this connection ran next: it is closed once
 		// the answer is judged.
@@ -292,8 +293,13 @@ func (w *wire) commit() error {
 		return nil
 	}
 	if answered && pe.Code == "57014" && !fatal {
-		// Cancelled past commitTimeout: the transaction was aborted and
-		// COMMIT, if it was still to run, skipped.
+		// Cancelled, past commitTimeout or by the database's own
+		// statement_timeout (a held write waiting on a lock): the
+		// transaction was aborted and COMMIT, if it was still to run,
+		// skipped.
+		if !cancelledHere {
+			return &heldErr{storeUnavailable(statementCancelled, err)}
+		}
 		return &heldErr{storeUnavailable("the database did not complete the commit in time (a lock held elsewhere?)", err)}
 	}
 	// Only the server's own reasons for ending a backend prove that the
