@@ -3,11 +3,8 @@ package postgres_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -19,44 +16,6 @@ import (
 	"github.com/kassahq/kassa/storage/postgres"
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
-
-// freshDatabase creates an empty database on the server of
-// KASSA_TEST_DATABASE_URL, created with createOpts and given the settings
-// (ALTER DATABASE … SET, as an operator or a managed service does), dropped
-// when the test ends, and returns its URL.
-func freshDatabase(t *testing.T, createOpts string, settings ...string) string {
-	t.Helper()
-	base := pgtest.URL(t)
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := "kassa_t_" + hex.EncodeToString(b)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" "+createOpts); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if c, err := pgx.Connect(context.Background(), base); err == nil {
-			c.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)")
-			c.Close(context.Background())
-		}
-	})
-	for _, s := range settings {
-		if _, err := conn.Exec(ctx, "ALTER DATABASE "+name+" SET "+s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
 
 // TestClientSettingsOfTheDatabaseAreOverridden: a database (or role) whose
 // client_encoding is not UTF8, or whose standard_conforming_strings is off
@@ -79,7 +38,7 @@ func TestClientSettingsOfTheDatabaseAreOverridden(t *testing.T) {
 			if c.setting != "" {
 				settings = append(settings, c.setting)
 			}
-			u := freshDatabase(t, c.create, settings...)
+			u := pgtest.FreshDatabase(t, c.create, settings...)
 			ledgers, creds := twoReplicasAt(t, u)
 			ctx := context.Background()
 			authorize(t, ledgers[0], creds.MerchantID, "t")
@@ -120,7 +79,7 @@ func TestClientSettingsOfTheDatabaseAreOverridden(t *testing.T) {
 // has no €): the start is refused, naming the encoding, instead of a valid
 // order being answered 400 "text must be valid UTF-8".
 func TestDatabaseInAnotherEncodingIsRefused(t *testing.T) {
-	u := freshDatabase(t, "ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+	u := pgtest.FreshDatabase(t, "ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
 	s, err := postgres.Open(context.Background(), u, postgres.Options{})
 	if err == nil {
 		s.Close()

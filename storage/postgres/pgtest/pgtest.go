@@ -32,7 +32,7 @@ func Selected() bool { return os.Getenv("KASSA_TEST_STORE") == "postgres" }
 func FreshSchema(t testing.TB) string {
 	t.Helper()
 	base := URL(t)
-	schema := create(t, base, "SCHEMA", "CASCADE")
+	schema := create(t, base, "SCHEMA", "", "CASCADE")
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
@@ -56,7 +56,7 @@ func PoolerDatabase(t testing.TB) string {
 	if pooler == "" {
 		t.Skip("KASSA_TEST_POOLER_URL not set: skipping tests through a connection pooler")
 	}
-	name := create(t, URL(t), "DATABASE", "WITH (FORCE)")
+	name := create(t, URL(t), "DATABASE", "", "WITH (FORCE)")
 	u, err := url.Parse(pooler)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
@@ -65,10 +65,37 @@ func PoolerDatabase(t testing.TB) string {
 	return u.String()
 }
 
+// FreshDatabase creates an empty database on the server of
+// KASSA_TEST_DATABASE_URL, created with createOpts (an encoding, a
+// template) and given settings (ALTER DATABASE … SET, as an operator or a
+// managed service does), dropped when the test ends, and returns its URL.
+func FreshDatabase(t testing.TB, createOpts string, settings ...string) string {
+	t.Helper()
+	base := URL(t)
+	name := create(t, base, "DATABASE", createOpts, "WITH (FORCE)")
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer conn.Close(ctx)
+	for _, s := range settings {
+		if _, err := conn.Exec(ctx, "ALTER DATABASE "+name+" SET "+s); err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
 // create makes a kind ("SCHEMA", "DATABASE") of a fresh random name on the
-// server of base, dropped (with dropOpts) when the test ends, and returns
-// the name.
-func create(t testing.TB, base, kind, dropOpts string) string {
+// server of base, with createOpts, dropped (with dropOpts) when the test
+// ends, and returns the name.
+func create(t testing.TB, base, kind, createOpts, dropOpts string) string {
 	t.Helper()
 	b := make([]byte, 6)
 	rand.Read(b)
@@ -79,7 +106,7 @@ func create(t testing.TB, base, kind, dropOpts string) string {
 		t.Fatalf("pgtest: %v", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE "+kind+" "+name); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE "+kind+" "+name+" "+createOpts); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
