@@ -248,6 +248,19 @@ func (o *oOrder) refundedAmount() int64 {
 	return s
 }
 
+// cancel is a cancel of what is uncaptured, by the order or by its
+// uncaptured ledger: refused when nothing is left to release.
+func (o *oOrder) cancel(rt *rapid.T, what string, a oAnswer) {
+	if o.cancelled || len(o.uncaptured) == 0 {
+		expect(rt, what, a, 409, "action_not_available")
+		return
+	}
+	expect(rt, what, a, 200)
+	o.events = append(o.events, oEvent{"cancel", o.uncapturedAmount()})
+	o.uncaptured = nil
+	o.cancelled = true
+}
+
 func (o *oOrder) uncapturedAmount() int64 {
 	t, _ := sums(o.uncaptured)
 	return t
@@ -1082,15 +1095,7 @@ func (x *oracleEnv) run(rt *rapid.T) {
 		case 7: // cancel
 			what = "cancel"
 			a = x.send("DELETE", path, "")
-			if m.cancelled || len(m.uncaptured) == 0 {
-				expect(rt, what, a, 409, "action_not_available")
-				break
-			}
-			expect(rt, what, a, 200)
-			released := m.uncapturedAmount()
-			m.uncaptured = nil
-			m.cancelled = true
-			m.events = append(m.events, oEvent{"cancel", released})
+			m.cancel(rt, what, a)
 		case 8: // extend expiry
 			what = "extend expiry"
 			a = x.send("POST", path+"/extendexpiry", "")
@@ -1277,15 +1282,7 @@ func (x *oracleEnv) run(rt *rapid.T) {
 		case 20: // cancel the remainder by its ledger
 			what = "cancel uncaptured ledger"
 			a = x.send("DELETE", path+"/"+m.uncLedger, "")
-			if m.cancelled || len(m.uncaptured) == 0 {
-				expect(rt, what, a, 409, "action_not_available")
-				break
-			}
-			expect(rt, what, a, 200)
-			released := m.uncapturedAmount()
-			m.uncaptured = nil
-			m.cancelled = true
-			m.events = append(m.events, oEvent{"cancel", released})
+			m.cancel(rt, what, a)
 		}
 		if x.key != "" {
 			if x.last.code == 200 {
