@@ -156,11 +156,7 @@ func (f *notifyFixture) orderFor(t *testing.T, merchant, tok string, pm order.Pa
 	t.Helper()
 	now := f.clock.Now()
 	ctx := context.Background()
-	if err := f.ledger.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchant, Country: "SE",
-		Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: pm},
-		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	putToken(t, f.ledger, merchant, tok, pm, now)
 	res, err := f.ledger.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchant}, tok, &order.CreateRequest{
 		Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(amount)}})
 	if err != nil {
@@ -882,11 +878,7 @@ func TestExpiryReminderSkipsAFraudDeniedOrder(t *testing.T) {
 	now := f.clock.Now()
 	mk := func(tok string, tags ...order.RiskTag) *order.Order {
 		t.Helper()
-		if err := f.ledger.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: f.merchant, Country: "SE",
-			Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
-			RiskTags: tags, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
+		putToken(t, f.ledger, f.merchant, tok, order.PayInvoice, now, tags...)
 		res, err := f.ledger.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: f.merchant}, tok, &order.CreateRequest{
 			Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(int64(1000))}})
 		if err != nil {

@@ -227,10 +227,7 @@ func TestAutoCaptureKeptWhenTheInvoiceNumberFails(t *testing.T) {
 func autoCaptureOrder(t *testing.T, l *kassa.Ledger, merchantID, tok string, now time.Time) string {
 	t.Helper()
 	ctx := context.Background()
-	if err := l.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchantID, Country: "SE", Currency: "SEK",
-		PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice}, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	putToken(t, l, merchantID, tok, order.PayInvoice, now)
 	res, err := l.CreateOrderFromAuthorization(ctx, kassa.Call{MerchantID: merchantID}, tok, &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE",
 		AutoCapture: &order.AutoCapture{Enabled: true, DelayMinutes: 10},
 		OrderLines:  []order.LineInput{{Description: ptr("tiles"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(10000)), Vat: ptr(int64(2500))}}})
@@ -269,6 +266,17 @@ func TestDocumentNumberUnavailableKeepsItsKind(t *testing.T) {
 	}
 }
 
+// putToken stores an authorization token of the merchant, a Swedish buyer's
+// approval of pm in SEK made at now and ending an hour later.
+func putToken(t *testing.T, l *kassa.Ledger, merchantID, tok string, pm order.PaymentType, now time.Time, tags ...order.RiskTag) {
+	t.Helper()
+	if err := l.PutAuthorization(context.Background(), &token.Authorization{Token: tok, MerchantID: merchantID, Country: "SE",
+		Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: pm},
+		RiskTags: tags, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // sandboxLedger is a ledger on st with one sandbox merchant, whose id it
 // returns.
 func sandboxLedger(t *testing.T, st storage.Store) (*kassa.Ledger, string) {
@@ -293,11 +301,7 @@ func TestFailedTokenExpiryNamesNoToken(t *testing.T) {
 	l, merchantID := sandboxLedger(t, storagetest.WrapTx{Store: memory.New(func() time.Time { return now }),
 		Wrap: func(tx storage.Tx) storage.Tx { return troubledTx{tx, troubled} }})
 	const tok = "at_SECRETSECRETSECRETSECRETSECRET"
-	if err := l.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchantID, Country: "SE",
-		Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
-		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	putToken(t, l, merchantID, tok, order.PayInvoice, now)
 	now = now.Add(time.Hour)
 	troubled = true
 	st, err := l.RunTasks(ctx, 10)
@@ -325,11 +329,7 @@ func TestTaskOfUnknownOutcomeIsNotSetAside(t *testing.T) {
 	st := &scriptedFailures{Store: memory.New(func() time.Time { return now })}
 	l, merchantID := sandboxLedger(t, st)
 	const tok = "at_UNKNOWNUNKNOWNUNKNOWNUNKNOWN00"
-	if err := l.PutAuthorization(ctx, &token.Authorization{Token: tok, MerchantID: merchantID, Country: "SE",
-		Currency: "SEK", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
-		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	putToken(t, l, merchantID, tok, order.PayInvoice, now)
 	now = now.Add(time.Hour)
 	st.arm("unknown")
 	stats, err := l.RunTasks(ctx, 10)
