@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/server"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 )
@@ -63,24 +64,32 @@ func (s *downStore) Update(ctx context.Context, fn func(storage.Tx) error) error
 	return s.Store.Update(ctx, fn)
 }
 
+// settlementPastItsTime is a sandbox store with a capture, behind a
+// downStore, a ledger on it, and a day's settlement time an hour after the
+// capture, which the clock has just passed.
+func settlementPastItsTime(t *testing.T) (*server.Clock, *downStore, *kassa.Ledger, kassa.Credentials, time.Time) {
+	t.Helper()
+	dir := t.TempDir()
+	clock := sandboxClockIn(t, dir)
+	now := clock.Now()
+	_, st, creds := sandboxCapture(t, dir, clock)
+	t.Cleanup(func() { st.Close() })
+	down := &downStore{Store: st}
+	settleAt := now.Add(time.Hour).UTC()
+	if err := clock.Advance(time.Hour + time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return clock, down, kassa.New(down, kassa.Options{}), creds, settleAt
+}
+
 // TestFailedSettlementRunIsTriedAgain: a day's settlement run that failed
 // (the store was down) is run again at the next pass, not a day later, and
 // settles what occurred before the day's settlement time, not before the
 // pass (a capture after it waits for the next day's run, as on every
 // replica).
 func TestFailedSettlementRunIsTriedAgain(t *testing.T) {
-	dir := t.TempDir()
-	clock := sandboxClockIn(t, dir)
 	ctx := context.Background()
-	now := clock.Now()
-	_, st, creds := sandboxCapture(t, dir, clock)
-	defer st.Close()
-	down := &downStore{Store: st}
-	l := kassa.New(down, kassa.Options{})
-	settleAt := now.Add(time.Hour).UTC()
-	if err := clock.Advance(time.Hour + time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	clock, down, l, creds, settleAt := settlementPastItsTime(t)
 	// A capture after the settlement time, before the pass.
 	captureOneLine(t, l, creds.MerchantID, "t2", clock.Now(), "late", 5000)
 	j := &jobs{ledger: l, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock, settleAt: settleAt, wall: time.Now, budget: time.Second}
@@ -105,17 +114,7 @@ func TestFailedSettlementRunIsTriedAgain(t *testing.T) {
 // as the server shut down (its context ended) is not logged as a run that
 // made settlements, and the day is not taken as settled.
 func TestSettlementRunCutShortIsNotLoggedAsRun(t *testing.T) {
-	dir := t.TempDir()
-	clock := sandboxClockIn(t, dir)
-	now := clock.Now()
-	_, st, _ := sandboxCapture(t, dir, clock)
-	defer st.Close()
-	down := &downStore{Store: st}
-	l := kassa.New(down, kassa.Options{})
-	settleAt := now.Add(time.Hour).UTC()
-	if err := clock.Advance(time.Hour + time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	clock, down, l, _, settleAt := settlementPastItsTime(t)
 	var logged bytes.Buffer
 	j := &jobs{ledger: l, log: slog.New(slog.NewTextHandler(&logged, nil)), clock: clock, settleAt: settleAt, wall: time.Now, budget: time.Second}
 	due := settleCutoff(clock.Now(), settleAt)
