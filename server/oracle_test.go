@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -721,25 +722,38 @@ func totalsOK(ls []oLine) bool {
 	return t >= 0 && v >= 0 && t-v >= 0 && t <= 1e9
 }
 
-func TestOracle(t *testing.T) {
+// oracleServer is a server on the memory store whose wall clock the
+// oracles set (wall, in Unix nanoseconds).
+func oracleServer(t *testing.T) (*sessionEnv, *atomic.Int64) {
 	clock := NewClock(true)
-	var wall atomic.Int64
+	wall := new(atomic.Int64)
 	clock.wall = func() time.Time { return time.Unix(0, wall.Load()) }
-	x := &oracleEnv{e: newEnvOn(t, false, clock, memory.New(clock.Now), nil), wall: &wall, stats: map[string]int{}}
+	return newEnvOn(t, false, clock, memory.New(clock.Now), nil), wall
+}
+
+// startSequence sets the wall clock of a new sequence within two days of
+// 2026-03-10 09:30 UTC. Each sequence has records of its own, so each may
+// start the clock afresh: moves do not add up over the sequences.
+func startSequence(rt *rapid.T, wall *atomic.Int64) {
+	wall.Store(time.Date(2026, 3, 10, 9, 30, 0, 0, time.UTC).UnixNano() + rapid.Int64Range(0, int64(48*time.Hour)).Draw(rt, "start"))
+}
+
+// logStats logs how often each step got each answer (go test -v).
+func logStats(t *testing.T, stats map[string]int) {
+	keys := slices.Sorted(maps.Keys(stats))
+	for _, k := range keys {
+		t.Logf("%6d %s", stats[k], k)
+	}
+}
+
+func TestOracle(t *testing.T) {
+	e, wall := oracleServer(t)
+	x := &oracleEnv{e: e, wall: wall, stats: map[string]int{}}
 	rapid.Check(t, func(rt *rapid.T) {
-		// Each sequence has an order of its own, so each may start the
-		// clock afresh: moves do not add up over the sequences.
-		wall.Store(time.Date(2026, 3, 10, 9, 30, 0, 0, time.UTC).UnixNano() + rapid.Int64Range(0, int64(48*time.Hour)).Draw(rt, "start"))
+		startSequence(rt, wall)
 		x.run(rt)
 	})
-	var keys []string
-	for k := range x.stats {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		t.Logf("%6d %s", x.stats[k], k)
-	}
+	logStats(t, x.stats)
 	t.Logf("%d steps", x.steps)
 }
 

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,8 +13,6 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
-
-	"github.com/kassahq/kassa/storage/memory"
 )
 
 // The sessions oracle: a model of what comes before an order, written from
@@ -113,12 +110,10 @@ func (x *soEnv) send(method, path, body string) oAnswer {
 }
 
 func TestSessionsOracle(t *testing.T) {
-	clock := NewClock(true)
-	var wall atomic.Int64
-	clock.wall = func() time.Time { return time.Unix(0, wall.Load()) }
-	x := &soEnv{e: newEnvOn(t, false, clock, memory.New(clock.Now), nil), wall: &wall, stats: map[string]int{}}
+	e, wall := oracleServer(t)
+	x := &soEnv{e: e, wall: wall, stats: map[string]int{}}
 	rapid.Check(t, func(rt *rapid.T) {
-		wall.Store(time.Date(2026, 3, 10, 9, 30, 0, 0, time.UTC).UnixNano() + rapid.Int64Range(0, int64(48*time.Hour)).Draw(rt, "start"))
+		startSequence(rt, wall)
 		x.seq++
 		x.sessions, x.tokens, x.ctokens, x.keyed = nil, nil, nil, nil
 		code, _, m := x.e.do("POST", "/sandbox/v1/merchants", `{}`, x.e.auth)
@@ -128,14 +123,7 @@ func TestSessionsOracle(t *testing.T) {
 		x.auth = basic(m["clientId"].(string), m["clientSecret"].(string))
 		x.run(rt)
 	})
-	var keys []string
-	for k := range x.stats {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		t.Logf("%6d %s", x.stats[k], k)
-	}
+	logStats(t, x.stats)
 	t.Logf("%d steps, %d orders", x.steps, x.orders)
 }
 
@@ -842,28 +830,24 @@ func (x *soEnv) list(rt *rapid.T) (string, oAnswer) {
 		refs = []string{rapid.SampledFrom([]string{"PO-1", "PO-2", "PO-3"}).Draw(rt, "ref")}
 		q = append(q, "merchantReference="+refs[0])
 	}
-	var updFrom, updTo time.Time
-	if len(x.sessions) > 0 && rapid.IntRange(0, 2).Draw(rt, "byUpdated") == 0 {
+	// timeBound draws, one time in odds, a From or To filter of field at
+	// one session's time there.
+	timeBound := func(label, field string, odds int, at func(*soSession) time.Time) (from, to time.Time) {
+		if len(x.sessions) == 0 || rapid.IntRange(0, odds-1).Draw(rt, label) != 0 {
+			return
+		}
 		s := x.sessions[rapid.IntRange(0, len(x.sessions)-1).Draw(rt, "bound")]
 		if rapid.Bool().Draw(rt, "from") {
-			updFrom = s.updated
-			q = append(q, "updatedFrom="+url.QueryEscape(updFrom.Format(time.RFC3339Nano)))
+			from = at(s)
+			q = append(q, field+"From="+url.QueryEscape(from.Format(time.RFC3339Nano)))
 		} else {
-			updTo = s.updated
-			q = append(q, "updatedTo="+url.QueryEscape(updTo.Format(time.RFC3339Nano)))
+			to = at(s)
+			q = append(q, field+"To="+url.QueryEscape(to.Format(time.RFC3339Nano)))
 		}
+		return
 	}
-	var createdFrom, createdTo time.Time
-	if len(x.sessions) > 0 && rapid.IntRange(0, 3).Draw(rt, "byCreated") == 0 {
-		s := x.sessions[rapid.IntRange(0, len(x.sessions)-1).Draw(rt, "bound")]
-		if rapid.Bool().Draw(rt, "from") {
-			createdFrom = s.created
-			q = append(q, "createdFrom="+url.QueryEscape(createdFrom.Format(time.RFC3339Nano)))
-		} else {
-			createdTo = s.created
-			q = append(q, "createdTo="+url.QueryEscape(createdTo.Format(time.RFC3339Nano)))
-		}
-	}
+	updFrom, updTo := timeBound("byUpdated", "updated", 3, func(s *soSession) time.Time { return s.updated })
+	createdFrom, createdTo := timeBound("byCreated", "created", 4, func(s *soSession) time.Time { return s.created })
 	var orderIDs []string
 	if rapid.IntRange(0, 3).Draw(rt, "byOrder") == 0 {
 		for _, s := range x.sessions {
