@@ -69,23 +69,14 @@ func crash(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		c = newClient(base, "crash", "crash-secret-123", *conc)
-		for _, p := range lost {
-			r, err := c.do(ctx, p.method, p.path, p.body, p.key)
-			if err != nil {
-				fmt.Fprintf(stderr, "retry %s: %v\n", p.op, err)
-				srv.Process.Kill()
-				return 1
-			}
-			if r.status/100 == 2 {
-				totalRetried++
-				if r.hdr.Get("Idempotent-Replayed") == "true" {
-					replayed++
-				}
-				if p.onOK != nil {
-					p.onOK(r)
-				}
-			}
+		settled, replays, _, err := retryLost(ctx, c, lost)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			srv.Process.Kill()
+			return 1
 		}
+		totalRetried += settled
+		replayed += replays
 		totalLost += len(lost)
 		bad := verify(ctx, c, tl, io.Discard)
 		bad += invariants(ctx, c, tl, stdout)

@@ -250,10 +250,15 @@ func (w *worker) flow(ctx context.Context) {
 // answered 2xx. open counts those still without a 2xx: their outcome stays
 // unknown (a refusal now may follow an earlier success whose answer was
 // lost only if the key's record is gone, which a run within the
-// idempotency TTL does not see).
-func retryLost(ctx context.Context, c *client, lost []pending) (settled, replayed, open int) {
+// idempotency TTL does not see). unanswered is the first that got no
+// answer at all, which the crash test, retrying on a server it has just
+// restarted, takes for a failure.
+func retryLost(ctx context.Context, c *client, lost []pending) (settled, replayed, open int, unanswered error) {
 	for _, p := range lost {
 		r, err := c.do(ctx, p.method, p.path, p.body, p.key)
+		if err != nil && unanswered == nil {
+			unanswered = fmt.Errorf("retry %s: %w", p.op, err)
+		}
 		if err != nil || r.status/100 != 2 {
 			open++
 			continue
@@ -266,7 +271,7 @@ func retryLost(ctx context.Context, c *client, lost []pending) (settled, replaye
 			p.onOK(r)
 		}
 	}
-	return settled, replayed, open
+	return settled, replayed, open, unanswered
 }
 
 // verify reads every tallied order and compares it to the tally to the minor unit.
