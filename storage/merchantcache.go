@@ -22,9 +22,14 @@ type MerchantCache struct {
 type merchantEntry struct {
 	raw []byte
 	m   *Merchant
+	// used is set by each hit and cleared by an eviction passing over the
+	// entry: a merchant read between two evictions keeps its place.
+	used atomic.Bool
 }
 
-// maxCachedMerchants bounds the cache; merchants past it are decoded each time.
+// maxCachedMerchants bounds the cache. Past it, each newly decoded merchant
+// takes the place of one not read since the last eviction (evict): a
+// process that outlives its first merchants keeps caching the active ones.
 const maxCachedMerchants = 10000
 
 // Decode returns the merchant encoded in raw, which a store read under key
@@ -33,6 +38,7 @@ const maxCachedMerchants = 10000
 func (c *MerchantCache) Decode(key string, raw []byte) (*Merchant, error) {
 	if v, ok := c.m.Load(key); ok {
 		if e := v.(*merchantEntry); bytes.Equal(e.raw, raw) {
+			e.used.Store(true)
 			return e.m.Clone(), nil
 		}
 	}
@@ -42,8 +48,32 @@ func (c *MerchantCache) Decode(key string, raw []byte) (*Merchant, error) {
 	}
 	e := &merchantEntry{raw: bytes.Clone(raw), m: m.Clone()}
 	if _, loaded := c.m.Swap(key, e); !loaded && c.n.Add(1) > maxCachedMerchants {
-		c.m.Delete(key)
-		c.n.Add(-1)
+		c.evict(key)
 	}
 	return m, nil
+}
+
+// evict removes one entry other than keep, the first one not read since an
+// eviction last passed over it (a second chance, as in the CLOCK page
+// replacement): the scan clears the marks it passes, so a second pass
+// always finds one. Entries replaced meanwhile are left to their writer.
+func (c *MerchantCache) evict(keep string) {
+	for range 2 {
+		done := false
+		c.m.Range(func(k, v any) bool {
+			e := v.(*merchantEntry)
+			if k == keep || e.used.Swap(false) {
+				return true
+			}
+			if c.m.CompareAndDelete(k, v) {
+				c.n.Add(-1)
+				done = true
+				return false
+			}
+			return true
+		})
+		if done {
+			return
+		}
+	}
 }

@@ -142,3 +142,38 @@ func TestMerchantCacheCopiesAndBounds(t *testing.T) {
 		t.Fatalf("holds %d merchants (counted %d), want %d", held, c.n.Load(), maxCachedMerchants)
 	}
 }
+
+// TestMerchantCacheMakesRoomForActiveMerchants: once the cache is full, a
+// merchant read after the first maxCachedMerchants is still cached (another
+// entry makes room), and a merchant read between the newcomers keeps its
+// entry however many of them come: a process that outlives its first
+// 10 000 merchants (signed up, deleted, gone quiet) does not decode every
+// later merchant's JSON on each request for the rest of its life.
+func TestMerchantCacheMakesRoomForActiveMerchants(t *testing.T) {
+	var c MerchantCache
+	hot := encodeMerchant(t, Merchant{ID: "hot", Name: "busy"})
+	if _, err := c.Decode("hot", hot); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 * maxCachedMerchants {
+		id := fmt.Sprintf("m%05d", i)
+		if _, err := c.Decode(id, encodeMerchant(t, Merchant{ID: id})); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Decode("hot", hot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := fmt.Sprintf("m%05d", 3*maxCachedMerchants-1)
+	if _, ok := c.m.Load(last); !ok {
+		t.Fatalf("the latest merchant read (%s) is not cached", last)
+	}
+	if _, ok := c.m.Load("hot"); !ok {
+		t.Fatal("the merchant read on every request lost its entry")
+	}
+	held := 0
+	c.m.Range(func(any, any) bool { held++; return true })
+	if held != maxCachedMerchants || c.n.Load() != maxCachedMerchants {
+		t.Fatalf("holds %d merchants (counted %d), want %d", held, c.n.Load(), maxCachedMerchants)
+	}
+}
