@@ -33,9 +33,9 @@ type DeliveryOptions struct {
 	// refused unless AllowPrivateNetworks. A client of your own replaces
 	// that address check too: its dialer must refuse what yours must.
 	Client *http.Client
-	// Retry is the backoff schedule; default notify.DefaultRetry(). A
-	// receiver's Retry-After (with 429 or 503) lengthens a wait, up to
-	// Retry.Cap.
+	// Retry is the backoff schedule; each of its fields zero or negative
+	// takes its value in notify.DefaultRetry(). A receiver's Retry-After
+	// (with 429 or 503) lengthens a wait, up to Retry.Cap.
 	Retry notify.Retry
 	// Batch is how many due messages one run claims; default 50, at most 10 000.
 	Batch int
@@ -75,8 +75,19 @@ func (o DeliveryOptions) withDefaults() DeliveryOptions {
 			o.Client = publicClient()
 		}
 	}
-	if o.Retry == (notify.Retry{}) {
-		o.Retry = notify.DefaultRetry()
+	// Each field defaults on its own, as Options.Policy's periods do: a
+	// schedule with only MaxAttempts set had no delays at all (a zero Base
+	// or Cap), so a receiver down for a minute used up every attempt in as
+	// many runs; a negative Base made the jitter's draw panic.
+	def := notify.DefaultRetry()
+	if o.Retry.Base <= 0 {
+		o.Retry.Base = def.Base
+	}
+	if o.Retry.Cap <= 0 {
+		o.Retry.Cap = def.Cap
+	}
+	if o.Retry.MaxAttempts <= 0 {
+		o.Retry.MaxAttempts = def.MaxAttempts
 	}
 	if o.Batch <= 0 {
 		o.Batch = 50

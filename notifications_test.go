@@ -1446,3 +1446,52 @@ func TestDeliveryRecordAfterAnOutageThenAnUnknownOutcome(t *testing.T) {
 		t.Fatalf("receiver saw %d posts; want 1", posts)
 	}
 }
+
+// TestRetryFieldsDefaultOneByOne: an embedder who sets one field of
+// DeliveryOptions.Retry (fewer attempts, say) keeps the default for the
+// others, as Options.Policy's periods do. Left at zero, Base and Cap made
+// every delay zero, so a receiver down for a minute used up the whole
+// schedule in as many runs, and MaxAttempts zero gave up at the first
+// failure.
+func TestRetryFieldsDefaultOneByOne(t *testing.T) {
+	def := notify.DefaultRetry()
+	for _, tc := range []struct {
+		name  string
+		retry notify.Retry
+		want  notify.Retry
+	}{
+		{"attempts only", notify.Retry{MaxAttempts: 3}, notify.Retry{Base: def.Base, Cap: def.Cap, MaxAttempts: 3}},
+		{"base only", notify.Retry{Base: time.Minute}, notify.Retry{Base: time.Minute, Cap: def.Cap, MaxAttempts: def.MaxAttempts}},
+		{"negative base", notify.Retry{Base: -time.Second, Cap: time.Hour, MaxAttempts: 4}, notify.Retry{Base: def.Base, Cap: time.Hour, MaxAttempts: 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newNotifyFixture(t, 1000)
+			ctx := context.Background()
+			f.order(t, "t1", order.PayAdvanceInvoice, 1000)
+			opts := kassa.DeliveryOptions{Retry: tc.retry, AllowPrivateNetworks: true,
+				RandN: func(n int64) int64 { return n - 1 }} // the nominal delay, no jitter
+			start := f.clock.Now()
+			if s, err := f.ledger.DeliverNotifications(ctx, opts); err != nil || s.Retrying != 1 {
+				t.Fatalf("first run: %+v %v", s, err)
+			}
+			n := f.log(t)[0]
+			if n.Status != "pending" || n.NextAttemptAt == nil || !n.NextAttemptAt.Equal(start.Add(tc.want.Nominal(1))) {
+				t.Fatalf("after the first failure: %s, next attempt %v, want %v", n.Status, n.NextAttemptAt, start.Add(tc.want.Nominal(1)))
+			}
+			// Each run finds the message due only when its delay is over; the
+			// schedule gives up after want.MaxAttempts attempts in all.
+			attempts := 1
+			for n.Status == "pending" && attempts < 100 {
+				f.clock.Advance(n.NextAttemptAt.Sub(f.clock.Now()))
+				if _, err := f.ledger.DeliverNotifications(ctx, opts); err != nil {
+					t.Fatal(err)
+				}
+				attempts++
+				n = f.log(t)[0]
+			}
+			if n.Status != "failed" || n.Attempts != tc.want.MaxAttempts {
+				t.Fatalf("%s after %d attempts, want failed after %d", n.Status, n.Attempts, tc.want.MaxAttempts)
+			}
+		})
+	}
+}

@@ -64,9 +64,11 @@ type Config struct {
 	Clock *Clock
 	// MaxBodyBytes caps request bodies; zero or less means the default, 1 MiB.
 	MaxBodyBytes int64
-	// AccessTokenTTL is the lifetime of OAuth access tokens; default 1 h.
+	// AccessTokenTTL is the lifetime of OAuth access tokens; zero or less
+	// means the default, 1 h.
 	AccessTokenTTL time.Duration
-	// DocumentLinkTTL is how long a signed document link stays valid; default 7 days.
+	// DocumentLinkTTL is how long a signed document link stays valid; zero
+	// or less means the default, 7 days.
 	DocumentLinkTTL time.Duration
 	// Ready reports whether the server can take traffic (for /readyz).
 	Ready func(ctx context.Context) error
@@ -77,7 +79,8 @@ type Config struct {
 	// Companies is the directory of company search; the bundled dataset when nil.
 	Companies *company.Directory
 	// CompanySearchRate is the per-address rate limit of company search
-	// (requests per second, with a burst of ten times that); default 20.
+	// (requests per second, with a burst of ten times that); zero or less
+	// means the default, 20.
 	CompanySearchRate float64
 	// TrustedProxies are the networks of the reverse proxies or load
 	// balancers in front of the server. A request from one of them is rate
@@ -168,10 +171,13 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
-	if cfg.AccessTokenTTL == 0 {
+	// Zero or less takes the default: a negative lifetime would issue
+	// tokens and links already expired, and a negative rate refuse every
+	// company search.
+	if cfg.AccessTokenTTL <= 0 {
 		cfg.AccessTokenTTL = time.Hour
 	}
-	if cfg.DocumentLinkTTL == 0 {
+	if cfg.DocumentLinkTTL <= 0 {
 		cfg.DocumentLinkTTL = 7 * 24 * time.Hour
 	}
 	if cfg.Clock == nil {
@@ -183,7 +189,7 @@ func New(cfg Config) *Server {
 	if cfg.Companies == nil {
 		cfg.Companies = company.Bundled(SandboxCompanies())
 	}
-	if cfg.CompanySearchRate == 0 {
+	if cfg.CompanySearchRate <= 0 {
 		cfg.CompanySearchRate = 20
 	}
 	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics, mount: mount,

@@ -90,3 +90,37 @@ func TestAccessTokenLivesItsExpiresIn(t *testing.T) {
 		}
 	}
 }
+
+// TestNegativeConfigTakesDefaults: a negative lifetime or rate in Config
+// takes its default, as zero does (and as MaxBodyBytes and the ledger's
+// Options do). Taken as given, a negative AccessTokenTTL issued tokens
+// already expired, a negative DocumentLinkTTL signed document links already
+// expired, and a negative CompanySearchRate refused every company search.
+func TestNegativeConfigTakesDefaults(t *testing.T) {
+	clock := NewClock(true)
+	e := newEnvOn(t, false, clock, openStore(t, clock.Now), func(c *Config) {
+		c.AccessTokenTTL, c.DocumentLinkTTL, c.CompanySearchRate = -time.Hour, -time.Hour, -1
+	})
+	r, _ := http.NewRequest("POST", e.ts.URL+"/oauth/token", strings.NewReader("grant_type=client_credentials"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Authorization", e.auth)
+	code, _, tok := e.send(r)
+	if code != 200 || tok["expires_in"] != 3600.0 {
+		t.Fatalf("token: %d %v, want expires_in 3600", code, tok)
+	}
+	if code, _, b := e.req("GET", "/v1/orders", "", "Bearer "+tok["access_token"].(string), nil); code != 200 {
+		t.Fatalf("a new access token refused: %d %v", code, b)
+	}
+	_, _, link := e.capturedInvoice()
+	resp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("a new document link: %d", resp.StatusCode)
+	}
+	if code, _, b := e.req("GET", "/v1/headless/search/companies?country=SE&q=bygg", "", "", nil); code != 200 {
+		t.Fatalf("company search: %d %v", code, b)
+	}
+}

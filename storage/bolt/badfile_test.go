@@ -2,10 +2,13 @@ package bolt_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -211,5 +214,34 @@ func TestOpenReadOnlyEmptyFile(t *testing.T) {
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
 		t.Fatalf("a refused open wrote to the file: %v", err)
+	}
+}
+
+// TestOpenInUse: a second Open of a file that a Store holds (another
+// process, or a second store in this one) gives up after Timeout with
+// ErrInUse, which an embedder can tell apart from a damaged file without
+// importing bbolt's own error values.
+func TestOpenInUse(t *testing.T) {
+	path := newStore(t)
+	s, err := bolt.Open(path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	second, err := bolt.Open(path, bolt.Options{Timeout: 100 * time.Millisecond})
+	if err == nil {
+		second.Close()
+		t.Fatal("a second Open of a file in use succeeded")
+	}
+	if !errors.Is(err, bolt.ErrInUse) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("second Open: %v, want ErrInUse naming %s", err, path)
+	}
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Fatalf("second Open gave up after %v, want about its 100ms Timeout", waited)
+	}
+	// The store that holds the file goes on.
+	if err := s.Update(context.Background(), func(storage.Tx) error { return nil }); err != nil {
+		t.Fatalf("the first store after the refused Open: %v", err)
 	}
 }

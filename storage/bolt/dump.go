@@ -47,9 +47,21 @@ var (
 // the file while it is open, nor can it be opened while a server has it.
 type ReadOnly struct{ db *bbolt.DB }
 
-// ErrInUse is the error of OpenReadOnly on a file another process holds
-// for writing (a kassa serve or kassa settle).
+// ErrInUse is the error of Open on a file that another Store holds (another
+// process, such as a kassa serve or kassa settle, or a second Open in this
+// one), and of OpenReadOnly on a file held for writing, once their Timeout
+// has passed.
 var ErrInUse = errors.New("the store file is in use by another process")
+
+// inUse is err, marked ErrInUse as well when it is bbolt's timeout waiting
+// for the file lock: bbolt says only "timeout", and an embedder should not
+// need bbolt's own error values to tell a held file from a damaged one.
+func inUse(err error) error {
+	if errors.Is(err, bberrors.ErrTimeout) {
+		return fmt.Errorf("%w (%w)", ErrInUse, err)
+	}
+	return err
+}
 
 // OpenReadOnly opens the store file at path for reading only, waiting up to
 // timeout (default 5 s) for a writer's lock; a missing file is an error.

@@ -83,7 +83,7 @@ type Options struct {
 	// set by default.
 	NoSync bool
 	// Timeout bounds the wait for the file lock held by another process;
-	// default 5 s.
+	// default 5 s. Past it, Open fails with ErrInUse.
 	Timeout time.Duration
 	// MaxBatch caps how many Update functions share one transaction; default
 	// 1000. Larger batches amortize the fsync further but make every caller
@@ -172,7 +172,7 @@ func Open(path string, opts Options) (s *Store, err error) {
 	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
 		ro, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: opts.Timeout})
 		if err != nil {
-			return nil, fault.Internalf(err, "open %s", path)
+			return nil, fault.Internalf(inUse(err), "open %s", path)
 		}
 		err = cutShort(ro, path)
 		ro.Close()
@@ -182,7 +182,7 @@ func Open(path string, opts Options) (s *Store, err error) {
 	}
 	db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
 	if err != nil {
-		return nil, fault.Internalf(err, "open %s", path)
+		return nil, fault.Internalf(inUse(err), "open %s", path)
 	}
 	if err := db.View(ours); err != nil {
 		db.Close()
