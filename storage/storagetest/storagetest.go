@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("RollbackAndReadOnly", func(t *testing.T) { testRollback(t, open(t)) })
 	t.Run("ListFilters", func(t *testing.T) { testList(t, open(t)) })
 	t.Run("CursorWalkWithConcurrentInserts", func(t *testing.T) { testCursorWalk(t, open(t)) })
+	t.Run("PagingUnderWrites", func(t *testing.T) { testPagingUnderWrites(t, open(t)) })
 	t.Run("PageBudget", func(t *testing.T) { testPageBudget(t, open(t)) })
 	t.Run("Expiring", func(t *testing.T) { testExpiring(t, open(t)) })
 	t.Run("StatusesAsOfLastChange", func(t *testing.T) { testStatusesAsOfLastChange(t, open(t)) })
