@@ -36,12 +36,6 @@ func testPagingUnderWrites(t *testing.T, s storage.Store) {
 	t.Run("orders", func(t *testing.T) {
 		rapid.Check(t, func(rt *rapid.T) {
 			m := fmt.Sprintf("pw-%d", merchants.Add(1))
-			type item struct {
-				id      string
-				pos     []byte
-				always  bool // existed before the walk and matched at every step since
-				matched bool // matches now
-			}
 			st, ref := func(ss ...order.Status) []order.Status { return ss }, fmt.Sprint
 			queries := []storage.OrderQuery{
 				{},
@@ -58,8 +52,7 @@ func testPagingUnderWrites(t *testing.T, s storage.Store) {
 			}
 			q := queries[rapid.IntRange(0, len(queries)-1).Draw(rt, "query")]
 			q.Size = rapid.IntRange(1, 4).Draw(rt, "size")
-			items := map[string]*item{}
-			var ids []string
+			w := newWalk()
 			// create makes n orders in one transaction (one commit: bbolt
 			// syncs each).
 			create := func(n int, before bool) {
@@ -79,16 +72,11 @@ func testPagingUnderWrites(t *testing.T, s storage.Store) {
 					rt.Fatalf("create: %v", err)
 				}
 				for _, o := range os {
-					ok := storage.Matches(o, o.Statuses(o.UpdatedAt), q)
-					items[o.ID] = &item{id: o.ID, pos: orderPos(o), always: before && ok, matched: ok}
-					ids = append(ids, o.ID)
+					w.add(o.ID, orderPos(o), before && storage.Matches(o, o.Statuses(o.UpdatedAt), q))
 				}
 			}
 			create(rapid.IntRange(1, 20).Draw(rt, "orders"), true)
-			var seen []string
-			var last []byte // position of the last order seen
-			done := false
-			for step := 0; !done && step < 200; step++ {
+			for step := 0; !w.done && step < 200; step++ {
 				switch op := rapid.IntRange(0, 6).Draw(rt, "op"); op {
 				case 0, 1: // the next page
 					var page storage.OrderPage
@@ -100,38 +88,16 @@ func testPagingUnderWrites(t *testing.T, s storage.Store) {
 					if err != nil {
 						rt.Fatalf("page after %q: %v", q.Cursor, err)
 					}
-					if len(page.Orders) > q.Size {
-						rt.Fatalf("page of %d orders for size %d", len(page.Orders), q.Size)
-					}
+					var got []listed
 					for _, o := range page.Orders {
-						if slices.Contains(seen, o.ID) {
-							rt.Fatalf("%s listed twice (seen %v)", o.ID, seen)
-						}
-						if p := orderPos(o); last != nil && bytes.Compare(p, last) >= 0 {
-							rt.Fatalf("%s listed after an older order (seen %v)", o.ID, seen)
-						} else {
-							last = p
-						}
-						if !storage.Matches(o, o.Statuses(o.UpdatedAt), q) {
-							rt.Fatalf("%s listed; it does not match %+v", o.ID, q)
-						}
-						seen = append(seen, o.ID)
+						got = append(got, listed{o.ID, orderPos(o), storage.Matches(o, o.Statuses(o.UpdatedAt), q)})
 					}
-					if page.NextCursor == "" {
-						done = true
-					}
+					w.page(rt, "order", q.Size, got, page.NextCursor)
 					q.Cursor = page.NextCursor
-					for _, id := range ids {
-						it := items[id]
-						passed := done || last != nil && bytes.Compare(it.pos, last) >= 0
-						if it.always && passed && !slices.Contains(seen, id) {
-							rt.Fatalf("%s matched throughout and was passed over (seen %v)", id, seen)
-						}
-					}
 				case 2:
 					create(1, false)
 				default: // change an order: capture, cancel, its reference or its expiry
-					id := rapid.SampledFrom(ids).Draw(rt, "order")
+					id := rapid.SampledFrom(w.ids).Draw(rt, "order")
 					var changed *order.Order
 					err := s.Update(ctx, func(tx storage.Tx) error {
 						o, err := tx.GetOrder(m, id)
@@ -160,13 +126,11 @@ func testPagingUnderWrites(t *testing.T, s storage.Store) {
 						rt.Fatalf("change %s: %v", id, err)
 					}
 					if changed != nil {
-						it := items[id]
-						it.matched = storage.Matches(changed, changed.Statuses(changed.UpdatedAt), q)
-						it.always = it.always && it.matched
+						w.changed(id, storage.Matches(changed, changed.Statuses(changed.UpdatedAt), q))
 					}
 				}
 			}
-			if !done {
+			if !w.done {
 				rt.Fatalf("the walk did not end")
 			}
 		})
@@ -186,17 +150,12 @@ func testPagingUnderWrites(t *testing.T, s storage.Store) {
 			}
 			q := queries[rapid.IntRange(0, len(queries)-1).Draw(rt, "query")]
 			q.Size = rapid.IntRange(1, 4).Draw(rt, "size")
-			type item struct {
-				pos    []byte
-				always bool
-			}
-			items := map[string]*item{}
+			w := newWalk()
 			sids := new(ids)
-			var made []string
 			create := func(n int, before bool) {
 				var ss []*session.Session
 				for i := range n { // i names its external id: one per session
-					ss = append(ss, newSessionLines(t, sids, m, len(made)+i, instants(rt, "created"), 0))
+					ss = append(ss, newSessionLines(t, sids, m, len(w.ids)+i, instants(rt, "created"), 0))
 				}
 				err := s.Update(ctx, func(tx storage.Tx) error {
 					for _, s := range ss {
@@ -210,15 +169,11 @@ func testPagingUnderWrites(t *testing.T, s storage.Store) {
 					rt.Fatalf("create: %v", err)
 				}
 				for _, s := range ss {
-					items[s.ID] = &item{pos: position(s.CreatedAt, s.ID), always: before && q.Match(s, Now())}
-					made = append(made, s.ID)
+					w.add(s.ID, position(s.CreatedAt, s.ID), before && q.Match(s, Now()))
 				}
 			}
 			create(rapid.IntRange(1, 20).Draw(rt, "sessions"), true)
-			var seen []string
-			var last []byte
-			done := false
-			for step := 0; !done && step < 200; step++ {
+			for step := 0; !w.done && step < 200; step++ {
 				switch op := rapid.IntRange(0, 5).Draw(rt, "op"); op {
 				case 0, 1:
 					var page []*session.Session
@@ -231,36 +186,16 @@ func testPagingUnderWrites(t *testing.T, s storage.Store) {
 					if err != nil {
 						rt.Fatalf("page after %q: %v", q.FromID, err)
 					}
-					if len(page) > q.Size {
-						rt.Fatalf("page of %d sessions for size %d", len(page), q.Size)
-					}
+					var got []listed
 					for _, ss := range page {
-						if slices.Contains(seen, ss.ID) {
-							rt.Fatalf("%s listed twice (seen %v)", ss.ID, seen)
-						}
-						if p := position(ss.CreatedAt, ss.ID); last != nil && bytes.Compare(p, last) >= 0 {
-							rt.Fatalf("%s listed after an older session (seen %v)", ss.ID, seen)
-						} else {
-							last = p
-						}
-						if !q.Match(ss, Now()) {
-							rt.Fatalf("%s listed; it does not match %+v", ss.ID, q)
-						}
-						seen = append(seen, ss.ID)
+						got = append(got, listed{ss.ID, position(ss.CreatedAt, ss.ID), q.Match(ss, Now())})
 					}
-					done = next == ""
+					w.page(rt, "session", q.Size, got, next)
 					q.FromID = next
-					for _, id := range made {
-						it := items[id]
-						passed := done || last != nil && bytes.Compare(it.pos, last) >= 0
-						if it.always && passed && !slices.Contains(seen, id) {
-							rt.Fatalf("%s matched throughout and was passed over (seen %v)", id, seen)
-						}
-					}
 				case 2:
 					create(1, false)
 				default:
-					id := rapid.SampledFrom(made).Draw(rt, "session")
+					id := rapid.SampledFrom(w.ids).Draw(rt, "session")
 					var changed *session.Session
 					err := s.Update(ctx, func(tx storage.Tx) error {
 						ss, err := tx.GetSession(m, id)
@@ -286,16 +221,82 @@ func testPagingUnderWrites(t *testing.T, s storage.Store) {
 						rt.Fatalf("change %s: %v", id, err)
 					}
 					if changed != nil {
-						it := items[id]
-						it.always = it.always && q.Match(changed, Now())
+						w.changed(id, q.Match(changed, Now()))
 					}
 				}
 			}
-			if !done {
+			if !w.done {
 				rt.Fatalf("the walk did not end")
 			}
 		})
 	})
+}
+
+// walk is one newest-first paging through a list while it changes, and
+// what it must find.
+type walk struct {
+	items map[string]*walkItem
+	ids   []string // every item, in creation order
+	seen  []string // listed so far
+	last  []byte   // the position of the last item listed
+	done  bool     // a page came without a next cursor
+}
+
+type walkItem struct {
+	pos    []byte
+	always bool // existed before the walk and matched at every step since
+}
+
+// listed is an item on a page: its id, position and whether it matches the
+// filter as stored at the read.
+type listed struct {
+	id      string
+	pos     []byte
+	matches bool
+}
+
+func newWalk() *walk { return &walk{items: map[string]*walkItem{}} }
+
+func (w *walk) add(id string, pos []byte, always bool) {
+	w.items[id] = &walkItem{pos: pos, always: always}
+	w.ids = append(w.ids, id)
+}
+
+// changed records that id was written: it stays one that matched
+// throughout only if it still matches.
+func (w *walk) changed(id string, matches bool) {
+	it := w.items[id]
+	it.always = it.always && matches
+}
+
+// page checks the next page of the walk: no more than size items, none
+// listed twice, newest first, each matching, and no item that matched
+// throughout passed over.
+func (w *walk) page(rt *rapid.T, what string, size int, got []listed, next string) {
+	if len(got) > size {
+		rt.Fatalf("page of %d %ss for size %d", len(got), what, size)
+	}
+	for _, l := range got {
+		if slices.Contains(w.seen, l.id) {
+			rt.Fatalf("%s listed twice (seen %v)", l.id, w.seen)
+		}
+		if w.last != nil && bytes.Compare(l.pos, w.last) >= 0 {
+			rt.Fatalf("%s listed after an older %s (seen %v)", l.id, what, w.seen)
+		}
+		w.last = l.pos
+		if !l.matches {
+			rt.Fatalf("%s listed; it does not match the filter", l.id)
+		}
+		w.seen = append(w.seen, l.id)
+	}
+	w.done = next == ""
+	for _, id := range w.ids {
+		it := w.items[id]
+		passed := w.done || w.last != nil && bytes.Compare(it.pos, w.last) >= 0
+		if it.always && passed && !slices.Contains(w.seen, id) {
+			rt.Fatalf("%s matched throughout and was passed over (seen %v)", id, w.seen)
+		}
+	}
 }
 
 // orderPos is an order's place in list order: creation time, then id.
