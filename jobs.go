@@ -365,12 +365,12 @@ func (l *Ledger) remind(tx storage.Tx, task *storage.Task) (taskOutcome, error) 
 	default:
 		// Remind exactly when the merchant can act on it, by capturing or
 		// extending: an order denied for fraud offers only cancel, and its
-		// authorization lapsing needs nothing from the merchant.
-		uncaptured := o.Amounts().Uncaptured
-		if uncaptured == 0 || o.Cancelled || o.Expired(now) || o.Hold == order.HoldFraudDeny {
+		// authorization lapsing needs nothing from the merchant. Lines, not
+		// their amount: uncaptured lines that sum to 0 expire all the same.
+		if len(o.Uncaptured.Lines) == 0 || o.Cancelled || o.Expired(now) || o.Hold == order.HoldFraudDeny {
 			return outcomeNone, nil
 		}
 		return outcomeReminded, n.send(notify.TopicExpiryReminder, o.ID, ExpiryReminderData{OrderID: o.ID,
-			ExpiresAt: o.ExpiresAt, Uncaptured: money.New(uncaptured, o.Currency).Record()})
+			ExpiresAt: o.ExpiresAt, Uncaptured: money.New(o.Amounts().Uncaptured, o.Currency).Record()})
 	}
 }

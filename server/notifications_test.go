@@ -188,3 +188,43 @@ func TestSandboxTasksJobAnswersTasksSetAside(t *testing.T) {
 		t.Fatalf("the readable order: %d %v, want it captured", code, o["status"])
 	}
 }
+
+// TestExpiryReminderForUncapturedLinesOfZero: an order whose uncaptured
+// lines sum to 0 still expires with them (and can still be captured or
+// extended), so it gets its order.expiryReminder a day before; the reminder
+// used to look at the uncaptured amount and sent none.
+func TestExpiryReminderForUncapturedLinesOfZero(t *testing.T) {
+	e := newSessionEnv(t)
+	rcv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer rcv.Close()
+	if code, _, b := e.req("PUT", "/v1/notification-settings", `{"url":"`+rcv.URL+`","events":["order.expiryReminder"]}`, e.auth, nil); code != 200 {
+		t.Fatalf("set: %d %v", code, b)
+	}
+	tok := e.mint("5560000001", "invoice")
+	code, _, o := e.req("POST", "/v1/authorization-tokens/"+tok+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE",
+		"orderLines":[{"description":"tiles","quantity":1,"unitPrice":10000,"vat":2500},{"description":"sample","quantity":1,"unitPrice":0,"vat":2500}]}`, e.auth, nil)
+	if code != 200 {
+		t.Fatalf("create: %d %v", code, o)
+	}
+	id := o["orderId"].(string)
+	first := lines(e.get(id)["uncaptured"])[0].(map[string]any)["id"].(string)
+	if code, _, b := e.req("POST", "/v1/orders/"+id+"/partialcapture", `{"orderLines":[{"id":"`+first+`"}],"totalCaptureAmount":10000}`, e.auth, nil); code != 200 {
+		t.Fatalf("capture: %d %v", code, b)
+	}
+	if err := e.clock.Advance(27*24*time.Hour + time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, b := e.req("POST", "/sandbox/v1/jobs/tasks", "", e.auth, nil); code != 200 {
+		t.Fatalf("tasks: %d %v", code, b)
+	}
+	_, _, page := e.req("GET", "/v1/notifications", "", e.auth, nil)
+	list := page["notifications"].([]any)
+	if len(list) != 1 {
+		t.Fatalf("%d notifications, want the expiry reminder: %v", len(list), list)
+	}
+	n := list[0].(map[string]any)
+	data := n["payload"].(map[string]any)["data"].(map[string]any)
+	if n["type"] != "order.expiryReminder" || data["orderId"] != id || minor(data["uncapturedAmount"]) != 0 {
+		t.Fatalf("notification %v", n)
+	}
+}
