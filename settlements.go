@@ -27,7 +27,8 @@ func (l *Ledger) RunSettlements(ctx context.Context) ([]settlement.Settlement, e
 }
 
 // RunSettlementsBefore is RunSettlements for what occurred before cutoff, on
-// the store's clock; later items wait for the next run. A daily run with the
+// the store's clock; later items wait for the next run, except the void of a
+// capture taken, which cancels it out (settlement.Before). A daily run with the
 // day's settlement time as its cutoff settles a day once however many
 // replicas run it: the first takes the items, and the others, a few seconds
 // later, find none before the cutoff instead of settling those few seconds.
@@ -47,7 +48,7 @@ func (l *Ledger) runSettlements(ctx context.Context, cutoff time.Time) ([]settle
 			return err
 		}
 		if !cutoff.IsZero() {
-			items = slices.DeleteFunc(items, func(it settlement.Item) bool { return !it.OccurredAt.Before(cutoff) })
+			items = settlement.Before(items, cutoff)
 			if items, err = withoutSettledDay(tx, items, cutoff); err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSettlementsOverHTTP(t *testing.T) {
@@ -218,4 +220,44 @@ func (e *sessionEnv) capturedWithReferences(reference, settlementReference strin
 		e.t.Fatalf("capture: %d %v", code, o)
 	}
 	return id, o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
+}
+
+// TestVoidAfterTheCutoffCancelsOutItsCapture: docs/settlements.md, a capture
+// voided before any run cancels out, neither paid nor charged a fee. The
+// daily run settles what occurred before its cutoff; a capture made before
+// it and voided after it, before the run, was settled as a capture with its
+// fee, and the void left for the next day's run as an adjustment, so the
+// merchant paid the fee of a capture no run had settled when it was voided
+// (found by TestSettlementsOracle).
+func TestVoidAfterTheCutoffCancelsOutItsCapture(t *testing.T) {
+	e := newSessionEnv(t)
+	code, _, creds := e.req("POST", "/sandbox/v1/merchants", `{"name":"Fees AB","feeBasisPoints":150,"feeFixedPerCapture":100}`, e.auth, nil)
+	if code != 201 {
+		t.Fatalf("merchant %d %v", code, creds)
+	}
+	e.auth = basic(creds["clientId"].(string), creds["clientSecret"].(string))
+	id, capID, _ := e.capturedInvoice()
+	// A day later, past 02:00 UTC, the capture is voided before the daily
+	// run for that 02:00.
+	if err := e.clock.Advance(25 * time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, o := e.req("DELETE", "/v1/orders/"+id+"/"+capID, "", e.auth, nil); code != 200 {
+		t.Fatalf("void: %d %v", code, o)
+	}
+	now := e.clock.Now()
+	cutoff := time.Date(now.Year(), now.Month(), now.Day(), 2, 0, 0, 0, time.UTC)
+	if cutoff.After(now) {
+		cutoff = cutoff.AddDate(0, 0, -1)
+	}
+	made, err := e.ledger.RunSettlementsBefore(context.Background(), cutoff)
+	if err != nil || len(made) != 0 {
+		t.Fatalf("daily run: %+v %v; want nothing settled for a capture voided before it", made, err)
+	}
+	if _, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil); len(run["settlements"].([]any)) != 0 {
+		t.Fatalf("the next run settled %v; want nothing left of the voided capture", run["settlements"])
+	}
+	if _, _, l := e.req("GET", "/v1/settlements", "", e.auth, nil); len(l["settlements"].([]any)) != 0 {
+		t.Fatalf("settlements %v; want none", l["settlements"])
+	}
 }

@@ -210,6 +210,27 @@ func (it Item) Group() Group { return Group{it.MerchantID, it.StoreID, it.Curren
 // Group is the group the settlement gathers.
 func (s *Settlement) Group() Group { return Group{s.MerchantID, s.StoreID, s.Currency} }
 
+// Before is what a run to cutoff settles of the queued items: those that
+// occurred before it, and the voids, of whenever, of the captures among
+// them. A capture voided before any run cancels out (Run), also when the
+// void came after the cutoff: taken alone, the capture was paid and charged
+// its fee, and its void left to the next day's run as an adjustment.
+func Before(items []Item, cutoff time.Time) []Item {
+	captured := map[string]bool{}
+	for _, it := range items {
+		if it.Kind == KindCapture && it.OccurredAt.Before(cutoff) {
+			captured[it.LedgerID] = true
+		}
+	}
+	var out []Item
+	for _, it := range items {
+		if it.OccurredAt.Before(cutoff) || it.Kind == kindVoid && captured[it.LedgerID] {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
 // Run builds one settlement per merchant, store and currency from the queued
 // items. A capture voided before it was settled cancels out: neither it nor
 // its void is paid. A void of an earlier-settled capture is an adjustment.
