@@ -754,6 +754,55 @@ func TestReturnedBytesAreTheCallers(t *testing.T) {
 	}
 }
 
+// TestReadOnlyBodyIsTheCachedAnswer: a caller that promises not to change
+// Result.Body (Call.ReadOnlyBody, the reference server) gets the very bytes
+// the cache then serves to a read of that version, with no copy; any other
+// caller gets a copy of its own, as TestReturnedBytesAreTheCallers checks.
+func TestReadOnlyBodyIsTheCachedAnswer(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "t", 10000, 20000)
+	served := func() []byte {
+		var body []byte
+		if err := f.ledger.ServeOrderJSON(f.ctx, f.merchant, o.ID, func(b []byte) { body = b }); err != nil {
+			t.Fatal(err)
+		}
+		return body
+	}
+	for _, readOnly := range []bool{false, true} {
+		res, err := f.ledger.PartialCapture(f.ctx, kassa.Call{MerchantID: f.merchant, ReadOnlyBody: readOnly}, o.ID, partial(5000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := served()
+		if string(got) != string(res.Body) || (&got[0] == &res.Body[0]) != readOnly {
+			t.Fatalf("ReadOnlyBody %v: served the same bytes %v, at the same address %v", readOnly,
+				string(got) == string(res.Body), &got[0] == &res.Body[0])
+		}
+	}
+}
+
+// TestOrderJSONAfterAMissIsTheCallers: an order rendered by a read (not in
+// the cache of rendered orders: this ledger never changed it) is the
+// caller's own too; changing it does not reach the next read.
+func TestOrderJSONAfterAMissIsTheCallers(t *testing.T) {
+	f := newFixture(t)
+	o := f.order(t, "t", 10000, 20000)
+	other := kassa.New(f.store, kassa.Options{})
+	first, err := other.OrderJSON(f.ctx, f.merchant, o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(first)
+	copy(first, "CORRUPT")
+	if again, err := other.OrderJSON(f.ctx, f.merchant, o.ID); err != nil || string(again) != want {
+		t.Fatalf("read after the caller changed the first read: %.40s… %v", again, err)
+	}
+	var served []byte
+	if err := other.ServeOrderJSON(f.ctx, f.merchant, o.ID, func(b []byte) { served = b }); err != nil || string(served) != want {
+		t.Fatalf("served after the caller changed the first read: %.40s… %v", served, err)
+	}
+}
+
 // TestOptionsDefaultEachField: a zero or negative option takes its default
 // on its own, so that setting one period does not make orders expire at
 // creation and a negative key lifetime does not turn idempotency off.

@@ -69,7 +69,11 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 	})
 	if err == nil && !res.Replayed && res.Order != nil && !res.renderedAt.IsZero() {
 		// Committed: the answer is also what a read of this version renders.
-		l.remember(res)
+		if call.ReadOnlyBody {
+			l.rememberShared(res)
+		} else {
+			l.remember(res)
+		}
 	}
 	return res, err
 }
@@ -139,8 +143,11 @@ func (l *Ledger) orderJSON(ctx context.Context, merchantID, orderID string) (bod
 		if err != nil {
 			return err
 		}
-		l.remember(res)
-		body = res.Body
+		// The rendered bytes go to the cache as they are and are shared
+		// from here on, as a hit's are: OrderJSON copies them, and
+		// ServeOrderJSON writes them out without a copy.
+		l.rememberShared(res)
+		body, shared = res.Body, true
 		return nil
 	})
 	return body, shared, err

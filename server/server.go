@@ -585,7 +585,8 @@ func (s *Server) handleOn(router *httprouter.Router, method, pattern string, aut
 }
 
 func (s *Server) call(r *http.Request) kassa.Call {
-	return kassa.Call{MerchantID: merchantOf(r.Context()), IdempotencyKey: r.Header.Get("Idempotency-Key")}
+	// writeResult only writes the answer out (ReadOnlyBody).
+	return kassa.Call{MerchantID: merchantOf(r.Context()), IdempotencyKey: r.Header.Get("Idempotency-Key"), ReadOnlyBody: true}
 }
 
 // writeResult answers with a library result, marking replays.

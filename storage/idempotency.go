@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"sync"
 )
 
 // Markers of the framed encodings; a record in the older encoding is a JSON
@@ -26,11 +25,34 @@ const (
 const CompressAnswerAbove = 64 << 10
 
 // deflaters keeps flate writers for reuse: making one allocates about a
-// megabyte, more than deflating a 100 KB answer costs.
-var deflaters = sync.Pool{New: func() any {
-	w, _ := flate.NewWriter(nil, flate.BestSpeed) // the level is valid
-	return w
-}}
+// megabyte, more than deflating a 100 KB answer costs. It is a fixed list,
+// not a sync.Pool: a pool drops what it holds at every second garbage
+// collection, and answers this large come now and then (a big order's
+// capture amid small ones' traffic), so nearly each one made a new writer.
+// Up to maxDeflaters are kept, a few megabytes once large answers were seen.
+var deflaters = make(chan *flate.Writer, maxDeflaters)
+
+// maxDeflaters is how many deflaters are kept: as many as writers deflate
+// at once on a busy server (the commit loop of bbolt is one; PostgreSQL's
+// transactions run side by side).
+const maxDeflaters = 4
+
+func getDeflater() *flate.Writer {
+	select {
+	case w := <-deflaters:
+		return w
+	default:
+		w, _ := flate.NewWriter(nil, flate.BestSpeed) // the level is valid
+		return w
+	}
+}
+
+func putDeflater(w *flate.Writer) {
+	select {
+	case deflaters <- w:
+	default: // enough are kept
+	}
+}
 
 // maxInflated bounds what a compressed answer may inflate to, so that a
 // damaged record cannot make a read allocate without limit.
@@ -53,13 +75,14 @@ func (r *IdempotencyRecord) MarshalBinary() ([]byte, error) {
 	if len(r.Body) > CompressAnswerAbove {
 		var buf bytes.Buffer
 		buf.Grow(len(r.Body) / 4)
-		w := deflaters.Get().(*flate.Writer)
+		w := getDeflater()
 		w.Reset(&buf)
 		_, err := w.Write(r.Body)
 		if err == nil {
 			err = w.Close()
 		}
-		deflaters.Put(w)
+		w.Reset(nil) // so that a kept writer does not hold buf
+		putDeflater(w)
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,33 @@ func BenchmarkMarshalLargeAnswer(b *testing.B) {
 		if _, err := r.MarshalBinary(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A deflated answer encoded after garbage collections, as an occasional big
+// order's capture is amid traffic of small ones, reuses a deflater: making
+// one allocates about a megabyte, several times what the record itself
+// takes, and a sync.Pool drops its contents at every second collection.
+func TestLargeAnswerAfterCollectionsReusesADeflater(t *testing.T) {
+	answer := bytes.Repeat([]byte(`{"id":"line-0001","description":"Tiles, 20 × 20 cm","quantity":12,"unitPrice":12500},`), 1500)
+	r := &storage.IdempotencyRecord{MerchantID: "m", Key: "k", Status: 200, Body: answer}
+	if _, err := r.MarshalBinary(); err != nil { // the first makes a deflater
+		t.Fatal(err)
+	}
+	var most uint64
+	for range 5 {
+		runtime.GC()
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b, err := r.MarshalBinary()
+		runtime.ReadMemStats(&after)
+		if err != nil || len(b) > len(answer)/4 {
+			t.Fatalf("%d bytes, %v", len(b), err)
+		}
+		most = max(most, after.TotalAlloc-before.TotalAlloc)
+	}
+	if most > 256<<10 {
+		t.Fatalf("encoding a %d-byte answer after two collections allocated %d bytes", len(answer), most)
 	}
 }

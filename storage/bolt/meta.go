@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -79,6 +80,32 @@ func encodeOrder(m *meta, js []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(mb)))
 	b = append(b, mb...)
 	return append(b, js...)
+}
+
+// marshalOrder is encodeOrder(m, json.Marshal(o)) made with one allocation
+// of the record instead of two (json.Marshal's copy out of its buffer, then
+// encodeOrder's): a json.Encoder writes o's JSON from its own pooled buffer
+// straight after the meta record. js is the JSON within v.
+func marshalOrder(m *meta, o *order.Order) (v, js []byte, err error) {
+	mb := m.encode()
+	w := recordWriter{b: binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(mb)), uint64(len(mb)))}
+	w.b = append(w.b, mb...)
+	head := len(w.b)
+	if err := json.NewEncoder(&w).Encode(o); err != nil {
+		return nil, nil, err
+	}
+	// Encode is json.Marshal's output followed by a newline.
+	v = w.b[:len(w.b)-1]
+	return v, v[head:], nil
+}
+
+// recordWriter appends what is written to b, growing b to the exact size
+// of each write: an Encoder writes its value in one piece.
+type recordWriter struct{ b []byte }
+
+func (w *recordWriter) Write(p []byte) (int, error) {
+	w.b = append(slices.Grow(w.b, len(p)), p...)
+	return len(p), nil
 }
 
 // splitOrder separates a stored order into its meta record and its JSON.

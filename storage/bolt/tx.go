@@ -86,12 +86,19 @@ func (t *tx) get(bucket, k []byte) []byte { return t.st.bucket(bucket).Get(k) }
 
 // put stores v under k, journaling the previous value. bbolt keeps k and v
 // until commit, so callers pass slices they do not reuse.
+//
+// The journal keeps the previous value as bbolt hands it out, uncopied: it is
+// valid for the life of the bbolt transaction, and the journal is replayed
+// (undo) only before that transaction commits. bbolt remaps its file only
+// while committing, and then copies what its nodes still point to in the
+// map, an undone value put back included. Copying it would cost a whole
+// order record per update, the largest value most writes replace.
 func (t *tx) put(bucket, k, v []byte) error {
 	if err := t.check(true); err != nil {
 		return err
 	}
 	b := t.st.bucket(bucket)
-	t.journal = append(t.journal, undo{bucket: bucket, key: k, old: bytes.Clone(b.Get(k))})
+	t.journal = append(t.journal, undo{bucket: bucket, key: k, old: b.Get(k)})
 	if err := b.Put(k, v); err != nil {
 		t.journal = t.journal[:len(t.journal)-1]
 		return fault.Internalf(err, "put %s", bucket)
@@ -108,7 +115,7 @@ func (t *tx) del(bucket, k []byte) error {
 	if old == nil {
 		return nil
 	}
-	t.journal = append(t.journal, undo{bucket: bucket, key: k, old: bytes.Clone(old)})
+	t.journal = append(t.journal, undo{bucket: bucket, key: k, old: old}) // uncopied, as in put
 	if err := b.Delete(k); err != nil {
 		t.journal = t.journal[:len(t.journal)-1]
 		return fault.Internalf(err, "delete %s", bucket)
@@ -327,11 +334,11 @@ func (t *tx) UpdateOrder(o *order.Order) error {
 // at its last change (metaOf).
 func (t *tx) writeOrder(k []byte, o *order.Order, old *meta) error {
 	m := metaOf(o)
-	js, err := json.Marshal(o)
+	v, js, err := marshalOrder(&m, o)
 	if err != nil {
 		return fault.Internalf(err, "encode order %s", o.ID)
 	}
-	if err := t.put(bOrders, k, encodeOrder(&m, js)); err != nil {
+	if err := t.put(bOrders, k, v); err != nil {
 		return err
 	}
 	t.st.decoded.Written(string(k), js, o)
