@@ -425,6 +425,10 @@ type oracleEnv struct {
 	// (which store nothing, so they are free for another request).
 	done []oKeyed
 	free []string
+
+	// after, when set, runs after the order is created and after every
+	// step, with the model as it then is (TestNotificationsOracle).
+	after func(rt *rapid.T, m *oOrder, what string)
 }
 
 // oKeyed is a request sent with an Idempotency-Key and its answer.
@@ -812,6 +816,9 @@ func (x *oracleEnv) create(rt *rapid.T) *oOrder {
 		}
 		m.created, m.expiresAt = created, created.Add(28*24*time.Hour)
 		x.check(rt, "create", m, got)
+		if x.after != nil {
+			x.after(rt, m, "create")
+		}
 		return m
 	}
 }
@@ -1319,6 +1326,9 @@ func (x *oracleEnv) run(rt *rapid.T) {
 			x.stats[fmt.Sprintf("%s %d %v", key, a.code, a.body["code"])]++
 		}
 		x.check(rt, what+" (read)", m, x.e.get(m.id))
+		if x.after != nil {
+			x.after(rt, m, what)
+		}
 	}
 }
 
