@@ -38,7 +38,9 @@ const maxCachedMerchants = 10000
 func (c *MerchantCache) Decode(key string, raw []byte) (*Merchant, error) {
 	if v, ok := c.m.Load(key); ok {
 		if e := v.(*merchantEntry); bytes.Equal(e.raw, raw) {
-			e.used.Store(true)
+			if !e.used.Load() { // a busy merchant's hits do not all write
+				e.used.Store(true)
+			}
 			return e.m.Clone(), nil
 		}
 	}

@@ -53,7 +53,6 @@ import (
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/bolt"
 	"github.com/kassahq/kassa/storage/postgres"
-	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=…".
@@ -1097,8 +1096,7 @@ func openStore(kind, data, databaseURL string, clock func() time.Time, cacheByte
 	case "bolt":
 		path := filepath.Join(data, "kassa.db")
 		st, err := bolt.Open(path, bolt.Options{Clock: clock, DecodedOrderBytes: cacheBytes, Timeout: lockWait})
-		if errors.Is(err, bolterrors.ErrTimeout) {
-			// bbolt says only "timeout": the file lock is held.
+		if errors.Is(err, bolt.ErrInUse) {
 			return nil, fmt.Errorf("%s is in use by another process: another kassa serve or kassa settle on this data directory", path)
 		}
 		return st, err
