@@ -381,6 +381,19 @@ type Task struct {
 	Attempts   int       `json:"attempts,omitempty"`
 }
 
+// FirstPerMerchant keeps, of ms in due order, each merchant's first per
+// (all when per <= 0), in place: PendingOutbox's cap on every store.
+func FirstPerMerchant(ms []*OutboxMessage, per int) []*OutboxMessage {
+	if per <= 0 {
+		return ms
+	}
+	taken := map[string]int{}
+	return slices.DeleteFunc(ms, func(m *OutboxMessage) bool {
+		taken[m.MerchantID]++
+		return taken[m.MerchantID] > per
+	})
+}
+
 // OutboxMessage is a notification to deliver to a merchant. Its ID is the
 // event id the merchant sees, the same on every attempt.
 type OutboxMessage struct {

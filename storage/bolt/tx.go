@@ -699,7 +699,6 @@ func (t *tx) fewDueOutbox(end []byte, limit, perMerchant int) (out []*storage.Ou
 		}
 		due = append(due, k)
 	}
-	taken := map[string]int{}
 	for _, k := range due {
 		var m storage.OutboxMessage
 		found, err := t.getRecord(bOutbox, k[timeLen:], &m)
@@ -709,11 +708,9 @@ func (t *tx) fewDueOutbox(end []byte, limit, perMerchant int) (out []*storage.Ou
 		if !found {
 			return nil, false, fault.Internalf(nil, "outbox index names a missing message")
 		}
-		if taken[m.MerchantID]++; taken[m.MerchantID] <= perMerchant {
-			out = append(out, &m)
-		}
+		out = append(out, &m)
 	}
-	return out, true, nil
+	return storage.FirstPerMerchant(out, perMerchant), true, nil
 }
 
 // oldest sorts due keys oldest first and keeps up to limit of them.

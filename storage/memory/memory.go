@@ -463,13 +463,7 @@ func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.Out
 		}
 		return out[i].ID < out[j].ID
 	})
-	if perMerchant > 0 {
-		taken := map[string]int{}
-		out = slices.DeleteFunc(out, func(m *storage.OutboxMessage) bool {
-			taken[m.MerchantID]++
-			return taken[m.MerchantID] > perMerchant
-		})
-	}
+	out = storage.FirstPerMerchant(out, perMerchant)
 	if len(out) > limit {
 		out = out[:limit]
 	}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -333,11 +332,7 @@ func (t *tx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.Out
 		if err != nil {
 			return nil, err
 		}
-		taken := map[string]int{}
-		return slices.DeleteFunc(ms, func(m *storage.OutboxMessage) bool {
-			taken[m.MerchantID]++
-			return taken[m.MerchantID] > perMerchant
-		}), nil
+		return storage.FirstPerMerchant(ms, perMerchant), nil
 	}
 	// More due: a skip scan of outbox_merchant_pending visits each merchant with
 	// pending messages once (the merchants table would visit every merchant
