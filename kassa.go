@@ -379,16 +379,15 @@ func (l *Ledger) orderResult(o *order.Order, now time.Time) (*Result, error) {
 	return &Result{Status: http.StatusOK, Body: body, Order: o, renderedAt: now, linksUntil: until}, nil
 }
 
-// remember keeps a copy of res, a rendered order, in the cache of
-// responses: res.Body is the caller's, to change as it likes.
-func (l *Ledger) remember(res *Result) {
-	l.cache.Put(res.Order, res.renderedAt, res.linksUntil, bytes.Clone(res.Body))
-}
-
-// rememberShared is remember for a res.Body no one changes from now on: the
-// cache keeps the bytes themselves.
-func (l *Ledger) rememberShared(res *Result) {
-	l.cache.Put(res.Order, res.renderedAt, res.linksUntil, res.Body)
+// remember keeps res, a rendered order, in the cache of responses: its own
+// bytes when shared (no one changes res.Body from now on), else a copy, as
+// res.Body is then the caller's, to change as it likes.
+func (l *Ledger) remember(res *Result, shared bool) {
+	body := res.Body
+	if !shared {
+		body = bytes.Clone(body)
+	}
+	l.cache.Put(res.Order, res.renderedAt, res.linksUntil, body)
 }
 
 // linksUntil is, for a response of o about to be rendered, the wall-clock

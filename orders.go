@@ -69,11 +69,7 @@ func (l *Ledger) mutate(ctx context.Context, call Call, op, orderID string, targ
 	})
 	if err == nil && !res.Replayed && res.Order != nil && !res.renderedAt.IsZero() {
 		// Committed: the answer is also what a read of this version renders.
-		if call.ReadOnlyBody {
-			l.rememberShared(res)
-		} else {
-			l.remember(res)
-		}
+		l.remember(res, call.ReadOnlyBody)
 	}
 	return res, err
 }
@@ -146,7 +142,7 @@ func (l *Ledger) orderJSON(ctx context.Context, merchantID, orderID string) (bod
 		// The rendered bytes go to the cache as they are and are shared
 		// from here on, as a hit's are: OrderJSON copies them, and
 		// ServeOrderJSON writes them out without a copy.
-		l.rememberShared(res)
+		l.remember(res, true)
 		body, shared = res.Body, true
 		return nil
 	})
