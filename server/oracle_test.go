@@ -16,6 +16,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/memory"
 )
 
@@ -455,28 +456,34 @@ func (x *oracleEnv) send(method, path, body string) oAnswer {
 }
 
 func (x *oracleEnv) sendKey(method, path, body, key string) oAnswer {
+	return oracleSend(x.e, x.e.auth, method, path, body, key)
+}
+
+// oracleSend sends one request of the oracles to e's server, with auth as
+// the Authorization header and key ("" for none) as the Idempotency-Key.
+func oracleSend(e *sessionEnv, auth, method, path, body, key string) oAnswer {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	r, _ := http.NewRequest(method, x.e.ts.URL+path, rd)
+	r, _ := http.NewRequest(method, e.ts.URL+path, rd)
 	if body != "" {
 		r.Header.Set("Content-Type", "application/json")
 	}
-	r.Header.Set("Authorization", x.e.auth)
+	r.Header.Set("Authorization", auth)
 	if key != "" {
 		r.Header.Set("Idempotency-Key", key)
 	}
 	resp, err := http.DefaultClient.Do(r)
 	if err != nil {
-		x.e.t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	var b map[string]any
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &b); err != nil {
-			x.e.t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+			e.t.Fatalf("%s %s: %v: %s", method, path, err, raw)
 		}
 	}
 	return oAnswer{resp.StatusCode, b, raw, resp.Header}
@@ -729,10 +736,15 @@ func totalsOK(ls []oLine) bool {
 // oracleServer is a server on the memory store whose wall clock the
 // oracles set (wall, in Unix nanoseconds).
 func oracleServer(t *testing.T) (*sessionEnv, *atomic.Int64) {
+	return oracleServerOn(t, func(now func() time.Time) storage.Store { return memory.New(now) })
+}
+
+// oracleServerOn is oracleServer on the store open makes.
+func oracleServerOn(t *testing.T, open func(now func() time.Time) storage.Store) (*sessionEnv, *atomic.Int64) {
 	clock := NewClock(true)
 	wall := new(atomic.Int64)
 	clock.wall = func() time.Time { return time.Unix(0, wall.Load()) }
-	return newEnvOn(t, false, clock, memory.New(clock.Now), nil), wall
+	return newEnvOn(t, false, clock, open(clock.Now), nil), wall
 }
 
 // startSequence sets the wall clock of a new sequence within two days of

@@ -106,7 +106,7 @@ type soEnv struct {
 func (x *soEnv) now() time.Time { return time.Unix(0, x.wall.Load()).UTC() }
 
 func (x *soEnv) send(method, path, body string) oAnswer {
-	return (&oracleEnv{e: &sessionEnv{t: x.e.t, ts: x.e.ts, auth: x.auth}}).sendKey(method, path, body, "")
+	return oracleSend(x.e, x.auth, method, path, body, "")
 }
 
 func TestSessionsOracle(t *testing.T) {
@@ -408,7 +408,7 @@ func (x *soEnv) step(rt *rapid.T, op int) (string, oAnswer) {
 			x.keys++
 			key = fmt.Sprintf("so-%d-%d", x.seq, x.keys)
 		}
-		a := (&oracleEnv{e: &sessionEnv{t: x.e.t, ts: x.e.ts, auth: x.auth}}).sendKey("POST", "/v1/authorization-tokens/"+tk.id+"/order", body, key)
+		a := oracleSend(x.e, x.auth, "POST", "/v1/authorization-tokens/"+tk.id+"/order", body, key)
 		if key != "" && a.code == 200 {
 			x.keyed = append(x.keyed, oKeyed{key, "POST", "/v1/authorization-tokens/" + tk.id + "/order", body, a.code, a.raw})
 		}
@@ -548,7 +548,7 @@ func (x *soEnv) step(rt *rapid.T, op int) (string, oAnswer) {
 			return "", oAnswer{}
 		}
 		k := x.keyed[rapid.IntRange(0, len(x.keyed)-1).Draw(rt, "keyed")]
-		a := (&oracleEnv{e: &sessionEnv{t: x.e.t, ts: x.e.ts, auth: x.auth}}).sendKey("POST", k.path, k.body, k.key)
+		a := oracleSend(x.e, x.auth, "POST", k.path, k.body, k.key)
 		if a.code != k.code || !bytes.Equal(a.raw, k.raw) || a.hdr.Get("Idempotent-Replayed") != "true" {
 			rt.Fatalf("replay of %s: %d %s (replayed %q), first %d %s", k.path, a.code, a.raw, a.hdr.Get("Idempotent-Replayed"), k.code, k.raw)
 		}

@@ -3,9 +3,7 @@ package server
 import (
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -17,6 +15,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
 
@@ -152,28 +151,7 @@ type stEnv struct {
 func (x *stEnv) now() time.Time { return time.Unix(0, x.wall.Load()).UTC() }
 
 func (x *stEnv) do(auth, method, path, body string) oAnswer {
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	r, _ := http.NewRequest(method, x.e.ts.URL+path, rd)
-	if body != "" {
-		r.Header.Set("Content-Type", "application/json")
-	}
-	r.Header.Set("Authorization", auth)
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		x.e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var b map[string]any
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &b); err != nil {
-			x.e.t.Fatalf("%s %s: %v: %s", method, path, err, raw)
-		}
-	}
-	return oAnswer{resp.StatusCode, b, raw, resp.Header}
+	return oracleSend(x.e, auth, method, path, body, "")
 }
 
 // settlementsOracleServer is oracleServer, on PostgreSQL when the HTTP
@@ -183,10 +161,7 @@ func settlementsOracleServer(t *testing.T) (*sessionEnv, *atomic.Int64) {
 	if !pgtest.Selected() {
 		return oracleServer(t)
 	}
-	clock := NewClock(true)
-	wall := new(atomic.Int64)
-	clock.wall = func() time.Time { return time.Unix(0, wall.Load()) }
-	return newEnvOn(t, false, clock, openStore(t, clock.Now), nil), wall
+	return oracleServerOn(t, func(now func() time.Time) storage.Store { return openStore(t, now) })
 }
 
 func TestSettlementsOracle(t *testing.T) {
