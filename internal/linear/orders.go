@@ -624,3 +624,19 @@ func Tally(hs []History) map[string]int {
 	}
 	return m
 }
+
+// Verify records w on c (Record) and checks every order's history: an
+// error names the first order whose history is not linearizable (or could
+// not be decided) with the search's report. It returns the Tally.
+func Verify(ctx context.Context, c Cluster, w Workload) (map[string]int, error) {
+	hs, err := Record(ctx, c, w)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hs {
+		if res, why := h.Check(); res != Ok {
+			return nil, fmt.Errorf("order %s (%d operations): %v\n%s", h.Order, len(h.Ops), res, why)
+		}
+	}
+	return Tally(hs), nil
+}
