@@ -216,15 +216,21 @@ func (d *seqDocs) Next(series string) (int64, error) {
 	return d.n[series], nil
 }
 
-// TestBatchIsolation runs many writers at once so that they share
-// transactions; some fail after writing and one panics. Exactly the others'
-// changes are committed.
-func TestBatchIsolation(t *testing.T) {
+// openBatchStore opens a new store on a fixed clock, closed when the test ends.
+func openBatchStore(t *testing.T) *bolt.Store {
 	s, err := bolt.Open(filepath.Join(t.TempDir(), "kassa.db"), bolt.Options{Clock: newClock(time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)).Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestBatchIsolation runs many writers at once so that they share
+// transactions; some fail after writing and one panics. Exactly the others'
+// changes are committed.
+func TestBatchIsolation(t *testing.T) {
+	s := openBatchStore(t)
 	ctx := context.Background()
 	ids := &counterIDs{}
 	const writers = 64
@@ -309,11 +315,7 @@ func TestBatchIsolation(t *testing.T) {
 // writer's journal put back. The order reads back exactly as it was stored,
 // in every round, and the file is sound.
 func TestBatchUndoOfALargeOrderUpdate(t *testing.T) {
-	s, err := bolt.Open(filepath.Join(t.TempDir(), "kassa.db"), bolt.Options{Clock: newClock(time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)).Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openBatchStore(t)
 	ctx := context.Background()
 	ids := &counterIDs{}
 	var big *order.Order
