@@ -1,11 +1,17 @@
 package kassa_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/settlement"
+	"github.com/kassahq/kassa/storage"
 )
 
 // feeFixture is a fixture whose merchant pays 1.5 % + 1.00 per capture, so
@@ -108,4 +114,92 @@ func TestDailyReadCutBetweenCaptureAndVoid(t *testing.T) {
 	if made, err := f.ledger.RunSettlementsBefore(f.ctx, cutoff.Add(24*time.Hour)); err != nil || len(made) != 0 {
 		t.Fatalf("next day's run: %+v %v; want no adjustment of the void", sums(made), err)
 	}
+}
+
+// TestRunSizeNeverChangesWhatIsPaid: whatever the number of items one run
+// reads, runs repeated until the queue is empty settle what one run of
+// everything does: the same captures, fees, refunds, adjustments and
+// recourses in sum, and so the same net. A capture and its void at any
+// distance in the queue, a refund or a recourse of the same instant as its
+// capture (a clock that stood still) on either side of a run's last item.
+func TestRunSizeNeverChangesWhatIsPaid(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		type op struct {
+			kind, target int // kind: 0 capture, 1 void, 2 refund, 3 recourse, 4 tick
+			amount       int64
+		}
+		ops := rapid.SliceOfN(rapid.Custom(func(rt *rapid.T) op {
+			return op{rapid.IntRange(0, 4).Draw(rt, "kind"), rapid.IntRange(0, 20).Draw(rt, "target"),
+				rapid.Int64Range(1, 5000).Draw(rt, "amount")}
+		}), 1, 30).Draw(rt, "ops")
+		size := rapid.IntRange(1, 4).Draw(rt, "runSize")
+		total := func(runSize int) (sum [5]int64, runs int) {
+			kassa.SetSettlementRunSize(t, runSize)
+			now := time.Date(2026, 2, 2, 10, 0, 0, 0, time.UTC)
+			f := feeFixture(t, func() time.Time { return now })
+			type capt struct{ order, ledger string }
+			var caps []capt
+			for i, o := range ops {
+				call := kassa.Call{MerchantID: f.merchant}
+				switch o.kind {
+				case 0:
+					id, l := f.captured(t, fmt.Sprint("tok", i), o.amount)
+					caps = append(caps, capt{id, l})
+				case 4:
+					now = now.Add(time.Second)
+				default:
+					if len(caps) == 0 {
+						continue
+					}
+					c := caps[o.target%len(caps)]
+					var err error
+					switch o.kind {
+					case 1:
+						_, err = f.ledger.CancelLedger(f.ctx, call, c.order, c.ledger)
+					case 2:
+						_, err = f.ledger.Refund(f.ctx, call, c.order, c.ledger, nil)
+					case 3:
+						_, err = f.ledger.Recourse(f.ctx, call, c.order, c.ledger, &order.RecourseRequest{Reason: ptr("unpaid")})
+					}
+					if err != nil && fault.KindOf(err) != fault.NotAvailable {
+						rt.Fatalf("op %d %+v: %v", i, o, err)
+					}
+				}
+			}
+			now = now.Add(time.Hour)
+			for {
+				made, err := f.ledger.RunSettlements(f.ctx)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				for _, s := range made {
+					sum[0] += s.Gross
+					sum[1] += s.Fees
+					sum[2] += s.Refunds
+					sum[3] += s.Adjustments
+					sum[4] += s.Recourses
+				}
+				runs++
+				left := 0
+				if err := f.store.View(f.ctx, func(tx storage.Tx) error {
+					items, err := tx.PendingSettlementItems(1)
+					left = len(items)
+					return err
+				}); err != nil {
+					rt.Fatal(err)
+				}
+				if left == 0 {
+					return sum, runs
+				}
+				if runs > len(ops)*3+1 {
+					rt.Fatalf("still items queued after %d runs of %d", runs, runSize)
+				}
+			}
+		}
+		want, _ := total(1 << 30)
+		got, runs := total(size)
+		if got != want {
+			rt.Fatalf("%d runs of %d settled [gross fees refunds adjustments recourses] %v; one run of everything %v", runs, size, got, want)
+		}
+	})
 }
