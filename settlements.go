@@ -47,6 +47,18 @@ func (l *Ledger) runSettlements(ctx context.Context, cutoff time.Time) ([]settle
 		if err != nil {
 			return err
 		}
+		if len(items) == settlementRunSize {
+			// The read may have ended between a capture and its void: the
+			// void comes with it, or the capture is paid with its fee and
+			// the void left to the next run as an adjustment, where a
+			// capture voided before any run cancels out. At most one more
+			// item per capture read.
+			voids, err := tx.QueuedSettlementItems(settlement.MissingVoids(items))
+			if err != nil {
+				return err
+			}
+			items = append(items, voids...)
+		}
 		if !cutoff.IsZero() {
 			items = settlement.Before(items, cutoff)
 			if items, err = withoutSettledDay(tx, items, cutoff); err != nil {

@@ -102,7 +102,7 @@ func NewItems(before, after *order.Order) []Item {
 			out = append(out, item(l, KindCapture, l.ID))
 		}
 		if l.Void() && !voided[l.ID] {
-			out = append(out, reversal(l, kindVoid, l.ID+":void"))
+			out = append(out, reversal(l, kindVoid, voidKey(l.ID)))
 		}
 		// A recourse appends no event, so updatedAt is not its time.
 		if _, settled := claimLeft[l.ID]; l.RecourseClaim > 0 && !settled {
@@ -229,6 +229,34 @@ func Before(items []Item, cutoff time.Time) []Item {
 		}
 	}
 	return out
+}
+
+// voidKey is the queue key of the void of capture ledgerID.
+func voidKey(ledgerID string) string { return ledgerID + ":void" }
+
+// MissingVoids lists the queue keys of the voids that the captures among
+// items may have and items lack. A run reads the queue oldest first up to a
+// limit, and a capture's void, which comes after it, may lie beyond the
+// limit: the run fetches them by key (storage.Tx.QueuedSettlementItems), so
+// that Run cancels the pair out instead of paying the capture with its fee
+// and leaving the void to the next run as an adjustment. A void never lies
+// before its capture: an order's events are never older than the one before
+// (order.Order.AppendEvent), and at the same instant the capture's key, the
+// void's without ":void", sorts first.
+func MissingVoids(items []Item) []string {
+	voids := map[string]bool{}
+	for _, it := range items {
+		if it.Kind == kindVoid {
+			voids[it.LedgerID] = true
+		}
+	}
+	var keys []string
+	for _, it := range items {
+		if it.Kind == KindCapture && !voids[it.LedgerID] {
+			keys = append(keys, voidKey(it.LedgerID))
+		}
+	}
+	return keys
 }
 
 // Run builds one settlement per merchant, store and currency from the queued

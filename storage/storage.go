@@ -162,6 +162,11 @@ type Tx interface {
 	// would leave those sorting late unread for as long as the queue is
 	// larger than a run reads).
 	PendingSettlementItems(limit int) ([]settlement.Item, error)
+	// QueuedSettlementItems returns the queued items of keys, in no
+	// particular order; a key not queued is left out. A run whose read
+	// ended at its limit fetches with it the voids of the captures it read
+	// (settlement.MissingVoids), which may lie beyond the limit.
+	QueuedSettlementItems(keys []string) ([]settlement.Item, error)
 	// SaveSettlement stores a batch's settlement (when it has one) and its
 	// transactions, and removes its keys from the queue.
 	SaveSettlement(b settlement.Batch) error

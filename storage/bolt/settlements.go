@@ -107,6 +107,26 @@ func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
 	return out, nil
 }
 
+func (t *tx) QueuedSettlementItems(keys []string) ([]settlement.Item, error) {
+	if err := t.check(false); err != nil {
+		return nil, err
+	}
+	var out []settlement.Item
+	q := t.st.bucket(bSettleQ)
+	for _, k := range keys {
+		v := q.Get([]byte(k))
+		if v == nil {
+			continue
+		}
+		var it storage.QueuedItem
+		if err := storage.DecodeRecord(v, &it); err != nil {
+			return nil, fault.Internalf(err, "decode settlement item")
+		}
+		out = append(out, settlement.Item(it))
+	}
+	return out, nil
+}
+
 func (t *tx) SaveSettlement(b settlement.Batch) error {
 	if err := t.check(true); err != nil {
 		return err

@@ -665,6 +665,21 @@ func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
 	return out, nil
 }
 
+func (t *tx) QueuedSettlementItems(keys []string) ([]settlement.Item, error) {
+	var out []settlement.Item
+	for _, k := range keys {
+		var it settlement.Item
+		ok, err := t.get("settleq/"+k, &it)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
 func (t *tx) SaveSettlement(b settlement.Batch) error {
 	if !t.writable {
 		return errReadOnly

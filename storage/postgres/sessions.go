@@ -310,6 +310,25 @@ func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
 	return out, nil
 }
 
+func (t *tx) QueuedSettlementItems(keys []string) ([]settlement.Item, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	bs, err := t.bodies("settlement queue", `SELECT body FROM settlement_queue WHERE key = ANY($1)`, keys)
+	if err != nil {
+		return nil, err
+	}
+	items, err := decodeAll[storage.QueuedItem]("settlement item", bs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]settlement.Item, len(items))
+	for i, it := range items {
+		out[i] = settlement.Item(*it)
+	}
+	return out, nil
+}
+
 func (t *tx) SaveSettlement(b settlement.Batch) error {
 	if !t.writable {
 		return errReadOnly

@@ -232,6 +232,14 @@ func (h hookTx) PendingSettlementItems(limit int) (r0 []settlement.Item, err err
 	return r0, h.hook.After("PendingSettlementItems", err)
 }
 
+func (h hookTx) QueuedSettlementItems(keys []string) (r0 []settlement.Item, err error) {
+	if err = h.hook.Before("QueuedSettlementItems"); err != nil {
+		return
+	}
+	r0, err = h.tx.QueuedSettlementItems(keys)
+	return r0, h.hook.After("QueuedSettlementItems", err)
+}
+
 func (h hookTx) SaveSettlement(b settlement.Batch) (err error) {
 	if err = h.hook.Before("SaveSettlement"); err != nil {
 		return

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 )
@@ -213,4 +214,77 @@ func testSettlementOrder(t *testing.T, s storage.Store) {
 	})
 	want(pending(100), "m-mid", "a-nano", "a-new", "z-old")
 	want(pending(1), "m-mid")
+}
+
+// testQueuedSettlementItems: the queued items of the keys asked for, whole,
+// the keys not queued (never, or settled since) left out; in a View as in an
+// Update.
+func testQueuedSettlementItems(t *testing.T, s storage.Store) {
+	at := Start().Add(90 * time.Minute)
+	capture := settlement.Item{Key: "l1", MerchantID: "m1", StoreID: "a", Currency: "SEK", OrderID: "o1",
+		LedgerID: "l1", Kind: settlement.KindCapture, Amount: 1000, DocumentReference: "INV-1",
+		MerchantReference: "mref", SettlementReference: "sref", OccurredAt: Start()}
+	others := []settlement.Item{capture,
+		{Key: "l2", MerchantID: "m1", StoreID: "a", Currency: "SEK", OrderID: "o2", LedgerID: "l2",
+			Kind: settlement.KindCapture, Amount: 2000, OccurredAt: Start()},
+		{Key: "l3", MerchantID: "m1", StoreID: "a", Currency: "SEK", OrderID: "o3", LedgerID: "l3",
+			Kind: settlement.KindCapture, Amount: 3000, OccurredAt: Start()}}
+	update(t, s, func(tx storage.Tx) error { return tx.QueueSettlementItems(others) })
+	// A void, queued by the operation that voided l1: its key is the one
+	// settlement.MissingVoids names.
+	void := capture
+	void.OccurredAt = at
+	update(t, s, func(tx storage.Tx) error {
+		voids, err := tx.QueuedSettlementItems(settlement.MissingVoids([]settlement.Item{capture}))
+		if err != nil || len(voids) != 0 {
+			t.Fatalf("voids before l1 was voided: %+v %v", voids, err)
+		}
+		o := &order.Order{ID: "o1", MerchantID: "m1", StoreID: "a", Currency: "SEK", UpdatedAt: at,
+			Captured: []order.Ledger{{ID: "l1", Kind: order.LedgerCapture, Status: []order.SubStatus{order.SubVoid}}}}
+		items := settlement.NewItems(&order.Order{Captured: []order.Ledger{{ID: "l1", Kind: order.LedgerCapture}}}, o)
+		if len(items) != 1 {
+			t.Fatalf("items of the void: %+v", items)
+		}
+		void = items[0]
+		return tx.QueueSettlementItems(items)
+	})
+	get := func(keys ...string) map[string]settlement.Item {
+		got := map[string]settlement.Item{}
+		view(t, s, func(tx storage.Tx) error {
+			items, err := tx.QueuedSettlementItems(keys)
+			for _, it := range items {
+				if _, twice := got[it.Key]; twice {
+					t.Errorf("%s returned twice", it.Key)
+				}
+				got[it.Key] = it
+			}
+			return err
+		})
+		return got
+	}
+	got := get(settlement.MissingVoids(others)...)
+	if len(got) != 1 || !got[void.Key].OccurredAt.Equal(at) || got[void.Key].LedgerID != "l1" || got[void.Key].Amount != void.Amount {
+		t.Fatalf("voids of l1, l2, l3: %+v; want the void of l1 at %v", got, at)
+	}
+	got = get("l3", "nope", "l1", "")
+	if len(got) != 2 || got["l3"].Amount != 3000 || got["l1"].DocumentReference != "INV-1" ||
+		got["l1"].SettlementReference != "sref" || !got["l1"].OccurredAt.Equal(Start()) {
+		t.Fatalf("l3, l1 and two keys not queued: %+v", got)
+	}
+	if got := get(); len(got) != 0 {
+		t.Fatalf("no keys: %+v", got)
+	}
+	update(t, s, func(tx storage.Tx) error {
+		if err := tx.SaveSettlement(settlement.Batch{Keys: []string{"l1", void.Key}}); err != nil {
+			return err
+		}
+		items, err := tx.QueuedSettlementItems([]string{"l1", void.Key, "l2"})
+		if err != nil || len(items) != 1 || items[0].Key != "l2" {
+			t.Fatalf("after l1 and its void were settled, in the same transaction: %+v %v", items, err)
+		}
+		return nil
+	})
+	if got := get("l1", void.Key, "l2"); len(got) != 1 || got["l2"].Amount != 2000 {
+		t.Fatalf("after l1 and its void were settled: %+v", got)
+	}
 }
