@@ -15,8 +15,8 @@
 // the webhooks; RunTasks does auto-captures, token expiries and reminders;
 // ExpireOrders moves expired orders in the list's status filters;
 // RunSettlementsBefore (or RunSettlements) makes the settlements;
-// SweepIdempotencyOnce and SweepNotificationsOnce remove what is past its
-// retention. The README's Embedding section says how often each runs there.
+// SweepIdempotencyOnce, SweepNotificationsOnce and SweepAuthorizationsOnce
+// remove what is past its retention. The README's Embedding section says how often each runs there.
 //
 // The reference server (package server, binary cmd/kassa) calls only this API;
 // to serve it from a mux of one's own, see server.Server.Handler.
@@ -61,6 +61,12 @@ type Options struct {
 	NotificationRetention time.Duration
 	// AuthorizationTTL is how long a minted authorization token lives; default 60 min.
 	AuthorizationTTL time.Duration
+	// AuthorizationRetention is how long an authorization token is kept
+	// past its expiry, on the store's clock, before SweepAuthorizations
+	// removes it (used, expired or deleted: a token is used before its
+	// expiry, if ever); zero or negative: DefaultAuthorizationRetention. It
+	// is never shorter than IdempotencyTTL.
+	AuthorizationRetention time.Duration
 	// DocumentURL links a sub-order's document (set by the server, which serves them).
 	// A link may depend on the wall clock but must stay the same within a
 	// wall-clock hour: rendered responses holding links are cached until the
@@ -121,6 +127,13 @@ func New(store storage.Store, opts Options) *Ledger {
 	if opts.AuthorizationTTL <= 0 {
 		opts.AuthorizationTTL = token.DefaultAuthorizationTTL // a token must outlive its minting
 	}
+	if opts.AuthorizationRetention <= 0 {
+		opts.AuthorizationRetention = DefaultAuthorizationRetention
+	}
+	// A retry of a create-order whose key has expired runs again: the
+	// token must still be there to answer it "used (order:…)", naming the
+	// order it made, rather than "not found".
+	opts.AuthorizationRetention = max(opts.AuthorizationRetention, opts.IdempotencyTTL)
 	return &Ledger{store: store, opts: opts, cache: ordercache.New(opts.OrderCacheBytes), inFlight: map[string]struct{}{}}
 }
 
@@ -458,6 +471,37 @@ func (l *Ledger) SweepNotificationsOnce(ctx context.Context, limit int) (removed
 
 func (l *Ledger) deleteDoneOutbox(tx storage.Tx, limit int) (int, error) {
 	return tx.DeleteDoneOutbox(tx.Now().Add(-l.opts.NotificationRetention), limit)
+}
+
+// DefaultAuthorizationRetention is how long an authorization token is kept
+// past its expiry by default: a used token answers a create-order sent
+// again (without its Idempotency-Key, or after the key's 24 h) "used",
+// naming the order it made, and an expired one "expired", for a month
+// rather than "not found".
+const DefaultAuthorizationRetention = 30 * 24 * time.Hour
+
+// SweepAuthorizations removes the authorization tokens whose expiry is
+// longer than the retention (Options.AuthorizationRetention) ago on the
+// store's clock, used, expired and deleted alike, earliest first and at
+// most limit (at least 1) per transaction, until none is left or ctx ends,
+// and reports how many it removed. A removed token answers as one never
+// minted (404 authorization_token_not_found), and its id may be put again;
+// the orders and customer tokens made from it keep their own copy of what
+// it approved. It runs safely beside traffic and sweeps of other replicas
+// (a store removes each token once).
+func (l *Ledger) SweepAuthorizations(ctx context.Context, limit int) (int, error) {
+	return l.sweep(ctx, limit, l.deleteExpiredAuthorizations)
+}
+
+// SweepAuthorizationsOnce is one transaction of SweepAuthorizations: it
+// removes up to limit (at least 1) tokens past their retention, and reports
+// how many, and whether more may be left (it removed limit).
+func (l *Ledger) SweepAuthorizationsOnce(ctx context.Context, limit int) (removed int, more bool, err error) {
+	return l.sweepOnce(ctx, limit, l.deleteExpiredAuthorizations)
+}
+
+func (l *Ledger) deleteExpiredAuthorizations(tx storage.Tx, limit int) (int, error) {
+	return tx.DeleteAuthorizationsExpiredBefore(tx.Now().Add(-l.opts.AuthorizationRetention), limit)
 }
 
 // SweepIdempotency removes idempotency records whose retention has passed,

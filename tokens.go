@@ -273,7 +273,9 @@ func (l *Ledger) RevokeCustomerToken(ctx context.Context, call Call, id string) 
 // sandbox mints them; a production checkout front end would too. A token is
 // put once: an id already held (by a token since used or expired, too) is a
 // conflict, so a single-use token cannot be made usable again. The id of a
-// deleted (withdrawn, never used) token is free to be put as a new token.
+// deleted (withdrawn, never used) token is free to be put as a new token,
+// as is the id of one SweepAuthorizations removed, its retention past its
+// expiry over: ids must not be reused, and the sandbox's are random.
 // Of puts of one id at the same moment, on any store and any number of
 // replicas, one stores the token and the others get that conflict.
 func (l *Ledger) PutAuthorization(ctx context.Context, a *token.Authorization) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/token"
 )
 
 // TestDeliveryLogRetention: the sweep removes delivered and failed
@@ -203,5 +204,83 @@ func (e *sessionEnv) switchableReceiver(failing bool) func(bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		failing = f
+	}
+}
+
+// TestAuthorizationTokenRetention: an authorization token stays, answering
+// as documented (used and expired 409, deleted 404), until its retention
+// after its expiry has passed on the store's clock; the sweep then removes
+// used, expired and deleted tokens alike, after which each is 404
+// authorization_token_not_found. A live token, the orders made from the
+// removed ones, and a create-order replayed under its Idempotency-Key (kept
+// on the wall clock) answer as before.
+func TestAuthorizationTokenRetention(t *testing.T) {
+	e := newSessionEnv(t)
+	ctx := context.Background()
+	used, expired, deleted := e.mint("5560000001", "invoice"), e.mint("5560000001", "invoice"), e.mint("5560000001", "invoice")
+	key := map[string]string{"Idempotency-Key": "retention-1"}
+	code, _, made := e.req("POST", "/v1/authorization-tokens/"+used+"/order", orderBody, e.auth, key)
+	if code != 200 {
+		t.Fatalf("order: %d %v", code, made)
+	}
+	orderID := made["orderId"].(string)
+	if code, _, b := e.req("DELETE", "/v1/authorization-tokens/"+deleted, "", e.auth, nil); code != 204 {
+		t.Fatalf("delete: %d %v", code, b)
+	}
+	answer := func(tok string) (int, string) {
+		code, _, b := e.req("POST", "/v1/authorization-tokens/"+tok+"/order", orderBody, e.auth, nil)
+		c, _ := b["code"].(string)
+		return code, c
+	}
+	want := func(when, tok string, code int, c string) {
+		t.Helper()
+		if gc, gcode := answer(tok); gc != code || gcode != c {
+			t.Errorf("%s: %d %s; want %d %s", when, gc, gcode, code, c)
+		}
+	}
+	sweep := func() int {
+		t.Helper()
+		n, err := e.ledger.SweepAuthorizations(ctx, 1) // a batch of one, swept until none is left
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Past the expiry, within the retention: nothing goes.
+	if err := e.clock.Advance(kassa.DefaultAuthorizationRetention); err != nil {
+		t.Fatal(err)
+	}
+	if n := sweep(); n != 0 {
+		t.Fatalf("a sweep within the retention removed %d", n)
+	}
+	want("within the retention", used, 409, "authorization_token_used")
+	want("within the retention", expired, 409, "authorization_token_expired")
+	want("within the retention", deleted, 404, "authorization_token_not_found")
+
+	if err := e.clock.Advance(token.DefaultAuthorizationTTL + time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	live := e.mint("5560000001", "invoice")
+	if n := sweep(); n != 3 {
+		t.Fatalf("the sweep past the retention removed %d; want 3 (used, expired, deleted)", n)
+	}
+	for _, tok := range []string{used, expired, deleted} {
+		want("after the sweep", tok, 404, "authorization_token_not_found")
+	}
+	if code, _, b := e.req("DELETE", "/v1/authorization-tokens/"+expired, "", e.auth, nil); code != 404 {
+		t.Errorf("delete of a removed token: %d %v", code, b)
+	}
+	// The replay under the key needs no token: the same order.
+	if code, _, b := e.req("POST", "/v1/authorization-tokens/"+used+"/order", orderBody, e.auth, key); code != 200 || b["orderId"] != orderID {
+		t.Errorf("replay after the sweep: %d %v; want 200 %s", code, b, orderID)
+	}
+	if o := e.get(orderID); o["customer"].(map[string]any)["companyId"] != "5560000001" {
+		t.Errorf("the order of the removed token: %v", o["customer"])
+	}
+	if code, c := answer(live); code != 200 {
+		t.Errorf("the live token: %d %s", code, c)
+	}
+	if n := sweep(); n != 0 {
+		t.Fatalf("a second sweep removed %d", n)
 	}
 }

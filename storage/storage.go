@@ -127,6 +127,13 @@ type Tx interface {
 	GetAuthorization(merchantID, tok string) (*token.Authorization, error)
 	// PutAuthorization creates or replaces a token.
 	PutAuthorization(a *token.Authorization) error
+	// DeleteAuthorizationsExpiredBefore removes up to limit tokens (used,
+	// expired, deleted or not) whose ExpiresAt is before t, earliest first,
+	// and reports how many it removed: the retention sweep of authorization
+	// tokens (a token is used before its ExpiresAt, if ever, so one past it
+	// can never be used again). Sweeps in concurrent transactions remove
+	// each token once.
+	DeleteAuthorizationsExpiredBefore(t time.Time, limit int) (int, error)
 
 	// Customer tokens.
 	// GetCustomerToken reads a merchant's customer token (fault.NotFound

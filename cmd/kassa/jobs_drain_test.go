@@ -130,3 +130,32 @@ func TestSettlementRunCutShortIsNotLoggedAsRun(t *testing.T) {
 		t.Errorf("a failed run at shutdown moved the next settlement to %v, want %v", j.nextSettle, due)
 	}
 }
+
+// TestPassSweepsAuthorizationTokens: the periodic pass removes the
+// authorization tokens past their retention, on the server's clock, and
+// logs how many; a token within it stays.
+func TestPassSweepsAuthorizationTokens(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clock := sandboxClockIn(t, dir)
+	l, st, creds := sandboxCapture(t, dir, clock) // token "t", used for the order
+	defer st.Close()
+	if err := clock.Advance(kassa.DefaultAuthorizationRetention + 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	captureOneLine(t, l, creds.MerchantID, "t2", clock.Now(), "grout", 5000)
+	var logged bytes.Buffer
+	j := &jobs{ledger: l, log: slog.New(slog.NewTextHandler(&logged, nil)), clock: clock, settleAt: clock.Now().Add(time.Hour),
+		wall: time.Now, budget: time.Second}
+	j.nextSettle = clock.Now().Add(time.Hour)
+	j.pass(ctx)
+	if !strings.Contains(logged.String(), `msg="authorization token retention sweep" removed=1`) {
+		t.Errorf("the pass did not log the token it removed:\n%s", logged.String())
+	}
+	for tok, kept := range map[string]bool{"t": false, "t2": true} {
+		err := st.View(ctx, func(tx storage.Tx) error { _, err := tx.GetAuthorization(creds.MerchantID, tok); return err })
+		if (err == nil) != kept {
+			t.Errorf("token %s after the pass: %v; want kept %v", tok, err, kept)
+		}
+	}
+}

@@ -1344,8 +1344,9 @@ const deliveryRuns = 4
 
 // runJobs runs the periodic work of the server until ctx ends: the daily
 // settlement run, the scheduled tasks (auto-capture, token expiry,
-// reminders), the expiry marking of orders, the idempotency-record sweep and
-// the delivery log's retention sweep, a pass of them every minute.
+// reminders), the expiry marking of orders, the idempotency-record sweep,
+// the delivery log's retention sweep and the authorization tokens', a pass
+// of them every minute.
 //
 // A job with a backlog (a day of expiries after an outage, the first
 // retention sweep of a store holding millions of old notifications) works in
@@ -1436,6 +1437,11 @@ func (j *jobs) pass(ctx context.Context) (more bool) {
 		// one, or PostgreSQL's row locks) only briefly between requests.
 		more = j.batches(ctx, "notification retention sweep", "removed", func() (int, bool, error) {
 			return j.ledger.SweepNotificationsOnce(ctx, 500)
+		}) || more
+	})
+	guard(j.log, "authorization token retention sweep", func() {
+		more = j.batches(ctx, "authorization token retention sweep", "removed", func() (int, bool, error) {
+			return j.ledger.SweepAuthorizationsOnce(ctx, 500)
 		}) || more
 	})
 	return more

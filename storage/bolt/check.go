@@ -95,7 +95,7 @@ func check(ctx context.Context, btx *bbolt.Tx, mode checkMode, problem func(Prob
 	}{
 		{"orders", c.orderIndexes}, {"sessions", c.sessionIndex}, {"settlement transactions", c.settleTxIDs},
 		{"settlements", c.settleIndex}, {"settlement queue", c.settleQueue}, {"notifications", c.outboxIndexes},
-		{"merchants", c.clients}, {"idempotency records", c.idemExpiry}, {"tasks", c.taskDue}, {"sequences", c.sequences},
+		{"merchants", c.clients}, {"authorization tokens", c.authExpiry}, {"idempotency records", c.idemExpiry}, {"tasks", c.taskDue}, {"sequences", c.sequences},
 	} {
 		c.phase(p.name, func() error { p.fn(); return nil })
 	}
@@ -448,6 +448,17 @@ func (c *checker) settleIndex() {
 func (c *checker) clients() {
 	c.sameKeys(bClients, indexOf(c, bMerchants, func(_ []byte, m *storage.Merchant) ([]byte, []byte, bool) {
 		return []byte(m.ClientID), []byte(m.ID), m.ClientID != ""
+	}))
+}
+
+// authExpiry: every authorization token is in the expiry index at its
+// expiry, and nothing else is.
+func (c *checker) authExpiry() {
+	if !c.current(keyAuthExpiry, 1) {
+		return
+	}
+	c.sameKeys(bAuthExp, indexOf(c, bAuth, func(k []byte, a *authExpiry) ([]byte, []byte, bool) {
+		return authExpiryKey(a.ExpiresAt, k), nil, true
 	}))
 }
 

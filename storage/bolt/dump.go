@@ -33,12 +33,12 @@ var (
 		{bSettle, storage.KindSettlement}, {bSettleTx, storage.KindSettlementTransaction}, {bTasks, storage.KindTask},
 		{bSeq, storage.KindSequence}, {bIdem, storage.KindIdempotency}, {bOutbox, storage.KindOutbox},
 	}
-	derived = [][]byte{bClients, bIndex, bCounts, bDue, bIdemExp, bOutboxDue, bOutboxIx, bOutboxMDue, bOutboxDone,
+	derived = [][]byte{bClients, bIndex, bCounts, bDue, bAuthExp, bIdemExp, bOutboxDue, bOutboxIx, bOutboxMDue, bOutboxDone,
 		bSessionIx, bSettleQIx, bSettleIx, bSettleTxID, bTaskDue, bInfo}
 	// infoKeys are the names storeinfo may hold: marks of how the indexes
 	// were built, no data.
 	infoKeys = [][]byte{keyStatusRules, keyLastCommit, keySettleTxIDs, keySettleQOrder, keyOutboxMerchantDue,
-		keyOutboxDone, keySessionIndex}
+		keyOutboxDone, keyAuthExpiry, keySessionIndex}
 )
 
 // ReadOnly is a bbolt store file opened for reading only, as a source of a

@@ -21,6 +21,7 @@ var (
 	bCounts     = []byte("ordercount")  // lp(merchant) kind lp(value) → uint64 entries
 	bDue        = []byte("orderdue")    // time(expiresAt) lp(merchant) id → empty; expirable orders only
 	bAuth       = []byte("authtokens")  // lp(merchant) token → JSON
+	bAuthExp    = []byte("authexp")     // time(expiresAt) lp(merchant) token → empty: the retention sweep's walk
 	bCustomer   = []byte("custtokens")  // lp(merchant) id → JSON
 	bSeq        = []byte("sequences")   // lp(merchant) series → uint64
 	bIdem       = []byte("idem")        // lp(merchant) key → storage.EncodeRecord
@@ -67,7 +68,12 @@ var keyOutboxMerchantDue = []byte("outboxMerchantDue")
 // outbox message (files from before the index get it built once, at Open).
 var keyOutboxDone = []byte("outboxDone")
 
-var buckets = [][]byte{bMerchants, bClients, bOrders, bIndex, bCounts, bDue, bAuth, bCustomer,
+// keyAuthExpiry marks a file whose authexp index covers every
+// authorization token (files from before the index get it built once, at
+// Open).
+var keyAuthExpiry = []byte("authExpiry")
+
+var buckets = [][]byte{bMerchants, bClients, bOrders, bIndex, bCounts, bDue, bAuth, bAuthExp, bCustomer,
 	bSeq, bIdem, bIdemExp, bOutbox, bOutboxDue, bOutboxIx, bOutboxMDue, bOutboxDone, bSessions, bSessionIx, bSettleQ, bSettleQIx, bSettle, bSettleIx, bSettleTx, bSettleTxID, bTasks, bTaskDue, bInfo}
 
 // Index kinds of the order index. Equality kinds are followed by the

@@ -168,6 +168,20 @@ func indexOutboxDone(btx *bbolt.Tx) error {
 	})
 }
 
+// indexAuthExpiry builds the authexp index: every authorization token at
+// its expiry.
+func indexAuthExpiry(btx *bbolt.Tx) error {
+	return rebuildIndex(btx, keyAuthExpiry, bAuthExp, 1, func(ix *bbolt.Bucket) error {
+		return btx.Bucket(bAuth).ForEach(func(k, v []byte) error {
+			var a authExpiry
+			if err := storage.DecodeRecord(v, &a); err != nil {
+				return nil // its reads fail the same way (and Check names it); Open must not
+			}
+			return ix.Put(authExpiryKey(a.ExpiresAt, k), present)
+		})
+	})
+}
+
 // markOurs records, in the transaction about to commit, that this build
 // made it: every commit of this store does, so a file whose last commit is
 // not so marked was last written by something else, an older build after
@@ -181,7 +195,7 @@ func markOurs(btx *bbolt.Tx) error {
 // write keeps up. Raise it when one is added or changed: the mark carries
 // it, so a build that marks its commits but does not keep the new index (a
 // rollback to it, then this build again) is taken for another writer.
-const openIndexes = 3
+const openIndexes = 4
 
 func lastCommitMark(txid uint64) []byte {
 	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, txid), openIndexes)
@@ -202,7 +216,7 @@ func forgetIndexesAfterOtherWriters(btx *bbolt.Tx) error {
 	if bytes.Equal(info.Get(keyLastCommit), lastCommitMark(uint64(btx.ID())-1)) {
 		return nil
 	}
-	for _, k := range [][]byte{keySettleTxIDs, keySettleQOrder, keyOutboxMerchantDue, keyOutboxDone, keySessionIndex, keyStatusRules} {
+	for _, k := range [][]byte{keySettleTxIDs, keySettleQOrder, keyOutboxMerchantDue, keyOutboxDone, keyAuthExpiry, keySessionIndex, keyStatusRules} {
 		if err := info.Delete(k); err != nil {
 			return err
 		}

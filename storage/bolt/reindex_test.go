@@ -15,6 +15,7 @@ import (
 	"github.com/kassahq/kassa/order/ordertest"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/token"
 )
 
 // A file indexed under older status rules is reindexed when opened: an order
@@ -454,6 +455,47 @@ func TestOutboxDoneIndexBuiltOnOpen(t *testing.T) {
 	})
 	if err != nil || n != 2 {
 		t.Fatalf("the sweep after indexing removed %d (%v); want 2", n, err)
+	}
+}
+
+// A file made before the authorization tokens' expiry index gets it built
+// when opened: the retention sweep then finds the tokens written before it,
+// and still leaves the one not yet past the time it sweeps to.
+func TestAuthExpiryIndexBuiltOnOpen(t *testing.T) {
+	path, f, s := openFresh(t)
+	ctx := context.Background()
+	at := f.Clock.Now()
+	err := s.Update(ctx, func(tx storage.Tx) error {
+		for i := range 3 {
+			a := &token.Authorization{Token: fmt.Sprintf("at%d", i), MerchantID: "m1", Country: "SE", Currency: "SEK",
+				CreatedAt: at, ExpiresAt: at.Add(time.Duration(i) * time.Hour)}
+			if err := tx.PutAuthorization(a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = reopenWithoutIndex(t, s, path, Options{Clock: f.Clock.Now}, bAuthExp, keyAuthExpiry)
+	defer s.Close()
+	var n int
+	err = s.Update(ctx, func(tx storage.Tx) error {
+		n, err = tx.DeleteAuthorizationsExpiredBefore(at.Add(90*time.Minute), 10)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.GetAuthorization("m1", "at2"); err != nil {
+			t.Errorf("the token expiring later: %v", err)
+		}
+		return nil
+	})
+	if err != nil || n != 2 {
+		t.Fatalf("the sweep after indexing removed %d (%v); want 2", n, err)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatalf("check after the sweep: %v", err)
 	}
 }
 

@@ -214,6 +214,9 @@ func Open(path string, opts Options) (s *Store, err error) {
 		if err := indexOutboxDone(tx); err != nil {
 			return err
 		}
+		if err := indexAuthExpiry(tx); err != nil {
+			return err
+		}
 		if err := s.reindexStatuses(tx); err != nil {
 			return err
 		}

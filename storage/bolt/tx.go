@@ -447,7 +447,56 @@ func (t *tx) GetAuthorization(merchantID, tok string) (*token.Authorization, err
 }
 
 func (t *tx) PutAuthorization(a *token.Authorization) error {
-	return t.putRecord(bAuth, key(a.MerchantID, a.Token), a)
+	k := key(a.MerchantID, a.Token)
+	var old authExpiry
+	ok, err := t.getRecord(bAuth, k, &old)
+	if err != nil {
+		return err
+	}
+	if ok && !old.ExpiresAt.Equal(a.ExpiresAt) {
+		// A deleted id put again as a new token: its expiry moves.
+		if err := t.del(bAuthExp, authExpiryKey(old.ExpiresAt, k)); err != nil {
+			return err
+		}
+	}
+	if err := t.put(bAuthExp, authExpiryKey(a.ExpiresAt, k), present); err != nil {
+		return err
+	}
+	return t.putRecord(bAuth, k, a)
+}
+
+// authExpiry is what the authexp index needs of a stored token.
+type authExpiry struct {
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// authExpiryKey is a token's place in the retention sweep's walk: its
+// expiry, then its key in authtokens.
+func authExpiryKey(at time.Time, k []byte) []byte {
+	return append(putTime(nil, at), k...)
+}
+
+// DeleteAuthorizationsExpiredBefore walks authexp from the earliest expiry.
+func (t *tx) DeleteAuthorizationsExpiredBefore(before time.Time, limit int) (int, error) {
+	if err := t.check(true); err != nil {
+		return 0, err
+	}
+	end := putTime(nil, before)
+	var due [][]byte
+	c := t.st.bucket(bAuthExp).Cursor()
+	for k, _ := c.First(); k != nil && len(due) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
+		due = append(due, bytes.Clone(k))
+	}
+	// Deleting after the walk: a bbolt cursor must not see its bucket change.
+	for _, k := range due {
+		if err := t.del(bAuthExp, k); err != nil {
+			return 0, err
+		}
+		if err := t.del(bAuth, k[timeLen:]); err != nil {
+			return 0, err
+		}
+	}
+	return len(due), nil
 }
 
 func (t *tx) GetCustomerToken(merchantID, id string) (*token.Customer, error) {

@@ -381,6 +381,40 @@ func (t *tx) PutAuthorization(a *token.Authorization) error {
 	return t.put("auth/"+a.MerchantID+"/"+a.Token, a)
 }
 
+func (t *tx) DeleteAuthorizationsExpiredBefore(before time.Time, limit int) (int, error) {
+	if !t.writable {
+		return 0, errReadOnly
+	}
+	type ended struct {
+		key string
+		at  time.Time
+	}
+	var due []ended
+	for k, b := range t.s.data {
+		if !strings.HasPrefix(k, "auth/") {
+			continue
+		}
+		var a token.Authorization
+		if err := json.Unmarshal(b, &a); err != nil {
+			return 0, fault.Internalf(err, "decode %s", k)
+		}
+		if a.ExpiresAt.Before(before) {
+			due = append(due, ended{k, a.ExpiresAt})
+		}
+	}
+	slices.SortFunc(due, func(a, b ended) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	due = due[:min(len(due), limit)]
+	for _, e := range due {
+		t.del(e.key)
+	}
+	return len(due), nil
+}
+
 func (t *tx) GetCustomerToken(merchantID, id string) (*token.Customer, error) {
 	var c token.Customer
 	if ok, err := t.get("ctok/"+merchantID+"/"+id, &c); err != nil || !ok {

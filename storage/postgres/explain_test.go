@@ -15,6 +15,7 @@ import (
 	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
+	"github.com/kassahq/kassa/token"
 )
 
 // TestExplainListPlans loads 100 000 orders of one merchant (plus 10 000 of
@@ -443,5 +444,50 @@ func TestListsArePlannedForTheirValues(t *testing.T) {
 		if c := got[table]; c.generic != 0 || c.custom != runs {
 			t.Errorf("the %s list ran %d times: %d generic plans, %d planned for its values, want 0 and %d", table, runs, c.generic, c.custom, runs)
 		}
+	}
+}
+
+// The authorization tokens' retention sweep walks auth_tokens_expires: of
+// 5 000 tokens, a batch of 100 past the cutoff reads the index from the
+// earliest expiry, never the table in sequence.
+func TestAuthorizationSweepUsesItsIndex(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.FreshSchema(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.Update(ctx, func(tx storage.Tx) error {
+		for i := range 5000 {
+			at := start.Add(time.Duration(i) * time.Minute)
+			if err := tx.PutAuthorization(&token.Authorization{Token: fmt.Sprintf("at%05d", i), MerchantID: fmt.Sprint("m", i%7),
+				Country: "SE", Currency: "SEK", CreatedAt: at, ExpiresAt: at.Add(time.Hour)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, "ANALYZE auth_tokens"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	plan := strings.Join(explainLines(t, tx, `EXPLAIN (COSTS OFF) `+authTokensExpiredSQL,
+		timeKey(start.Add(1000*time.Hour)), 100), "\n")
+	if !strings.Contains(plan, "auth_tokens_expires") || strings.Contains(plan, "Seq Scan") {
+		t.Fatalf("the sweep's plan does not walk auth_tokens_expires:\n%s", plan)
+	}
+	var n int
+	if err := s.Update(ctx, func(tx storage.Tx) error {
+		n, err = tx.DeleteAuthorizationsExpiredBefore(start.Add(62*time.Minute), 100)
+		return err
+	}); err != nil || n != 2 {
+		t.Fatalf("the sweep up to the third token's expiry removed %d (%v); want 2", n, err)
 	}
 }

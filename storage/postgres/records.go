@@ -182,6 +182,20 @@ func (t *tx) PutAuthorization(a *token.Authorization) error {
 	return err
 }
 
+// DeleteAuthorizationsExpiredBefore takes the tokens of the earliest expiry
+// through auth_tokens_expires (the expression is the index's, so the planner
+// uses it); rows another transaction holds (a token being used, a
+// concurrent sweep) are skipped.
+func (t *tx) DeleteAuthorizationsExpiredBefore(before time.Time, limit int) (int, error) {
+	n, err := t.exec("authorization token sweep", `DELETE FROM auth_tokens WHERE (merchant_id, token) IN (`+authTokensExpiredSQL+`)`,
+		timeKey(before), limit)
+	return int(n), err
+}
+
+// authTokensExpiredSQL picks the tokens the sweep removes.
+const authTokensExpiredSQL = `SELECT merchant_id, token FROM auth_tokens WHERE kassa_time_key(kassa_expires_at(body)) < $1
+	ORDER BY kassa_time_key(kassa_expires_at(body)) LIMIT $2 FOR UPDATE SKIP LOCKED`
+
 // GetCustomerToken reads a customer token, in a write transaction under its
 // row's lock, held to commit. Every order from the token takes that lock, and
 // a platform's monthly run makes many at once, so of this store's

@@ -160,6 +160,14 @@ func (h hookTx) PutAuthorization(a *token.Authorization) (err error) {
 	return h.hook.After("PutAuthorization", err)
 }
 
+func (h hookTx) DeleteAuthorizationsExpiredBefore(t time.Time, limit int) (r0 int, err error) {
+	if err = h.hook.Before("DeleteAuthorizationsExpiredBefore"); err != nil {
+		return
+	}
+	r0, err = h.tx.DeleteAuthorizationsExpiredBefore(t, limit)
+	return r0, h.hook.After("DeleteAuthorizationsExpiredBefore", err)
+}
+
 func (h hookTx) GetCustomerToken(merchantID, id string) (r0 *token.Customer, err error) {
 	if err = h.hook.Before("GetCustomerToken"); err != nil {
 		return

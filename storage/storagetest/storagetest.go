@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("Merchants", func(t *testing.T) { testMerchants(t, open(t)) })
 	t.Run("Orders", func(t *testing.T) { testOrders(t, open(t)) })
 	t.Run("Tokens", func(t *testing.T) { testTokens(t, open(t)) })
+	t.Run("AuthorizationRetention", func(t *testing.T) { testAuthorizationRetention(t, open(t)) })
 	t.Run("Sequences", func(t *testing.T) { testSequences(t, open(t)) })
 	t.Run("SequencesConcurrentWithFailures", func(t *testing.T) { testSequencesConcurrent(t, open(t)) })
 	t.Run("DeadlinesNeverHideACommit", func(t *testing.T) { testDeadlines(t, open(t)) })
