@@ -28,6 +28,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
@@ -459,7 +460,7 @@ const DefaultNotificationRetention = 30 * 24 * time.Hour
 // as long as they take: a caller that runs other jobs after it sweeps with
 // SweepNotificationsOnce instead, a transaction at a time, between them.
 func (l *Ledger) SweepNotifications(ctx context.Context, limit int) (int, error) {
-	return l.sweep(ctx, limit, l.deleteDoneOutbox)
+	return l.sweep(ctx, "notification retention sweep", limit, l.deleteDoneOutbox)
 }
 
 // SweepNotificationsOnce is one transaction of SweepNotifications: it removes
@@ -490,7 +491,7 @@ const DefaultAuthorizationRetention = 30 * 24 * time.Hour
 // it approved. It runs safely beside traffic and sweeps of other replicas
 // (a store removes each token once).
 func (l *Ledger) SweepAuthorizations(ctx context.Context, limit int) (int, error) {
-	return l.sweep(ctx, limit, l.deleteExpiredAuthorizations)
+	return l.sweep(ctx, "authorization token retention sweep", limit, l.deleteExpiredAuthorizations)
 }
 
 // SweepAuthorizationsOnce is one transaction of SweepAuthorizations: it
@@ -508,7 +509,7 @@ func (l *Ledger) deleteExpiredAuthorizations(tx storage.Tx, limit int) (int, err
 // at most limit (at least 1) per transaction, until none is left or ctx ends. It reports
 // how many it removed. Safe to run concurrently with traffic.
 func (l *Ledger) SweepIdempotency(ctx context.Context, limit int) (int, error) {
-	return l.sweep(ctx, limit, deleteExpiredIdempotency)
+	return l.sweep(ctx, "idempotency sweep", limit, deleteExpiredIdempotency)
 }
 
 // SweepIdempotencyOnce is one transaction of SweepIdempotency: it removes up
@@ -524,17 +525,27 @@ func deleteExpiredIdempotency(tx storage.Tx, limit int) (int, error) {
 
 // sweep runs del, which removes at most limit records, one transaction at a
 // time until a transaction removes fewer (none left) or ctx ends, and
-// reports how many were removed in all.
-func (l *Ledger) sweep(ctx context.Context, limit int, del func(storage.Tx, int) (int, error)) (int, error) {
+// reports how many were removed in all. Its error names the sweep (job) and
+// what it removed before it. A ctx that ended between two transactions is
+// the error of one that ended in a transaction (storage.WaitEnded:
+// store_unavailable, errors.Is finding the context's error), as the next
+// transaction of ExpireOrders or RunTasks gives, not a bare context error
+// of kind internal that says nothing of which job stopped.
+func (l *Ledger) sweep(ctx context.Context, job string, limit int, del func(storage.Tx, int) (int, error)) (int, error) {
 	total := 0
-	for ctx.Err() == nil {
+	for {
+		if ctx.Err() != nil {
+			return total, fmt.Errorf("%s, after removing %d: %w", job, total, storage.WaitEnded(ctx, nil))
+		}
 		n, more, err := l.sweepOnce(ctx, limit, del)
 		total += n
-		if err != nil || !more {
-			return total, err
+		if err != nil {
+			return total, fmt.Errorf("%s, after removing %d: %w", job, total, err)
+		}
+		if !more {
+			return total, nil
 		}
 	}
-	return total, ctx.Err()
 }
 
 // sweepOnce runs del in one transaction.

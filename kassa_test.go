@@ -323,6 +323,53 @@ func TestSweepIdempotency(t *testing.T) {
 	}
 }
 
+// endsAfterUpdates is a store that ends a context once n of its read-write
+// transactions have returned: a deadline that falls between two of a job's.
+type endsAfterUpdates struct {
+	storage.Store
+	n   int
+	end context.CancelFunc
+}
+
+func (s *endsAfterUpdates) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	err := s.Store.Update(ctx, fn)
+	if s.n--; s.n == 0 {
+		s.end()
+	}
+	return err
+}
+
+// TestSweepStoppedBetweenTransactions: a sweep whose context ends between
+// two of its transactions reports what it removed and an error that says
+// which sweep stopped, of the kind a context ending in a transaction gives
+// (store_unavailable, as ExpireOrders' and RunTasks' next transaction
+// gives), with the context's error in it: not a bare "context canceled" of
+// kind internal.
+func TestSweepStoppedBetweenTransactions(t *testing.T) {
+	now := time.Now()
+	opts := kassa.Options{IdempotencyTTL: time.Hour}
+	f := newFixtureWith(t, func() time.Time { return now }, opts)
+	o := f.order(t, "t1", 10000)
+	for i := range 3 {
+		if _, err := f.ledger.PartialCapture(f.ctx, kassa.Call{MerchantID: f.merchant, IdempotencyKey: fmt.Sprint("k", i)}, o.ID, partial(100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wall := time.Now().Add(61 * time.Minute)
+	kassa.SetWallClock(t, func() time.Time { return wall })
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	l := kassa.New(&endsAfterUpdates{Store: f.store, n: 1, end: cancel}, opts)
+	n, err := l.SweepIdempotency(ctx, 2)
+	if n != 2 || !errors.Is(err, context.Canceled) || !fault.Is(err, fault.Unavailable) || !strings.HasPrefix(err.Error(), "idempotency sweep, after removing 2: ") {
+		t.Fatalf("sweep stopped after its first transaction: %d, %v (kind %s)", n, err, fault.KindOf(err))
+	}
+	// The rest is removed by the next sweep.
+	if n, err := f.ledger.SweepIdempotency(f.ctx, 2); n != 1 || err != nil {
+		t.Fatalf("the next sweep: %d %v", n, err)
+	}
+}
+
 // TestAutoCaptureOnTheClock drives the auto-capture job with a settable
 // clock: nothing before the delay, a full capture after it, never twice.
 func TestAutoCaptureOnTheClock(t *testing.T) {

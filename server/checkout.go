@@ -315,19 +315,67 @@ func (s *Server) checkoutFailure(w http.ResponseWriter, r *http.Request, err err
 
 var failureTemplate = template.Must(template.New("e").Parse(`<!doctype html><html lang="{{.T.Tag}}"><head><meta charset="utf-8"><title>{{.T.Checkout}}</title></head><body><main><h1>{{.T.Checkout}}</h1><p role="alert">{{.Msg}}</p></main></body></html>`))
 
-// browserLanguage is the first language of the request's Accept-Language
-// that kassa has a table for, English when none is.
+// browserLanguage is the language of the request's Accept-Language that
+// kassa has a table for and the browser's reader wants most (RFC 9110
+// §12.5.4: by quality, equal ones in the order sent), English when none is.
+// A quality of 0 is "not this one"; a malformed one says nothing, and its
+// language is passed over. The wildcard stands for every language not
+// named, of which English is the one kassa falls back to.
 func browserLanguage(r *http.Request) string {
+	best, bestQ := i18n.English, 0
+	wildcard, namedEnglish := 0, false
 	for _, part := range strings.Split(r.Header.Get("Accept-Language"), ",") {
 		tag, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if q, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q="); ok && strings.Trim(q, "0.") == "" {
-			continue // q=0: the browser's reader does not want it
+		tag = strings.TrimSpace(tag)
+		q, ok := acceptQuality(params)
+		if !ok || tag == "" {
+			continue
 		}
-		if l := i18n.Language(strings.TrimSpace(tag)); l != i18n.English || strings.HasPrefix(strings.ToLower(tag), "en") {
-			return l
+		if tag == "*" {
+			wildcard = max(wildcard, q)
+			continue
+		}
+		primary, _, _ := strings.Cut(strings.ToLower(tag), "-")
+		l := i18n.Language(tag)
+		if primary == "en" {
+			namedEnglish = true
+		} else if l == i18n.English {
+			continue // no table: not English because it is asked for
+		}
+		if q > bestQ {
+			best, bestQ = l, q
 		}
 	}
-	return i18n.English
+	if !namedEnglish && wildcard > bestQ {
+		return i18n.English
+	}
+	return best
+}
+
+// acceptQuality is the weight of one Accept-Language element's parameters
+// in thousandths (RFC 9110 §12.4.2: "0" to "1", up to three decimals; 1000
+// without one), and false when it is malformed.
+func acceptQuality(params string) (int, bool) {
+	params = strings.ReplaceAll(params, " ", "")
+	if params == "" {
+		return 1000, true
+	}
+	name, v, _ := strings.Cut(params, "=")
+	if !strings.EqualFold(name, "q") || v == "" || (v[0] != '0' && v[0] != '1') {
+		return 0, false
+	}
+	whole, frac, dot := strings.Cut(v, ".")
+	if len(whole) != 1 || (!dot && frac != "") || len(frac) > 3 {
+		return 0, false
+	}
+	q := int(whole[0]-'0') * 1000
+	for i, scale := 0, 100; i < len(frac); i, scale = i+1, scale/10 {
+		if frac[i] < '0' || frac[i] > '9' {
+			return 0, false
+		}
+		q += int(frac[i]-'0') * scale
+	}
+	return q, q <= 1000
 }
 
 func (s *Server) checkoutPage(w http.ResponseWriter, r *http.Request, p httprouter.Params) {

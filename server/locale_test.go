@@ -120,7 +120,22 @@ func TestCheckoutFailureInTheBrowsersLanguage(t *testing.T) {
 	e := newSessionEnv(t)
 	for accept, want := range map[string]string{"sv-SE,sv;q=0.9,en;q=0.8": "Länken till kassan är inte giltig.",
 		"de-DE,da;q=0.5": "Linket til kassen er ikke gyldigt.", "en-US,sv;q=0.5": "This checkout link is not valid.", "": "This checkout link is not valid.",
-		"sv;q=0,fi": "Kassan linkki ei ole voimassa.", "sv; q=0.000": "This checkout link is not valid."} {
+		"sv;q=0,fi": "Kassan linkki ei ole voimassa.", "sv; q=0.000": "This checkout link is not valid.",
+		// By quality, not by place (RFC 9110 §12.5.4); equal qualities in
+		// the order sent.
+		"en;q=0.1, sv;q=0.9": "Länken till kassan är inte giltig.", "da;q=0.5,fi;q=0.8": "Kassan linkki ei ole voimassa.",
+		"fi;q=0.9, en": "This checkout link is not valid.", "en-GB;q=0.2, da;q=0.3": "Linket til kassen er ikke gyldigt.",
+		"sv;q=0.5, fi;q=0.500": "Länken till kassan är inte giltig.", "da, fi;q=1.000": "Linket til kassen er ikke gyldigt.",
+		"SV;Q=0.9, en;q=0.5": "Länken till kassan är inte giltig.", "de;q=1, da;q=0.001": "Linket til kassen er ikke gyldigt.",
+		"sv-SE;q=0.2, fi;q=0.3, sv;q=0.4": "Länken till kassan är inte giltig.",
+		// A malformed quality says nothing about the reader: that language
+		// is passed over.
+		"fi;q=abc, sv;q=0.2": "Länken till kassan är inte giltig.", "fi;q=1.5, sv;q=0.2": "Länken till kassan är inte giltig.",
+		"fi;q=0.0001, da;q=0.1": "Linket til kassen er ikke gyldigt.", "fi;q=-1, da;q=0.1": "Linket til kassen er ikke gyldigt.",
+		"fi;q=, da;q=0.1": "Linket til kassen er ikke gyldigt.", "fi;q=1.001, da;q=0.1": "Linket til kassen er ikke gyldigt.",
+		// The wildcard is every language not named, English among them.
+		"*": "This checkout link is not valid.", "*;q=0.9, sv;q=0.5": "This checkout link is not valid.",
+		"sv;q=0.5, *;q=0.1": "Länken till kassan är inte giltig.", "en;q=0, *, fi;q=0.2": "Kassan linkki ei ole voimassa."} {
 		req, _ := http.NewRequest("GET", e.ts.URL+"/checkout/m/s?sig=bad", nil)
 		req.Header.Set("Accept-Language", accept)
 		resp, err := http.DefaultClient.Do(req)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/url"
+	"reflect"
 	"testing"
 )
 
@@ -9,13 +10,27 @@ import (
 // merchant's list, used by another merchant or on another list, never shows
 // anything of the first merchant's: fromId of another merchant's session,
 // settlement, notification or settlement transaction is 400 naming fromId
-// (the settlement itself 404), and an order-list cursor, a position only,
-// moves the other merchant within its own orders.
+// (the settlement itself 404), and an order-list or delivery-log cursor, a
+// position only, moves the other merchant within its own list: to exactly
+// its items older than the position, which the test makes non-empty so that
+// a walk showing nothing fails.
 func TestListCursorsStayWithTheirListAndMerchant(t *testing.T) {
 	e := newSessionEnv(t)
-	if code, _, b := e.req("PUT", "/v1/notification-settings", `{"url":"https://example.com/hook","events":["order.*"]}`, e.auth, nil); code != 200 {
-		t.Fatalf("subscribe: %d %v", code, b)
+	// otherOrder makes an order of the other merchant, subscribed too.
+	otherOrder := func() string {
+		t.Helper()
+		e.auth, e.other = e.other, e.auth
+		defer func() { e.auth, e.other = e.other, e.auth }()
+		return e.order("5560000001", "invoice")["id"].(string)
 	}
+	for _, auth := range []string{e.auth, e.other} {
+		if code, _, b := e.req("PUT", "/v1/notification-settings", `{"url":"https://example.com/hook","events":["order.*"]}`, auth, nil); code != 200 {
+			t.Fatalf("subscribe: %d %v", code, b)
+		}
+	}
+	// The other merchant has an order older than everything of the first's,
+	// which a position of the first's lists is past, and one newer (below).
+	otherOlder := otherOrder()
 	var orders []string
 	for range 3 {
 		o := e.order("5560000001", "invoice")
@@ -27,16 +42,10 @@ func TestListCursorsStayWithTheirListAndMerchant(t *testing.T) {
 			t.Fatalf("session: %d %v", code, b)
 		}
 	}
-	// The other merchant, subscribed too, has one order.
-	e.auth, e.other = e.other, e.auth
-	if code, _, b := e.req("PUT", "/v1/notification-settings", `{"url":"https://example.com/hook","events":["order.*"]}`, e.auth, nil); code != 200 {
-		t.Fatalf("subscribe: %d %v", code, b)
-	}
-	otherOrder := e.order("5560000001", "invoice")["id"].(string)
-	e.auth, e.other = e.other, e.auth
 	if code, _, b := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil); code != 200 {
 		t.Fatalf("run: %d %v", code, b)
 	}
+	otherNewer := otherOrder()
 	first := func(path, list, field string) (string, string) {
 		t.Helper()
 		code, _, b := e.req("GET", path, "", e.auth, nil)
@@ -80,23 +89,49 @@ func TestListCursorsStayWithTheirListAndMerchant(t *testing.T) {
 	wantProblem(t, code, b, 400, "validation_failed")
 	code, _, b = e.req("GET", "/v1/settlements/"+settlementID+"/tx?fromId="+txNext, "", e.other, nil)
 	wantProblem(t, code, b, 404, "settlement_not_found")
-	// The other merchant's notification log from the first's position: its own only.
-	code, _, b = e.req("GET", "/v1/notifications?fromId="+url.QueryEscape(notificationNext), "", e.other, nil)
+	// The other merchant's notification log from the first's position: its
+	// own only, and exactly those older than the position (the older order's;
+	// the newer order's are before it), so the walk is not empty.
+	code, _, b = e.req("GET", "/v1/notifications?size=1000", "", e.other, nil)
+	if code != 200 {
+		t.Fatalf("the other's log: %d %v", code, b)
+	}
+	var want []any
+	newer := 0
+	for _, n := range b["notifications"].([]any) {
+		switch n.(map[string]any)["orderId"] {
+		case otherOlder:
+			want = append(want, n.(map[string]any)["id"])
+		case otherNewer:
+			newer++
+		default:
+			t.Fatalf("the other merchant's log shows %v", n)
+		}
+	}
+	if len(want) == 0 || newer == 0 {
+		t.Fatalf("the other's log has %d notifications of its older order and %d of its newer, want some of each: %v", len(want), newer, b)
+	}
+	code, _, b = e.req("GET", "/v1/notifications?size=1000&fromId="+url.QueryEscape(notificationNext), "", e.other, nil)
 	if code != 200 {
 		t.Fatalf("a position on the other's log: %d %v", code, b)
 	}
+	var got []any
 	for _, n := range b["notifications"].([]any) {
-		if n.(map[string]any)["orderId"] != otherOrder {
-			t.Fatalf("the other merchant's log shows %v", n)
-		}
+		got = append(got, n.(map[string]any)["id"])
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the other's log from the first's position shows %v, want its older order's %v", got, want)
 	}
 	code, _, b = e.req("GET", "/v1/orders?cursor="+url.QueryEscape(orderCursor), "", e.other, nil)
 	if code != 200 {
 		t.Fatalf("an order cursor of another merchant: %d %v", code, b)
 	}
+	got = nil
 	for _, o := range b["orders"].([]any) {
-		if id := o.(map[string]any)["orderId"]; id != otherOrder {
-			t.Fatalf("the other merchant's list shows %v (the first's orders %v)", id, orders)
-		}
+		got = append(got, o.(map[string]any)["id"])
+	}
+	if !reflect.DeepEqual(got, []any{otherOlder}) {
+		t.Fatalf("the other merchant's list from the first's cursor shows %v, want its older order %s (the first's orders %v, its newer %s)",
+			got, otherOlder, orders, otherNewer)
 	}
 }

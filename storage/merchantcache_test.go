@@ -138,8 +138,8 @@ func TestMerchantCacheCopiesAndBounds(t *testing.T) {
 	}
 	held := 0
 	c.m.Range(func(any, any) bool { held++; return true })
-	if held != maxCachedMerchants || c.n.Load() != maxCachedMerchants {
-		t.Fatalf("holds %d merchants (counted %d), want %d", held, c.n.Load(), maxCachedMerchants)
+	if held != maxCachedMerchants || len(c.ring) != maxCachedMerchants {
+		t.Fatalf("holds %d merchants (counted %d), want %d", held, len(c.ring), maxCachedMerchants)
 	}
 }
 
@@ -173,7 +173,137 @@ func TestMerchantCacheMakesRoomForActiveMerchants(t *testing.T) {
 	}
 	held := 0
 	c.m.Range(func(any, any) bool { held++; return true })
-	if held != maxCachedMerchants || c.n.Load() != maxCachedMerchants {
-		t.Fatalf("holds %d merchants (counted %d), want %d", held, c.n.Load(), maxCachedMerchants)
+	if held != maxCachedMerchants || len(c.ring) != maxCachedMerchants {
+		t.Fatalf("holds %d merchants (counted %d), want %d", held, len(c.ring), maxCachedMerchants)
 	}
+}
+
+// fillHot fills c to its bound with merchants m00000…, each read again
+// since, so that every entry is marked as used.
+func fillHot(t testing.TB, c *MerchantCache) {
+	raw := make([][]byte, maxCachedMerchants)
+	for i := range raw {
+		id := fmt.Sprintf("m%05d", i)
+		raw[i] = encodeMerchant(t, Merchant{ID: id})
+		if _, err := c.Decode(id, raw[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range raw {
+		if _, err := c.Decode(fmt.Sprintf("m%05d", i), raw[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestMerchantCacheEvictionIsBounded: with the cache full and every entry
+// read lately, making room for one more merchant looks at a bounded number
+// of entries (the marks it clears), not at all 10 000 of them (145 µs), and
+// the next evictions go on from there rather than over the same entries.
+func TestMerchantCacheEvictionIsBounded(t *testing.T) {
+	var c MerchantCache
+	fillHot(t, &c)
+	unmarked := func() (n int) {
+		c.m.Range(func(_, v any) bool {
+			if !v.(*merchantEntry).used.Load() {
+				n++
+			}
+			return true
+		})
+		return n
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("new%d", i)
+		if _, err := c.Decode(id, encodeMerchant(t, Merchant{ID: id})); err != nil {
+			t.Fatal(err)
+		}
+		// The newcomers are unmarked (read once); each eviction clears at
+		// most evictScan marks, one of them the entry it removes.
+		if n, max := unmarked(), (i+1)*evictScan; n < i+1 || n > max {
+			t.Fatalf("after %d evictions %d entries are unmarked, want %d to %d", i+1, n, i+1, max)
+		}
+	}
+	held := 0
+	c.m.Range(func(any, any) bool { held++; return true })
+	if held != maxCachedMerchants {
+		t.Fatalf("holds %d merchants, want %d", held, maxCachedMerchants)
+	}
+}
+
+// Readers of many merchants at once, more than the cache holds: each gets
+// the merchant its bytes hold, and the cache ends holding exactly its bound,
+// each key once in the eviction order (run under -race by .ci/run).
+func TestMerchantCacheConcurrentEvictions(t *testing.T) {
+	var c MerchantCache
+	const keys = maxCachedMerchants + 3000
+	raw := make([][]byte, keys)
+	for i := range raw {
+		raw[i] = encodeMerchant(t, Merchant{ID: fmt.Sprintf("m%05d", i), Name: fmt.Sprintf("n%d", i)})
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 2 * keys {
+				k := (i*7 + g*keys/4) % keys
+				if g%2 == 1 {
+					k = i % 500 // hot merchants, read over and over
+				}
+				m, err := c.Decode(fmt.Sprintf("m%05d", k), raw[k])
+				if err != nil || m.Name != fmt.Sprintf("n%d", k) {
+					errs <- fmt.Errorf("read of m%05d got %+v %v", k, m, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	held := map[any]bool{}
+	c.m.Range(func(k, _ any) bool { held[k] = true; return true })
+	if len(held) != maxCachedMerchants || len(c.ring) != maxCachedMerchants {
+		t.Fatalf("holds %d merchants, %d in the eviction order, want %d", len(held), len(c.ring), maxCachedMerchants)
+	}
+	for _, k := range c.ring {
+		if !held[k] {
+			t.Fatalf("%s is in the eviction order twice or not held", k)
+		}
+		delete(held, k)
+	}
+}
+
+// BenchmarkMerchantCacheEvictAllHot: one newly read merchant with the cache
+// full and every entry read since the last eviction (the timer stops while
+// they are read again).
+func BenchmarkMerchantCacheEvictAllHot(b *testing.B) {
+	var c MerchantCache
+	fillHot(b, &c)
+	raw := encodeMerchant(b, Merchant{ID: "x"})
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		c.m.Range(func(_, v any) bool { v.(*merchantEntry).used.Store(true); return true })
+		b.StartTimer()
+		if _, err := c.Decode(fmt.Sprintf("x%d", i), raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMerchantCacheHit: a merchant read again, the path every request
+// takes, on all cores.
+func BenchmarkMerchantCacheHit(b *testing.B) {
+	var c MerchantCache
+	fillHot(b, &c)
+	raw := encodeMerchant(b, Merchant{ID: "m00042"})
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Decode("m00042", raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
