@@ -306,8 +306,23 @@ func (ix *index) searchName(qt []string, limit int) []Match {
 	// Longest first, so that allPrefixed's first fit is a full matching.
 	longest := slices.Clone(qt)
 	slices.SortStableFunc(longest, func(a, b string) int { return len(b) - len(a) })
-	cands := ix.postings(qt[0])
-	for _, t := range qt[1:] {
+	// A posting list costs every entry of its prefix: so each distinct word
+	// once (one given again selects the same companies; allPrefixed gives it
+	// a word of its own), the rarest first, and none once no company is
+	// left. Otherwise "s s s …" built the list of every s-word 50 times.
+	words := slices.Clone(qt)
+	slices.Sort(words)
+	words = slices.Compact(words)
+	size := make(map[string]int, len(words))
+	for _, t := range words {
+		size[t] = len(ix.prefix(t))
+	}
+	slices.SortStableFunc(words, func(a, b string) int { return size[a] - size[b] })
+	cands := ix.postings(words[0])
+	for _, t := range words[1:] {
+		if len(cands) == 0 {
+			break
+		}
 		cands = intersect(cands, ix.postings(t))
 	}
 	type hit struct {
@@ -322,7 +337,7 @@ func (ix *index) searchName(qt []string, limit int) []Match {
 			continue // already found in step 1
 		}
 		words := ix.words[idx]
-		if !allPrefixed(longest, words) {
+		if len(words) < len(qt) || !allPrefixed(longest, words) {
 			continue // two query words matched the same word of the name
 		}
 		h := hit{rankAllTokens, idx}
