@@ -227,7 +227,7 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 	}
 	switch {
 	case form.Q == "":
-	case !s.limiter.allow(s.clientAddr(r), time.Now()):
+	case s.limiter.take(s.clientAddr(r), time.Now()) > 0:
 		// The page's search is the company search endpoint's in another
 		// form: one checkout link must not search without its limit. A page
 		// shown again with a notice (the order changed, credit was refused)

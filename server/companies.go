@@ -1,9 +1,11 @@
 package server
 
 import (
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,9 +30,9 @@ const (
 )
 
 func (s *Server) searchCompanies(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if !s.limiter.allow(s.clientAddr(r), time.Now()) {
-		w.Header().Set("Retry-After", "1")
-		s.writeError(w, r, fault.New(fault.RateLimited, "rate_limited", "too many company searches from this address; retry after a second"))
+	if wait := s.limiter.take(s.clientAddr(r), time.Now()); wait > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(wait))
+		s.writeError(w, r, fault.New(fault.RateLimited, "rate_limited", "too many company searches from this address; retry after %d s", wait))
 		return
 	}
 	v := r.URL.Query()
@@ -170,7 +172,15 @@ func newRateLimiter(perSecond, burst float64) *rateLimiter {
 	return &rateLimiter{rate: perSecond, burst: burst, buckets: map[string]*bucket{}, sweepAt: minSweep}
 }
 
-func (l *rateLimiter) allow(key string, now time.Time) bool {
+// allow reports whether key may search now, taking a token if so.
+func (l *rateLimiter) allow(key string, now time.Time) bool { return l.take(key, now) == 0 }
+
+// take takes a token of key's bucket and answers 0, or, with none left, in
+// how many whole seconds (at least 1, rounded up) the bucket holds one
+// again: the refusal's Retry-After. Below one search a second that is more
+// than a second, and a client that came back after one would be refused
+// again.
+func (l *rateLimiter) take(key string, now time.Time) (retryAfter int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buckets[key]
@@ -187,10 +197,10 @@ func (l *rateLimiter) allow(key string, now time.Time) bool {
 	}
 	b.last = now
 	if b.tokens < 1 {
-		return false
+		return max(1, int(math.Ceil((1-b.tokens)/l.rate)))
 	}
 	b.tokens--
-	return true
+	return 0
 }
 
 // sweep drops the buckets that have filled up again: a new bucket starts

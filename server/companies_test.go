@@ -417,3 +417,41 @@ func searchCompanies(h http.Handler, q url.Values) (int, CompanySearchResponse, 
 	}
 	return rec.Code, ok, p
 }
+
+// Below one search a second an address earns a token in more than a second:
+// a client that waits the "1" it was told is refused again, and below 0.1 a
+// second the burst of ten times the rate held less than one token, so no
+// search ever passed. The first search passes; the refusal says when the
+// next will, in whole seconds rounded up.
+func TestCompanySearchRetryAfterBelowOnePerSecond(t *testing.T) {
+	l := newRateLimiter(0.25, 2.5)
+	now := time.Unix(1000, 0)
+	for i := 0; i < 2; i++ {
+		if wait := l.take("a", now); wait != 0 {
+			t.Fatalf("burst request %d refused for %d s", i, wait)
+		}
+	}
+	// Half a token left, a quarter a second: two seconds to the next.
+	if wait := l.take("a", now); wait != 2 {
+		t.Fatalf("refused for %d s, want 2", wait)
+	}
+	if wait := l.take("a", now.Add(1900*time.Millisecond)); wait != 1 {
+		t.Fatalf("0.1 s before the token: refused for %d s, want 1 (rounded up, never 0)", wait)
+	}
+	if wait := l.take("a", now.Add(2*time.Second)); wait != 0 {
+		t.Fatalf("refused for %d s when the token is back", wait)
+	}
+
+	h := New(Config{CompanySearchRate: 0.05, Logger: quiet}).Handler()
+	var got []string
+	for i := 0; i < 2; i++ {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?country=SE&q=bygg", nil))
+		got = append(got, fmt.Sprint(rec.Code, " ", rec.Header().Get("Retry-After")))
+	}
+	// One token at once (never under one), then 20 s to the next; a
+	// second's delay of a loaded machine makes it 19.
+	if got[0] != "200 " || (got[1] != "429 20" && got[1] != "429 19") {
+		t.Fatalf("at 0.05 searches a second: %q, want [200, 429 with Retry-After 20]", got)
+	}
+}

@@ -79,8 +79,9 @@ type Config struct {
 	// Companies is the directory of company search; the bundled dataset when nil.
 	Companies *company.Directory
 	// CompanySearchRate is the per-address rate limit of company search
-	// (requests per second, with a burst of ten times that); zero or less
-	// means the default, 20.
+	// (requests per second, with a burst of ten times that, at least one);
+	// zero, less or NaN means the default, 20. A refused search's
+	// Retry-After is the whole seconds until the address may search again.
 	CompanySearchRate float64
 	// TrustedProxies are the networks of the reverse proxies or load
 	// balancers in front of the server. A request from one of them is rate
@@ -193,7 +194,7 @@ func New(cfg Config) *Server {
 		cfg.CompanySearchRate = 20
 	}
 	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics, mount: mount,
-		limiter: newRateLimiter(cfg.CompanySearchRate, 10*cfg.CompanySearchRate)}
+		limiter: newRateLimiter(cfg.CompanySearchRate, max(1, 10*cfg.CompanySearchRate))}
 	s.openAPI = func() []byte { return servedOpenAPI(cfg.Sandbox, cfg.SeparateOps) }
 	if mount != "" {
 		s.openAPI = sync.OnceValue(func() []byte { return openAPIFor(cfg.Sandbox, cfg.SeparateOps, mount) })
