@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -225,9 +226,13 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 	if sess.Buyer != nil && sess.PaymentMethod != nil {
 		v.Thanks = fmt.Sprintf(t.ThanksFmt, sess.Buyer.CompanyName, t.PaymentMethods[string(sess.PaymentMethod.Type)])
 	}
+	wait := 0
+	if form.Q != "" {
+		wait = s.limiter.take(s.clientAddr(r), time.Now())
+	}
 	switch {
 	case form.Q == "":
-	case s.limiter.take(s.clientAddr(r), time.Now()) > 0:
+	case wait > 0:
 		// The page's search is the company search endpoint's in another
 		// form: one checkout link must not search without its limit. A page
 		// shown again with a notice (the order changed, credit was refused)
@@ -235,7 +240,7 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 		// the results missing says enough of the search.
 		if status == http.StatusOK && v.Notice == "" {
 			v.Notice = t.TooManySearches
-			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Retry-After", strconv.Itoa(wait))
 			status = http.StatusTooManyRequests
 		}
 	default:
