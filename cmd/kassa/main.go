@@ -150,6 +150,7 @@ type serveConfig struct {
 	cpuProfile                               string
 	idempotencyTTL                           string
 	notificationRetention                    string
+	authorizationRetention                   string
 	maxBodyMB                                int
 	storeTimeout                             string
 	shutdownDelay                            string
@@ -256,6 +257,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.IntVar(&c.maxBodyMB, "max-body-mb", envInt("max-body-mb", 1), "largest request body in MiB, 1 to 64; 1000 order lines of long non-ASCII text, or a client that escapes it as \\uXXXX, can need 2 to 5 (KASSA_MAX_BODY_MB)")
 	fs.StringVar(&c.idempotencyTTL, "idempotency-ttl", envDefault("idempotency-ttl", "24h"), "how long an Idempotency-Key is remembered, from 1h to 720h (KASSA_IDEMPOTENCY_TTL)")
 	fs.StringVar(&c.notificationRetention, "notification-retention", envDefault("notification-retention", "720h"), "how long the delivery log keeps a delivered or failed notification, from its creation, from 24h to 87600h; pending ones are kept however old (KASSA_NOTIFICATION_RETENTION)")
+	fs.StringVar(&c.authorizationRetention, "authorization-retention", envDefault("authorization-retention", "720h"), "how long an authorization token is kept past its expiry, used or not, from --idempotency-ttl to 87600h (KASSA_AUTHORIZATION_RETENTION)")
 	fs.StringVar(&c.storeTimeout, "store-timeout", envDefault("store-timeout", "10s"), "longest a request waits for the store (a free database connection, a lock another request holds), from 1s to 30s; past it, it is answered 503 store_unavailable with nothing done, while a commit already sent is still waited for (KASSA_STORE_TIMEOUT)")
 	fs.StringVar(&c.shutdownDelay, "shutdown-delay", envDefault("shutdown-delay", "0s"), "on SIGTERM, how long /readyz answers 503 draining while every request is still served, before the server stops listening: a load balancer polling /readyz stops sending requests here first; from 0s to 5m, e.g. twice the balancer's health-check interval (KASSA_SHUTDOWN_DELAY)")
 	fs.StringVar(&c.startTimeout, "start-timeout", envDefault("start-timeout", "1m"), "--store postgres: longest the start waits for the database, from 1s to 1h: a database not reachable yet (started with kassa) is tried again with backoff, each failure logged, and another replica's migration is waited for; past it, serve exits 1 (KASSA_START_TIMEOUT)")
@@ -356,6 +358,18 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// had a look at why it failed; the schedule itself ends within 15 h.
 	notificationRetention, ok := durationIn(stderr, "notification-retention", c.notificationRetention, "24h", "87600h", "2160h")
 	if !ok {
+		return 2
+	}
+	// Never below the Idempotency-Key's retention: a create-order retried
+	// once its key is gone must still find the token, to learn which order
+	// it made (docs/decisions.md), where kassa.New would silently raise it.
+	authorizationRetention, ok := durationIn(stderr, "authorization-retention", c.authorizationRetention, "1h", "87600h", "2160h")
+	if !ok {
+		return 2
+	}
+	if authorizationRetention < idempotencyTTL {
+		fmt.Fprintf(stderr, "kassa: bad --authorization-retention %q (%s): want at least --idempotency-ttl (%s), up to 87600h\n",
+			c.authorizationRetention, envName("authorization-retention"), idempotencyTTL)
 		return 2
 	}
 	// Under a second, a request would fail behind an ordinary busy moment;
@@ -591,11 +605,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	healthy, _ := db.(interface{ Healthy() error }) // bolt's; asked at every readiness probe
 	var srv *server.Server
 	ledger := kassa.New(server.InstrumentStore(db, metrics), kassa.Options{
-		OrderCacheBytes:       cacheBytes,
-		IdempotencyTTL:        idempotencyTTL,
-		NotificationRetention: notificationRetention,
-		DocumentURL:           func(o *order.Order, l *order.Ledger) string { return srv.DocumentURL(o, l) },
-		CheckoutURL:           func(merchantID, sessionID string) string { return srv.CheckoutURL(merchantID, sessionID) },
+		OrderCacheBytes:        cacheBytes,
+		IdempotencyTTL:         idempotencyTTL,
+		NotificationRetention:  notificationRetention,
+		AuthorizationRetention: authorizationRetention,
+		DocumentURL:            func(o *order.Order, l *order.Ledger) string { return srv.DocumentURL(o, l) },
+		CheckoutURL:            func(merchantID, sessionID string) string { return srv.CheckoutURL(merchantID, sessionID) },
 	})
 	srv = server.New(server.Config{
 		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock, MaxBodyBytes: int64(c.maxBodyMB) << 20,

@@ -469,6 +469,47 @@ func TestNotificationRetentionFlag(t *testing.T) {
 	stopInProcess(t, done)
 }
 
+// TestAuthorizationRetentionFlag: how long an authorization token is kept
+// past its expiry is configurable within bounds, never below the
+// Idempotency-Key's retention (docs/decisions.md), and the periodic sweep
+// keeps to it: a token 50 h past its expiry is removed under a retention of
+// 48 h (the default keeps it 720 h, answering authorization_token_expired).
+func TestAuthorizationRetentionFlag(t *testing.T) {
+	for _, bad := range [][]string{{"30m"}, {"87601h"}, {"-720h"}, {"a month"}, {""},
+		{"23h"}, {"48h", "--idempotency-ttl", "72h"}} {
+		serveRefused(t, 2, "--authorization-retention", append([]string{"--data", filepath.Join(t.TempDir(), "data"),
+			"--addr", "127.0.0.1:0", "--authorization-retention"}, bad...)...)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	args := []string{"--data", data, "--addr", "127.0.0.1:0", "--client-id", "demo", "--client-secret", "demo-secret-123"}
+	base, done := serveInProcess(t, args...)
+	c := &client{t: t, base: base}
+	c.token("demo", "demo-secret-123")
+	var mint struct{ AuthorizationToken string }
+	c.do("POST", "/sandbox/v1/authorization-tokens", `{"country":"SE","currency":"SEK","locale":"sv-SE","customer":{"companyId":"5560000001"}}`, "", 201, &mint)
+	c.do("POST", "/sandbox/v1/clock", `{"advance":"51h"}`, "", 200, nil) // the token's hour, and 50 h past it
+	order := "/v1/authorization-tokens/" + mint.AuthorizationToken + "/order"
+	body := `{"country":"SE","currency":"SEK","locale":"sv-SE","totalOrderAmount":100}`
+	c.do("POST", order, body, "", 409, nil)
+	stopInProcess(t, done)
+
+	// A restart runs the periodic pass at once, on the clock moved above.
+	base, done = serveInProcess(t, append(args, "--authorization-retention", "48h")...)
+	defer stopInProcess(t, done)
+	c = &client{t: t, base: base}
+	c.token("demo", "demo-secret-123")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp := c.raw("POST", order, body, "")
+		resp.Body.Close()
+		if resp.StatusCode == 404 {
+			break
+		}
+		if resp.StatusCode != 409 || time.Now().After(deadline) {
+			t.Fatalf("a token 50 h past its expiry under a retention of 48 h: %d; want it removed (404)", resp.StatusCode)
+		}
+	}
+}
+
 // TestStoreTimeoutFlag: how long a request may wait for the store is
 // configurable within bounds: under a second ordinary contention would fail
 // requests, over 30 s an answer could miss the write timeout.
