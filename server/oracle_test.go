@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -188,6 +189,18 @@ func (c *oCapture) owed() int64 {
 	return a - c.paid
 }
 
+// leftByRate is what is left to credit at each rate the capture invoiced
+// or a refund credited: at a goodwill refund's own rate (decisions.md), what
+// is left is below zero.
+func (c *oCapture) leftByRate() map[int64][2]int64 {
+	m := byRate(c.lines)
+	for k, r := range c.refunded {
+		s := m[k]
+		m[k] = [2]int64{s[0] - r[0], s[1] - r[1]}
+	}
+	return m
+}
+
 func (c *oCapture) left() (amount, vat int64) {
 	amount, vat = c.amount, c.vat
 	for _, s := range c.refunded {
@@ -201,6 +214,13 @@ type oRefund struct {
 	amount, vat int64
 	rates       map[int64][2]int64
 	note        string
+	// of is the index of the capture it credits; lines are the lines it
+	// was sent with (a partial refund), the capture's lines (a full
+	// refund of a capture nothing was refunded of), or nil for a full
+	// refund after partial ones, which credits what is left per rate
+	// (decisions.md): TestDocumentsOracle reads them.
+	of    int
+	lines []oLine
 }
 
 type oEvent struct {
@@ -430,6 +450,8 @@ type oracleEnv struct {
 	// after, when set, runs after the order is created and after every
 	// step, with the model as it then is (TestNotificationsOracle).
 	after func(rt *rapid.T, m *oOrder, what string)
+	// locale is the orders' locale; "" is sv-SE.
+	locale string
 }
 
 // oKeyed is a request sent with an Idempotency-Key and its answer.
@@ -791,8 +813,9 @@ func (x *oracleEnv) create(rt *rapid.T) *oOrder {
 			m.approved = total + rapid.Int64Range(1, 50000).Draw(rt, "headroom")
 			amount = fmt.Sprintf(`,"amount":%d`, m.approved)
 		}
-		a := x.send("POST", "/sandbox/v1/authorization-tokens", fmt.Sprintf(`{"country":"SE","currency":"SEK","locale":"sv-SE",
-			"customer":{"companyId":%q},"paymentMethod":{"type":%q}%s}`, buyer, pm, amount))
+		locale := cmp.Or(x.locale, "sv-SE")
+		a := x.send("POST", "/sandbox/v1/authorization-tokens", fmt.Sprintf(`{"country":"SE","currency":"SEK","locale":%q,
+			"customer":{"companyId":%q},"paymentMethod":{"type":%q}%s}`, locale, buyer, pm, amount))
 		if a.code != 201 {
 			rt.Fatalf("mint: %d %v", a.code, a.body)
 		}
@@ -805,7 +828,7 @@ func (x *oracleEnv) create(rt *rapid.T) *oOrder {
 			mode = `,"vatMode":"exclVat"`
 		}
 		a = x.send("POST", "/v1/authorization-tokens/"+a.body["authorizationToken"].(string)+"/order",
-			fmt.Sprintf(`{"country":"SE","currency":"SEK","locale":"sv-SE","orderLines":%s%s%s}`, linesJSON(m.uncaptured, false), totals, mode))
+			fmt.Sprintf(`{"country":"SE","currency":"SEK","locale":%q,"orderLines":%s%s%s}`, locale, linesJSON(m.uncaptured, false), totals, mode))
 		if !totalsOK(m.uncaptured) {
 			expect(rt, "create with sums out of bounds", a, 400, "validation_failed")
 			continue
@@ -1100,7 +1123,7 @@ func (x *oracleEnv) run(rt *rapid.T) {
 				c.refQty[i] += qs[j]
 			}
 			c.refunds++
-			m.refunds = append(m.refunds, oRefund{amount: total, vat: vat, rates: rates, note: note})
+			m.refunds = append(m.refunds, oRefund{amount: total, vat: vat, rates: rates, note: note, of: ci, lines: rl})
 			m.events = append(m.events, oEvent{"partialRefund", total})
 		case 6: // full refund
 			if len(m.captures) == 0 {
@@ -1116,14 +1139,18 @@ func (x *oracleEnv) run(rt *rapid.T) {
 				break
 			}
 			expect(rt, what, a, 200)
+			var rl []oLine
+			if c.refunds == 0 {
+				rl = slices.Clone(c.lines)
+			}
 			rates := map[int64][2]int64{}
-			for k, s := range byRate(c.lines) {
+			for k, s := range c.leftByRate() {
+				rates[k] = s
 				r := c.refunded[k]
-				rates[k] = [2]int64{s[0] - r[0], s[1] - r[1]}
-				c.refunded[k] = s
+				c.refunded[k] = [2]int64{r[0] + s[0], r[1] + s[1]}
 			}
 			c.refunds++
-			m.refunds = append(m.refunds, oRefund{amount: left, vat: leftVat, rates: rates})
+			m.refunds = append(m.refunds, oRefund{amount: left, vat: leftVat, rates: rates, of: ci, lines: rl})
 			m.events = append(m.events, oEvent{"fullRefund", left})
 		case 7: // cancel
 			what = "cancel"
@@ -1374,9 +1401,8 @@ func (m *oOrder) refundProblems(c *oCapture, rl []oLine) []string {
 	if total == left {
 		// The last refund closes every rate exactly.
 		have := byRate(rl)
-		for k, s := range byRate(c.lines) {
-			r := c.refunded[k]
-			if h := have[k]; h != [2]int64{s[0] - r[0], s[1] - r[1]} {
+		for k, s := range c.leftByRate() {
+			if h := have[k]; h != s {
 				p = append(p, "refund_vat_mismatch")
 				break
 			}
