@@ -359,9 +359,10 @@ func browserLanguage(r *http.Request) string {
 
 // acceptQuality is the weight of one Accept-Language element's parameters
 // in thousandths (RFC 9110 §12.4.2: "0" to "1", up to three decimals; 1000
-// without one), and false when it is malformed.
+// without one), and false when it is malformed. Whitespace around ";" is
+// spaces and tabs (OWS, RFC 9110 §5.6.3).
 func acceptQuality(params string) (int, bool) {
-	params = strings.ReplaceAll(params, " ", "")
+	params = owsRemover.Replace(params)
 	if params == "" {
 		return 1000, true
 	}
@@ -382,6 +383,8 @@ func acceptQuality(params string) (int, bool) {
 	}
 	return q, q <= 1000
 }
+
+var owsRemover = strings.NewReplacer(" ", "", "\t", "")
 
 func (s *Server) checkoutPage(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	if !s.checkoutSigned(r, p) {

@@ -128,6 +128,8 @@ func TestCheckoutFailureInTheBrowsersLanguage(t *testing.T) {
 		"sv;q=0.5, fi;q=0.500": "Länken till kassan är inte giltig.", "da, fi;q=1.000": "Linket til kassen er ikke gyldigt.",
 		"SV;Q=0.9, en;q=0.5": "Länken till kassan är inte giltig.", "de;q=1, da;q=0.001": "Linket til kassen er ikke gyldigt.",
 		"sv-SE;q=0.2, fi;q=0.3, sv;q=0.4": "Länken till kassan är inte giltig.",
+		// Tabs are whitespace around ";" as spaces are (OWS, RFC 9110 §5.6.3).
+		"fi;\tq=0.2, sv;q=0.1": "Kassan linkki ei ole voimassa.", "sv;q=0.1,\tda\t;\tq=0.5": "Linket til kassen er ikke gyldigt.",
 		// A malformed quality says nothing about the reader: that language
 		// is passed over.
 		"fi;q=abc, sv;q=0.2": "Länken till kassan är inte giltig.", "fi;q=1.5, sv;q=0.2": "Länken till kassan är inte giltig.",

@@ -198,8 +198,9 @@ func fillHot(t testing.TB, c *MerchantCache) {
 
 // TestMerchantCacheEvictionIsBounded: with the cache full and every entry
 // read lately, making room for one more merchant looks at a bounded number
-// of entries (the marks it clears), not at all 10 000 of them (145 µs), and
-// the next evictions go on from there rather than over the same entries.
+// of entries (the marks it clears), not at all 10 000 of them (about 300 µs
+// a miss, docs/benchmarks.md), and the next evictions go on from there
+// rather than over the same entries.
 func TestMerchantCacheEvictionIsBounded(t *testing.T) {
 	var c MerchantCache
 	fillHot(t, &c)

@@ -432,7 +432,10 @@ func (r *cfRun) step() {
 			}
 		}
 	case 20, 21: // the clock moves
-		d := rapid.SampledFrom([]time.Duration{1, 1500 * time.Microsecond, time.Second, time.Hour, 25 * time.Hour, 72 * time.Hour, 240 * time.Hour}).Draw(rt, "advance")
+		// 31 days at times: past the retention of authorization tokens
+		// and of the delivery log (30 days), so the sweeps remove some.
+		d := rapid.SampledFrom([]time.Duration{1, 1500 * time.Microsecond, time.Second, time.Hour, 25 * time.Hour, 72 * time.Hour, 240 * time.Hour,
+			31 * 24 * time.Hour}).Draw(rt, "advance")
 		r.wall.Add(int64(d))
 		r.trace = append(r.trace, fmt.Sprintf("clock +%v", d))
 	case 22: // jobs
@@ -464,9 +467,10 @@ func (r *cfRun) step() {
 			r.do("redeliver", "POST", "/v1/notifications/"+n["id"].(string)+"/redeliver", "", nil)
 		}
 	case 27: // the sweeps
-		for _, sweep := range []func(*kassa.Ledger) (int, error){
+		for i, sweep := range []func(*kassa.Ledger) (int, error){
 			func(l *kassa.Ledger) (int, error) { return l.SweepIdempotency(ctx, 1000) },
 			func(l *kassa.Ledger) (int, error) { return l.SweepNotifications(ctx, 1000) },
+			func(l *kassa.Ledger) (int, error) { return l.SweepAuthorizations(ctx, 1000) },
 		} {
 			var counts []int
 			for _, e := range r.envs {
@@ -479,6 +483,7 @@ func (r *cfRun) step() {
 			if slices.Max(counts) != slices.Min(counts) {
 				rt.Fatalf("sweeps removed %v", counts)
 			}
+			r.trace = append(r.trace, fmt.Sprintf("sweep %s: %v", []string{"idempotency", "notifications", "authorizations"}[i], counts))
 		}
 	case 30: // the buyer on the hosted checkout page
 		// Before the copy only: an approval mints a random token, which
@@ -631,11 +636,10 @@ func (r *cfRun) readAll() {
 			if id == "" {
 				id, _ = o["id"].(string)
 			}
-			_, _, got := r.do("getOrder", "GET", "/v1/orders/"+id, "", nil)
+			r.do("getOrder", "GET", "/v1/orders/"+id, "", nil)
 			r.do("orderPaymentStatus", "GET", "/v1/orders/"+id+"/paymentstatus", "", nil)
 			r.do("paymentStatus", "GET", "/v1/paymentstatus?orderId="+id, "", nil)
 			for _, link := range cfLink.FindAllStringSubmatch(strings.ReplaceAll(r.rawOrder(id), `\u0026`, "&"), -1) {
-				_ = got
 				r.do("document", "GET", link[1], "", nil)
 			}
 		}

@@ -206,11 +206,11 @@ var onRebuild func(mark []byte)
 
 // forgetIndexesAfterOtherWriters drops the marks of the indexes built once
 // at Open when the file's last commit is not one of this build's: an older
-// build (a rollback, then this build again) writes orders, sessions and
-// settlements without keeping up the indexes it does not know, so each is
-// rebuilt. A crash leaves the mark of the last commit in place, so a
-// restart after one rebuilds nothing. A file from before the mark existed
-// is rebuilt once.
+// build (a rollback, then this build again) writes orders, sessions,
+// settlements, notifications and tokens without keeping up the indexes it
+// does not know, so each is rebuilt. A crash leaves the mark of the last
+// commit in place, so a restart after one rebuilds nothing. A file from
+// before the mark existed is rebuilt once.
 func forgetIndexesAfterOtherWriters(btx *bbolt.Tx) error {
 	info := btx.Bucket(bInfo)
 	if bytes.Equal(info.Get(keyLastCommit), lastCommitMark(uint64(btx.ID())-1)) {

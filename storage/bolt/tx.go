@@ -478,21 +478,28 @@ func authExpiryKey(at time.Time, k []byte) []byte {
 
 // DeleteAuthorizationsExpiredBefore walks authexp from the earliest expiry.
 func (t *tx) DeleteAuthorizationsExpiredBefore(before time.Time, limit int) (int, error) {
+	return t.deleteIndexedBefore(bAuthExp, bAuth, before, limit)
+}
+
+// deleteIndexedBefore walks an index of time-then-key entries from the
+// earliest, and deletes, with their records, at most limit whose time is
+// before the given one.
+func (t *tx) deleteIndexedBefore(index, records []byte, before time.Time, limit int) (int, error) {
 	if err := t.check(true); err != nil {
 		return 0, err
 	}
 	end := putTime(nil, before)
 	var due [][]byte
-	c := t.st.bucket(bAuthExp).Cursor()
+	c := t.st.bucket(index).Cursor()
 	for k, _ := c.First(); k != nil && len(due) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
 		due = append(due, bytes.Clone(k))
 	}
 	// Deleting after the walk: a bbolt cursor must not see its bucket change.
 	for _, k := range due {
-		if err := t.del(bAuthExp, k); err != nil {
+		if err := t.del(index, k); err != nil {
 			return 0, err
 		}
-		if err := t.del(bAuth, k[timeLen:]); err != nil {
+		if err := t.del(records, k[timeLen:]); err != nil {
 			return 0, err
 		}
 	}
@@ -559,25 +566,7 @@ func (t *tx) PutIdempotency(r *storage.IdempotencyRecord) error {
 }
 
 func (t *tx) DeleteExpiredIdempotency(at time.Time, limit int) (int, error) {
-	if err := t.check(true); err != nil {
-		return 0, err
-	}
-	end := putTime(nil, at)
-	var due [][]byte
-	c := t.st.bucket(bIdemExp).Cursor()
-	for k, _ := c.First(); k != nil && len(due) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
-		due = append(due, bytes.Clone(k))
-	}
-	// Deleting after the walk: a bbolt cursor must not see its bucket change.
-	for _, k := range due {
-		if err := t.del(bIdemExp, k); err != nil {
-			return 0, err
-		}
-		if err := t.del(bIdem, k[timeLen:]); err != nil {
-			return 0, err
-		}
-	}
-	return len(due), nil
+	return t.deleteIndexedBefore(bIdemExp, bIdem, at, limit)
 }
 
 // Outbox.

@@ -295,26 +295,19 @@ func (t *tx) PendingSettlementItems(limit int) ([]settlement.Item, error) {
 			return nil, err
 		}
 	}
-	bs, err := t.bodies("settlement queue", `SELECT body FROM settlement_queue ORDER BY occurred_key, key COLLATE "C" LIMIT $1`, limit)
-	if err != nil {
-		return nil, err
-	}
-	items, err := decodeAll[storage.QueuedItem]("settlement item", bs)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]settlement.Item, len(items))
-	for i, it := range items {
-		out[i] = settlement.Item(*it)
-	}
-	return out, nil
+	return t.queuedItems(`SELECT body FROM settlement_queue ORDER BY occurred_key, key COLLATE "C" LIMIT $1`, limit)
 }
 
 func (t *tx) QueuedSettlementItems(keys []string) ([]settlement.Item, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	bs, err := t.bodies("settlement queue", `SELECT body FROM settlement_queue WHERE key = ANY($1)`, keys)
+	return t.queuedItems(`SELECT body FROM settlement_queue WHERE key = ANY($1)`, keys)
+}
+
+// queuedItems reads the settlement queue's items a query selects.
+func (t *tx) queuedItems(sql string, args ...any) ([]settlement.Item, error) {
+	bs, err := t.bodies("settlement queue", sql, args...)
 	if err != nil {
 		return nil, err
 	}

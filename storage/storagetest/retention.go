@@ -151,37 +151,7 @@ func testOutboxRetention(t *testing.T, s storage.Store) {
 		}
 		return nil
 	})
-	var (
-		mu    sync.Mutex
-		total int
-		wg    sync.WaitGroup
-	)
-	for range 4 {
-		wg.Go(func() {
-			for range many {
-				var n int
-				err := s.Update(ctx, func(tx storage.Tx) error {
-					var err error
-					n, err = tx.DeleteDoneOutbox(cutoff, 3)
-					return err
-				})
-				if err != nil {
-					t.Errorf("concurrent sweep: %v", err)
-					return
-				}
-				mu.Lock()
-				total += n
-				mu.Unlock()
-				if n == 0 {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if total != many {
-		t.Fatalf("concurrent sweeps removed %d; want %d", total, many)
-	}
+	sweepsSideBySide(t, s, many, cutoff, storage.Tx.DeleteDoneOutbox)
 	// A View cannot sweep.
 	if err := s.View(ctx, func(tx storage.Tx) error {
 		_, err := tx.DeleteDoneOutbox(cutoff, 10)
@@ -317,6 +287,21 @@ func testAuthorizationRetention(t *testing.T, s storage.Store) {
 		}
 		return nil
 	})
+	sweepsSideBySide(t, s, many, cutoff, storage.Tx.DeleteAuthorizationsExpiredBefore)
+	// A View cannot sweep.
+	if err := s.View(ctx, func(tx storage.Tx) error {
+		_, err := tx.DeleteAuthorizationsExpiredBefore(Now().Add(48*time.Hour), 10)
+		return err
+	}); err == nil {
+		t.Fatal("a View swept the authorization tokens")
+	}
+}
+
+// sweepsSideBySide runs four sweeps at once, as replicas do, each removing
+// at most 3 rows before cutoff a transaction until one removes none, and
+// fails unless they removed many in all: each row once.
+func sweepsSideBySide(t *testing.T, s storage.Store, many int, cutoff time.Time, sweep func(storage.Tx, time.Time, int) (int, error)) {
+	t.Helper()
 	var (
 		mu    sync.Mutex
 		total int
@@ -328,7 +313,7 @@ func testAuthorizationRetention(t *testing.T, s storage.Store) {
 				var n int
 				err := s.Update(ctx, func(tx storage.Tx) error {
 					var err error
-					n, err = tx.DeleteAuthorizationsExpiredBefore(cutoff, 3)
+					n, err = sweep(tx, cutoff, 3)
 					return err
 				})
 				if err != nil {
@@ -347,12 +332,5 @@ func testAuthorizationRetention(t *testing.T, s storage.Store) {
 	wg.Wait()
 	if total != many {
 		t.Fatalf("concurrent sweeps removed %d; want %d", total, many)
-	}
-	// A View cannot sweep.
-	if err := s.View(ctx, func(tx storage.Tx) error {
-		_, err := tx.DeleteAuthorizationsExpiredBefore(Now().Add(48*time.Hour), 10)
-		return err
-	}); err == nil {
-		t.Fatal("a View swept the authorization tokens")
 	}
 }

@@ -616,6 +616,25 @@ func testIdempotency(t *testing.T, s storage.Store) {
 		}
 		return nil
 	})
+	// Sweeps side by side (replicas) remove each record once.
+	const many = 40
+	update(t, s, func(tx storage.Tx) error {
+		for i := range many {
+			rec := *r
+			rec.MerchantID, rec.Key, rec.ExpiresAt = "m3", fmt.Sprint("c", i), Now().Add(-time.Hour+time.Duration(i)*time.Millisecond)
+			if err := tx.PutIdempotency(&rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sweepsSideBySide(t, s, many, Now(), storage.Tx.DeleteExpiredIdempotency)
+	view(t, s, func(tx storage.Tx) error {
+		if kept, _ := tx.GetIdempotency("m1", "k1"); kept == nil {
+			t.Fatal("an unexpired record was swept side by side")
+		}
+		return nil
+	})
 }
 
 func testOutbox(t *testing.T, s storage.Store) {
