@@ -24,6 +24,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/internal/rapidrun"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/bolt"
@@ -796,27 +797,8 @@ func TestStoresAnswerAlike(t *testing.T) {
 	} else {
 		t.Log("KASSA_TEST_DATABASE_URL not set: memory and bbolt only")
 	}
-	runs := 3
-	flag.Visit(func(f *flag.Flag) {
-		if f.Name == "rapid.checks" {
-			fmt.Sscan(f.Value.String(), &runs)
-		}
-	})
 	statuses := map[string]map[int]int{}
-	seq, failed := 0, false
-	rapid.Check(t, func(rt *rapid.T) {
-		seq++
-		// rapid runs 100 checks unless told: past runs the rest pass at
-		// once, until one has failed and rapid shrinks it.
-		if seq > runs && !failed {
-			return
-		}
-		defer func() {
-			if p := recover(); p != nil {
-				failed = true
-				panic(p)
-			}
-		}()
+	rapidrun.Check(t, 3, func(rt *rapid.T, seq int) {
 		prefix := fmt.Sprintf("r%d-", seq)
 		for _, e := range envs {
 			e.ids.reset(prefix)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"html"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/kassahq/kassa/internal/i18n"
+	"github.com/kassahq/kassa/internal/rapidrun"
 	"github.com/kassahq/kassa/storage"
 )
 
@@ -164,23 +164,7 @@ func TestDocumentsOracle(t *testing.T) {
 		t.Fatalf("merchant: %d %v", a.code, a.body)
 	}
 	x.other = a.body["merchantId"].(string)
-	checks := dChecks
-	flag.Visit(func(f *flag.Flag) {
-		if f.Name == "rapid.checks" {
-			fmt.Sscan(f.Value.String(), &checks)
-		}
-	})
-	seq, failed := 0, false
-	rapid.Check(t, func(rt *rapid.T) {
-		if seq++; seq > checks && !failed {
-			return
-		}
-		defer func() {
-			if p := recover(); p != nil {
-				failed = true
-				panic(p)
-			}
-		}()
+	rapidrun.Check(t, dChecks, func(rt *rapid.T, _ int) {
 		startSequence(rt, wall)
 		x.start(rt)
 		for range rapid.IntRange(1, 2).Draw(rt, "orders") {

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -24,6 +23,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/kassahq/kassa/internal/rapidrun"
 	"github.com/kassahq/kassa/storage/memory"
 )
 
@@ -215,25 +215,7 @@ func TestNotificationsOracle(t *testing.T) {
 	x := &nEnv{oracleEnv: &oracleEnv{e: e, wall: wall, stats: map[string]int{}}, rc: rc, rcURL: rs.URL}
 	x.after = x.afterStep
 	m1 := e.auth
-	checks := nChecks
-	flag.Visit(func(f *flag.Flag) {
-		if f.Name == "rapid.checks" {
-			fmt.Sscan(f.Value.String(), &checks)
-		}
-	})
-	seq, failed := 0, false
-	rapid.Check(t, func(rt *rapid.T) {
-		// rapid runs 100 checks unless told: past nChecks the rest pass
-		// at once, until one has failed and rapid shrinks it.
-		if seq++; seq > checks && !failed {
-			return
-		}
-		defer func() {
-			if p := recover(); p != nil {
-				failed = true
-				panic(p)
-			}
-		}()
+	rapidrun.Check(t, nChecks, func(rt *rapid.T, _ int) {
 		startSequence(rt, wall)
 		e.auth = m1
 		x.start(rt)

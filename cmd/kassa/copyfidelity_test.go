@@ -27,6 +27,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/kassahq/kassa"
+	"github.com/kassahq/kassa/internal/rapidrun"
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/sandbox"
 	"github.com/kassahq/kassa/server"
@@ -702,13 +703,6 @@ func TestCopiesAnswerAsTheOriginal(t *testing.T) {
 		w.WriteHeader(int(receiver.Load()))
 	}))
 	defer hook.Close()
-	runs := 3
-	flag.Visit(func(f *flag.Flag) {
-		if f.Name == "rapid.checks" {
-			fmt.Sscan(f.Value.String(), &runs)
-		}
-	})
-	seq, failed := 0, false
 	ctx := context.Background()
 	statuses := map[string]map[int]int{}
 	defer func() {
@@ -718,17 +712,7 @@ func TestCopiesAnswerAsTheOriginal(t *testing.T) {
 			}
 		}
 	}()
-	rapid.Check(t, func(rt *rapid.T) {
-		seq++
-		if seq > runs && !failed {
-			return
-		}
-		defer func() {
-			if p := recover(); p != nil {
-				failed = true
-				panic(p)
-			}
-		}()
+	rapidrun.Check(t, 3, func(rt *rapid.T, seq int) {
 		var wall atomic.Int64
 		wall.Store(time.Date(2026, 3, 2, 9, 30, 0, 0, time.UTC).UnixNano())
 		now := func() time.Time { return time.Unix(0, wall.Load()).UTC() }
