@@ -525,3 +525,71 @@ func TestSweepsUseTheirIndexesAtAnyLimit(t *testing.T) {
 		t.Fatalf("the sweep up to the third token's expiry removed %d (%v); want 2", removed, err)
 	}
 }
+
+// TestStatusFiltersReadTheMerchantsOwnEntries: a small merchant's rare
+// status is read from orders_merchant_statuses (migration 13), its own
+// entries of the status, not intersected with those of every merchant in
+// orders_statuses; the big merchant's common status still walks
+// orders_created newest first. Bodies are one order's, cloned in SQL: only
+// the plans are looked at.
+func TestStatusFiltersReadTheMerchantsOwnEntries(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.FreshSchema(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('orders_merchant_statuses') IS NOT NULL`).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if !exists {
+		t.Skip("no btree_gin on this database: migration 13 is pending")
+	}
+	f := ordertest.New()
+	tmpl := f.Order(t)
+	tmpl.MerchantID, tmpl.ID = "tmpl", "tmpl"
+	if err := s.Update(ctx, func(tx storage.Tx) error { return tx.CreateOrder(tmpl) }); err != nil {
+		t.Fatal(err)
+	}
+	// big: 30 000 orders, other: 20 000, small: 1 000; every 12th
+	// cancelled. In time order, merchants interleaved. The small merchant's
+	// 84 cancelled do not fill a page: a walk reads all its orders.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO orders (merchant_id, id, version, store_id, order_ref, merchant_ref, category, statuses,
+			created_key, expires_key, expirable, body)
+		SELECT m, m || '-' || i, 1, 'store-1', '', '', 'invoice',
+			CASE WHEN i % 12 = 0 THEN '{cancelled}'::text[] ELSE '{fullyCaptured}'::text[] END,
+			'\x80000000'::bytea || int4send(1767225600 + i * (60000 / n)) || '\x00000000'::bytea,
+			'\x80000000'::bytea || int4send(1769817600 + i * (60000 / n)) || '\x00000000'::bytea, false, o.body
+		FROM (VALUES ('big', 30000), ('other', 20000), ('small', 1000)) ms (m, n),
+			generate_series(0, n - 1) i, (SELECT body FROM orders WHERE merchant_id = 'tmpl') o
+		ORDER BY 1767225600 + i * (60000 / n)`); err != nil {
+		t.Fatal(err)
+	}
+	// VACUUM also moves the GIN indexes' pending lists into their trees,
+	// as autovacuum does on a live table.
+	if _, err := s.pool.Exec(ctx, "VACUUM ANALYZE orders"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		merchant, want string
+		q              storage.OrderQuery
+	}{
+		{"small", "Bitmap Index Scan on orders_merchant_statuses", storage.OrderQuery{Status: []order.Status{order.StatusCancelled}}},
+		{"small", "Bitmap Index Scan on orders_merchant_statuses", storage.OrderQuery{StatusAnd: []order.Status{order.StatusCancelled}}},
+		{"big", "Index Scan using orders_created", storage.OrderQuery{Status: []order.Status{order.StatusCancelled}}},
+		{"big", "Index Scan using orders_created", storage.OrderQuery{Status: []order.Status{order.StatusFullyCaptured}}},
+	} {
+		w, err := orderWhere(c.merchant, c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := strings.Join(explainLines(t, s.pool, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+listSQL(w, 100, storage.MaxPageBytes), w.args...), "\n")
+		if !strings.Contains(plan, c.want) || strings.Contains(plan, "orders_statuses") || strings.Contains(plan, "orders_pkey") {
+			t.Errorf("%s %+v: want %s, not orders_statuses or orders_pkey:\n%s", c.merchant, c.q, c.want, plan)
+		}
+		if c.merchant == "small" && !strings.Contains(plan, "WindowAgg (actual rows=84 loops=1)") {
+			t.Errorf("%s %+v: want its 84 cancelled orders:\n%s", c.merchant, c.q, plan)
+		}
+	}
+}

@@ -1,8 +1,11 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strings"
@@ -13,7 +16,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/order/ordertest"
+	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/postgres"
+	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
 
 // lockMigrate is the database-wide migration lock of older builds
@@ -336,5 +343,102 @@ func TestOpenFailsFastOnAnUnreachableDatabase(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Open of an unreachable database still waits after 30 s, with ten minutes to its deadline")
+	}
+}
+
+// TestStatusIndexWaitsForItsExtension: migration 13's index needs the
+// btree_gin extension, which a user without CREATE on the database cannot
+// make. Such a user (owning its schema and tables, in a database another
+// role owns) still starts and serves, with orders_statuses alone; the start
+// warns once, naming the SQL a DBA runs, and leaves the migration pending.
+// Once the extension exists, the next start builds the index and records it.
+func TestStatusIndexWaitsForItsExtension(t *testing.T) {
+	ctx := context.Background()
+	base := pgtest.URL(t)
+	admin := connect(t, base)
+	name := fmt.Sprintf("kassa_t_ext_%d", time.Now().UnixNano()%1_000_000_000)
+	role := name + "_app"
+	if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN`); err != nil {
+		t.Skipf("cannot create a role: %v", err)
+	}
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+		admin.Exec(ctx, `DROP ROLE `+role)
+		t.Skipf("cannot create a database: %v", err)
+	}
+	t.Cleanup(func() {
+		admin.Exec(context.Background(), `DROP DATABASE `+name+` WITH (FORCE)`)
+		admin.Exec(context.Background(), `DROP ROLE `+role)
+	})
+	du, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	du.Path = "/" + name
+	dba := connect(t, du.String())
+	if _, err := dba.Exec(ctx, `CREATE SCHEMA app AUTHORIZATION `+role); err != nil {
+		t.Fatal(err)
+	}
+	du.User = url.User(role)
+	q := du.Query()
+	q.Set("search_path", "app")
+	du.RawQuery = q.Encode()
+	u := du.String()
+
+	var logs bytes.Buffer
+	s, err := postgres.Open(ctx, u, postgres.Options{MaxConns: 4, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatalf("open without the right to create the extension: %v", err)
+	}
+	f := ordertest.New()
+	o := f.Order(t)
+	if err := s.Update(ctx, func(tx storage.Tx) error { return tx.CreateOrder(o) }); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := s.View(ctx, func(tx storage.Tx) error {
+		page, err := tx.ListOrders(o.MerchantID, storage.OrderQuery{Status: []order.Status{order.StatusUncaptured}})
+		n = len(page.Orders)
+		return err
+	}); err != nil || n != 1 {
+		t.Fatalf("list by status: %d orders, %v", n, err)
+	}
+	s.Close()
+	c := connect(t, u)
+	indexes := func() (merchantStatuses, statuses bool, recorded int) {
+		t.Helper()
+		if err := c.QueryRow(ctx, `SELECT to_regclass('orders_merchant_statuses') IS NOT NULL, to_regclass('orders_statuses') IS NOT NULL,
+			(SELECT count(*) FROM schema_migrations WHERE version = 13)`).Scan(&merchantStatuses, &statuses, &recorded); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if ms, st, rec := indexes(); ms || !st || rec != 0 {
+		t.Errorf("without the extension: orders_merchant_statuses %v, orders_statuses %v, migration 13 recorded %d; want false, true, 0", ms, st, rec)
+	}
+	warning := logs.String()
+	if strings.Count(warning, "level=WARN") != 1 || !strings.Contains(warning, `sql="CREATE EXTENSION IF NOT EXISTS btree_gin; CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_merchant_statuses ON \"app\".orders USING gin (merchant_id, statuses);"`) ||
+		!strings.Contains(warning, "0013_orders_merchant_statuses.sql") {
+		t.Errorf("want one warning naming the SQL to run, got:\n%s", warning)
+	}
+
+	// The DBA makes the extension; the next start builds the index.
+	if _, err := dba.Exec(ctx, `CREATE EXTENSION btree_gin`); err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	s, err = postgres.Open(ctx, u, postgres.Options{MaxConns: 4, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if ms, st, rec := indexes(); !ms || !st || rec != 1 {
+		t.Errorf("with the extension: orders_merchant_statuses %v, orders_statuses %v, migration 13 recorded %d; want true, true, 1", ms, st, rec)
+	}
+	var valid bool
+	if err := c.QueryRow(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = 'orders_merchant_statuses'::regclass`).Scan(&valid); err != nil || !valid {
+		t.Errorf("orders_merchant_statuses valid %v: %v", valid, err)
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("a start with the extension warned:\n%s", logs.String())
 	}
 }

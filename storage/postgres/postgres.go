@@ -397,7 +397,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 				defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, legacyLockMigrate)
 			}
 			defer w.watchBlocked(conn, "migration")()
-			if err := applyMigrations(run, conn); err != nil {
+			if err := applyMigrations(run, conn, log); err != nil {
 				return err
 			}
 			return fillSessionColumns(run, conn)
@@ -631,7 +631,34 @@ const noTransaction = "-- kassa:no-transaction\n"
 // builds.
 var concurrentIndex = regexp.MustCompile(`(?i)CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(\w+)`)
 
-func applyMigrations(ctx context.Context, conn *pgxpool.Conn) error {
+// extensionLine, in a no-transaction migration's header, names an extension
+// its index needs (an operator class): it is made first, if missing. A
+// role that may not make it (42501: no CREATE right on the database, or
+// an untrusted extension), or a server without it (0A000, 58P01 before
+// PostgreSQL 15), leaves the migration pending: the start logs the SQL that
+// makes it and goes on, and the next start tries again. Such a migration
+// only adds an index the store is correct without.
+var extensionLine = regexp.MustCompile(`(?m)^-- kassa:extension (\w+)$`)
+
+// extensionMissing reports whether err says the extension could not be made
+// for want of a right or of the extension itself.
+func extensionMissing(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42501" || pe.Code == "0A000" || pe.Code == "58P01")
+}
+
+// statementOf is a migration's SQL without its comment lines.
+func statementOf(sql string) string {
+	var out []string
+	for _, l := range strings.Split(sql, "\n") {
+		if l != "" && !strings.HasPrefix(l, "--") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func applyMigrations(ctx context.Context, conn *pgxpool.Conn, log *slog.Logger) error {
 	// Created only when missing, where CREATE TABLE would put it: PostgreSQL
 	// refuses even CREATE TABLE IF NOT EXISTS to a user without the CREATE
 	// right on the schema, and such a user may run a migrated database.
@@ -666,6 +693,25 @@ func applyMigrations(ctx context.Context, conn *pgxpool.Conn) error {
 		sql, err := migrations.ReadFile(f)
 		if err != nil {
 			return err
+		}
+		if m := extensionLine.FindStringSubmatch(string(sql)); m != nil && strings.HasPrefix(string(sql), noTransaction) {
+			_, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS `+pgx.Identifier{m[1]}.Sanitize())
+			if extensionMissing(err) {
+				if log != nil {
+					var schema string
+					conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema)
+					log.Warn("postgres: migration "+name+" is left pending: this database user cannot create the "+m[1]+
+						" extension, so order lists by status go on without the index it needs (slower for small merchants' rare statuses); "+
+						"a user with CREATE on the database runs the SQL given here, and the next start builds the index if it is not built then",
+						"extension", m[1], "error", err.Error(),
+						"sql", "CREATE EXTENSION IF NOT EXISTS "+m[1]+"; "+
+							strings.Replace(statementOf(string(sql)), " ON ", " ON "+pgx.Identifier{schema}.Sanitize()+".", 1))
+				}
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("postgres: migration %s: %w", name, err)
+			}
 		}
 		if strings.HasPrefix(string(sql), noTransaction) {
 			err = applyOutsideTransaction(ctx, conn, string(sql))
