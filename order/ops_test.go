@@ -373,3 +373,55 @@ func TestEditCustomerAfterExpiry(t *testing.T) {
 	}
 	equal(t, "email", captured.Customer.Email, "late@buyer.example")
 }
+
+// An invoice is due PaymentTermDays after the UTC date of its issue, an
+// advance invoice on that date, a receipt never; and a credit note states
+// none, whatever its order's method.
+func TestDueDateOfWhatIsIssued(t *testing.T) {
+	at := func(s string) time.Time {
+		tm, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	for _, c := range []struct {
+		pm     order.PaymentType
+		issued string
+		want   string // "" for none
+	}{
+		{order.PayInvoice, "2026-01-31T23:59:59Z", "2026-03-02"},
+		{order.PayInvoice, "2028-02-01T00:00:00+02:00", "2028-03-01"}, // 31 January in UTC, a leap year
+		{order.PayPartPayment, "2026-12-15T10:00:00Z", "2027-01-14"},
+		{order.PayBankTransfer, "2026-06-01T00:00:00Z", "2026-07-01"},
+		{order.PayAdvanceInvoice, "2026-01-31T23:59:59Z", "2026-01-31"},
+		{order.PayCard, "2026-01-31T12:00:00Z", ""},
+		{order.PayPaypal, "2026-01-31T12:00:00Z", ""},
+	} {
+		got := order.PaymentMethod{Provider: order.ProviderService, Type: c.pm}.DueDate(at(c.issued))
+		if c.want == "" {
+			if !got.IsZero() {
+				t.Errorf("%s issued %s: due %v, want none", c.pm, c.issued, got)
+			}
+			continue
+		}
+		if want := at(c.want + "T00:00:00Z"); !got.Equal(want) || got.Location() != time.UTC {
+			t.Errorf("%s issued %s: due %v, want %v", c.pm, c.issued, got, want)
+		}
+	}
+	f := ordertest.New()
+	o := f.Order(t) // an invoice order
+	env := f.Env()
+	day := env.Now.UTC()
+	want := time.Date(day.Year(), day.Month(), day.Day()+order.PaymentTermDays, 0, 0, 0, 0, time.UTC)
+	for _, kind := range []order.LedgerKind{order.LedgerCapture, order.LedgerRefund} {
+		l := o.NewLedger(kind, nil, env)
+		o.Issue(&l, env)
+		if kind == order.LedgerRefund {
+			want = time.Time{}
+		}
+		if !l.Issued.Due.Equal(want) {
+			t.Errorf("%s of an invoice order issued with due %v, want %v", kind, l.Issued.Due, want)
+		}
+	}
+}

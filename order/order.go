@@ -168,15 +168,24 @@ type Issue struct {
 	// language kassa learns later does not rewrite it. "" on documents
 	// issued before kassa kept it, which are English.
 	Language string `json:"language,omitempty"`
+	// Due is the date an invoice is due (midnight UTC of that day): its
+	// issue date plus the term it was issued under (PaymentMethod.DueDate),
+	// recorded, so that a later change of the term does not move it. Zero
+	// on a receipt and a credit note, which are not due, and on invoices
+	// issued before kassa kept it, which state none, as they were issued.
+	Due time.Time `json:"due,omitzero"`
 }
 
 // Issue records on l, a capture or refund just given its document number,
 // what its document shows of o now, issued by env's supplier in env's
-// language for o.
+// language for o, and, on an invoice, when it is due.
 func (o *Order) Issue(l *Ledger, env Env) {
 	is := o.CurrentIssue()
 	is.Supplier = env.Supplier
 	is.Language = env.DocumentLanguage(o)
+	if l.Kind == LedgerCapture {
+		is.Due = o.PaymentMethod.DueDate(l.CreatedAt)
+	}
 	l.Issued = &is
 }
 

@@ -1,6 +1,9 @@
 package order
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Status is one value of an order's status array; several may hold at once.
 type Status string
@@ -167,6 +170,30 @@ func Categories() []Category { return slices.Clone(categories) }
 
 // ValidCategory reports whether c is a known payment method category.
 func ValidCategory(c Category) bool { return slices.Contains(categories, c) }
+
+// PaymentTermDays is the days an invoice gives its buyer to pay: the due
+// date it states is its issue date plus these (DueDate). The hosted
+// checkout offers "Invoice (pay within 30 days)" from this same number
+// (internal/i18n), so the two cannot disagree.
+const PaymentTermDays = 30
+
+// DueDate is the date an invoice of p issued at issued is due, as midnight
+// UTC (document dates are UTC dates), or zero for a capture paid when it was
+// made (a receipt), which is not due. An advance invoice is due on its issue
+// date: the spec has it paid before the order is ready for capture, and the
+// checkout offers it as "pay before delivery", which has no later date to
+// name. Every other invoice, which the provider collects afterwards
+// (payments, reminders, debt collection), is due PaymentTermDays after it.
+func (p PaymentMethod) DueDate(issued time.Time) time.Time {
+	if p.PaidAtCapture() {
+		return time.Time{}
+	}
+	y, m, d := issued.UTC().Date()
+	if p.Type != PayAdvanceInvoice {
+		d += PaymentTermDays
+	}
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
 
 // PaidAtCapture says a capture is paid when it is made (card, PayPal): its
 // document is a receipt, not an invoice the buyer pays afterwards.

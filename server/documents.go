@@ -48,6 +48,10 @@ type documentView struct {
 	// to the buyer.
 	Title, Reference, OrderID, OrderReference, MerchantReference, Date string
 	BuyerName, BuyerID                                                 string
+	// Due is the invoice's due date recorded at issue (order.Issue.Due);
+	// "" on a receipt, a credit note and an invoice issued before kassa
+	// recorded one, which leaves it out, the page as it was issued.
+	Due string
 	// Supplier is the merchant's name recorded at issue; "" leaves its
 	// line out.
 	Supplier string
@@ -100,7 +104,7 @@ var documentTemplate = template.Must(template.New("doc").Parse(`<!doctype html>
 th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-align:right}</style></head>
 <body><h1>{{.Title}} {{.Reference}}{{if .Void}} {{.T.VoidMark}}{{end}}</h1>
 {{if .Void}}<p><strong>{{.T.VoidInvoice}}</strong></p>{{end}}
-<p>{{.T.Order}} {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, {{.T.MerchantReference}} {{.MerchantReference}}{{end}}. {{.T.Date}} {{.Date}}.</p>
+<p>{{.T.Order}} {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, {{.T.MerchantReference}} {{.MerchantReference}}{{end}}. {{.T.Date}} {{.Date}}.{{if .Due}} {{.T.DueDate}} {{.Due}}.{{end}}</p>
 {{if .Supplier}}<p>{{.T.Seller}}: {{.Supplier}}</p>
 {{end}}<p>{{.T.Buyer}}: {{.BuyerName}} {{.BuyerID}}</p>
 {{if .BuyerAddress}}<p>{{.T.BillingAddress}}: {{.BuyerAddress}}</p>
@@ -158,6 +162,9 @@ func (s *Server) handleDocument(w http.ResponseWriter, r *http.Request, p httpro
 		Supplier: is.Supplier, BuyerName: is.BuyerName, BuyerID: is.BuyerID, BuyerAddress: addressLine(t, is.BuyerAddress, is.BuyerName), Lines: l.Lines, Currency: string(o.Currency), Amount: amount, Void: l.Void(), Basis: t.InclVAT}
 	if o.VATMode == money.ExclVAT {
 		v.Basis = t.ExclVAT
+	}
+	if !is.Due.IsZero() {
+		v.Due = t.FormatDate(is.Due)
 	}
 	switch {
 	case l.Kind == order.LedgerRefund:

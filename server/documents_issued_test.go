@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/order"
@@ -50,7 +52,8 @@ func TestIssuedDocumentsDoNotChangeWithLaterEdits(t *testing.T) {
 
 // An order stored before documents recorded what they were issued with
 // renders as it always did: from the order. One stored before they
-// recorded the billing address renders without it, as it was issued.
+// recorded the billing address renders without it, as it was issued, and
+// one stored before they recorded the due date states none.
 func TestDocumentStoredWithoutIssueRecordRendersAsBefore(t *testing.T) {
 	e, st, _ := kakelEnv(t)
 	id := e.order("5560000001", "invoice")["id"].(string)
@@ -61,19 +64,20 @@ func TestDocumentStoredWithoutIssueRecordRendersAsBefore(t *testing.T) {
 	capID := o["captured"].([]any)[0].(map[string]any)["ledgerId"].(string)
 	_, _, o = e.req("POST", "/v1/orders/"+id+"/refund/"+capID, "", e.auth, nil)
 	links := []string{o["captured"].([]any)[0].(map[string]any)["documentUrl"].(string), o["refunded"].([]any)[0].(map[string]any)["documentUrl"].(string)}
-	// What those pages were: the same, less the seller and the address
-	// kassa did not state then.
+	// What those pages were: the same, less what kassa did not state then,
+	// newest first: the invoice's due date, then the seller and the address.
 	const seller, address = "<p>Seller: Kakel AB</p>\n", "<p>Billing address: Kakelvägen 1, 11122 Stockholm, SE</p>\n"
-	var issued []string
-	for _, l := range links {
+	due := regexp.MustCompile(` Due date \d{4}-\d\d-\d\d\.</p>`)
+	var pages []string
+	for i, l := range links {
 		_, _, page := fetchPage(t, l)
-		if !strings.Contains(page, seller) || !strings.Contains(page, address) {
-			t.Fatalf("document does not name the seller %q and state the billing address %q:\n%s", seller, address, page)
+		if !strings.Contains(page, seller) || !strings.Contains(page, address) || due.MatchString(page) != (i == 0) {
+			t.Fatalf("document does not name the seller %q, state the billing address %q, and (the invoice alone) its due date:\n%s", seller, address, page)
 		}
-		issued = append(issued, strings.Replace(strings.Replace(page, address, "", 1), seller, "", 1))
+		pages = append(pages, page)
 	}
 	merchant := o["merchantId"].(string)
-	strip := func(what string, f func(l *order.Ledger)) {
+	strip := func(what string, f func(l *order.Ledger), less func(page string) string) {
 		rewriteSubOrders(t, st, merchant, id, func(l *order.Ledger) {
 			if l.Issued == nil {
 				t.Errorf("sub-order %s was stored without what its document was issued with", l.ID)
@@ -82,13 +86,17 @@ func TestDocumentStoredWithoutIssueRecordRendersAsBefore(t *testing.T) {
 			f(l)
 		})
 		for i, l := range links {
-			if _, _, page := fetchPage(t, l); page != issued[i] {
-				t.Fatalf("an order stored %s renders differently:\nbefore:\n%s\nnow:\n%s", what, issued[i], page)
+			pages[i] = less(pages[i])
+			if _, _, page := fetchPage(t, l); page != pages[i] {
+				t.Fatalf("an order stored %s renders differently:\nbefore:\n%s\nnow:\n%s", what, pages[i], page)
 			}
 		}
 	}
-	strip("before issue records kept the seller and the billing address", func(l *order.Ledger) { l.Issued.Supplier, l.Issued.BuyerAddress = "", nil })
-	strip("without issue records", func(l *order.Ledger) { l.Issued = nil })
+	strip("before issue records kept the due date", func(l *order.Ledger) { l.Issued.Due = time.Time{} },
+		func(page string) string { return due.ReplaceAllString(page, "</p>") })
+	strip("before issue records kept the seller and the billing address", func(l *order.Ledger) { l.Issued.Supplier, l.Issued.BuyerAddress = "", nil },
+		func(page string) string { return strings.Replace(strings.Replace(page, address, "", 1), seller, "", 1) })
+	strip("without issue records", func(l *order.Ledger) { l.Issued = nil }, func(page string) string { return page })
 }
 
 // A document with no payment status and no recourse ends as documents did

@@ -42,6 +42,10 @@ import (
 //   - the date: the UTC date of the capture or refund, in the language's
 //     layout; a credit note names the invoice (or receipt) it credits by
 //     number and date;
+//   - the due date, after the date: on an invoice its issue date plus the
+//     term the checkout offers (30 days), on an advance invoice its issue
+//     date ("pay before delivery"), as issued: a voided or recoursed
+//     invoice keeps it; none on a receipt or a credit note;
 //   - what the document was issued with (decisions.md): the merchant
 //     reference, the seller (the merchant's name), the buyer's name, company
 //     id and billing address as the order read when it was issued: an edit
@@ -73,13 +77,14 @@ import (
 // another merchant's path or a sub-order with no document (403
 // document_link_invalid, 404).
 //
-// kassa states no due date or payment terms on a document, and the docs
-// ask for none, so the model expects none.
-//
 // It runs dChecks sequences unless -rapid.checks is given; a long run:
 // go test ./server -run TestDocumentsOracle -v -rapid.checks=3000
 
 const dChecks = 30
+
+// dTermDays is the days an invoice gives its buyer to pay (decisions.md,
+// the checkout's "Invoice (pay within 30 days)").
+const dTermDays = 30
 
 // dLang is how a language writes amounts and dates (decisions.md: decimal
 // comma, no-break-space grouping in sv/nb/fi, dot grouping in da; dates ISO
@@ -461,9 +466,19 @@ func (x *docEnv) checkDoc(rt *rapid.T, m *oOrder, got, sub map[string]any, is *d
 	}
 	// The merchant reference as issued, "" for none (a later one set
 	// after the issue does not show).
-	if head == "" || !strings.Contains(head, orderRef+" ("+m.id+")") || !strings.Contains(head, date) ||
+	// The due date closes it, on an invoice (decisions.md).
+	due := ""
+	if c != nil && !m.card {
+		d := is.at.UTC()
+		day := time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC)
+		if !m.advance {
+			day = day.AddDate(0, 0, dTermDays)
+		}
+		due = " " + W.DueDate + " " + L.day(day) + "."
+	}
+	if head == "" || !strings.Contains(head, orderRef+" ("+m.id+")") || !strings.HasSuffix(head, ". "+W.Date+" "+date+"."+due) ||
 		(is.merchantRef != "") != strings.Contains(head, W.MerchantReference) || is.merchantRef != "" && !strings.Contains(head, W.MerchantReference+" "+is.merchantRef+".") {
-		rt.Fatalf("%s: order paragraph %q, model: order %s (%s), merchant reference %q, date %s", ctx, head, orderRef, m.id, is.merchantRef, date)
+		rt.Fatalf("%s: order paragraph %q, model: order %s (%s), merchant reference %q, date %s, due %q", ctx, head, orderRef, m.id, is.merchantRef, date, due)
 	}
 	// Seller and buyer as issued.
 	if !p.para(W.Seller + ": " + x.name) {

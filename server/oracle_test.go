@@ -232,6 +232,7 @@ type oOrder struct {
 	id           string
 	excl         bool   // vatMode exclVat
 	card         bool   // paid when captured: no invoice to pay, void or recourse
+	advance      bool   // advance invoice: due on its issue date
 	held         bool   // onHold: possibleFraud, under review
 	denied       bool   // fraudDeny: the review denied it
 	uncLedger    string // the uncaptured sub-order's ledgerId
@@ -802,7 +803,7 @@ func (x *oracleEnv) create(rt *rapid.T) *oOrder {
 		m.uncaptured = drawLines(rt, "lines", 1, m.excl)
 		total, vat := sums(m.uncaptured)
 		pm := rapid.SampledFrom([]string{"invoice", "card", "advanceInvoice"}).Draw(rt, "paymentMethod")
-		m.card = pm == "card"
+		m.card, m.advance = pm == "card", pm == "advanceInvoice"
 		// README's fixtures: 5560000035 is tagged possibleFraud, its
 		// orders start onHold.
 		m.held = rapid.IntRange(0, 4).Draw(rt, "held") == 0

@@ -113,6 +113,8 @@ type documentTexts struct {
 	// voided or handed back (docs/decisions.md).
 	VoidInvoice, RecourseInvoice                                  string
 	Order, MerchantReference, Date, Seller, Buyer, BillingAddress string
+	// DueDate heads an invoice's due date (order.Issue.Due).
+	DueDate string
 	// CreditsInvoiceFmt and CreditsReceiptFmt take the credited
 	// document's number and date.
 	CreditsInvoiceFmt, CreditsReceiptFmt                                           string

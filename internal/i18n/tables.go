@@ -1,5 +1,11 @@
 package i18n
 
+import (
+	"fmt"
+
+	"github.com/kassahq/kassa/order"
+)
+
 // nbsp groups thousands in Swedish, Norwegian and Finnish, as a no-break
 // space, so that an amount never wraps within itself.
 const nbsp = "\u00a0"
@@ -41,7 +47,7 @@ var en = Texts{
 		Invoice: "Invoice", CreditNote: "Credit note", Receipt: "Receipt", VoidMark: "(void)",
 		VoidInvoice:     "This invoice is void: nothing is payable on it.",
 		RecourseInvoice: "This invoice was handed back to the merchant (recourse): what is outstanding on it is owed to the merchant.",
-		Order:           "Order", MerchantReference: "merchant reference", Date: "Date", Seller: "Seller", Buyer: "Buyer",
+		Order:           "Order", MerchantReference: "merchant reference", Date: "Date", DueDate: "Due date", Seller: "Seller", Buyer: "Buyer",
 		BillingAddress: "Billing address", CreditsInvoiceFmt: "Credits invoice %s of %s.", CreditsReceiptFmt: "Credits receipt %s of %s.",
 		Lines: "Lines", Description: "Description", Quantity: "Quantity", UnitPrice: "Unit price", UnitDiscount: "Unit discount",
 		VATRate: "VAT %", VAT: "VAT", LineTotal: "Total", InclVAT: "incl. VAT", ExclVAT: "excl. VAT",
@@ -50,7 +56,9 @@ var en = Texts{
 		Outstanding: "Outstanding", DueToBuyer: "Due to the buyer", Attention: "attn. ",
 		RemainingBalanceFmt: "Remaining balance at %s %% VAT",
 	},
-	PaymentMethods: map[string]string{"invoice": "Invoice (pay within 30 days)", "advanceInvoice": "Advance invoice (pay before delivery)",
+	// An invoice's term is the one its due date is reckoned with
+	// (order.PaymentTermDays), in every language: the two cannot disagree.
+	PaymentMethods: map[string]string{"invoice": fmt.Sprintf("Invoice (pay within %d days)", order.PaymentTermDays), "advanceInvoice": "Advance invoice (pay before delivery)",
 		"card": "Card", "partPayment": "Part payment", "bankTransfer": "Bank transfer", "paypal": "PayPal"},
 	SessionStateTitle: map[string]string{"cancelled": "This checkout is cancelled", "expired": "This checkout is expired"},
 }
@@ -90,7 +98,7 @@ var sv = Texts{
 		Invoice: "Faktura", CreditNote: "Kreditfaktura", Receipt: "Kvitto", VoidMark: "(makulerad)",
 		VoidInvoice:     "Fakturan är makulerad: inget ska betalas på den.",
 		RecourseInvoice: "Fakturan har lämnats tillbaka till säljaren (regress): det som återstår att betala ska betalas till säljaren.",
-		Order:           "Order", MerchantReference: "säljarens referens", Date: "Datum", Seller: "Säljare", Buyer: "Köpare",
+		Order:           "Order", MerchantReference: "säljarens referens", Date: "Datum", DueDate: "Förfallodatum", Seller: "Säljare", Buyer: "Köpare",
 		BillingAddress: "Fakturaadress", CreditsInvoiceFmt: "Krediterar faktura %s daterad %s.", CreditsReceiptFmt: "Krediterar kvitto %s daterat %s.",
 		Lines: "Rader", Description: "Beskrivning", Quantity: "Antal", UnitPrice: "À-pris", UnitDiscount: "Rabatt per enhet",
 		VATRate: "Moms %", VAT: "Moms", LineTotal: "Belopp", InclVAT: "inkl. moms", ExclVAT: "exkl. moms",
@@ -99,7 +107,7 @@ var sv = Texts{
 		Outstanding: "Att betala", DueToBuyer: "Att återbetala till köparen", Attention: "att. ",
 		RemainingBalanceFmt: "Återstående belopp med %s %% moms",
 	},
-	PaymentMethods: map[string]string{"invoice": "Faktura (betala inom 30 dagar)", "advanceInvoice": "Förskottsfaktura (betala före leverans)",
+	PaymentMethods: map[string]string{"invoice": fmt.Sprintf("Faktura (betala inom %d dagar)", order.PaymentTermDays), "advanceInvoice": "Förskottsfaktura (betala före leverans)",
 		"card": "Kort", "partPayment": "Delbetalning", "bankTransfer": "Banköverföring", "paypal": "PayPal"},
 	SessionStateTitle: map[string]string{"cancelled": "Köpet avbröts", "expired": "Tiden för köpet har gått ut"},
 }
@@ -139,7 +147,7 @@ var nb = Texts{
 		Invoice: "Faktura", CreditNote: "Kreditnota", Receipt: "Kvittering", VoidMark: "(annullert)",
 		VoidInvoice:     "Fakturaen er annullert: ingenting skal betales på den.",
 		RecourseInvoice: "Fakturaen er overført tilbake til selgeren (regress): det som gjenstår å betale, skal betales til selgeren.",
-		Order:           "Ordre", MerchantReference: "selgers referanse", Date: "Dato", Seller: "Selger", Buyer: "Kjøper",
+		Order:           "Ordre", MerchantReference: "selgers referanse", Date: "Dato", DueDate: "Forfallsdato", Seller: "Selger", Buyer: "Kjøper",
 		BillingAddress: "Fakturaadresse", CreditsInvoiceFmt: "Krediterer faktura %s datert %s.", CreditsReceiptFmt: "Krediterer kvittering %s datert %s.",
 		Lines: "Linjer", Description: "Beskrivelse", Quantity: "Antall", UnitPrice: "Enhetspris", UnitDiscount: "Rabatt per enhet",
 		VATRate: "Mva %", VAT: "Mva", LineTotal: "Beløp", InclVAT: "inkl. mva", ExclVAT: "ekskl. mva",
@@ -148,7 +156,7 @@ var nb = Texts{
 		Outstanding: "Å betale", DueToBuyer: "Til gode for kjøper", Attention: "att. ",
 		RemainingBalanceFmt: "Gjenstående beløp med %s %% mva",
 	},
-	PaymentMethods: map[string]string{"invoice": "Faktura (betal innen 30 dager)", "advanceInvoice": "Forskuddsfaktura (betal før levering)",
+	PaymentMethods: map[string]string{"invoice": fmt.Sprintf("Faktura (betal innen %d dager)", order.PaymentTermDays), "advanceInvoice": "Forskuddsfaktura (betal før levering)",
 		"card": "Kort", "partPayment": "Delbetaling", "bankTransfer": "Bankoverføring", "paypal": "PayPal"},
 	SessionStateTitle: map[string]string{"cancelled": "Kjøpet ble avbrutt", "expired": "Tiden for kjøpet har gått ut"},
 }
@@ -188,7 +196,7 @@ var da = Texts{
 		Invoice: "Faktura", CreditNote: "Kreditnota", Receipt: "Kvittering", VoidMark: "(annulleret)",
 		VoidInvoice:     "Fakturaen er annulleret: der skal ikke betales noget på den.",
 		RecourseInvoice: "Fakturaen er overdraget tilbage til sælgeren (regres): det resterende beløb skal betales til sælgeren.",
-		Order:           "Ordre", MerchantReference: "sælgers reference", Date: "Dato", Seller: "Sælger", Buyer: "Køber",
+		Order:           "Ordre", MerchantReference: "sælgers reference", Date: "Dato", DueDate: "Forfaldsdato", Seller: "Sælger", Buyer: "Køber",
 		BillingAddress: "Faktureringsadresse", CreditsInvoiceFmt: "Krediterer faktura %s dateret %s.", CreditsReceiptFmt: "Krediterer kvittering %s dateret %s.",
 		Lines: "Linjer", Description: "Beskrivelse", Quantity: "Antal", UnitPrice: "Enhedspris", UnitDiscount: "Rabat pr. enhed",
 		VATRate: "Moms %", VAT: "Moms", LineTotal: "Beløb", InclVAT: "inkl. moms", ExclVAT: "ekskl. moms",
@@ -197,7 +205,7 @@ var da = Texts{
 		Outstanding: "Til betaling", DueToBuyer: "Til gode for køber", Attention: "att. ",
 		RemainingBalanceFmt: "Resterende beløb med %s %% moms",
 	},
-	PaymentMethods: map[string]string{"invoice": "Faktura (betal inden 30 dage)", "advanceInvoice": "Forudbetalingsfaktura (betal før levering)",
+	PaymentMethods: map[string]string{"invoice": fmt.Sprintf("Faktura (betal inden %d dage)", order.PaymentTermDays), "advanceInvoice": "Forudbetalingsfaktura (betal før levering)",
 		"card": "Kort", "partPayment": "Afbetaling", "bankTransfer": "Bankoverførsel", "paypal": "PayPal"},
 	SessionStateTitle: map[string]string{"cancelled": "Købet blev annulleret", "expired": "Tiden for købet er udløbet"},
 }
@@ -237,7 +245,7 @@ var fi = Texts{
 		Invoice: "Lasku", CreditNote: "Hyvityslasku", Receipt: "Kuitti", VoidMark: "(mitätöity)",
 		VoidInvoice:     "Lasku on mitätöity: sillä ei ole mitään maksettavaa.",
 		RecourseInvoice: "Lasku on siirretty takaisin myyjälle (takautumisoikeus): avoin määrä maksetaan myyjälle.",
-		Order:           "Tilaus", MerchantReference: "myyjän viite", Date: "Päiväys", Seller: "Myyjä", Buyer: "Ostaja",
+		Order:           "Tilaus", MerchantReference: "myyjän viite", Date: "Päiväys", DueDate: "Eräpäivä", Seller: "Myyjä", Buyer: "Ostaja",
 		BillingAddress: "Laskutusosoite", CreditsInvoiceFmt: "Hyvittää laskun %s, päivätty %s.", CreditsReceiptFmt: "Hyvittää kuitin %s, päivätty %s.",
 		Lines: "Rivit", Description: "Kuvaus", Quantity: "Määrä", UnitPrice: "Yksikköhinta", UnitDiscount: "Alennus/kpl",
 		VATRate: "ALV %", VAT: "ALV", LineTotal: "Summa", InclVAT: "verollinen", ExclVAT: "veroton",
@@ -246,7 +254,7 @@ var fi = Texts{
 		Outstanding: "Maksettavaa", DueToBuyer: "Palautetaan ostajalle", Attention: "attn. ",
 		RemainingBalanceFmt: "Jäljellä oleva summa, ALV %s %%",
 	},
-	PaymentMethods: map[string]string{"invoice": "Lasku (maksuaika 30 päivää)", "advanceInvoice": "Ennakkolasku (maksu ennen toimitusta)",
+	PaymentMethods: map[string]string{"invoice": fmt.Sprintf("Lasku (maksuaika %d päivää)", order.PaymentTermDays), "advanceInvoice": "Ennakkolasku (maksu ennen toimitusta)",
 		"card": "Kortti", "partPayment": "Osamaksu", "bankTransfer": "Tilisiirto", "paypal": "PayPal"},
 	SessionStateTitle: map[string]string{"cancelled": "Osto peruttiin", "expired": "Oston aika on umpeutunut"},
 }
