@@ -188,11 +188,10 @@ func (p PaymentMethod) DueDate(issued time.Time) time.Time {
 	if p.PaidAtCapture() {
 		return time.Time{}
 	}
-	y, m, d := issued.UTC().Date()
-	if p.Type != PayAdvanceInvoice {
-		d += PaymentTermDays
+	if p.Type == PayAdvanceInvoice {
+		return utcDate(issued)
 	}
-	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	return utcDate(issued).AddDate(0, 0, PaymentTermDays)
 }
 
 // PaidAtCapture says a capture is paid when it is made (card, PayPal): its

@@ -1,6 +1,9 @@
 package order
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Verify lists what in o breaks an invariant every operation keeps (design.md
 // §3), one finding per break; none for a sound order. It looks at the order
@@ -10,7 +13,8 @@ import "fmt"
 // and no capture is refunded beyond what it captured; what the captures used
 // stays within the authorization, and that within what was approved; what is
 // refunded does not pass what is captured, nor is anything uncaptured below
-// zero; no invoice or credit note states negative VAT; the event log refers to
+// zero; no invoice or credit note states negative VAT; no invoice is due
+// before its issue date, and no credit note is due at all; the event log refers to
 // this order and its sub-orders, in time order, ids used once, and updatedAt
 // is its last event's time. The property test of the order rules holds every
 // state it reaches to it; kassa store check holds every stored order to it.
@@ -53,6 +57,9 @@ func (o *Order) Verify() []string {
 		if !sum.VATWithin() {
 			add("capture %s invoices VAT %d over a net of %d", c.ID, sum.VAT, sum.Net)
 		}
+		if is := c.Issued; is != nil && !is.Due.IsZero() && is.Due.Before(utcDate(c.CreatedAt)) {
+			add("capture %s issued %s is due before it, on %s", c.ID, c.CreatedAt.UTC().Format("2006-01-02"), is.Due.Format("2006-01-02"))
+		}
 	}
 	for i := range o.Refunded {
 		r := &o.Refunded[i]
@@ -61,6 +68,9 @@ func (o *Order) Verify() []string {
 		}
 		if vat := SumLines(r.Lines, o.VATMode).VAT; vat < 0 {
 			add("refund %s credits VAT %d", r.ID, vat)
+		}
+		if r.Issued != nil && !r.Issued.Due.IsZero() {
+			add("refund %s: its credit note states a due date", r.ID)
 		}
 	}
 	if a.Consumed > o.AuthorizedAmount || o.AuthorizedAmount > o.ApprovedAmount {
@@ -92,4 +102,10 @@ func (o *Order) Verify() []string {
 		add("updatedAt %s, last event at %s", o.UpdatedAt.Format("2006-01-02T15:04:05.999999999Z07:00"), last.Format("2006-01-02T15:04:05.999999999Z07:00"))
 	}
 	return out
+}
+
+// utcDate is midnight UTC of t's UTC date: the date documents state.
+func utcDate(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }

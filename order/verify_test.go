@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kassahq/kassa/capture"
 	"github.com/kassahq/kassa/order"
@@ -42,6 +43,10 @@ func TestVerifyFindsEachBreak(t *testing.T) {
 		{"ledger in the wrong place", "kept as capture", func(o *order.Order) { o.Captured[0].Kind = order.LedgerRefund }},
 		{"event of another order", "refers to order", func(o *order.Order) { o.Events[0].OrderID = "other" }},
 		{"updatedAt", "updatedAt", func(o *order.Order) { o.UpdatedAt = o.UpdatedAt.Add(1) }},
+		{"invoice due before its issue", "is due before it", func(o *order.Order) {
+			o.Captured[0].Issued.Due = o.Captured[0].CreatedAt.UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
+		}},
+		{"credit note with a due date", "states a due date", func(o *order.Order) { o.Refunded[0].Issued.Due = o.Refunded[0].CreatedAt }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := sound(t)
