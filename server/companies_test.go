@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -454,4 +455,26 @@ func TestCompanySearchRetryAfterBelowOnePerSecond(t *testing.T) {
 	if got[0] != "200 " || (got[1] != "429 20" && got[1] != "429 19") {
 		t.Fatalf("at 0.05 searches a second: %q, want [200, 429 with Retry-After 20]", got)
 	}
+}
+
+// Config.CompanySearchRate says NaN takes the default, as zero and less do;
+// NaN is neither, so it was taken as given: a burst of NaN tokens, never
+// below one, let every search through without limit.
+func TestCompanySearchRateNaNTakesTheDefault(t *testing.T) {
+	h := New(Config{CompanySearchRate: math.NaN(), Logger: quiet}).Handler()
+	// The default's burst is 200; 400 searches refill it only over 10 s.
+	for i := range 400 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?country=SE&q=bygg", nil))
+		if rec.Code == http.StatusTooManyRequests {
+			if i < 200 || rec.Header().Get("Retry-After") != "1" {
+				t.Fatalf("refused after %d searches with Retry-After %q; want after the default's 200, with 1", i, rec.Header().Get("Retry-After"))
+			}
+			return
+		}
+		if rec.Code != 200 {
+			t.Fatalf("search %d: %d %s", i, rec.Code, rec.Body.Bytes())
+		}
+	}
+	t.Fatal("400 searches at once from one address, none refused: a NaN rate limits nothing")
 }

@@ -190,7 +190,7 @@ func New(cfg Config) *Server {
 	if cfg.Companies == nil {
 		cfg.Companies = company.Bundled(SandboxCompanies())
 	}
-	if cfg.CompanySearchRate <= 0 {
+	if !(cfg.CompanySearchRate > 0) { // NaN too, which no comparison holds for
 		cfg.CompanySearchRate = 20
 	}
 	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics, mount: mount,
