@@ -310,16 +310,16 @@ func (ix *index) searchName(qt []string, limit int) []Match {
 	// once (one given again selects the same companies; allPrefixed gives it
 	// a word of its own), the rarest first, and none once no company is
 	// left. Otherwise "s s s …" built the list of every s-word 50 times.
-	words := slices.Clone(qt)
-	slices.Sort(words)
-	words = slices.Compact(words)
-	size := make(map[string]int, len(words))
-	for _, t := range words {
+	distinct := slices.Clone(qt)
+	slices.Sort(distinct)
+	distinct = slices.Compact(distinct)
+	size := make(map[string]int, len(distinct))
+	for _, t := range distinct {
 		size[t] = len(ix.prefix(t))
 	}
-	slices.SortStableFunc(words, func(a, b string) int { return size[a] - size[b] })
-	cands := ix.postings(words[0])
-	for _, t := range words[1:] {
+	slices.SortStableFunc(distinct, func(a, b string) int { return size[a] - size[b] })
+	cands := ix.postings(distinct[0])
+	for _, t := range distinct[1:] {
 		if len(cands) == 0 {
 			break
 		}
