@@ -197,7 +197,9 @@ func (l *rateLimiter) take(key string, now time.Time) (retryAfter int) {
 	}
 	b.last = now
 	if b.tokens < 1 {
-		return max(1, int(math.Ceil((1-b.tokens)/l.rate)))
+		// Capped at a day: at an absurdly small rate the seconds would
+		// overflow an int, and no client waits longer anyway.
+		return int(max(1, min(math.Ceil((1-b.tokens)/l.rate), 86400)))
 	}
 	b.tokens--
 	return 0

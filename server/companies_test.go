@@ -442,6 +442,13 @@ func TestCompanySearchRetryAfterBelowOnePerSecond(t *testing.T) {
 	if wait := l.take("a", now.Add(2*time.Second)); wait != 0 {
 		t.Fatalf("refused for %d s when the token is back", wait)
 	}
+	// At a rate of one a century the seconds would overflow an int; no
+	// client waits more than a day.
+	tiny := newRateLimiter(1e-12, 1)
+	tiny.take("a", now)
+	if wait := tiny.take("a", now); wait != 86400 {
+		t.Fatalf("at 1e-12 a second: refused for %d s, want a day", wait)
+	}
 
 	h := New(Config{CompanySearchRate: 0.05, Logger: quiet}).Handler()
 	var got []string
