@@ -533,6 +533,26 @@ func TestCheckoutSearchRateLimited(t *testing.T) {
 	if resp, err := http.Get(link); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("page without a search: %v %v", resp, err)
 	}
+
+	// Below one search a second the page says the seconds to the next
+	// token, as the endpoint does: 20 at 0.05 a second (19 should a loaded
+	// machine take a second between the two), not the "1" that would be
+	// refused again.
+	slow := newEnvOn(t, true, clock, openStore(t, clock.Now), func(c *Config) { c.CompanySearchRate = 0.05 })
+	_, _, s = slow.do("POST", "/v1/sessions", fill(sessionBody, "a", "PO-2", "x2"), slow.auth)
+	link = s["checkoutUrl"].(string)
+	var got []string
+	for i := 0; i < 2; i++ {
+		resp, err := http.Get(link + "&q=Approved")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		got = append(got, fmt.Sprint(resp.StatusCode, " ", resp.Header.Get("Retry-After")))
+	}
+	if got[0] != "200 " || (got[1] != "429 20" && got[1] != "429 19") {
+		t.Fatalf("the checkout page's searches at 0.05 a second: %q, want [200, 429 with Retry-After 20]", got)
+	}
 }
 
 // TestCheckoutSubmitBoundsItsSearch: the page's form sends its search back
