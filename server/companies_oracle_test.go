@@ -684,12 +684,12 @@ func newCoEnv(t *testing.T) *coEnv {
 }
 
 // get sends the raw query string and decodes the answer.
-func (x *coEnv) get(rawQuery string) (int, map[string]any, []byte, http.Header) {
+func (x *coEnv) get(rt *rapid.T, rawQuery string) (int, map[string]any, []byte, http.Header) {
 	rec := httptest.NewRecorder()
 	x.h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/headless/search/companies?"+rawQuery, nil))
 	var b map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil {
-		x.t.Fatalf("%s: %v: %s", rawQuery, err, rec.Body.Bytes())
+		rt.Fatalf("%s: %v: %s", rawQuery, err, rec.Body.Bytes())
 	}
 	return rec.Code, b, rec.Body.Bytes(), rec.Header()
 }
@@ -799,7 +799,7 @@ func (x *coEnv) run(rt *rapid.T) {
 				v.Set("country", c)
 			}
 			want := x.m.search(q, c)
-			code, got, raw, _ := x.get(v.Encode())
+			code, got, raw, _ := x.get(rt, v.Encode())
 			x.compare(rt, fmt.Sprintf("q=%q country=%q", q, c), want, code, got, raw)
 			x.stats[fmt.Sprintf("bad country %d", code)]++
 			continue
@@ -823,7 +823,7 @@ func (x *coEnv) run(rt *rapid.T) {
 			case 3:
 				v["q"] = append(v["q"], q) // the same value twice is one value
 			}
-			code, got, raw, _ := x.get(v.Encode())
+			code, got, raw, _ := x.get(rt, v.Encode())
 			switch field {
 			case "":
 				x.compare(rt, fmt.Sprintf("q=%q twice", q), x.m.search(q, country), code, got, raw)
@@ -842,7 +842,7 @@ func (x *coEnv) run(rt *rapid.T) {
 			v.Set("q", q)
 		}
 		want := x.m.search(q, country)
-		code, got, raw, hdr := x.get(v.Encode())
+		code, got, raw, hdr := x.get(rt, v.Encode())
 		x.compare(rt, fmt.Sprintf("q=%q country=%s", q, country), want, code, got, raw)
 		if code == 200 && hdr.Get("Cache-Control") == "no-store" {
 			rt.Fatalf("company search, the same for everyone, says no-store")
