@@ -116,15 +116,21 @@ func TestSessionsOracle(t *testing.T) {
 		startSequence(rt, wall)
 		x.seq++
 		x.sessions, x.tokens, x.ctokens, x.keyed = nil, nil, nil, nil
-		code, _, m := x.e.do("POST", "/sandbox/v1/merchants", `{}`, x.e.auth)
-		if code != 201 {
-			rt.Fatalf("merchant: %d %v", code, m)
-		}
-		x.auth = basic(m["clientId"].(string), m["clientSecret"].(string))
+		x.newMerchant(rt)
 		x.run(rt)
 	})
 	logStats(t, x.stats)
 	t.Logf("%d steps, %d orders", x.steps, x.orders)
+}
+
+// newMerchant makes the sequence's own merchant, whose lists start empty,
+// and sends its requests as it.
+func (x *soEnv) newMerchant(rt *rapid.T) {
+	code, _, m := x.e.do("POST", "/sandbox/v1/merchants", `{}`, x.e.auth)
+	if code != 201 {
+		rt.Fatalf("merchant: %d %v", code, m)
+	}
+	x.auth = basic(m["clientId"].(string), m["clientSecret"].(string))
 }
 
 // tick moves the clock a little, so that each change has a time of its own.

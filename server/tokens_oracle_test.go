@@ -99,11 +99,7 @@ func TestTokensOracle(t *testing.T) {
 		startSequence(rt, wall)
 		x.seq++
 		x.tokens, x.orders, x.ctokens, x.keyed = nil, nil, nil, nil
-		code, _, m := x.e.do("POST", "/sandbox/v1/merchants", `{}`, x.e.auth)
-		if code != 201 {
-			rt.Fatalf("merchant: %d %v", code, m)
-		}
-		x.auth = basic(m["clientId"].(string), m["clientSecret"].(string))
+		x.newMerchant(rt)
 		x.run(rt)
 	})
 	logStats(t, x.stats)
