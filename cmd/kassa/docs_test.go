@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -361,4 +363,81 @@ func sortedNames(flags map[string]cliFlag) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// commands are kassa's commands, as kassa help lists them: "serve",
+// "store copy", ….
+func commands(t *testing.T) []string {
+	t.Helper()
+	var cmds []string
+	for line := range strings.Lines(usage) {
+		words, ok := strings.CutPrefix(line, "  kassa ")
+		if !ok {
+			continue
+		}
+		synopsis, _, _ := strings.Cut(words, "  ") // then what it does
+		var cmd []string
+		for _, w := range strings.Fields(synopsis) {
+			if !regexp.MustCompile(`^[a-z]+$`).MatchString(w) {
+				break
+			}
+			cmd = append(cmd, w)
+		}
+		cmds = append(cmds, strings.Join(cmd, " "))
+	}
+	if len(cmds) < 5 {
+		t.Fatalf("kassa help lists only %d commands: %q", len(cmds), cmds)
+	}
+	return cmds
+}
+
+// TestDocumentedCommandsExist: a kassa command the docs run (kassa store
+// check, in code blocks and inline code) is one kassa help lists, and the
+// package comment of cmd/kassa (go doc) lists each command help does.
+func TestDocumentedCommandsExist(t *testing.T) {
+	cmds := commands(t)
+	word := regexp.MustCompile(`^[a-z]+$`)
+	checked := 0
+	for _, doc := range docFiles(t) {
+		text := readDoc(t, doc)
+		for _, line := range append(codeLines(text), inlineCode(text)...) {
+			for _, m := range invocation.FindAllStringSubmatch(line, -1) {
+				args := strings.Fields(m[1])
+				if len(args) == 0 || !word.MatchString(args[0]) {
+					continue // kassa alone, a flag, a path: no command
+				}
+				checked++
+				cmd := args[0]
+				if len(args) > 1 && !slices.Contains(cmds, cmd) {
+					cmd += " " + args[1]
+				}
+				if !slices.Contains(cmds, cmd) {
+					t.Errorf("%s: %q runs kassa %s, which is no command of kassa (kassa help): correct the doc", doc, strings.TrimSpace(m[0]), cmd)
+				}
+			}
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("only %d kassa commands found in README.md and docs/*.md: the way the docs write them has changed; update this test", checked)
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for line := range strings.Lines(f.Doc.Text()) {
+		if rest, ok := strings.CutPrefix(line, "\tkassa "); ok {
+			listed = append(listed, rest)
+		}
+	}
+	for _, cmd := range cmds {
+		if !slices.ContainsFunc(listed, func(l string) bool { return strings.HasPrefix(l, cmd+" ") || strings.TrimSpace(l) == cmd }) {
+			t.Errorf("the package comment of cmd/kassa (main.go) does not list kassa %s, which kassa help does: add a line for it", cmd)
+		}
+	}
+	for _, l := range listed {
+		if !slices.ContainsFunc(cmds, func(cmd string) bool { return strings.HasPrefix(l, cmd+" ") }) {
+			t.Errorf("the package comment of cmd/kassa (main.go) lists kassa %s, which is no command of kassa help", strings.TrimSpace(l))
+		}
+	}
 }

@@ -3,12 +3,13 @@
 // (or PostgreSQL, for several replicas), as a sandbox on a laptop or in CI,
 // or in production.
 //
-//	kassa serve                                   run the server (defaults: 127.0.0.1:8080, ./kassa-data)
-//	kassa companies import --country SE file.csv  replace a country's companies in the search directory
-//	kassa store copy --data DIR --database-url U  move a stopped bolt deployment to PostgreSQL
-//	kassa store check --data DIR                  verify a stopped server's bolt store, writing nothing
-//	kassa version                                 print the version
-//	kassa help                                    print usage
+//	kassa serve                                             run the server (defaults: 127.0.0.1:8080, ./kassa-data)
+//	kassa companies import --country SE file.csv            replace a country's companies in the search directory
+//	kassa settle [--data DIR] [--store S --database-url U]  run settlements now (the server also runs them daily)
+//	kassa store copy --data DIR --database-url U            move a stopped bolt deployment to PostgreSQL
+//	kassa store check --data DIR                            verify a stopped server's bolt store, writing nothing
+//	kassa version                                           print the version
+//	kassa help                                              print usage
 package main
 
 import (
