@@ -10,12 +10,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
@@ -342,12 +346,166 @@ func TestCommitHistogramCountsCommitsOnly(t *testing.T) {
 	if err := st.Update(context.Background(), func(storage.Tx) error { return refused }); !errors.Is(err, refused) {
 		t.Fatal(err)
 	}
-	if err := st.Update(context.Background(), func(storage.Tx) error { return nil }); err != nil {
+	if err := st.Update(context.Background(), func(tx storage.Tx) error {
+		return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1"})
+	}); err != nil {
 		t.Fatal(err)
 	}
 	var page bytes.Buffer
 	m.WriteTo(&page)
 	if !strings.Contains(page.String(), "kassa_store_commit_duration_seconds_count 1\n") {
 		t.Fatalf("after one refused and one committed Update:\n%s", page.String())
+	}
+}
+
+// TestCommitHistogramSkipsUpdatesThatWroteNothing: a notification run that
+// finds nothing due (two a second on an idle server) is an Update whose
+// function only read; the store commits nothing for it (bbolt rolls it
+// back), and counted it would pull the commit latency toward zero and make
+// most of the series noise on a quiet server.
+func TestCommitHistogramSkipsUpdatesThatWroteNothing(t *testing.T) {
+	m := NewMetrics()
+	clock := NewClock(true)
+	e := newEnvOn(t, false, clock, InstrumentStore(openStore(t, clock.Now), m), func(c *Config) { c.Metrics = m })
+	commits := func() string {
+		var page bytes.Buffer
+		m.WriteTo(&page)
+		for line := range strings.SplitSeq(page.String(), "\n") {
+			if v, ok := strings.CutPrefix(line, "kassa_store_commit_duration_seconds_count "); ok {
+				return v
+			}
+		}
+		t.Fatalf("no commit count:\n%s", page.String())
+		return ""
+	}
+	start := commits()
+	for range 5 {
+		if _, err := e.ledger.DeliverNotifications(context.Background(), kassa.DeliveryOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := commits(); got != start {
+		t.Fatalf("five notification runs with nothing due: commit count %s → %s, want no change", start, got)
+	}
+	// A write is still counted, once.
+	e.mint("5560000001", "invoice")
+	if got, want := commits(), fmt.Sprint(mustAtoi(t, start)+1); got != want {
+		t.Fatalf("after a minted token: commit count %s, want %s", got, want)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestWriteTxSeesEveryWrite: every storage.Tx method that is not a reader
+// named here is counted by writeTx, so a write method added to storage.Tx
+// cannot go uncounted (its Updates would drop out of the commit histogram)
+// without this test saying so.
+func TestWriteTxSeesEveryWrite(t *testing.T) {
+	readers := map[string]bool{"Now": true, "GetMerchant": true, "GetMerchantByClientID": true, "ListMerchants": true,
+		"HasMerchants": true, "GetOrder": true, "OrderVersion": true, "ListOrders": true, "OrdersExpiringBefore": true,
+		"GetAuthorization": true, "GetCustomerToken": true, "GetSession": true, "GetSessionByExternalID": true,
+		"GetSessionByOrderID": true, "ListSessions": true, "PendingSettlementItems": true, "QueuedSettlementItems": true,
+		"GetSettlement": true, "ListSettlements": true, "SettlementTransactions": true, "DueTasks": true,
+		"GetIdempotency": true, "PendingOutbox": true, "GetOutbox": true, "ListOutbox": true}
+	txType := reflect.TypeFor[storage.Tx]()
+	wt := reflect.TypeFor[*writeTx]()
+	for i := range txType.NumMethod() {
+		name := txType.Method(i).Name
+		m, ok := wt.MethodByName(name)
+		if !ok {
+			t.Fatalf("*writeTx lacks %s", name)
+		}
+		file, _ := runtime.FuncForPC(m.Func.Pointer()).FileLine(m.Func.Pointer())
+		own := strings.HasSuffix(file, "ops.go")
+		if readers[name] == own {
+			t.Errorf("storage.Tx.%s: a reader here %v, counted by writeTx %v (%s): a write must be counted, a reader listed", name, readers[name], own, file)
+		}
+	}
+}
+
+// sharedTx is a transaction of a store whose replicas share a clock.
+type sharedTx struct {
+	storage.Tx
+	now time.Time
+}
+
+func (s sharedTx) SharedNow() (time.Time, error) { return s.now, nil }
+
+type fnStore struct {
+	storage.Store
+	tx storage.Tx
+}
+
+func (f fnStore) Update(_ context.Context, fn func(storage.Tx) error) error { return fn(f.tx) }
+
+// TestInstrumentedStoreKeepsTheSharedClock: the notification deliverer asks
+// a PostgreSQL transaction for the clock replicas share; the instrumented
+// store's transaction must still answer it.
+func TestInstrumentedStoreKeepsTheSharedClock(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	st := InstrumentStore(fnStore{tx: sharedTx{now: at}}, NewMetrics())
+	var got time.Time
+	st.Update(context.Background(), func(tx storage.Tx) error {
+		if sc, ok := tx.(storage.SharedClock); ok {
+			got, _ = sc.SharedNow()
+		}
+		return nil
+	})
+	if !got.Equal(at) {
+		t.Fatalf("shared clock through the instrumented store: %v, want %v", got, at)
+	}
+	var plain bool
+	InstrumentStore(fnStore{tx: struct{ storage.Tx }{}}, NewMetrics()).Update(context.Background(), func(tx storage.Tx) error {
+		_, plain = tx.(storage.SharedClock)
+		return nil
+	})
+	if plain {
+		t.Fatal("a transaction without a shared clock got one")
+	}
+}
+
+// slowStore makes every Update take at least delay before it runs.
+type slowStore struct {
+	storage.Store
+	delay time.Duration
+}
+
+func (s slowStore) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	time.Sleep(s.delay)
+	return s.Store.Update(ctx, fn)
+}
+
+// TestLatencyHistogramsTimeTheWholeRequestAndCommit: with a store whose
+// writes take 30 ms, a token minted through the API lands above the 25 ms
+// bucket in both its route's request latency and the commit latency, and a
+// read of no write stays in the request histogram alone.
+func TestLatencyHistogramsTimeTheWholeRequestAndCommit(t *testing.T) {
+	m := NewMetrics()
+	clock := NewClock(true)
+	e := newEnvOn(t, false, clock, InstrumentStore(slowStore{openStore(t, clock.Now), 30 * time.Millisecond}, m), func(c *Config) { c.Metrics = m })
+	before := scrape(t, http.DefaultClient, e.ts.URL+"/metrics") // the merchants' commits made
+	e.mint("5560000001", "invoice")
+	e.req("GET", "/healthz", "", "", nil)
+	ex := scrape(t, http.DefaultClient, e.ts.URL+"/metrics")
+	for k, want := range map[string]float64{
+		`kassa_http_request_duration_seconds_bucket{le="0.025",route="/sandbox/v1/authorization-tokens"}`: 0,
+		`kassa_http_request_duration_seconds_bucket{le="0.05",route="/sandbox/v1/authorization-tokens"}`:  1,
+		`kassa_store_commit_duration_seconds_bucket{le="0.025"}`:                                          0,
+		`kassa_store_commit_duration_seconds_bucket{le="+Inf"}`:                                           1,
+		`kassa_http_request_duration_seconds_bucket{le="0.025",route="/healthz"}`:                         1,
+	} {
+		if got, ok := ex.samples[k]; !ok || got-before.samples[k] != want {
+			t.Errorf("%s grew by %v (%v), want %v", k, got-before.samples[k], ok, want)
+		}
+	}
+	if s := ex.samples["kassa_store_commit_duration_seconds_sum{}"] - before.samples["kassa_store_commit_duration_seconds_sum{}"]; s < 0.03 {
+		t.Errorf("commit latency sum %v, want at least the store's 30 ms", s)
 	}
 }
