@@ -1217,3 +1217,37 @@ func TestOptionalBodyNilOrEmptyFingerprintAlike(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthorizationRetentionDefaultAndFloor: a token is kept 30 days past
+// its expiry by default (DefaultAuthorizationRetention, as the README and
+// docs/decisions.md state), to the nanosecond, and never less than the
+// Idempotency-Key's retention, however short the retention asked for: a
+// create-order retried once its key is gone must still find its token.
+func TestAuthorizationRetentionDefaultAndFloor(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts kassa.Options
+		kept time.Duration
+	}{
+		{"default", kassa.Options{}, 30 * 24 * time.Hour},
+		{"below the key's retention", kassa.Options{IdempotencyTTL: 72 * time.Hour, AuthorizationRetention: time.Hour}, 72 * time.Hour},
+		{"above it", kassa.Options{IdempotencyTTL: 72 * time.Hour, AuthorizationRetention: 100 * time.Hour}, 100 * time.Hour},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := time.Now().UTC()
+			f := newFixtureWith(t, func() time.Time { return now }, c.opts)
+			a := f.authorization("t")
+			if err := f.ledger.PutAuthorization(f.ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			now = a.ExpiresAt.Add(c.kept)
+			if n, err := f.ledger.SweepAuthorizations(f.ctx, 10); n != 0 || err != nil {
+				t.Fatalf("a sweep %v past the token's expiry removed %d (%v); want it kept", c.kept, n, err)
+			}
+			now = now.Add(time.Nanosecond)
+			if n, err := f.ledger.SweepAuthorizations(f.ctx, 10); n != 1 || err != nil {
+				t.Fatalf("a sweep %v and a nanosecond past the token's expiry removed %d (%v); want it removed", c.kept, n, err)
+			}
+		})
+	}
+}

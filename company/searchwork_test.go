@@ -39,4 +39,12 @@ func TestSearchWorkBoundedByTheRarestWord(t *testing.T) {
 			t.Errorf("%q allocated %d bytes, %d times the %d of s's posting list", q, work, work/one, one)
 		}
 	}
+	// A word no company has is the rarest: its empty list is built first,
+	// and no other after it (under 1 KB a search, where s's list is 32 KB),
+	// wherever it stands in the query.
+	for _, q := range []string{"zzzq s", "s zzzq", "s st zzzq s"} {
+		if work, m := alloc(q); len(m) != 0 || work > one/4 {
+			t.Errorf("%q: %d matches, allocated %d bytes; want none, and no posting list of s (%d bytes) built", q, len(m), work, one)
+		}
+	}
 }

@@ -436,6 +436,9 @@ func TestCompanySearchRetryAfterBelowOnePerSecond(t *testing.T) {
 	if wait := l.take("a", now); wait != 2 {
 		t.Fatalf("refused for %d s, want 2", wait)
 	}
+	if wait := l.take("a", now.Add(500*time.Millisecond)); wait != 2 {
+		t.Fatalf("1.5 s before the token: refused for %d s, want 2 (rounded up)", wait)
+	}
 	if wait := l.take("a", now.Add(1900*time.Millisecond)); wait != 1 {
 		t.Fatalf("0.1 s before the token: refused for %d s, want 1 (rounded up, never 0)", wait)
 	}

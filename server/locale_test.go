@@ -135,9 +135,16 @@ func TestCheckoutFailureInTheBrowsersLanguage(t *testing.T) {
 		"fi;q=abc, sv;q=0.2": "Länken till kassan är inte giltig.", "fi;q=1.5, sv;q=0.2": "Länken till kassan är inte giltig.",
 		"fi;q=0.0001, da;q=0.1": "Linket til kassen er ikke gyldigt.", "fi;q=-1, da;q=0.1": "Linket til kassen er ikke gyldigt.",
 		"fi;q=, da;q=0.1": "Linket til kassen er ikke gyldigt.", "fi;q=1.001, da;q=0.1": "Linket til kassen er ikke gyldigt.",
+		"fi;q=0.1001, da;q=0.1": "Linket til kassen er ikke gyldigt.", // four decimals, of which the last would round away
+		// English named in capitals is English asked for, not a language
+		// without a table.
+		"EN-GB;q=0.9, sv;q=0.5": "This checkout link is not valid.",
 		// The wildcard is every language not named, English among them.
 		"*": "This checkout link is not valid.", "*;q=0.9, sv;q=0.5": "This checkout link is not valid.",
-		"sv;q=0.5, *;q=0.1": "Länken till kassan är inte giltig.", "en;q=0, *, fi;q=0.2": "Kassan linkki ei ole voimassa."} {
+		"sv;q=0.5, *;q=0.1": "Länken till kassan är inte giltig.", "en;q=0, *, fi;q=0.2": "Kassan linkki ei ole voimassa.",
+		// A language named ahead of the wildcard at the same quality is
+		// the one wanted; a wildcard sent twice weighs its highest.
+		"sv, *": "Länken till kassan är inte giltig.", "*;q=0.9, *;q=0.1, sv;q=0.5": "This checkout link is not valid."} {
 		req, _ := http.NewRequest("GET", e.ts.URL+"/checkout/m/s?sig=bad", nil)
 		req.Header.Set("Accept-Language", accept)
 		resp, err := http.DefaultClient.Do(req)

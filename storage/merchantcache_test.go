@@ -218,10 +218,28 @@ func TestMerchantCacheEvictionIsBounded(t *testing.T) {
 		if _, err := c.Decode(id, encodeMerchant(t, Merchant{ID: id})); err != nil {
 			t.Fatal(err)
 		}
-		// The newcomers are unmarked (read once); each eviction clears at
-		// most evictScan marks, one of them the entry it removes.
-		if n, max := unmarked(), (i+1)*evictScan; n < i+1 || n > max {
-			t.Fatalf("after %d evictions %d entries are unmarked, want %d to %d", i+1, n, i+1, max)
+		// The newcomers are unmarked (read once); each eviction clears
+		// evictScan-1 marks and removes the entry after them, going on
+		// from where the last one stopped: exactly evictScan more
+		// unmarked entries each time (the newcomer among them). An
+		// eviction that cleared no marks, or started again where it began,
+		// would leave fewer.
+		if n, want := unmarked(), (i+1)*evictScan; n != want {
+			t.Fatalf("after %d evictions %d entries are unmarked, want %d", i+1, n, want)
+		}
+		// Those are the ring's first ones, the hand having started at its
+		// start: it skipped none.
+		for k, key := range c.ring[:(i+1)*evictScan] {
+			if v, ok := c.m.Load(key); !ok || v.(*merchantEntry).used.Load() {
+				t.Fatalf("after %d evictions the ring's entry %d (%s) is marked or gone (%v); the hand passed it", i+1, k, key, ok)
+			}
+		}
+		// The hand has passed the newcomers' places: the next eviction
+		// does not take the merchant read just before it.
+		for j := range i + 1 {
+			if _, ok := c.m.Load(fmt.Sprintf("new%d", j)); !ok {
+				t.Fatalf("after %d evictions new%d, read once since the hand passed, was evicted", i+1, j)
+			}
 		}
 	}
 	held := 0

@@ -265,3 +265,60 @@ func retentionSweepYieldsToTheOtherJobs(t *testing.T, b *backlog) {
 		t.Fatalf("%d notifications past their retention left after the passes", n)
 	}
 }
+
+// TestTokenSweepBacklogDrainsOverPasses: the first authorization token
+// sweep after an upgrade has every token made in the store's life past its
+// retention. A pass that ran out of budget with tokens left says so, as
+// for the other jobs, so that the next pass follows after a second rather
+// than a minute, and the passes remove them all.
+func TestTokenSweepBacklogDrainsOverPasses(t *testing.T) {
+	backlogStores(t, tokenSweepBacklogDrainsOverPasses)
+}
+
+func tokenSweepBacklogDrainsOverPasses(t *testing.T, b *backlog) {
+	const n = 2*500 + 1
+	at := b.now()
+	if err := b.st.Update(b.ctx, func(tx storage.Tx) error {
+		for i := range n {
+			if err := tx.PutAuthorization(&token.Authorization{Token: fmt.Sprint("old-", i), MerchantID: b.merchant, Country: "SE",
+				Currency: "SEK", Locale: "sv-SE", PaymentMethod: order.PaymentMethod{Provider: order.ProviderService, Type: order.PayInvoice},
+				CreatedAt: at, ExpiresAt: at.Add(time.Hour)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.advance(kassa.DefaultAuthorizationRetention + 2*time.Hour)
+	left := func() int {
+		t.Helper()
+		k := 0
+		if err := b.st.View(b.ctx, func(tx storage.Tx) error {
+			for i := range n {
+				if _, err := tx.GetAuthorization(b.merchant, fmt.Sprint("old-", i)); err == nil {
+					k++
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	j := b.jobs(1)
+	if more := j.pass(b.ctx); !more {
+		t.Fatal("a pass that swept one batch of tokens of three reported nothing left")
+	}
+	if k := left(); k != n-500 {
+		t.Fatalf("%d of %d tokens left after a pass of one batch of 500", k, n)
+	}
+	for i := 0; j.pass(b.ctx); i++ {
+		if i > 10 {
+			t.Fatal("passes never finished the sweep")
+		}
+	}
+	if k := left(); k != 0 {
+		t.Fatalf("%d tokens past their retention left after the passes", k)
+	}
+}

@@ -480,6 +480,10 @@ func TestAuthorizationRetentionFlag(t *testing.T) {
 		serveRefused(t, 2, "--authorization-retention", append([]string{"--data", filepath.Join(t.TempDir(), "data"),
 			"--addr", "127.0.0.1:0", "--authorization-retention"}, bad...)...)
 	}
+	// As long as the key's retention is the shortest taken.
+	_, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0",
+		"--authorization-retention", "72h", "--idempotency-ttl", "72h")
+	stopInProcess(t, done)
 	data := filepath.Join(t.TempDir(), "data")
 	args := []string{"--data", data, "--addr", "127.0.0.1:0", "--client-id", "demo", "--client-secret", "demo-secret-123"}
 	base, done := serveInProcess(t, args...)

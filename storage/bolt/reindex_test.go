@@ -545,3 +545,67 @@ func TestOutboxBacklogHidesNoOtherMerchant(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The build before the authorization tokens' expiry index marked its
+// commits with 3 indexes (openIndexes) and kept no authexp entries. A file
+// this build wrote, then that build (a rollback), then this build again:
+// the last commit is not one of this build's, so authexp is rebuilt, and
+// the token the older build put is swept with the others and the file
+// checks. Keeping the index's mark across the older build's commit, or
+// taking its mark for this build's, left that token out of the sweep for
+// good.
+func TestAuthExpiryRebuiltAfterTheBuildBeforeItWrote(t *testing.T) {
+	path, f, s := openFresh(t)
+	ctx := context.Background()
+	at := f.Clock.Now()
+	tok := func(id string, expires time.Time) *token.Authorization {
+		return &token.Authorization{Token: id, MerchantID: "m1", Country: "SE", Currency: "SEK", CreatedAt: at, ExpiresAt: expires}
+	}
+	if err := s.Update(ctx, func(tx storage.Tx) error { return tx.PutAuthorization(tok("ours", at.Add(time.Hour))) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The build before, as raw bbolt writes of its own: a token without
+	// its authexp entry, the commit marked as that build marked it.
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(btx *bbolt.Tx) error {
+		b, err := storage.EncodeRecord(tok("theirs", at.Add(2*time.Hour)))
+		if err != nil {
+			return err
+		}
+		if err := btx.Bucket(bAuth).Put(key("m1", "theirs"), b); err != nil {
+			return err
+		}
+		const indexesBefore = 3
+		mark := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(btx.ID())), indexesBefore)
+		return btx.Bucket(bInfo).Put(keyLastCommit, mark)
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(path, Options{Clock: f.Clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Check(); err != nil {
+		t.Fatalf("consistency after the build before wrote a token: %v", err)
+	}
+	var n int
+	err = s.Update(ctx, func(tx storage.Tx) error {
+		var err error
+		n, err = tx.DeleteAuthorizationsExpiredBefore(at.Add(3*time.Hour), 10)
+		return err
+	})
+	if err != nil || n != 2 {
+		t.Fatalf("the sweep past both expiries removed %d (%v); want 2, the older build's token too", n, err)
+	}
+}
