@@ -351,7 +351,10 @@ func TestOpenFailsFastOnAnUnreachableDatabase(t *testing.T) {
 // make. Such a user (owning its schema and tables, in a database another
 // role owns) still starts and serves, with orders_statuses alone; the start
 // warns once, naming the SQL a DBA runs, and leaves the migration pending.
-// Once the extension exists, the next start builds the index and records it.
+// Once the extension exists, the next start of the owner builds the index
+// and records it; a start of a user that only reads and writes the tables
+// cannot build it and still starts, with one warning, and records an index
+// the DBA built.
 func TestStatusIndexWaitsForItsExtension(t *testing.T) {
 	ctx := context.Background()
 	base := pgtest.URL(t)
@@ -421,10 +424,46 @@ func TestStatusIndexWaitsForItsExtension(t *testing.T) {
 		t.Errorf("want one warning naming the SQL to run, got:\n%s", warning)
 	}
 
-	// The DBA makes the extension; the next start builds the index.
+	// The DBA makes the extension. The replicas run as a user with only
+	// USAGE and SELECT, INSERT, UPDATE, DELETE (the owner started first, as
+	// docs/postgres.md says): not owning orders, they cannot build the
+	// index, and must still start, leaving the migration to the owner with
+	// one warning. Before, each failed its start with "must be owner of
+	// table orders", so restarting them took the service down.
 	if _, err := dba.Exec(ctx, `CREATE EXTENSION btree_gin`); err != nil {
 		t.Fatal(err)
 	}
+	app := name + "_rw"
+	for _, q := range []string{`CREATE ROLE ` + app + ` LOGIN`, `GRANT USAGE ON SCHEMA app TO ` + app,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA app TO ` + app} {
+		if _, err := dba.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { // before the database's drop, which runs later: its grants go first
+		dba.Exec(context.Background(), `DROP OWNED BY `+app)
+		admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+app)
+	})
+	au, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	au.User = url.User(app)
+	logs.Reset()
+	s, err = postgres.Open(ctx, au.String(), postgres.Options{MaxConns: 4, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatalf("open as a user that does not own the tables, with the extension made: %v", err)
+	}
+	s.Close()
+	if ms, st, rec := indexes(); ms || !st || rec != 0 {
+		t.Errorf("after a start of a user not owning orders: orders_merchant_statuses %v, orders_statuses %v, migration 13 recorded %d; want false, true, 0", ms, st, rec)
+	}
+	if w := logs.String(); strings.Count(w, "level=WARN") != 1 || !strings.Contains(w, "owner") ||
+		!strings.Contains(w, `CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_merchant_statuses ON \"app\".orders USING gin (merchant_id, statuses);`) {
+		t.Errorf("want one warning naming the owner and the SQL, got:\n%s", w)
+	}
+
+	// The next start of the owner builds the index.
 	logs.Reset()
 	s, err = postgres.Open(ctx, u, postgres.Options{MaxConns: 4, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
@@ -440,5 +479,23 @@ func TestStatusIndexWaitsForItsExtension(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "level=WARN") {
 		t.Errorf("a start with the extension warned:\n%s", logs.String())
+	}
+
+	// An index the DBA built (the SQL the warning names), not yet recorded:
+	// a start of the user not owning orders records it, with no DDL.
+	if _, err := dba.Exec(ctx, `DELETE FROM app.schema_migrations WHERE version = 13`); err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	s, err = postgres.Open(ctx, au.String(), postgres.Options{MaxConns: 4, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatalf("open as a user not owning orders, with the index built: %v", err)
+	}
+	s.Close()
+	if ms, st, rec := indexes(); !ms || !st || rec != 1 {
+		t.Errorf("index built, then a start of a user not owning orders: orders_merchant_statuses %v, orders_statuses %v, migration 13 recorded %d; want true, true, 1", ms, st, rec)
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("a start with the index built warned:\n%s", logs.String())
 	}
 }

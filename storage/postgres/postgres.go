@@ -647,6 +647,31 @@ func extensionMissing(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "42501" || pe.Code == "0A000" || pe.Code == "58P01")
 }
 
+// notOwner reports whether err is PostgreSQL's refusal of DDL to a user
+// that does not own the table (42501).
+func notOwner(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42501"
+}
+
+// indexesBuilt reports whether every index a no-transaction migration
+// builds exists in the current schema (where the migration builds it, not
+// another deployment's schema later in the search path) and is valid.
+func indexesBuilt(ctx context.Context, conn *pgxpool.Conn, sql string) (bool, error) {
+	names := concurrentIndex.FindAllStringSubmatch(sql, -1)
+	for _, m := range names {
+		var valid bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+			WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace AND i.indisvalid)`, m[1]).Scan(&valid); err != nil {
+			return false, err
+		}
+		if !valid {
+			return false, nil
+		}
+	}
+	return len(names) > 0, nil
+}
+
 // statementOf is a migration's SQL without its comment lines.
 func statementOf(sql string) string {
 	var out []string
@@ -694,7 +719,25 @@ func applyMigrations(ctx context.Context, conn *pgxpool.Conn, log *slog.Logger) 
 		if err != nil {
 			return err
 		}
-		if m := extensionLine.FindStringSubmatch(string(sql)); m != nil && strings.HasPrefix(string(sql), noTransaction) {
+		if strings.HasPrefix(string(sql), noTransaction) {
+			// An index already built and valid (by a DBA, or by a build
+			// whose replica was killed before recording it) is recorded
+			// with no DDL, which a user that does not own the table may
+			// not run even with IF NOT EXISTS.
+			built, err := indexesBuilt(ctx, conn, string(sql))
+			if err != nil {
+				return fmt.Errorf("postgres: migration %s: %w", name, err)
+			}
+			if built {
+				if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, version, name); err != nil {
+					return fmt.Errorf("postgres: migration %s: %w", name, err)
+				}
+				continue
+			}
+		}
+		m := extensionLine.FindStringSubmatch(string(sql))
+		optional := m != nil && strings.HasPrefix(string(sql), noTransaction)
+		if optional {
 			_, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS `+pgx.Identifier{m[1]}.Sanitize())
 			if extensionMissing(err) {
 				if log != nil {
@@ -715,6 +758,23 @@ func applyMigrations(ctx context.Context, conn *pgxpool.Conn, log *slog.Logger) 
 		}
 		if strings.HasPrefix(string(sql), noTransaction) {
 			err = applyOutsideTransaction(ctx, conn, string(sql))
+			if optional && notOwner(err) {
+				// The extension exists, but this user only reads and writes
+				// the tables (the owner started first, with the extension
+				// missing then): it cannot build the index, which the store
+				// is correct without, so it starts and leaves the migration
+				// to the owner's next start or the DBA.
+				if log != nil {
+					var schema string
+					conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema)
+					log.Warn("postgres: migration "+name+" is left pending: this database user does not own the tables, so it cannot build "+
+						"the index order lists by status need (slower for small merchants' rare statuses); the next start of a replica "+
+						"as the schema's owner builds it, or the owner or a DBA runs the SQL given here",
+						"error", err.Error(),
+						"sql", strings.Replace(statementOf(string(sql)), " ON ", " ON "+pgx.Identifier{schema}.Sanitize()+".", 1))
+				}
+				continue
+			}
 			if err == nil {
 				_, err = conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, version, name)
 			}
