@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -497,5 +498,75 @@ func TestStatusIndexWaitsForItsExtension(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "level=WARN") {
 		t.Errorf("a start with the index built warned:\n%s", logs.String())
+	}
+}
+
+// schemaURL is u with its search_path set to path (a list, quoted as
+// PostgreSQL reads it).
+func schemaURL(t *testing.T, u, path string) string {
+	t.Helper()
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := pu.Query()
+	q.Set("search_path", path)
+	pu.RawQuery = q.Encode()
+	return pu.String()
+}
+
+// noTransactionIndexes lists which of the no-transaction migrations'
+// indexes schema holds, valid.
+func noTransactionIndexes(t *testing.T, c *pgx.Conn, schema string) []string {
+	t.Helper()
+	rows, err := c.Query(context.Background(), `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND i.indisvalid AND c.relname = ANY($2) ORDER BY 1`,
+		schema, []string{"auth_tokens_expires", "orders_merchant_statuses", "outbox_done", "outbox_merchant_pending", "settlement_transactions_id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestMigrationsInASchemaNamedWithCapitals: a deployment's schema may be
+// named with capitals (search_path="Kassa", quoted). The check whether a
+// no-transaction migration's index is already built must look in that
+// schema: read as an identifier, its name folded to lower case named
+// another schema (a deployment in "kassa" beside one in "Kassa"), whose
+// indexes were taken for this one's, or none, failing every first start.
+func TestMigrationsInASchemaNamedWithCapitals(t *testing.T) {
+	ctx := context.Background()
+	base := pgtest.URL(t)
+	admin := connect(t, base)
+	lower := fmt.Sprint("kassa_t_caps_", time.Now().UnixNano())
+	upper := strings.Replace(lower, "kassa_t_caps_", "Kassa_T_Caps_", 1)
+	for _, s := range []string{lower, upper} {
+		if _, err := admin.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{s}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if c, err := pgx.Connect(context.Background(), base); err == nil {
+				c.Exec(context.Background(), `DROP SCHEMA `+pgx.Identifier{s}.Sanitize()+` CASCADE`)
+				c.Close(context.Background())
+			}
+		})
+	}
+	// The deployment of the lower-case name is migrated first.
+	openNow(t, schemaURL(t, base, lower)).Close()
+	want := noTransactionIndexes(t, admin, lower)
+	if len(want) < 4 {
+		t.Fatalf("the lower-case schema holds only %v", want)
+	}
+	s, err := postgres.Open(ctx, schemaURL(t, base, pgx.Identifier{upper}.Sanitize()), postgres.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatalf("open in schema %q: %v", upper, err)
+	}
+	s.Close()
+	if got := noTransactionIndexes(t, admin, upper); !slices.Equal(got, want) {
+		t.Errorf("schema %q holds %v, want %v as the other schema", upper, got, want)
 	}
 }

@@ -656,13 +656,15 @@ func notOwner(err error) bool {
 
 // indexesBuilt reports whether every index a no-transaction migration
 // builds exists in the current schema (where the migration builds it, not
-// another deployment's schema later in the search path) and is valid.
+// another deployment's schema later in the search path) and is valid. The
+// schema is matched by name: current_schema()::regnamespace would read it
+// as an identifier, folding "Kassa" to another schema, kassa, or to none.
 func indexesBuilt(ctx context.Context, conn *pgxpool.Conn, sql string) (bool, error) {
 	names := concurrentIndex.FindAllStringSubmatch(sql, -1)
 	for _, m := range names {
 		var valid bool
 		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-			WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace AND i.indisvalid)`, m[1]).Scan(&valid); err != nil {
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relname = $1 AND n.nspname = current_schema() AND i.indisvalid)`, m[1]).Scan(&valid); err != nil {
 			return false, err
 		}
 		if !valid {
