@@ -570,3 +570,54 @@ func TestMigrationsInASchemaNamedWithCapitals(t *testing.T) {
 		t.Errorf("schema %q holds %v, want %v as the other schema", upper, got, want)
 	}
 }
+
+// TestInvalidIndexOfAnotherSchemaLeftAlone: a deployment whose search path
+// goes on to another deployment's schema (the default "$user", public,
+// with a schema named after its role beside one in public) leaves that
+// schema's index alone when it builds its own: one left INVALID there (a
+// build cut off, or under way) was found by its name through the search
+// path and dropped, as if it were this schema's.
+func TestInvalidIndexOfAnotherSchemaLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	base := pgtest.URL(t)
+	admin := connect(t, base)
+	own, other := fmt.Sprint("kassa_t_own_", time.Now().UnixNano()), fmt.Sprint("kassa_t_other_", time.Now().UnixNano())
+	for _, s := range []string{own, other} {
+		if _, err := admin.Exec(ctx, `CREATE SCHEMA `+s); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if c, err := pgx.Connect(context.Background(), base); err == nil {
+				c.Exec(context.Background(), `DROP SCHEMA `+s+` CASCADE`)
+				c.Close(context.Background())
+			}
+		})
+	}
+	for _, q := range []string{`CREATE TABLE ` + other + `.outbox (merchant_id text)`,
+		`INSERT INTO ` + other + `.outbox VALUES ('m1'), ('m1')`} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := admin.Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY outbox_merchant_pending ON `+other+`.outbox (merchant_id)`)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "23505" {
+		t.Fatalf("failed build: %v", err)
+	}
+	s, err := postgres.Open(ctx, schemaURL(t, base, own+","+other), postgres.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	s.Close()
+	var left bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = 'outbox_merchant_pending')`, other).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if !left {
+		t.Errorf("the other schema's invalid outbox_merchant_pending was dropped")
+	}
+	if got := noTransactionIndexes(t, admin, own); !slices.Contains(got, "outbox_merchant_pending") {
+		t.Errorf("own schema's indexes %v, want outbox_merchant_pending among them", got)
+	}
+}
