@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -497,5 +498,126 @@ func TestStatusIndexWaitsForItsExtension(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "level=WARN") {
 		t.Errorf("a start with the index built warned:\n%s", logs.String())
+	}
+}
+
+// schemaURL is u with its search_path set to path (a list, quoted as
+// PostgreSQL reads it).
+func schemaURL(t *testing.T, u, path string) string {
+	t.Helper()
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := pu.Query()
+	q.Set("search_path", path)
+	pu.RawQuery = q.Encode()
+	return pu.String()
+}
+
+// noTransactionIndexes lists which of the no-transaction migrations'
+// indexes schema holds, valid.
+func noTransactionIndexes(t *testing.T, c *pgx.Conn, schema string) []string {
+	t.Helper()
+	rows, err := c.Query(context.Background(), `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND i.indisvalid AND c.relname = ANY($2) ORDER BY 1`,
+		schema, []string{"auth_tokens_expires", "orders_merchant_statuses", "outbox_done", "outbox_merchant_pending", "settlement_transactions_id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestMigrationsInASchemaNamedWithCapitals: a deployment's schema may be
+// named with capitals (search_path="Kassa", quoted). The check whether a
+// no-transaction migration's index is already built must look in that
+// schema: read as an identifier, its name folded to lower case named
+// another schema (a deployment in "kassa" beside one in "Kassa"), whose
+// indexes were taken for this one's, or none, failing every first start.
+func TestMigrationsInASchemaNamedWithCapitals(t *testing.T) {
+	ctx := context.Background()
+	base := pgtest.URL(t)
+	admin := connect(t, base)
+	lower := fmt.Sprint("kassa_t_caps_", time.Now().UnixNano())
+	upper := strings.Replace(lower, "kassa_t_caps_", "Kassa_T_Caps_", 1)
+	for _, s := range []string{lower, upper} {
+		if _, err := admin.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{s}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if c, err := pgx.Connect(context.Background(), base); err == nil {
+				c.Exec(context.Background(), `DROP SCHEMA `+pgx.Identifier{s}.Sanitize()+` CASCADE`)
+				c.Close(context.Background())
+			}
+		})
+	}
+	// The deployment of the lower-case name is migrated first.
+	openNow(t, schemaURL(t, base, lower)).Close()
+	want := noTransactionIndexes(t, admin, lower)
+	if len(want) < 4 {
+		t.Fatalf("the lower-case schema holds only %v", want)
+	}
+	s, err := postgres.Open(ctx, schemaURL(t, base, pgx.Identifier{upper}.Sanitize()), postgres.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatalf("open in schema %q: %v", upper, err)
+	}
+	s.Close()
+	if got := noTransactionIndexes(t, admin, upper); !slices.Equal(got, want) {
+		t.Errorf("schema %q holds %v, want %v as the other schema", upper, got, want)
+	}
+}
+
+// TestInvalidIndexOfAnotherSchemaLeftAlone: a deployment whose search path
+// goes on to another deployment's schema (the default "$user", public,
+// with a schema named after its role beside one in public) leaves that
+// schema's index alone when it builds its own: one left INVALID there (a
+// build cut off, or under way) was found by its name through the search
+// path and dropped, as if it were this schema's.
+func TestInvalidIndexOfAnotherSchemaLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	base := pgtest.URL(t)
+	admin := connect(t, base)
+	own, other := fmt.Sprint("kassa_t_own_", time.Now().UnixNano()), fmt.Sprint("kassa_t_other_", time.Now().UnixNano())
+	for _, s := range []string{own, other} {
+		if _, err := admin.Exec(ctx, `CREATE SCHEMA `+s); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if c, err := pgx.Connect(context.Background(), base); err == nil {
+				c.Exec(context.Background(), `DROP SCHEMA `+s+` CASCADE`)
+				c.Close(context.Background())
+			}
+		})
+	}
+	for _, q := range []string{`CREATE TABLE ` + other + `.outbox (merchant_id text)`,
+		`INSERT INTO ` + other + `.outbox VALUES ('m1'), ('m1')`} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := admin.Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY outbox_merchant_pending ON `+other+`.outbox (merchant_id)`)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "23505" {
+		t.Fatalf("failed build: %v", err)
+	}
+	s, err := postgres.Open(ctx, schemaURL(t, base, own+","+other), postgres.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	s.Close()
+	var left bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = 'outbox_merchant_pending')`, other).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if !left {
+		t.Errorf("the other schema's invalid outbox_merchant_pending was dropped")
+	}
+	if got := noTransactionIndexes(t, admin, own); !slices.Contains(got, "outbox_merchant_pending") {
+		t.Errorf("own schema's indexes %v, want outbox_merchant_pending among them", got)
 	}
 }

@@ -656,13 +656,15 @@ func notOwner(err error) bool {
 
 // indexesBuilt reports whether every index a no-transaction migration
 // builds exists in the current schema (where the migration builds it, not
-// another deployment's schema later in the search path) and is valid.
+// another deployment's schema later in the search path) and is valid. The
+// schema is matched by name: current_schema()::regnamespace would read it
+// as an identifier, folding "Kassa" to another schema, kassa, or to none.
 func indexesBuilt(ctx context.Context, conn *pgxpool.Conn, sql string) (bool, error) {
 	names := concurrentIndex.FindAllStringSubmatch(sql, -1)
 	for _, m := range names {
 		var valid bool
 		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-			WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace AND i.indisvalid)`, m[1]).Scan(&valid); err != nil {
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relname = $1 AND n.nspname = current_schema() AND i.indisvalid)`, m[1]).Scan(&valid); err != nil {
 			return false, err
 		}
 		if !valid {
@@ -810,8 +812,8 @@ const noStatementTimeout = `SET LOCAL statement_timeout = 0`
 // build that was cut off (the replica killed, the statement cancelled, a
 // deadlock) leaves its index INVALID under its name, which IF NOT EXISTS would
 // take as built: such an index is dropped first. Only this file's own index
-// names are looked at, and only under the migration lock, so no other
-// replica's build is under way.
+// names are looked at, in the current schema, and only under the migration
+// lock, so no other replica's build is under way.
 //
 // Its statements run without a statement_timeout (see noStatementTimeout).
 // With no transaction to SET LOCAL in, the session's is set to 0 and reset
@@ -834,12 +836,18 @@ func applyOutsideTransaction(ctx context.Context, conn *pgxpool.Conn, sql string
 		}()
 	}
 	for _, m := range concurrentIndex.FindAllStringSubmatch(sql, -1) {
-		var invalid bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass($1) AND NOT indisvalid)`, m[1]).Scan(&invalid); err != nil {
+		// In the current schema, where the migration builds it: found by
+		// its name alone, through the search path, one of another
+		// deployment's schema later in it (its build cut off, or under
+		// way) was dropped.
+		var schema string
+		if err := conn.QueryRow(ctx, `SELECT n.nspname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relname = $1 AND n.nspname = current_schema() AND NOT i.indisvalid`,
+			m[1]).Scan(&schema); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		if invalid {
-			if _, err := conn.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+pgx.Identifier{m[1]}.Sanitize()); err != nil {
+		if schema != "" {
+			if _, err := conn.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+pgx.Identifier{schema, m[1]}.Sanitize()); err != nil {
 				return err
 			}
 		}
