@@ -567,10 +567,13 @@ func TestMetricsUnderConcurrentLoad(t *testing.T) {
 	scrapes := make(chan int)
 	go func() {
 		n, last := 0, before
+		// Sent however the goroutine ends: a scrape that fails ends it
+		// through t.Fatal's Goexit, and the test must then fail, not wait
+		// for its timeout.
+		defer func() { scrapes <- n }()
 		for {
 			select {
 			case <-stop:
-				scrapes <- n
 				return
 			default:
 			}

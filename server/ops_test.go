@@ -485,7 +485,9 @@ func (s slowStore) Update(ctx context.Context, fn func(storage.Tx) error) error 
 // TestLatencyHistogramsTimeTheWholeRequestAndCommit: with a store whose
 // writes take 30 ms, a token minted through the API lands above the 25 ms
 // bucket in both its route's request latency and the commit latency, and a
-// read of no write stays in the request histogram alone.
+// read of no write stays in the request histogram alone. Only lower bounds
+// are asserted: the store's sleep guarantees them, while an upper one would
+// be a wall-clock threshold a loaded machine can pass.
 func TestLatencyHistogramsTimeTheWholeRequestAndCommit(t *testing.T) {
 	m := NewMetrics()
 	clock := NewClock(true)
@@ -496,10 +498,10 @@ func TestLatencyHistogramsTimeTheWholeRequestAndCommit(t *testing.T) {
 	ex := scrape(t, http.DefaultClient, e.ts.URL+"/metrics")
 	for k, want := range map[string]float64{
 		`kassa_http_request_duration_seconds_bucket{le="0.025",route="/sandbox/v1/authorization-tokens"}`: 0,
-		`kassa_http_request_duration_seconds_bucket{le="0.05",route="/sandbox/v1/authorization-tokens"}`:  1,
+		`kassa_http_request_duration_seconds_bucket{le="+Inf",route="/sandbox/v1/authorization-tokens"}`:  1,
 		`kassa_store_commit_duration_seconds_bucket{le="0.025"}`:                                          0,
 		`kassa_store_commit_duration_seconds_bucket{le="+Inf"}`:                                           1,
-		`kassa_http_request_duration_seconds_bucket{le="0.025",route="/healthz"}`:                         1,
+		`kassa_http_request_duration_seconds_bucket{le="+Inf",route="/healthz"}`:                          1,
 	} {
 		if got, ok := ex.samples[k]; !ok || got-before.samples[k] != want {
 			t.Errorf("%s grew by %v (%v), want %v", k, got-before.samples[k], ok, want)
