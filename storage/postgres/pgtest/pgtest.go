@@ -1,26 +1,92 @@
-// Package pgtest gives tests an empty PostgreSQL schema of their own on the
-// database named by KASSA_TEST_DATABASE_URL, and skips them, saying why,
-// when there is none. .ci/run starts a database and sets the variable.
+// Package pgtest gives tests an empty PostgreSQL schema of their own, in a
+// database of their package's own on the server KASSA_TEST_DATABASE_URL
+// names (URL), and skips them, saying why, when there is none. .ci/run
+// starts a database and sets the variable.
 package pgtest
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/url"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// URL returns the test database's URL or skips the test.
+// URL returns the test database's URL or skips the test. The database is
+// this package's own: made once, on the server of KASSA_TEST_DATABASE_URL,
+// named after that URL's database and the package's directory, and kept for
+// the package's next run. go test runs the packages' test processes at once,
+// and a migration's CREATE INDEX CONCURRENTLY waits for every older
+// transaction of its database, while holding, as long as migration 8 is
+// pending (in every fresh schema), a lock of the whole database: a test of
+// one package holding a transaction open until its own migration, which
+// waited for that lock, had built its index, and another package's migration
+// waiting for that transaction, waited for each other until the test
+// timeout. Neither waits on another database's transactions or locks.
 func URL(t testing.TB) string {
 	u := os.Getenv("KASSA_TEST_DATABASE_URL")
 	if u == "" {
 		t.Skip("KASSA_TEST_DATABASE_URL not set: skipping PostgreSQL tests (.ci/run starts a database and sets it)")
 	}
-	return u
+	own.Lock()
+	defer own.Unlock()
+	if own.url == "" {
+		made, err := packageDatabase(u)
+		if err != nil {
+			t.Fatalf("pgtest: the package's database: %v", err)
+		}
+		own.url = made
+	}
+	return own.url
+}
+
+var own struct {
+	sync.Mutex
+	url string
+}
+
+// packageDatabase makes, if missing, the database of the package whose
+// tests run in the working directory, on the server of base, and returns
+// its URL.
+func packageDatabase(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(dir))
+	name := strings.TrimPrefix(u.Path, "/")
+	if name == "" {
+		name = "kassa"
+	}
+	name = fmt.Sprintf("%.40s_p%x", name, sum[:4])
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	var pe *pgconn.PgError
+	// 42P04: made by an earlier run; 23505: by another process of the
+	// package at the same moment.
+	if err != nil && !(errors.As(err, &pe) && (pe.Code == "42P04" || pe.Code == "23505")) {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
 }
 
 // Selected reports whether KASSA_TEST_STORE asks the store-agnostic tests
