@@ -488,13 +488,7 @@ func (t *tx) deleteIndexedBefore(index, records []byte, before time.Time, limit 
 	if err := t.check(true); err != nil {
 		return 0, err
 	}
-	end := putTime(nil, before)
-	var due [][]byte
-	c := t.st.bucket(index).Cursor()
-	for k, _ := c.First(); k != nil && len(due) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
-		due = append(due, bytes.Clone(k))
-	}
-	// Deleting after the walk: a bbolt cursor must not see its bucket change.
+	due := t.indexedBefore(index, before, limit)
 	for _, k := range due {
 		if err := t.del(index, k); err != nil {
 			return 0, err
@@ -504,6 +498,20 @@ func (t *tx) deleteIndexedBefore(index, records []byte, before time.Time, limit 
 		}
 	}
 	return len(due), nil
+}
+
+// indexedBefore lists, earliest first, at most limit entries of an index of
+// time-then-key entries whose time is before the given one. Copies: the
+// callers delete them after the walk, as a bbolt cursor must not see its
+// bucket change.
+func (t *tx) indexedBefore(index []byte, before time.Time, limit int) [][]byte {
+	end := putTime(nil, before)
+	var out [][]byte
+	c := t.st.bucket(index).Cursor()
+	for k, _ := c.First(); k != nil && len(out) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
+		out = append(out, bytes.Clone(k))
+	}
+	return out
 }
 
 func (t *tx) GetCustomerToken(merchantID, id string) (*token.Customer, error) {
@@ -794,13 +802,7 @@ func (t *tx) DeleteDoneOutbox(before time.Time, limit int) (int, error) {
 	if err := t.check(true); err != nil {
 		return 0, err
 	}
-	end := putTime(nil, before)
-	var done [][]byte
-	c := t.st.bucket(bOutboxDone).Cursor()
-	for k, _ := c.First(); k != nil && len(done) < limit && bytes.Compare(k, end) < 0; k, _ = c.Next() {
-		done = append(done, bytes.Clone(k))
-	}
-	// Deleting after the walk: a bbolt cursor must not see its bucket change.
+	done := t.indexedBefore(bOutboxDone, before, limit)
 	for _, k := range done {
 		var m storage.OutboxMessage
 		ok, err := t.getRecord(bOutbox, k[timeLen:], &m)
