@@ -162,13 +162,17 @@ type sharedClockTx struct {
 	storage.SharedClock
 }
 
+// wrote counts a write that succeeded: one refused (a task already gone,
+// which the caller may ignore) changed nothing.
 func (t *writeTx) wrote(err error) error {
-	t.writes++
+	if err == nil {
+		t.writes++
+	}
 	return err
 }
 
 func (t *writeTx) swept(n int, err error) (int, error) {
-	if n > 0 {
+	if n > 0 && err == nil {
 		t.writes++
 	}
 	return n, err
@@ -192,8 +196,8 @@ func (t *writeTx) SaveSettlement(b settlement.Batch) error { return t.wrote(t.Tx
 func (t *writeTx) ScheduleTask(task *storage.Task) error   { return t.wrote(t.Tx.ScheduleTask(task)) }
 func (t *writeTx) DeleteTask(id string) error              { return t.wrote(t.Tx.DeleteTask(id)) }
 func (t *writeTx) NextSequence(merchantID, series string) (int64, error) {
-	t.writes++
-	return t.Tx.NextSequence(merchantID, series)
+	n, err := t.Tx.NextSequence(merchantID, series)
+	return n, t.wrote(err)
 }
 func (t *writeTx) PutIdempotency(r *storage.IdempotencyRecord) error {
 	return t.wrote(t.Tx.PutIdempotency(r))
