@@ -313,17 +313,17 @@ func (ix *index) searchName(qt []string, limit int) []Match {
 	distinct := slices.Clone(qt)
 	slices.Sort(distinct)
 	distinct = slices.Compact(distinct)
-	size := make(map[string]int, len(distinct))
+	entries := make(map[string][]entry, len(distinct))
 	for _, t := range distinct {
-		size[t] = len(ix.prefix(t))
+		entries[t] = ix.prefix(t)
 	}
-	slices.SortStableFunc(distinct, func(a, b string) int { return size[a] - size[b] })
-	cands := ix.postings(distinct[0])
+	slices.SortStableFunc(distinct, func(a, b string) int { return len(entries[a]) - len(entries[b]) })
+	cands := postings(entries[distinct[0]])
 	for _, t := range distinct[1:] {
 		if len(cands) == 0 {
 			break
 		}
-		cands = intersect(cands, ix.postings(t))
+		cands = intersect(cands, postings(entries[t]))
 	}
 	type hit struct {
 		rank int
@@ -362,11 +362,10 @@ func (ix *index) searchName(qt []string, limit int) []Match {
 	return out
 }
 
-// postings lists, sorted and without repeats, the companies having a word
-// that starts with p. One word's entries are already in company order; a
-// prefix spanning several words needs a sort.
-func (ix *index) postings(p string) []int32 {
-	es := ix.prefix(p)
+// postings lists, sorted and without repeats, the companies of es, the
+// entries of a prefix (index.prefix). One word's entries are already in
+// company order; a prefix spanning several words needs a sort.
+func postings(es []entry) []int32 {
 	out := make([]int32, 0, len(es))
 	for _, e := range es {
 		out = append(out, e.idx)
