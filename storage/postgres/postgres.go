@@ -391,7 +391,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 				// indexes: an older build waiting for it holds a snapshot
 				// the build waits for, and only when both waits are of one
 				// session does the database see the cycle and end it.
-				if err := w.wait(ctx, conn, "migration", legacyHolders, `SELECT pg_try_advisory_lock($1)`, legacyLockMigrate); err != nil {
+				if err := w.wait(ctx, conn, "migration", legacyHolders, `SELECT pg_try_advisory_lock($1)`, nil, legacyLockMigrate); err != nil {
 					return err
 				}
 				defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, legacyLockMigrate)
@@ -431,8 +431,10 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 //
 // It waits by trying every 50 ms, not with pg_advisory_xact_lock: a statement
 // waiting on a lock holds a snapshot all along, and the holder's concurrent
-// index build (a migration) would wait for that snapshot, a deadlock. Between
-// tries, and while fn runs, the transaction holds no snapshot (READ
+// index build (a migration) would wait for that snapshot, a deadlock. Each
+// try is a transaction of its own (a build waits for the whole transaction
+// of a snapshot it saw, so a try it caught must end at once), and while fn
+// runs the transaction that took the lock holds no snapshot (READ
 // COMMITTED, and no portal left open: simple), so it holds back no index
 // build.
 func withAdvisoryLock(ctx context.Context, pool *pgxpool.Pool, kind lockKind, what string, fn func(*pgx.Conn) error) error {
@@ -452,7 +454,14 @@ var waitLogEvery = 5 * time.Second
 
 func (w lockWaiter) withAdvisoryLock(ctx context.Context, kind lockKind, what string, fn func(*pgx.Conn) error) error {
 	locked, err := holdLock(ctx, w.pool, what, func(conn *pgx.Conn) (bool, error) {
-		return true, w.wait(ctx, conn, what, kindHolders, `SELECT pg_try_advisory_xact_lock($1, `+schemaKey+`)`, kind)
+		// Each try in a transaction of its own: a concurrent index build
+		// (the holder migrating) waits for the whole transaction of every
+		// snapshot it saw, and a try running at that moment held one; kept
+		// open across tries, the waiter's transaction would then end only
+		// once the build was done, a deadlock (seen: four replicas opening
+		// one fresh schema at once, TestConcurrentOpenMigratesOnce).
+		anew := func() error { _, err := conn.Exec(ctx, `ROLLBACK; `+beginLockTx); return err }
+		return true, w.wait(ctx, conn, what, kindHolders, `SELECT pg_try_advisory_xact_lock($1, `+schemaKey+`)`, anew, kind)
 	})
 	if err != nil {
 		return err
@@ -494,7 +503,7 @@ func holdLock(ctx context.Context, pool *pgxpool.Pool, what string, take func(*p
 		return heldLock{}, fmt.Errorf("postgres: %s lock: %w", what, err)
 	}
 	l := heldLock{conn}
-	if _, err := conn.Exec(ctx, `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = 0`); err != nil {
+	if _, err := conn.Exec(ctx, beginLockTx); err != nil {
 		l.end()
 		return heldLock{}, fmt.Errorf("postgres: %s lock: %w", what, err)
 	}
@@ -506,6 +515,10 @@ func holdLock(ctx context.Context, pool *pgxpool.Pool, what string, take func(*p
 	return l, nil
 }
 
+// beginLockTx begins the transaction that takes (and holds) a transaction
+// advisory lock.
+const beginLockTx = `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = 0`
+
 // Sessions holding an advisory lock, found in pg_locks from the arguments
 // of its pg_try_advisory_lock: the two-key form (objsubid 2), or the
 // one-key form, split in its high and low halves (objsubid 1).
@@ -515,9 +528,10 @@ const (
 )
 
 // wait runs try, a pg_try_advisory_lock of args, every 50 ms until it
-// succeeds or ctx ends. Every waitLogEvery it logs the sessions that hold
-// the lock (holders selects them in pg_locks l).
-func (w lockWaiter) wait(ctx context.Context, conn querier, what, holders, try string, args ...any) error {
+// succeeds or ctx ends, and anew, when given, after each failed try. Every
+// waitLogEvery it logs the sessions that hold the lock (holders selects them
+// in pg_locks l).
+func (w lockWaiter) wait(ctx context.Context, conn querier, what, holders, try string, anew func() error, args ...any) error {
 	start := time.Now()
 	next := start.Add(waitLogEvery)
 	for {
@@ -537,6 +551,11 @@ func (w lockWaiter) wait(ctx context.Context, conn querier, what, holders, try s
 				"waited", time.Since(start).Round(time.Second).String(),
 				"holders", sessions(ctx, conn, `SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
 					AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND `+holders, args...))
+		}
+		if anew != nil {
+			if err := anew(); err != nil {
+				return fmt.Errorf("postgres: %s lock: %w", what, err)
+			}
 		}
 		select {
 		case <-ctx.Done():
