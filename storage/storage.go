@@ -240,8 +240,10 @@ type Merchant struct {
 	ID       string `json:"id"`
 	Name     string `json:"name"`
 	ClientID string `json:"clientId"`
-	// SecretHash is SHA-256 over Salt and the client secret. Secrets are 32
-	// random bytes, so a fast hash with a salt is enough; they are never stored.
+	// SecretHash is SHA-256 over Salt and the client secret. Generated
+	// secrets are 20 random bytes, so a fast hash with a salt is enough (an
+	// operator's own secret must be as long; docs/decisions.md); secrets are
+	// never stored.
 	SecretHash []byte `json:"secretHash"`
 	Salt       []byte `json:"salt"`
 	RequireAck bool   `json:"requireAck,omitempty"`

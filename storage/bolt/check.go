@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -151,7 +152,27 @@ func (c *checker) phase(name string, fn func() error) (err error) {
 }
 
 func (c *checker) add(kind string, bucket, k []byte, format string, args ...any) {
-	c.problem(Problem{Kind: kind, Key: fmt.Sprintf("%s %q", bucket, k), What: fmt.Sprintf(format, args...)})
+	c.problem(Problem{Kind: kind, Key: shownKey(bucket, k), What: fmt.Sprintf(format, args...)})
+}
+
+// shownKey is how a problem names bucket's key k. An authorization or
+// customer token is a credential, so it is named as the logs name it, by
+// its fingerprint (README "Logs"): an operator pastes a check's output into
+// tickets. A key too short to hold its parts is fingerprinted whole.
+func shownKey(bucket, k []byte) string {
+	name, tokens := string(bucket), k
+	switch {
+	case bytes.Equal(bucket, bAuth), bytes.Equal(bucket, bCustomer):
+	case bytes.Equal(bucket, bAuthExp) && len(k) >= timeLen:
+		name, tokens = name+" "+getTime(k).UTC().Format(time.RFC3339Nano), k[timeLen:]
+	case bytes.Equal(bucket, bAuthExp):
+	default:
+		return fmt.Sprintf("%s %q", bucket, k)
+	}
+	if merchant, tok, ok := cutLP(tokens); ok {
+		return fmt.Sprintf("%s %q %s", name, merchant, token.Fingerprint(string(tok)))
+	}
+	return name + " " + token.Fingerprint(string(tokens))
 }
 
 func (c *checker) badRecord(bucket, k []byte, err error) error {
@@ -247,9 +268,13 @@ func (c *checker) record(r storage.Record) error {
 // recordKey names a record as Dump gives it.
 func recordKey(r storage.Record) string {
 	parts := []string{string(r.Kind)}
-	for _, p := range []string{r.MerchantID, r.SettlementID, r.ID} {
-		if p != "" {
-			parts = append(parts, fmt.Sprintf("%q", p))
+	id := fmt.Sprintf("%q", r.ID)
+	if r.Kind == storage.KindAuthorization || r.Kind == storage.KindCustomerToken {
+		id = token.Fingerprint(r.ID) // a credential: see shownKey
+	}
+	for _, p := range []string{fmt.Sprintf("%q", r.MerchantID), fmt.Sprintf("%q", r.SettlementID), id} {
+		if p != `""` {
+			parts = append(parts, p)
 		}
 	}
 	if r.Kind == storage.KindSettlementTransaction {

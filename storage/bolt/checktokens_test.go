@@ -1,0 +1,56 @@
+package bolt
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/token"
+)
+
+// An authorization token is a credential (with the merchant's, it creates an
+// order), so the check names one as the logs do, by its fingerprint: a
+// problem in a token's record or its expiry entry printed the token itself
+// into output an operator pastes into tickets.
+func TestCheckNamesTokensByFingerprint(t *testing.T) {
+	_, f, s := openFresh(t)
+	ctx := context.Background()
+	at := f.Clock.Now()
+	const good, broken = "at_goodTOKENgoodTOKENgood", "at_brokenTOKENbrokenTOKEN"
+	err := s.Update(ctx, func(tx storage.Tx) error {
+		return tx.PutAuthorization(&token.Authorization{Token: good, MerchantID: "m1", Country: "SE", Currency: "SEK", CreatedAt: at, ExpiresAt: at.Add(time.Hour)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.db.Update(func(btx *bbolt.Tx) error {
+		// A record that does not decode, and an expiry entry at the wrong time.
+		if err := btx.Bucket(bAuth).Put(key("m1", broken), []byte("{")); err != nil {
+			return err
+		}
+		k := append(putTime(nil, at.Add(5*time.Hour)), lp(nil, "m1")...)
+		return btx.Bucket(bAuthExp).Put(append(k, good...), present)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.Check()
+	if got == nil {
+		t.Fatal("the check passed a broken token record and a stale expiry entry")
+	}
+	msg := got.Error()
+	for _, tok := range []string{good, broken} {
+		if strings.Contains(msg, tok) || strings.Contains(msg, strings.ToUpper(tok[3:])) {
+			t.Errorf("the check printed token %s:\n%s", tok, msg)
+		}
+	}
+	for _, tok := range []string{good, broken} {
+		if !strings.Contains(msg, token.Fingerprint(tok)) {
+			t.Errorf("the check does not name token %s by its fingerprint %s:\n%s", tok, token.Fingerprint(tok), msg)
+		}
+	}
+}
