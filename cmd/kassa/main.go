@@ -340,6 +340,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kassa: --addr (KASSA_ADDR) is empty; give host:port, e.g. 127.0.0.1:8080 (\":8080\" listens on every interface)")
 		return 2
 	}
+	if err := checkListenAddr(c.addr, "127.0.0.1:8080"); err != nil {
+		fmt.Fprintf(stderr, "kassa: bad --addr %q (KASSA_ADDR): %v\n", c.addr, err)
+		return 2
+	}
 	if err := checkOpsAddr(c.opsAddr, c.addr); err != nil {
 		fmt.Fprintf(stderr, "kassa: bad --ops-addr %q (KASSA_OPS_ADDR): %v\n", c.opsAddr, err)
 		return 2
@@ -858,22 +862,40 @@ func encryptedKey(name string) bool {
 // the process's file descriptors from the API.
 const opsConnections = 64
 
-// checkOpsAddr refuses an --ops-addr that is set but no host:port with a
-// numeric port (net.Listen would take a service name, or "" as every
-// interface), or that is --addr itself, which could only fail to bind
-// after the data directory was made.
+// checkOpsAddr refuses an --ops-addr that is set but no listen address
+// (checkListenAddr), or that is --addr itself, which could only fail to
+// bind after the data directory was made.
 func checkOpsAddr(ops, addr string) error {
 	if ops == "" {
 		return nil
 	}
-	_, port, err := net.SplitHostPort(ops)
-	if err != nil {
-		return errors.New("want host:port, e.g. 127.0.0.1:9090 (\":9090\" listens on every interface)")
+	if err := checkListenAddr(ops, "127.0.0.1:9090"); err != nil {
+		return err
 	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return errors.New("the port must be a number from 0 to 65535")
-	} else if n != 0 && ops == addr {
+	// Port 0 takes a port of the kernel's choosing, a new one each.
+	if _, port, _ := net.SplitHostPort(ops); ops == addr && strings.TrimLeft(port, "0") != "" {
 		return errors.New("it is --addr (KASSA_ADDR) itself: the operations endpoints need a port of their own")
+	}
+	return nil
+}
+
+// checkListenAddr refuses a listen address that is no host:port with a
+// numeric port, before anything is made: net.Listen would take a service
+// name ("localhost:http" is port 80), and one it refuses ("8080", no port)
+// failed the start only after the data directory, its key and an empty
+// store were made. example is shown in the message.
+func checkListenAddr(a, example string) error {
+	if a != strings.TrimSpace(a) {
+		// A template's stray space: net.Listen looks " 127.0.0.1" up as a name.
+		return errors.New("it has whitespace around it")
+	}
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		_, p, _ := strings.Cut(example, ":")
+		return fmt.Errorf("want host:port, e.g. %s (\":%s\" listens on every interface)", example, p)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return errors.New("the port must be a number from 0 to 65535")
 	}
 	return nil
 }

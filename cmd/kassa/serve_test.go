@@ -439,6 +439,23 @@ func TestEmptyAddrRefused(t *testing.T) {
 	serveRefused(t, 2, "--addr", "--data", filepath.Join(t.TempDir(), "data"))
 }
 
+// TestBadAddrRefusedFirst: an --addr that is no host:port with a numeric
+// port is a usage error, refused (exit 2) before the data directory, its
+// key and an empty store are made, as --ops-addr's is. It failed only at
+// the listen, exit 1, with the directory made; and net.Listen took a
+// service name, so "localhost:http" served on port 80.
+func TestBadAddrRefusedFirst(t *testing.T) {
+	for _, bad := range []string{"8080", "localhost", "127.0.0.1:99999", "localhost:http", " 127.0.0.1:8080", "127.0.0.1:-1"} {
+		data := filepath.Join(t.TempDir(), "data")
+		serveRefused(t, 2, "--addr", "--data", data, "--addr", bad)
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("--addr %q: the data directory was made before the refusal", bad)
+		}
+	}
+	t.Setenv("KASSA_ADDR", "localhost")
+	serveRefused(t, 2, "KASSA_ADDR", "--data", filepath.Join(t.TempDir(), "data"))
+}
+
 // TestSecondServerOnOneDataDirectory: a second serve on a data directory a
 // running one holds says so and exits, rather than answering a bare
 // "timeout" (or waiting for the file lock for ever).
