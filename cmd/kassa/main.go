@@ -520,12 +520,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	clock := server.NewClock(c.sandbox)
-	if c.sandbox {
-		if err := clock.PersistTo(filepath.Join(c.data, "sandbox-clock.json")); err != nil {
-			fmt.Fprintf(stderr, "kassa: %v\n", err)
-			return 1
-		}
-	}
 	cacheBytes := int64(c.orderCacheMB) << 19
 	if cacheBytes == 0 {
 		cacheBytes = -1
@@ -536,6 +530,16 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer db.Close()
+	// Only once the store is held (bolt: its file lock): a second serve on
+	// the directory of a running one would otherwise write back the offset
+	// it read, undoing on disk a move the running server made meanwhile.
+	// Nothing reads the clock before: the store keeps its Now for later.
+	if c.sandbox {
+		if err := clock.PersistTo(filepath.Join(c.data, "sandbox-clock.json")); err != nil {
+			fmt.Fprintf(stderr, "kassa: %v\n", err)
+			return 1
+		}
+	}
 	bs, _ := db.(*bolt.Store)
 	if bs != nil {
 		// So did a backup, when the process died during one: a whole copy
@@ -1605,14 +1609,9 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	// A sandbox's settlements are dated by its clock, as the server's daily
 	// run dates them: by real time, a run after the clock was moved on would
 	// date a settlement before the captures it holds.
-	clock := server.NewClock(false)
-	if path := filepath.Join(*data, "sandbox-clock.json"); fileExists(path) {
-		clock = server.NewClock(true)
-		if err := clock.PersistTo(path); err != nil {
-			fmt.Fprintf(stderr, "kassa: %v\n", err)
-			return 1
-		}
-	}
+	clockPath := filepath.Join(*data, "sandbox-clock.json")
+	sandbox := fileExists(clockPath)
+	clock := server.NewClock(sandbox)
 	if path := filepath.Join(*data, "kassa.db"); *kind == "bolt" && !fileExists(path) {
 		// Opening would make an empty store and report "0 settlements":
 		// a mistyped directory would look like a run with nothing to do.
@@ -1626,6 +1625,15 @@ func settle(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer db.Close()
+	// Read (and written back, as PersistTo does) only once the store is
+	// held: a running server holds it, and it moves its clock meanwhile,
+	// which a write of the offset read before would undo on disk.
+	if sandbox {
+		if err := clock.PersistTo(clockPath); err != nil {
+			fmt.Fprintf(stderr, "kassa: %v\n", err)
+			return 1
+		}
+	}
 	made, err := kassa.New(db, kassa.Options{}).RunSettlements(context.Background())
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: settle: %v\n", err)
