@@ -135,6 +135,18 @@ func noArguments(fs *flag.FlagSet, stderr io.Writer) bool {
 	return false
 }
 
+// dataGiven reports whether --data names a directory, and says otherwise:
+// an empty one (KASSA_DATA set to nothing by a template) would be the
+// working directory, where a store, key or companies would be looked for
+// or made as if it were the data directory.
+func dataGiven(data string, stderr io.Writer) bool {
+	if data != "" {
+		return true
+	}
+	fmt.Fprintln(stderr, "kassa: --data (KASSA_DATA) is empty; give the data directory, e.g. ./kassa-data")
+	return false
+}
+
 type serveConfig struct {
 	addr, data, clientID, clientSecret, tlsCert, tlsKey, baseURL string
 	opsAddr, backupToken                                         string
@@ -332,6 +344,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if !noArguments(fs, stderr) {
+		return 2
+	}
+	if !dataGiven(c.data, stderr) {
 		return 2
 	}
 	if c.addr == "" {
@@ -1087,6 +1102,9 @@ func companies(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: kassa companies import --country SE [--data DIR] FILE (country: ISO 3166-1 alpha-2)")
 		return 2
 	}
+	if !dataGiven(*data, stderr) {
+		return 2
+	}
 	in, err := os.Open(fs.Arg(0))
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
@@ -1600,6 +1618,9 @@ func settle(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if !noArguments(fs, stderr) {
+		return 2
+	}
+	if !dataGiven(*data, stderr) {
 		return 2
 	}
 	if err := checkStore(*kind, *dbURL); err != nil {

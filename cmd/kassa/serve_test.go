@@ -765,3 +765,37 @@ func TestEncryptedTLSKeyNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyDataRefused: KASSA_DATA set but empty (a template that expanded
+// to nothing), or --data "", is a usage error for every command that takes
+// it, naming the flag and its variable. serve failed with exit 1 and
+// "mkdir : no such file or directory"; settle, store check and store copy
+// took the working directory's kassa.db, and companies import wrote into
+// the working directory's companies/.
+func TestEmptyDataRefused(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("KASSA_DATA", "")
+	for _, args := range [][]string{
+		{"serve", "--addr", "127.0.0.1:0"},
+		{"settle"},
+		{"store", "check"},
+		{"store", "copy", "--database-url", "postgres://kassa@127.0.0.1:1/none"},
+		{"companies", "import", "--country", "SE", "companies.csv"},
+	} {
+		if err := os.WriteFile("companies.csv", []byte("companyId,companyName\n5560000001,Foo AB\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := runBounded(t, args...)
+		if code != 2 || !strings.Contains(stderr, "--data (KASSA_DATA) is empty") {
+			t.Errorf("%q: exit %d, %s; want 2 naming --data (KASSA_DATA)", args, code, stderr)
+		}
+		if _, err := os.Stat("companies"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%q wrote into the working directory", args)
+			os.RemoveAll("companies")
+		}
+	}
+	code, _, stderr := runBounded(t, "settle", "--data", "")
+	if code != 2 || !strings.Contains(stderr, "--data (KASSA_DATA) is empty") {
+		t.Errorf("settle --data \"\": exit %d, %s; want 2", code, stderr)
+	}
+}

@@ -44,6 +44,9 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 	if !noArguments(fs, stderr) {
 		return 2
 	}
+	if !dataGiven(*data, stderr) {
+		return 2
+	}
 	if *dbURL == "" {
 		fmt.Fprintln(stderr, "kassa: store copy needs --database-url (or KASSA_DATABASE_URL)")
 		return 2
