@@ -1206,6 +1206,18 @@ func checkStore(kind, databaseURL string) error {
 		return fmt.Errorf("unknown --store %q (KASSA_STORE): bolt or postgres", kind)
 	case kind == "postgres" && databaseURL == "":
 		return errors.New("--store postgres needs --database-url (or KASSA_DATABASE_URL)")
+	case kind == "postgres":
+		return checkDatabaseURL(databaseURL)
+	}
+	return nil
+}
+
+// checkDatabaseURL refuses a --database-url that Open could only refuse
+// once the command had begun (serve: after making the data directory and
+// its key), naming the flag; the reason never shows the password.
+func checkDatabaseURL(u string) error {
+	if err := postgres.CheckURL(u); err != nil {
+		return fmt.Errorf("bad --database-url (KASSA_DATABASE_URL): %w", err)
 	}
 	return nil
 }

@@ -643,6 +643,35 @@ func TestBadStoreRefusedFirst(t *testing.T) {
 	}
 }
 
+// TestBadDatabaseURLRefusedFirst: a --database-url that cannot be read (no
+// URL or keyword/value string, a password's "@" not written %40) is a usage
+// error, refused with exit 2 before anything is written, as a missing one
+// is, by serve, settle and store copy alike. It failed only at the open,
+// exit 1, after serve had made the data directory and its key. The
+// refusal does not show the password.
+func TestBadDatabaseURLRefusedFirst(t *testing.T) {
+	t.Setenv("KASSA_DATABASE_URL", "")
+	src := filepath.Join(t.TempDir(), "src")
+	_, done := serveInProcess(t, "--data", src, "--addr", "127.0.0.1:0")
+	stopInProcess(t, done)
+	for _, bad := range []string{" postgres://kassa@127.0.0.1/db", "postgres://kassa:S3cr@t@127.0.0.1/db", "not a url"} {
+		data := filepath.Join(t.TempDir(), "data")
+		for _, args := range [][]string{
+			{"serve", "--data", data, "--addr", "127.0.0.1:0", "--store", "postgres", "--database-url", bad},
+			{"settle", "--data", data, "--store", "postgres", "--database-url", bad},
+			{"store", "copy", "--data", src, "--database-url", bad},
+		} {
+			code, _, stderr := runBounded(t, args...)
+			if code != 2 || !strings.Contains(stderr, "--database-url") || strings.Contains(stderr, "S3cr") {
+				t.Errorf("%q: exit %d, %s; want 2 naming --database-url, without the password", args, code, stderr)
+			}
+		}
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("--database-url %q: %s made before the refusal", bad, data)
+		}
+	}
+}
+
 // TestWebhookWithoutTopicsRefused: --webhook-url with --webhook-events
 // empty (KASSA_WEBHOOK_EVENTS set to nothing by a template) subscribes to no
 // topic, so no notification would ever go to the URL while the start looked

@@ -51,6 +51,10 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kassa: store copy needs --database-url (or KASSA_DATABASE_URL)")
 		return 2
 	}
+	if err := checkDatabaseURL(*dbURL); err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return 2
+	}
 	fromEnv, err := envKey()
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
