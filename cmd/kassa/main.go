@@ -135,6 +135,18 @@ func noArguments(fs *flag.FlagSet, stderr io.Writer) bool {
 	return false
 }
 
+// dataGiven reports whether --data names a directory, and says otherwise:
+// an empty one (KASSA_DATA set to nothing by a template) would be the
+// working directory, where a store, key or companies would be looked for
+// or made as if it were the data directory.
+func dataGiven(data string, stderr io.Writer) bool {
+	if data != "" {
+		return true
+	}
+	fmt.Fprintln(stderr, "kassa: --data (KASSA_DATA) is empty; give the data directory, e.g. ./kassa-data")
+	return false
+}
+
 type serveConfig struct {
 	addr, data, clientID, clientSecret, tlsCert, tlsKey, baseURL string
 	opsAddr, backupToken                                         string
@@ -334,10 +346,17 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if !noArguments(fs, stderr) {
 		return 2
 	}
+	if !dataGiven(c.data, stderr) {
+		return 2
+	}
 	if c.addr == "" {
 		// net.Listen takes "" as ":0": every interface, on a port of the
 		// kernel's choosing, where the default is the loopback only.
 		fmt.Fprintln(stderr, "kassa: --addr (KASSA_ADDR) is empty; give host:port, e.g. 127.0.0.1:8080 (\":8080\" listens on every interface)")
+		return 2
+	}
+	if err := checkListenAddr(c.addr, "127.0.0.1:8080"); err != nil {
+		fmt.Fprintf(stderr, "kassa: bad --addr %q (KASSA_ADDR): %v\n", c.addr, err)
 		return 2
 	}
 	if err := checkOpsAddr(c.opsAddr, c.addr); err != nil {
@@ -516,12 +535,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	clock := server.NewClock(c.sandbox)
-	if c.sandbox {
-		if err := clock.PersistTo(filepath.Join(c.data, "sandbox-clock.json")); err != nil {
-			fmt.Fprintf(stderr, "kassa: %v\n", err)
-			return 1
-		}
-	}
 	cacheBytes := int64(c.orderCacheMB) << 19
 	if cacheBytes == 0 {
 		cacheBytes = -1
@@ -532,6 +545,16 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer db.Close()
+	// Only once the store is held (bolt: its file lock): a second serve on
+	// the directory of a running one would otherwise write back the offset
+	// it read, undoing on disk a move the running server made meanwhile.
+	// Nothing reads the clock before: the store keeps its Now for later.
+	if c.sandbox {
+		if err := clock.PersistTo(filepath.Join(c.data, "sandbox-clock.json")); err != nil {
+			fmt.Fprintf(stderr, "kassa: %v\n", err)
+			return 1
+		}
+	}
 	bs, _ := db.(*bolt.Store)
 	if bs != nil {
 		// So did a backup, when the process died during one: a whole copy
@@ -858,22 +881,40 @@ func encryptedKey(name string) bool {
 // the process's file descriptors from the API.
 const opsConnections = 64
 
-// checkOpsAddr refuses an --ops-addr that is set but no host:port with a
-// numeric port (net.Listen would take a service name, or "" as every
-// interface), or that is --addr itself, which could only fail to bind
-// after the data directory was made.
+// checkOpsAddr refuses an --ops-addr that is set but no listen address
+// (checkListenAddr), or that is --addr itself, which could only fail to
+// bind after the data directory was made.
 func checkOpsAddr(ops, addr string) error {
 	if ops == "" {
 		return nil
 	}
-	_, port, err := net.SplitHostPort(ops)
-	if err != nil {
-		return errors.New("want host:port, e.g. 127.0.0.1:9090 (\":9090\" listens on every interface)")
+	if err := checkListenAddr(ops, "127.0.0.1:9090"); err != nil {
+		return err
 	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return errors.New("the port must be a number from 0 to 65535")
-	} else if n != 0 && ops == addr {
+	// Port 0 takes a port of the kernel's choosing, a new one each.
+	if _, port, _ := net.SplitHostPort(ops); ops == addr && strings.TrimLeft(port, "0") != "" {
 		return errors.New("it is --addr (KASSA_ADDR) itself: the operations endpoints need a port of their own")
+	}
+	return nil
+}
+
+// checkListenAddr refuses a listen address that is no host:port with a
+// numeric port, before anything is made: net.Listen would take a service
+// name ("localhost:http" is port 80), and one it refuses ("8080", no port)
+// failed the start only after the data directory, its key and an empty
+// store were made. example is shown in the message.
+func checkListenAddr(a, example string) error {
+	if a != strings.TrimSpace(a) {
+		// A template's stray space: net.Listen looks " 127.0.0.1" up as a name.
+		return errors.New("it has whitespace around it")
+	}
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		_, p, _ := strings.Cut(example, ":")
+		return fmt.Errorf("want host:port, e.g. %s (\":%s\" listens on every interface)", example, p)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return errors.New("the port must be a number from 0 to 65535")
 	}
 	return nil
 }
@@ -1061,6 +1102,9 @@ func companies(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: kassa companies import --country SE [--data DIR] FILE (country: ISO 3166-1 alpha-2)")
 		return 2
 	}
+	if !dataGiven(*data, stderr) {
+		return 2
+	}
 	in, err := os.Open(fs.Arg(0))
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
@@ -1162,6 +1206,18 @@ func checkStore(kind, databaseURL string) error {
 		return fmt.Errorf("unknown --store %q (KASSA_STORE): bolt or postgres", kind)
 	case kind == "postgres" && databaseURL == "":
 		return errors.New("--store postgres needs --database-url (or KASSA_DATABASE_URL)")
+	case kind == "postgres":
+		return checkDatabaseURL(databaseURL)
+	}
+	return nil
+}
+
+// checkDatabaseURL refuses a --database-url that Open could only refuse
+// once the command had begun (serve: after making the data directory and
+// its key), naming the flag; the reason never shows the password.
+func checkDatabaseURL(u string) error {
+	if err := postgres.CheckURL(u); err != nil {
+		return fmt.Errorf("bad --database-url (KASSA_DATABASE_URL): %w", err)
 	}
 	return nil
 }
@@ -1576,6 +1632,9 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	if !noArguments(fs, stderr) {
 		return 2
 	}
+	if !dataGiven(*data, stderr) {
+		return 2
+	}
 	if err := checkStore(*kind, *dbURL); err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 2
@@ -1583,14 +1642,9 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	// A sandbox's settlements are dated by its clock, as the server's daily
 	// run dates them: by real time, a run after the clock was moved on would
 	// date a settlement before the captures it holds.
-	clock := server.NewClock(false)
-	if path := filepath.Join(*data, "sandbox-clock.json"); fileExists(path) {
-		clock = server.NewClock(true)
-		if err := clock.PersistTo(path); err != nil {
-			fmt.Fprintf(stderr, "kassa: %v\n", err)
-			return 1
-		}
-	}
+	clockPath := filepath.Join(*data, "sandbox-clock.json")
+	sandbox := fileExists(clockPath)
+	clock := server.NewClock(sandbox)
 	if path := filepath.Join(*data, "kassa.db"); *kind == "bolt" && !fileExists(path) {
 		// Opening would make an empty store and report "0 settlements":
 		// a mistyped directory would look like a run with nothing to do.
@@ -1604,6 +1658,15 @@ func settle(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer db.Close()
+	// Read (and written back, as PersistTo does) only once the store is
+	// held: a running server holds it, and it moves its clock meanwhile,
+	// which a write of the offset read before would undo on disk.
+	if sandbox {
+		if err := clock.PersistTo(clockPath); err != nil {
+			fmt.Fprintf(stderr, "kassa: %v\n", err)
+			return 1
+		}
+	}
 	made, err := kassa.New(db, kassa.Options{}).RunSettlements(context.Background())
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: settle: %v\n", err)

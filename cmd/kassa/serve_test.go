@@ -439,6 +439,23 @@ func TestEmptyAddrRefused(t *testing.T) {
 	serveRefused(t, 2, "--addr", "--data", filepath.Join(t.TempDir(), "data"))
 }
 
+// TestBadAddrRefusedFirst: an --addr that is no host:port with a numeric
+// port is a usage error, refused (exit 2) before the data directory, its
+// key and an empty store are made, as --ops-addr's is. It failed only at
+// the listen, exit 1, with the directory made; and net.Listen took a
+// service name, so "localhost:http" served on port 80.
+func TestBadAddrRefusedFirst(t *testing.T) {
+	for _, bad := range []string{"8080", "localhost", "127.0.0.1:99999", "localhost:http", " 127.0.0.1:8080", "127.0.0.1:-1"} {
+		data := filepath.Join(t.TempDir(), "data")
+		serveRefused(t, 2, "--addr", "--data", data, "--addr", bad)
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("--addr %q: the data directory was made before the refusal", bad)
+		}
+	}
+	t.Setenv("KASSA_ADDR", "localhost")
+	serveRefused(t, 2, "KASSA_ADDR", "--data", filepath.Join(t.TempDir(), "data"))
+}
+
 // TestSecondServerOnOneDataDirectory: a second serve on a data directory a
 // running one holds says so and exits, rather than answering a bare
 // "timeout" (or waiting for the file lock for ever).
@@ -626,6 +643,35 @@ func TestBadStoreRefusedFirst(t *testing.T) {
 	}
 }
 
+// TestBadDatabaseURLRefusedFirst: a --database-url that cannot be read (no
+// URL or keyword/value string, a password's "@" not written %40) is a usage
+// error, refused with exit 2 before anything is written, as a missing one
+// is, by serve, settle and store copy alike. It failed only at the open,
+// exit 1, after serve had made the data directory and its key. The
+// refusal does not show the password.
+func TestBadDatabaseURLRefusedFirst(t *testing.T) {
+	t.Setenv("KASSA_DATABASE_URL", "")
+	src := filepath.Join(t.TempDir(), "src")
+	_, done := serveInProcess(t, "--data", src, "--addr", "127.0.0.1:0")
+	stopInProcess(t, done)
+	for _, bad := range []string{" postgres://kassa@127.0.0.1/db", "postgres://kassa:S3cr@t@127.0.0.1/db", "not a url"} {
+		data := filepath.Join(t.TempDir(), "data")
+		for _, args := range [][]string{
+			{"serve", "--data", data, "--addr", "127.0.0.1:0", "--store", "postgres", "--database-url", bad},
+			{"settle", "--data", data, "--store", "postgres", "--database-url", bad},
+			{"store", "copy", "--data", src, "--database-url", bad},
+		} {
+			code, _, stderr := runBounded(t, args...)
+			if code != 2 || !strings.Contains(stderr, "--database-url") || strings.Contains(stderr, "S3cr") {
+				t.Errorf("%q: exit %d, %s; want 2 naming --database-url, without the password", args, code, stderr)
+			}
+		}
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("--database-url %q: %s made before the refusal", bad, data)
+		}
+	}
+}
+
 // TestWebhookWithoutTopicsRefused: --webhook-url with --webhook-events
 // empty (KASSA_WEBHOOK_EVENTS set to nothing by a template) subscribes to no
 // topic, so no notification would ever go to the URL while the start looked
@@ -746,5 +792,39 @@ func TestEncryptedTLSKeyNamed(t *testing.T) {
 		if code != 1 || strings.Contains(out, "listening") || !strings.Contains(errb, keyFile+" is encrypted with a password") {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q", name, code, out, errb)
 		}
+	}
+}
+
+// TestEmptyDataRefused: KASSA_DATA set but empty (a template that expanded
+// to nothing), or --data "", is a usage error for every command that takes
+// it, naming the flag and its variable. serve failed with exit 1 and
+// "mkdir : no such file or directory"; settle, store check and store copy
+// took the working directory's kassa.db, and companies import wrote into
+// the working directory's companies/.
+func TestEmptyDataRefused(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("KASSA_DATA", "")
+	for _, args := range [][]string{
+		{"serve", "--addr", "127.0.0.1:0"},
+		{"settle"},
+		{"store", "check"},
+		{"store", "copy", "--database-url", "postgres://kassa@127.0.0.1:1/none"},
+		{"companies", "import", "--country", "SE", "companies.csv"},
+	} {
+		if err := os.WriteFile("companies.csv", []byte("companyId,companyName\n5560000001,Foo AB\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := runBounded(t, args...)
+		if code != 2 || !strings.Contains(stderr, "--data (KASSA_DATA) is empty") {
+			t.Errorf("%q: exit %d, %s; want 2 naming --data (KASSA_DATA)", args, code, stderr)
+		}
+		if _, err := os.Stat("companies"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%q wrote into the working directory", args)
+			os.RemoveAll("companies")
+		}
+	}
+	code, _, stderr := runBounded(t, "settle", "--data", "")
+	if code != 2 || !strings.Contains(stderr, "--data (KASSA_DATA) is empty") {
+		t.Errorf("settle --data \"\": exit %d, %s; want 2", code, stderr)
 	}
 }

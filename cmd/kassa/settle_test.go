@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -168,5 +169,38 @@ func captureOneLine(t *testing.T, l *kassa.Ledger, merchantID, tok string, now t
 	}
 	if _, err := l.Capture(ctx, kassa.Call{MerchantID: merchantID}, res.Order.ID, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRefusedCommandLeavesTheSandboxClockAlone: a settle or a second serve
+// on a data directory a running server holds is refused, and writes nothing
+// there. Both wrote the sandbox clock's file before they found the store in
+// use: the offset they had read put back, which, were the running server's
+// clock moved meanwhile, undid the move on disk, so the next start would
+// date new records before those it holds.
+func TestRefusedCommandLeavesTheSandboxClockAlone(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	_, done := serveInProcess(t, "--data", data, "--addr", "127.0.0.1:0")
+	defer stopInProcess(t, done)
+	path := filepath.Join(data, "sandbox-clock.json")
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"settle", "--data", data},
+		{"serve", "--data", data, "--addr", "127.0.0.1:0"},
+	} {
+		code, _, stderr := runBounded(t, args...)
+		if code != 1 || !strings.Contains(stderr, "in use by another process") {
+			t.Fatalf("%q: exit %d, %s; want 1, the store in use", args, code, stderr)
+		}
+		after, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+			t.Errorf("%q, refused, wrote the running server's %s", args, path)
+		}
 	}
 }

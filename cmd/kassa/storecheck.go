@@ -27,6 +27,9 @@ func storeCheck(args []string, stdout, stderr io.Writer) int {
 	if !noArguments(fs, stderr) {
 		return 2
 	}
+	if !dataGiven(*data, stderr) {
+		return 2
+	}
 	src, code := openStopped(*data, "check", 2, stderr)
 	if src == nil {
 		return code

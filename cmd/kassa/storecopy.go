@@ -44,8 +44,15 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 	if !noArguments(fs, stderr) {
 		return 2
 	}
+	if !dataGiven(*data, stderr) {
+		return 2
+	}
 	if *dbURL == "" {
 		fmt.Fprintln(stderr, "kassa: store copy needs --database-url (or KASSA_DATABASE_URL)")
+		return 2
+	}
+	if err := checkDatabaseURL(*dbURL); err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 2
 	}
 	fromEnv, err := envKey()

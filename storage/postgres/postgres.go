@@ -168,15 +168,33 @@ func unsafeSettings(fsync, fullPageWrites string) []unsafeSetting {
 	return out
 }
 
-// Open connects, applies the migrations this binary carries, and returns the store.
-// ctx bounds connecting and waiting for another replica's migration; a
-// migration this one has begun runs to its end (see migrate).
-func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+// CheckURL reports the error Open would return for url before it connects:
+// one that cannot be parsed, or whose host or database name took part of
+// a password (see hostError). The error never shows the password. A command
+// refuses such a URL as a usage error before it does anything else.
+func CheckURL(url string) error {
+	_, err := parseURL(url)
+	return err
+}
+
+// parseURL parses url as Open takes it.
+func parseURL(url string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, urlError(err)
 	}
 	if err := hostError(url, &cfg.ConnConfig.Config); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Open connects, applies the migrations this binary carries, and returns the store.
+// ctx bounds connecting and waiting for another replica's migration; a
+// migration this one has begun runs to its end (see migrate).
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := parseURL(url)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
