@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,14 @@ func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return bodyReadError(err)
+	}
+	// The store timeout counts from the start of the request: a body that
+	// was still arriving when it passed leaves no time for the store. That
+	// is the client's slowness, not the store's, and is answered as a body
+	// cut by the read timeout is, rather than as store_unavailable, which
+	// blames a lock or a busy connection and warns the operator.
+	if context.Cause(r.Context()) == errStoreTimeout {
+		return errBodyLate()
 	}
 	if len(bytes.Trim(body, jsonSpace)) == 0 {
 		if optional {
@@ -78,9 +87,14 @@ func bodyReadError(err error) *fault.Error {
 	// malformed, and the same request may be sent again.
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return fault.New(fault.TimedOut, "request_timeout", "the request body did not arrive in time")
+		return errBodyLate()
 	}
 	return fault.New(fault.Invalid, "malformed_body", "the request body could not be read")
+}
+
+// errBodyLate refuses a body that did not arrive in time; nothing was done.
+func errBodyLate() *fault.Error {
+	return fault.New(fault.TimedOut, "request_timeout", "the request body did not arrive in time")
 }
 
 // errBodyTooLarge refuses a body past limit bytes, read or declared.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -272,5 +273,61 @@ func answeredWhileWaiting(t *testing.T, waiting <-chan struct{}, locked string) 
 				t.Errorf("%s while the waiters wait: %d %v", what, code, b)
 			}
 		}
+	}
+}
+
+// lateBody is a request body whose second half comes only after pause, as
+// from a client on a slow link.
+type lateBody struct {
+	rest  string
+	pause time.Duration
+	sent  bool // the first half
+}
+
+func (b *lateBody) Read(p []byte) (int, error) {
+	if b.rest == "" {
+		return 0, io.EOF
+	}
+	part := b.rest
+	if !b.sent {
+		part = part[:len(part)/2]
+	} else {
+		time.Sleep(b.pause)
+	}
+	n := copy(p, part)
+	b.rest, b.sent = b.rest[n:], true
+	return n, nil
+}
+
+// TestStoreTimeoutPassedWhileTheBodyArrived: the store timeout counts from
+// the start of the request, so a body still arriving when it passes leaves
+// no time for the store. That is the client's slowness, not the store's:
+// it is answered 408 request_timeout, as a body cut by the read timeout is,
+// not 503 store_unavailable, whose detail blamed a lock or a busy database
+// connection and logged a warning that sent an operator after a store that
+// was fine. Nothing was done, and the same request with its key, sent in
+// time, creates the order once.
+func TestStoreTimeoutPassedWhileTheBodyArrived(t *testing.T) {
+	clock := NewClock(true)
+	const timeout = 100 * time.Millisecond
+	e := newEnvOn(t, false, clock, openStore(t, clock.Now), func(c *Config) { c.StoreTimeout = timeout })
+	tok := e.mint("5560000001", "invoice")
+	path := "/v1/authorization-tokens/" + tok + "/order"
+	r, _ := http.NewRequest("POST", e.ts.URL+path, &lateBody{rest: orderBody, pause: 5 * timeout})
+	r.ContentLength = int64(len(orderBody))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", e.auth)
+	r.Header.Set("Idempotency-Key", "slow-1")
+	code, h, b := e.send(r)
+	if code != http.StatusRequestTimeout || b["code"] != "request_timeout" || h.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("a body that arrived after the store timeout: %d %v %v, want 408 request_timeout", code, h.Get("Content-Type"), b)
+	}
+	code, _, b = e.req("POST", path, orderBody, e.auth, map[string]string{"Idempotency-Key": "slow-1"})
+	if code != 200 || b["orderId"] == nil {
+		t.Fatalf("the same request sent in time: %d %v", code, b)
+	}
+	_, _, page := e.req("GET", "/v1/orders", "", e.auth, nil)
+	if n := len(page["orders"].([]any)); n != 1 {
+		t.Fatalf("%d orders after a refused and an accepted create, want 1", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // limitListener holds at most n accepted connections open at once. Once n
@@ -18,8 +19,11 @@ import (
 // At the cap, a connection sitting idle between requests (kept alive for a
 // next request that may never come) is closed to make room: otherwise a
 // client holding n idle connections, a request each every IdleTimeout,
-// would keep everyone else out. Only connections busy with a request make
-// new ones wait.
+// would keep everyone else out. So is one that has sent nothing since it
+// was accepted silentGrace ago: n connections opened and left silent (a
+// port scan, a balancer's pre-opened ones, a flood) otherwise kept every
+// client out until ReadHeaderTimeout closed them, and again as they were
+// opened anew. Only connections busy with a request make new ones wait.
 type limitListener struct {
 	net.Listener
 	slots     chan struct{}
@@ -39,6 +43,13 @@ func newLimitListener(l net.Listener, n int) *limitListener {
 	return &limitListener{Listener: l, slots: make(chan struct{}, n), done: make(chan struct{}),
 		open: map[*limitConn]struct{}{}, wentIdle: make(chan struct{}, 1)}
 }
+
+// silentGrace is how long a connection may stay silent after it is
+// accepted before, at the cap, it may be closed to make room. A client
+// sends its request (or TLS hello) as soon as it has connected; the grace
+// keeps a connection just accepted, whose request the server has not read
+// yet, from being taken for a silent one.
+const silentGrace = time.Second
 
 // ConnState is the http.Server hook that tells the listener which of its
 // connections are idle.
@@ -72,12 +83,16 @@ func (l *limitListener) acquire() bool {
 		// Waiting is announced before the look for an idle connection, so
 		// one that goes idle after the look signals wentIdle.
 		l.waiting.Store(true)
-		l.closeIdle()
+		var silentDue <-chan time.Time // nil, never ready, without a silent connection
+		if wait := l.closeIdle(); wait > 0 {
+			silentDue = time.After(wait)
+		}
 		select {
 		case l.slots <- struct{}{}:
 			l.waiting.Store(false)
 			return true
 		case <-l.wentIdle: // a busy connection finished its request: close it next turn
+		case <-silentDue: // a silent connection's grace is over: close it next turn
 		case <-l.done:
 			l.waiting.Store(false)
 			return false
@@ -85,10 +100,14 @@ func (l *limitListener) acquire() bool {
 	}
 }
 
-// closeIdle closes one idle connection, if there is one; its slot frees as it closes.
-func (l *limitListener) closeIdle() {
+// closeIdle closes one idle connection, or else one silent for silentGrace,
+// if there is one; its slot frees as it closes. Otherwise it returns how
+// long until the first silent connection's grace is over, if there is one.
+func (l *limitListener) closeIdle() (wait time.Duration) {
+	now := time.Now().UnixNano()
 	l.mu.Lock()
 	var victim *limitConn
+	var firstSilent int64
 	for c := range l.open {
 		// Claimed, so that a connection is closed once; one whose next
 		// request starts meanwhile is closed all the same, as before (the
@@ -97,11 +116,31 @@ func (l *limitListener) closeIdle() {
 			victim = c
 			break
 		}
+		if since := c.silentSince.Load(); since != 0 && (firstSilent == 0 || since < firstSilent) {
+			firstSilent = since
+		}
+	}
+	if victim == nil && firstSilent != 0 {
+		if due := firstSilent + int64(silentGrace); due > now {
+			wait = time.Duration(due - now)
+		} else {
+			for c := range l.open {
+				if since := c.silentSince.Load(); since != 0 && since+int64(silentGrace) <= now && c.silentSince.CompareAndSwap(since, 0) {
+					victim = c
+					break
+				}
+			}
+			if victim == nil {
+				wait = time.Millisecond // it spoke meanwhile: look again
+			}
+		}
 	}
 	l.mu.Unlock()
 	if victim != nil {
 		victim.Close()
+		return 0
 	}
+	return wait
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -117,6 +156,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	lc := &limitConn{Conn: c}
+	lc.silentSince.Store(time.Now().UnixNano())
 	lc.release = sync.OnceFunc(func() {
 		l.mu.Lock()
 		delete(l.open, lc)
@@ -141,6 +181,21 @@ type limitConn struct {
 	net.Conn
 	release func()
 	idle    atomic.Bool // between requests, as http.Server reports it (ConnState)
+	// silentSince is when the connection was accepted, in Unix
+	// nanoseconds, while nothing has been read from it; zero once a byte
+	// has. (http.Server reports a connection active only once a request's
+	// whole header is read, so its StateNew cannot tell a silent
+	// connection from one whose header is on the way.)
+	silentSince atomic.Int64
+}
+
+// Read notes that the connection is no longer silent once it has sent a byte.
+func (c *limitConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.silentSince.Load() != 0 {
+		c.silentSince.Store(0)
+	}
+	return n, err
 }
 
 func (c *limitConn) Close() error {

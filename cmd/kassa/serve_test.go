@@ -325,6 +325,46 @@ func TestConnectionsCapped(t *testing.T) {
 	stopInProcess(t, done)
 }
 
+// TestSilentConnectionsMakeRoom: at the cap, a connection that has sent
+// nothing since it was accepted a while ago (a port scan, a balancer's
+// pre-opened connections, a flood of them) is closed to make room, as an
+// idle one is. Before, it held its slot until ReadHeaderTimeout (10 s), so
+// that --max-connections silent connections, opened anew each time, kept
+// every client out. A connection busy with a request keeps its slot.
+func TestSilentConnectionsMakeRoom(t *testing.T) {
+	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--max-connections", "2")
+	defer stopInProcess(t, done)
+	addr := strings.TrimPrefix(base, "http://")
+	dial := func(text string) net.Conn {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		if _, err := io.WriteString(conn, text); err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	busy := dial("GET /healthz HTTP/1.1\r\n")
+	silent := dial("")
+	// Well within ReadHeaderTimeout, which alone closed the silent one before.
+	third := dial("GET /healthz HTTP/1.1\r\nHost: kassa\r\n\r\n")
+	if code := status(third, bufio.NewReader(third), 5*time.Second); code != 200 {
+		t.Fatalf("a connection past the cap of a busy and a silent one: %d, want 200 at once", code)
+	}
+	silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := silent.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("the silent connection was not closed to make room: %v", err)
+	}
+	if _, err := io.WriteString(busy, "Host: kassa\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if code := status(busy, bufio.NewReader(busy), 5*time.Second); code != 200 {
+		t.Fatalf("the busy connection's request: %d", code)
+	}
+}
+
 // status reads one answer on conn within d: its status, or 0 if none came.
 func status(conn net.Conn, rd *bufio.Reader, d time.Duration) int {
 	conn.SetReadDeadline(time.Now().Add(d))
