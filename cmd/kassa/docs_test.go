@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"go/parser"
 	"go/token"
 	"os"
@@ -116,34 +117,87 @@ func readmeSection(t *testing.T, title string) string {
 	return rest
 }
 
-// TestServeFlagsInReadme: every flag of kassa serve is in README.md's
-// "Server flags", and what that section says of the environment holds:
-// each flag is read from KASSA_<NAME> except those it names as without one.
+// flagRow is one row of the table of kassa serve's flags in README.md's
+// "## Server flags": its environment variable and default cells.
+type flagRow struct {
+	env, def string
+}
+
+var flagCell = regexp.MustCompile("^`--([a-z0-9-]+)`$")
+
+// serveFlagTable reads the rows of section's table whose first cell is a
+// flag (`--addr`), by flag name.
+func serveFlagTable(t *testing.T, section string) map[string]flagRow {
+	t.Helper()
+	rows := map[string]flagRow{}
+	for line := range strings.Lines(section) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "|") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		m := flagCell.FindStringSubmatch(cells[0])
+		if m == nil {
+			continue
+		}
+		if len(cells) != 4 {
+			t.Errorf("README.md's \"## Server flags\": the row of --%s has %d cells, not 4 (flag | environment variable | default | what it does): %s", m[1], len(cells), line)
+			continue
+		}
+		if _, dup := rows[m[1]]; dup {
+			t.Errorf("README.md's \"## Server flags\": --%s has two rows", m[1])
+		}
+		rows[m[1]] = flagRow{env: cells[1], def: cells[2]}
+	}
+	if len(rows) == 0 {
+		t.Fatalf("README.md's \"## Server flags\" has no table of flags (| `--addr` | `KASSA_ADDR` | `127.0.0.1:8080` | … |): the way it lists them has changed; update this test")
+	}
+	return rows
+}
+
+// TestServeFlagsInReadme: every flag of kassa serve has a row in the table
+// of README.md's "Server flags", and every row is a flag's; its environment
+// column names KASSA_<NAME> when the flag is read from it, "none" when it
+// is not; its default column starts with the flag's default as code
+// (`24h`), or with "none" when the flag's default is empty.
 func TestServeFlagsInReadme(t *testing.T) {
 	unsetKassaEnv(t)
-	section := readmeSection(t, "Server flags")
+	rows := serveFlagTable(t, readmeSection(t, "Server flags"))
 	flags := commandFlags(t, []string{"serve"})
+	defaults := map[string]string{}
+	serveFlags(&serveConfig{}).VisitAll(func(f *flag.Flag) { defaults[f.Name] = f.DefValue })
 	for _, name := range sortedNames(flags) {
-		if !strings.Contains(section, "`--"+name) {
-			t.Errorf("kassa serve has --%s, which README.md's \"## Server flags\" does not name: add `--%s` (its default; what it does) to the list there", name, name)
+		if _, ok := defaults[name]; !ok {
+			t.Fatalf("kassa serve -h prints --%s, which serveFlags does not define", name)
 		}
 	}
-	// The sentence that names the flags read from no variable.
-	var noEnv []string
-	for sentence := range strings.SplitSeq(strings.ReplaceAll(section, "\n", " "), ". ") {
-		if strings.Contains(sentence, "without an environment variable") {
-			for _, m := range docFlag.FindAllStringSubmatch(sentence, -1) {
-				noEnv = append(noEnv, m[1])
-			}
+	for name := range rows {
+		if _, ok := flags[name]; !ok {
+			t.Errorf("README.md's \"## Server flags\" has a row for --%s, which kassa serve does not have (kassa serve -h): remove it, or add the flag", name)
 		}
 	}
 	for _, name := range sortedNames(flags) {
-		reads := readsEnv(t, []string{"serve"}, name)
-		switch documented := !slices.Contains(noEnv, name); {
-		case reads && !documented:
-			t.Errorf("kassa serve --%s is read from %s, but README.md's \"## Server flags\" names it among the flags without an environment variable", name, envName(name))
-		case !reads && documented:
-			t.Errorf("kassa serve --%s is not read from %s: name it in README.md's \"## Server flags\" sentence of the flags \"without an environment variable\", or read it with envDefault", name, envName(name))
+		row, ok := rows[name]
+		if !ok {
+			t.Errorf("kassa serve has --%s, which the table of README.md's \"## Server flags\" does not list: add | `--%s` | environment variable | default | what it does |", name, name)
+			continue
+		}
+		wantEnv := "none"
+		if readsEnv(t, []string{"serve"}, name) {
+			wantEnv = "`" + envName(name) + "`"
+		}
+		if row.env != wantEnv {
+			t.Errorf("README.md's \"## Server flags\": the environment variable of --%s is %q, want %s", name, row.env, wantEnv)
+		}
+		wantDef := "none"
+		if d := defaults[name]; d != "" {
+			wantDef = "`" + d + "`"
+		}
+		if !strings.HasPrefix(row.def, wantDef) {
+			t.Errorf("README.md's \"## Server flags\": the default of --%s is %q, but the flag's is %s: start the cell with %s", name, row.def, wantDef, wantDef)
 		}
 	}
 }
@@ -220,7 +274,6 @@ func TestSubcommandSynopses(t *testing.T) {
 }
 
 var (
-	docFlag      = regexp.MustCompile("`--([a-z0-9-]+)")
 	invocation   = regexp.MustCompile(`(?:^|[\s(])(?:[./\w-]*/)?kassa((?:[ \t]+[^\s&;|]+)*)`)
 	flagToken    = regexp.MustCompile(`^\[?--([a-z0-9-]+)`)
 	envToken     = regexp.MustCompile(`\bKASSA_[A-Z0-9_]+`)
