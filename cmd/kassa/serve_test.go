@@ -263,18 +263,7 @@ func TestConnectionsCapped(t *testing.T) {
 		}
 	}()
 	addr := strings.TrimPrefix(base, "http://")
-	// send opens a connection, which stays open, and writes text on it.
-	send := func(text string) net.Conn {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		if _, err := io.WriteString(conn, text); err != nil {
-			t.Fatal(err)
-		}
-		return conn
-	}
+	send := func(text string) net.Conn { return dialWriting(t, addr, text) }
 	// get sends a request on a new connection and returns the answer's
 	// status within d, or 0 if none came.
 	get := func(d time.Duration) (net.Conn, *bufio.Reader, int) {
@@ -335,17 +324,7 @@ func TestSilentConnectionsMakeRoom(t *testing.T) {
 	base, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--max-connections", "2")
 	defer stopInProcess(t, done)
 	addr := strings.TrimPrefix(base, "http://")
-	dial := func(text string) net.Conn {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		if _, err := io.WriteString(conn, text); err != nil {
-			t.Fatal(err)
-		}
-		return conn
-	}
+	dial := func(text string) net.Conn { return dialWriting(t, addr, text) }
 	busy := dial("GET /healthz HTTP/1.1\r\n")
 	silent := dial("")
 	// Well within ReadHeaderTimeout, which alone closed the silent one before.
@@ -363,6 +342,21 @@ func TestSilentConnectionsMakeRoom(t *testing.T) {
 	if code := status(busy, bufio.NewReader(busy), 5*time.Second); code != 200 {
 		t.Fatalf("the busy connection's request: %d", code)
 	}
+}
+
+// dialWriting opens a connection to addr, which stays open until the test
+// ends, and writes text on it.
+func dialWriting(t *testing.T, addr, text string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, text); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
 
 // status reads one answer on conn within d: its status, or 0 if none came.
