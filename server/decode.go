@@ -25,6 +25,10 @@ import (
 // on: 415 for a wrong content type, 413 past the body limit, 408 for a body
 // that did not arrive in time, 400 naming every field whose JSON type is wrong.
 func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
+	// Passed already, before the body is read (the merchant's read when
+	// the request authenticated was slow), the store timeout is the
+	// store's: the operation answers store_unavailable.
+	storeLate := context.Cause(r.Context()) == errStoreTimeout
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return bodyReadError(err)
@@ -34,7 +38,7 @@ func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 	// is the client's slowness, not the store's, and is answered as a body
 	// cut by the read timeout is, rather than as store_unavailable, which
 	// blames a lock or a busy connection and warns the operator.
-	if context.Cause(r.Context()) == errStoreTimeout {
+	if !storeLate && context.Cause(r.Context()) == errStoreTimeout {
 		return errBodyLate()
 	}
 	if len(bytes.Trim(body, jsonSpace)) == 0 {

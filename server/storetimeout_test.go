@@ -331,3 +331,39 @@ func TestStoreTimeoutPassedWhileTheBodyArrived(t *testing.T) {
 		t.Fatalf("%d orders after a refused and an accepted create, want 1", n)
 	}
 }
+
+// slowReads is a store whose read transactions, once armed, take pause
+// after they have begun, as a bbolt read does that waits for the file to be
+// remapped: begun in time, it does not watch the request's deadline.
+type slowReads struct {
+	storage.Store
+	pause atomic.Int64
+}
+
+func (s *slowReads) View(ctx context.Context, fn func(storage.Tx) error) error {
+	return s.Store.View(ctx, func(tx storage.Tx) error {
+		time.Sleep(time.Duration(s.pause.Load()))
+		return fn(tx)
+	})
+}
+
+// TestStoreTimeoutPassedBeforeTheBody: a store timeout that passed while the
+// request waited for the store before its body was read (the merchant's read
+// when it authenticates) is the store's slowness: 503 store_unavailable, as
+// it was before a body late past the store timeout became 408. The body,
+// sent whole at once, was answered 408 request_timeout ("did not arrive in
+// time"), blaming the client and hiding the store's slowness from the
+// operator.
+func TestStoreTimeoutPassedBeforeTheBody(t *testing.T) {
+	clock := NewClock(true)
+	const timeout = 100 * time.Millisecond
+	st := &slowReads{Store: openStore(t, clock.Now)}
+	e := newEnvOn(t, false, clock, st, func(c *Config) { c.StoreTimeout = timeout })
+	tok := e.mint("5560000001", "invoice")
+	st.pause.Store(int64(2 * timeout))
+	code, _, b := e.req("POST", "/v1/authorization-tokens/"+tok+"/order", orderBody, e.auth, map[string]string{"Idempotency-Key": "slow-store-1"})
+	st.pause.Store(0)
+	if code != http.StatusServiceUnavailable || b["code"] != "store_unavailable" {
+		t.Fatalf("a body sent at once, the store slow before it was read: %d %v, want 503 store_unavailable", code, b)
+	}
+}

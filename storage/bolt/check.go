@@ -208,12 +208,13 @@ func (c *checker) record(r storage.Record) error {
 	case storage.KindAuthorization:
 		var a token.Authorization
 		if err = storage.DecodeRecord(r.Body, &a); err == nil {
-			mismatch("merchant and token", a.MerchantID+"/"+a.Token, r.MerchantID+"/"+r.ID)
+			// Tokens are credentials, named by fingerprint (see shownKey).
+			mismatch("merchant and token", a.MerchantID+"/"+token.Fingerprint(a.Token), r.MerchantID+"/"+token.Fingerprint(r.ID))
 		}
 	case storage.KindCustomerToken:
 		var ct token.Customer
 		if err = storage.DecodeRecord(r.Body, &ct); err == nil {
-			mismatch("merchant and id", ct.MerchantID+"/"+ct.TokenID, r.MerchantID+"/"+r.ID)
+			mismatch("merchant and id", ct.MerchantID+"/"+token.Fingerprint(ct.TokenID), r.MerchantID+"/"+token.Fingerprint(r.ID))
 		}
 	case storage.KindSession:
 		var s session.Session

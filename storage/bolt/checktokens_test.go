@@ -15,21 +15,34 @@ import (
 // An authorization token is a credential (with the merchant's, it creates an
 // order), so the check names one as the logs do, by its fingerprint: a
 // problem in a token's record or its expiry entry printed the token itself
-// into output an operator pastes into tickets.
+// into output an operator pastes into tickets, and a token record (or a
+// customer token) kept under another token's key printed both tokens in
+// what it said was wrong.
 func TestCheckNamesTokensByFingerprint(t *testing.T) {
 	_, f, s := openFresh(t)
 	ctx := context.Background()
 	at := f.Clock.Now()
-	const good, broken = "at_goodTOKENgoodTOKENgood", "at_brokenTOKENbrokenTOKEN"
+	const good, broken, moved = "at_goodTOKENgoodTOKENgood", "at_brokenTOKENbrokenTOKEN", "at_movedTOKENmovedTOKENmov"
+	const customer, customerMoved = "ct_customerTOKENcustomer", "ct_customerMOVEDcustomer"
 	err := s.Update(ctx, func(tx storage.Tx) error {
+		if err := tx.PutCustomerToken(&token.Customer{Record: token.Record{TokenID: customer, MerchantID: "m1", Country: "SE"}, Currency: "SEK", CreatedAt: at}); err != nil {
+			return err
+		}
 		return tx.PutAuthorization(&token.Authorization{Token: good, MerchantID: "m1", Country: "SE", Currency: "SEK", CreatedAt: at, ExpiresAt: at.Add(time.Hour)})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = s.db.Update(func(btx *bbolt.Tx) error {
-		// A record that does not decode, and an expiry entry at the wrong time.
+		// A record that does not decode, one kept under another token's
+		// key, and an expiry entry at the wrong time.
 		if err := btx.Bucket(bAuth).Put(key("m1", broken), []byte("{")); err != nil {
+			return err
+		}
+		if err := btx.Bucket(bAuth).Put(key("m1", moved), btx.Bucket(bAuth).Get(key("m1", good))); err != nil {
+			return err
+		}
+		if err := btx.Bucket(bCustomer).Put(key("m1", customerMoved), btx.Bucket(bCustomer).Get(key("m1", customer))); err != nil {
 			return err
 		}
 		k := append(putTime(nil, at.Add(5*time.Hour)), lp(nil, "m1")...)
@@ -43,12 +56,12 @@ func TestCheckNamesTokensByFingerprint(t *testing.T) {
 		t.Fatal("the check passed a broken token record and a stale expiry entry")
 	}
 	msg := got.Error()
-	for _, tok := range []string{good, broken} {
+	for _, tok := range []string{good, broken, moved, customer, customerMoved} {
 		if strings.Contains(msg, tok) || strings.Contains(msg, strings.ToUpper(tok[3:])) {
 			t.Errorf("the check printed token %s:\n%s", tok, msg)
 		}
 	}
-	for _, tok := range []string{good, broken} {
+	for _, tok := range []string{good, broken, moved, customer, customerMoved} {
 		if !strings.Contains(msg, token.Fingerprint(tok)) {
 			t.Errorf("the check does not name token %s by its fingerprint %s:\n%s", tok, token.Fingerprint(tok), msg)
 		}
