@@ -51,6 +51,14 @@ func newLimitListener(l net.Listener, n int) *limitListener {
 // yet, from being taken for a silent one.
 const silentGrace = time.Second
 
+// limitEpoch anchors monoNow.
+var limitEpoch = time.Now()
+
+// monoNow is nanoseconds on the monotonic clock, never zero (zero marks a
+// connection that has spoken): a step of the wall clock (NTP) would
+// otherwise make connections just accepted look past their grace.
+func monoNow() int64 { return int64(time.Since(limitEpoch)) + 1 }
+
 // ConnState is the http.Server hook that tells the listener which of its
 // connections are idle.
 func (l *limitListener) ConnState(c net.Conn, state http.ConnState) {
@@ -104,7 +112,7 @@ func (l *limitListener) acquire() bool {
 // if there is one; its slot frees as it closes. Otherwise it returns how
 // long until the first silent connection's grace is over, if there is one.
 func (l *limitListener) closeIdle() (wait time.Duration) {
-	now := time.Now().UnixNano()
+	now := monoNow()
 	l.mu.Lock()
 	var victim *limitConn
 	var firstSilent int64
@@ -156,7 +164,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	lc := &limitConn{Conn: c}
-	lc.silentSince.Store(time.Now().UnixNano())
+	lc.silentSince.Store(monoNow())
 	lc.release = sync.OnceFunc(func() {
 		l.mu.Lock()
 		delete(l.open, lc)
