@@ -189,7 +189,7 @@ type limitConn struct {
 	net.Conn
 	release func()
 	idle    atomic.Bool // between requests, as http.Server reports it (ConnState)
-	// silentSince is when the connection was accepted, in Unix
+	// silentSince is when the connection was accepted, on monoNow's clock, in
 	// nanoseconds, while nothing has been read from it; zero once a byte
 	// has. (http.Server reports a connection active only once a request's
 	// whole header is read, so its StateNew cannot tell a silent
