@@ -547,7 +547,10 @@ func (c *checker) sessionIndex() {
 
 // sameKeys reports every entry of bucket b that want does not hold, or
 // holds with another value (nil: any value), and every key of want that b
-// does not hold.
+// does not hold. It takes want over: each entry of b is struck off it, so
+// what is left is what b lacks, with no set of the keys seen beside it (at
+// a million orders the order index has ten million entries, and such a set
+// doubled the check's memory).
 func (c *checker) sameKeys(b []byte, want map[string][]byte) {
 	bucket := c.btx.Bucket(b)
 	if bucket == nil {
@@ -556,7 +559,6 @@ func (c *checker) sameKeys(b []byte, want map[string][]byte) {
 		}
 		return
 	}
-	seen := map[string]bool{}
 	bucket.ForEach(func(k, v []byte) error {
 		w, ok := want[string(k)]
 		switch {
@@ -565,13 +567,11 @@ func (c *checker) sameKeys(b []byte, want map[string][]byte) {
 		case w != nil && !bytes.Equal(v, w):
 			c.add("index", b, k, "is %x, want %x", v, w)
 		}
-		seen[string(k)] = true
+		delete(want, string(k))
 		return nil
 	})
 	for _, k := range slices.Sorted(maps.Keys(want)) {
-		if !seen[k] {
-			c.add("index", b, []byte(k), "is missing")
-		}
+		c.add("index", b, []byte(k), "is missing")
 	}
 }
 
