@@ -356,16 +356,19 @@ func (p *sessionPlanner) byOrder() source {
 
 // pageNewest returns up to size records of a creation index (keys: prefix,
 // time, id), newest first, starting strictly before the key from (at the
-// newest when nil), keeping those match accepts, and the id to continue
-// from ("" on the last page).
-func pageNewest[T any](t *tx, bucket, prefix, from []byte, size int, load func(id string) (T, error),
+// newest when nil) and ending before the key lower (nil: none), keeping
+// those match accepts, and the id to continue from ("" on the last page).
+func pageNewest[T any](t *tx, bucket, prefix, from, lower []byte, size int, load func(id string) (T, error),
 	match func(T) bool, idOf func(T) string) ([]T, string, error) {
 	c := t.st.bucket(bucket).Cursor()
 	var k []byte
 	switch next := successor(prefix); {
 	case from != nil:
-		c.Seek(from)
-		k, _ = c.Prev()
+		if k, _ = c.Seek(from); k != nil {
+			k, _ = c.Prev()
+		} else {
+			k, _ = c.Last()
+		}
 	case next != nil:
 		if k, _ = c.Seek(next); k != nil {
 			k, _ = c.Prev()
@@ -374,7 +377,8 @@ func pageNewest[T any](t *tx, bucket, prefix, from []byte, size int, load func(i
 		}
 	}
 	var page []T
-	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+	for ; k != nil && bytes.HasPrefix(k, prefix) && (lower == nil || bytes.Compare(k, lower) >= 0); k, _ = c.Prev() {
+		t.examined++
 		r, err := load(string(k[len(prefix)+timeLen:]))
 		if err != nil {
 			return nil, "", err

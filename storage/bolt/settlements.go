@@ -202,7 +202,21 @@ func (t *tx) ListSettlements(merchantID string, q settlement.Query) ([]*settleme
 		}
 		from = settleIxKey(s)
 	}
-	return pageNewest(t, bSettleIx, lp(nil, merchantID), from, q.Size,
+	// The index sorts a merchant's settlements by creation, so a created
+	// range bounds the walk: it starts at createdTo and ends at createdFrom,
+	// rather than reading every settlement of the merchant outside it (a
+	// daily run makes one per store and currency: thousands a year).
+	prefix := lp(nil, merchantID)
+	if !q.CreatedTo.IsZero() {
+		if to := putTime(bytes.Clone(prefix), q.CreatedTo); from == nil || bytes.Compare(to, from) < 0 {
+			from = to
+		}
+	}
+	var lower []byte
+	if !q.CreatedFrom.IsZero() {
+		lower = putTime(bytes.Clone(prefix), q.CreatedFrom)
+	}
+	return pageNewest(t, bSettleIx, prefix, from, lower, q.Size,
 		func(id string) (*settlement.Settlement, error) { return t.GetSettlement(merchantID, id) },
 		q.Match, func(s *settlement.Settlement) string { return s.ID })
 }

@@ -637,7 +637,7 @@ func (t *tx) ListOutbox(merchantID, fromID string, at time.Time, size int) ([]*s
 		}
 		from = outboxCreatedKey(m)
 	}
-	return pageNewest(t, bOutboxIx, prefix, from, size,
+	return pageNewest(t, bOutboxIx, prefix, from, nil, size,
 		func(id string) (*storage.OutboxMessage, error) { return t.GetOutbox(merchantID, id) },
 		func(*storage.OutboxMessage) bool { return true },
 		func(m *storage.OutboxMessage) string { return m.ID })
