@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"runtime/metrics"
 	"sort"
 	"strconv"
 	"sync"
@@ -12,8 +13,9 @@ import (
 
 // Metrics is a small Prometheus text-format registry: request counts by
 // route, method and status, request latency and store commit latency
-// histograms. Hand-written because the three series kassa exports do not
-// justify the client library's dependency tree.
+// histograms, and the process's goroutines and Go memory. Hand-written
+// because the few series kassa exports do not justify the client library's
+// dependency tree.
 type Metrics struct {
 	mu       sync.Mutex
 	requests map[reqKey]uint64
@@ -80,7 +82,34 @@ func (m *Metrics) ObserveCommit(d time.Duration) {
 func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	var page bytes.Buffer
 	m.render(&page)
+	writeProcess(&page)
 	return page.WriteTo(w)
+}
+
+// processSamples are the runtime/metrics read for writeProcess, under the
+// names of Prometheus's Go collector, so that its dashboards read them: what
+// an operator watches under overload (requests queued for the store hold
+// goroutines and memory) without a profiler.
+var processSamples = []struct{ runtime, name, help string }{
+	{"/sched/goroutines:goroutines", "go_goroutines", "Number of goroutines that currently exist."},
+	{"/memory/classes/heap/objects:bytes", "go_memstats_heap_alloc_bytes", "Bytes of allocated heap objects."},
+	{"/memory/classes/total:bytes", "go_memstats_sys_bytes", "Bytes of memory obtained from the OS."},
+}
+
+// writeProcess appends the process gauges; runtime/metrics reads them
+// without stopping the world, and outside the registry's lock.
+func writeProcess(w *bytes.Buffer) {
+	read := make([]metrics.Sample, len(processSamples))
+	for i, ps := range processSamples {
+		read[i].Name = ps.runtime
+	}
+	metrics.Read(read)
+	for i, ps := range processSamples {
+		if read[i].Value.Kind() != metrics.KindUint64 {
+			continue // not in this Go release
+		}
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", ps.name, ps.help, ps.name, ps.name, read[i].Value.Uint64())
+	}
 }
 
 func (m *Metrics) render(w *bytes.Buffer) {

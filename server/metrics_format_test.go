@@ -580,6 +580,9 @@ func TestMetricsUnderConcurrentLoad(t *testing.T) {
 			cur := scrape(t, client, e.ts.URL+"/metrics")
 			n++
 			for k, v := range last.samples {
+				if family, _, _ := strings.Cut(k, "{"); cur.types[family] == "gauge" {
+					continue // the process's goroutines and memory go both ways
+				}
 				if cur.samples[k] < v {
 					t.Errorf("scrape %d: %s went from %v to %v", n, k, v, cur.samples[k])
 				}
@@ -637,4 +640,36 @@ func TestMetricsUnderConcurrentLoad(t *testing.T) {
 		t.Errorf("commits grew by %v, want %v", got, commits)
 	}
 	t.Logf("%d requests, %d scrapes during the load", clients*rounds, n)
+}
+
+// TestMetricsShowTheProcess: /metrics carries the process's goroutines and Go
+// memory as gauges (an overload probe had nothing to count goroutines by),
+// and the goroutine count follows goroutines started and ended.
+func TestMetricsShowTheProcess(t *testing.T) {
+	e := newEnv(t, false)
+	before := scrape(t, http.DefaultClient, e.ts.URL+"/metrics")
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "go_memstats_sys_bytes"} {
+		if before.types[name] != "gauge" || before.samples[name+"{}"] <= 0 {
+			t.Fatalf("%s: type %q, value %v; want a positive gauge", name, before.types[name], before.samples[name+"{}"])
+		}
+	}
+	if heap, sys := before.samples["go_memstats_heap_alloc_bytes{}"], before.samples["go_memstats_sys_bytes{}"]; heap > sys {
+		t.Errorf("heap objects %v exceed the memory obtained from the OS %v", heap, sys)
+	}
+	const parked = 200
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(parked)
+	for range parked {
+		go func() {
+			started.Done()
+			<-release
+		}()
+	}
+	started.Wait()
+	during := scrape(t, http.DefaultClient, e.ts.URL+"/metrics")
+	close(release)
+	if got := during.samples["go_goroutines{}"] - before.samples["go_goroutines{}"]; got < parked-20 {
+		t.Errorf("go_goroutines grew by %v with %d goroutines parked, want about %d", got, parked, parked)
+	}
 }
