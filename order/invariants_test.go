@@ -3,6 +3,7 @@ package order_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -226,8 +227,13 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 			rem := m.remaining()
 			var ins []order.LineInput
 			var total, g int64
+			// Mostly lines by id, each taken with a chance of one in three,
+			// so that a remainder is usually left for the next capture;
+			// otherwise (or when none was taken) a line without id, mostly
+			// small against what the authorization has left.
+			byID := rapid.IntRange(0, 3).Draw(t, "byID") > 0
 			for _, l := range m.o.Uncaptured.Lines {
-				if rapid.Bool().Draw(t, "take") {
+				if byID && rapid.IntRange(0, 2).Draw(t, "take") == 0 {
 					lg, _, _ := m.gross([]order.Line{l})
 					if g+lg > rem || g+lg < 0 {
 						continue
@@ -245,7 +251,11 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 				if !ok {
 					ins, total = []order.LineInput{ordertest.Line("x", 1, 1, 0)}, 1
 				} else {
-					l, tot, _ := m.newLine(t, 0, rem)
+					hi := rem
+					if rapid.IntRange(0, 3).Draw(t, "small") > 0 {
+						hi = rem / 8
+					}
+					l, tot, _ := m.newLine(t, 0, hi)
 					ins, total = []order.LineInput{l}, tot
 				}
 			}
@@ -390,9 +400,6 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 			}
 		},
 		"cancel": func(t *rapid.T) {
-			if rapid.IntRange(0, 3).Draw(t, "reallyCancel") != 0 { // rarer, so that orders live longer
-				return
-			}
 			ok := m.offered(&m.o.Uncaptured, order.ActionCancel)
 			m.expect(t, "cancel", ok, fault.NotAvailable, func() error { return m.o.Cancel(m.env()) })
 		},
@@ -596,6 +603,96 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 				m.o.MarkExpired(m.env())
 			}
 		},
+	}
+}
+
+// weights says how often each operation is drawn in the order's current
+// state: one the order offers several times as often as one it would
+// refuse, and those that close the order (cancel, full capture, a long
+// clock jump) rarely, so that sequences reach deep histories (several
+// captures, refunds of several of them, edits after captures) while every
+// operation still meets its refusals. An operation on a capture is not
+// drawn before there is one: it would do nothing.
+func (m *machine) weights() map[string]int {
+	now := m.now()
+	uncap := m.o.Actions(&m.o.Uncaptured, now, m.f.Policy)
+	var onCaptures []order.Action
+	for i := range m.o.Captured {
+		onCaptures = append(onCaptures, m.o.Actions(&m.o.Captured[i], now, m.f.Policy)...)
+	}
+	w := func(offered bool, yes, no int) int {
+		if offered {
+			return yes
+		}
+		return no
+	}
+	u := func(a order.Action, yes int) int { return w(slices.Contains(uncap, a), yes, 3) }
+	c := func(a order.Action, yes int) int { return w(slices.Contains(onCaptures, a), yes, 3) }
+	captured, owed := len(m.o.Captured) > 0, false
+	for i := range m.o.Captured {
+		c := &m.o.Captured[i]
+		owed = owed || (!c.Void() && c.Recourse == "" && m.o.Outstanding(c) > 0 && m.o.PaymentMethod.Category() != order.CategoryCard)
+	}
+	return map[string]int{
+		"partialCaptureWithID":   u(order.ActionPartialCapture, 40),
+		"partialCaptureMismatch": 2,
+		"fullCapture":            u(order.ActionCapture, 5),
+		"fullCaptureWithLines":   u(order.ActionCapture, 5),
+		"edit":                   u(order.ActionEditOrder, 16),
+		"cancel":                 1,
+		"void":                   c(order.ActionVoid, 6),
+		"partialRefund":          c(order.ActionPartialRefund, 24),
+		"overRefund":             w(captured, 2, 0),
+		"fullRefund":             c(order.ActionRefund, 6),
+		"acknowledge":            w(m.o.Unacknowledged && !m.o.Closed(now), 24, 1),
+		"extendExpiry":           u(order.ActionExtendOrderExpiry, 6),
+		"editCustomer":           3,
+		"editPaymentMethod":      3,
+		"setReference":           3,
+		"resend":                 3,
+		"recourse":               c(order.ActionRecourseOrderInvoice, 6),
+		"registerPayment":        w(owed, 10, w(captured, 2, 0)),
+		"reminder":               w(captured, 6, 0),
+		"resolveHold":            w(m.o.Hold == order.HoldOnHold && !m.o.Cancelled && !m.o.Expired(now), 24, 3),
+		"advanceClock":           6,
+	}
+}
+
+// step draws one operation by weights and runs it. The draw is uniform:
+// rapid's integers (and SampledFrom) lean to small values, to the head of
+// the list, which would favour the operations named first over the weights.
+func (m *machine) step(ops map[string]func(*rapid.T)) func(*rapid.T) {
+	return func(t *rapid.T) {
+		weights := m.weights()
+		if len(weights) != len(ops)-1 { // every operation but the check
+			t.Fatalf("weights for %d of %d operations", len(weights), len(ops)-1)
+		}
+		names := slices.Sorted(maps.Keys(weights))
+		total := 0
+		for _, name := range names {
+			if ops[name] == nil {
+				t.Fatalf("weight of unknown operation %s", name)
+			}
+			total += weights[name]
+		}
+		op := rapid.Custom(func(t *rapid.T) string {
+			var u int
+			for range 16 {
+				u <<= 1
+				if rapid.Bool().Draw(t, "bit") {
+					u |= 1
+				}
+			}
+			u %= total
+			for _, name := range names {
+				if u < weights[name] {
+					return name
+				}
+				u -= weights[name]
+			}
+			panic("unreachable")
+		}).Draw(t, "op")
+		ops[op](t)
 	}
 }
 
@@ -841,17 +938,50 @@ func (m *machine) check(t fatalT) {
 }
 
 // applied and refused count outcomes per operation, so that a run shows it
-// exercised both sides of every rule (see go test -v).
-var applied, refused = map[string]int{}, map[string]int{}
+// exercised both sides of every rule (see go test -v); depths counts how
+// deep the histories went, sequences by the number of captures, of refunds
+// and of edits after the first capture in them (the last bucket holding
+// that many or more), and the steps taken.
+var (
+	applied, refused = map[string]int{}, map[string]int{}
+	depths           struct {
+		sequences, steps              int
+		captures, refunds, editsAfter [5]int
+	}
+)
 
 func TestPropertyOrderInvariants(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := newMachine(t)
-		t.Repeat(m.actions())
+		ops := m.actions()
+		// Three runs of steps in a row: rapid draws the length of one
+		// geometrically around -rapid.steps (30), so a quarter of single
+		// runs end within 10 steps, before any history is made.
+		for range 3 {
+			t.Repeat(map[string]func(*rapid.T){"": ops[""], "step": m.step(ops)})
+		}
+		m.depth()
 	})
 	for _, name := range []string{"partialCapture", "fullCapture", "fullCaptureWithLines", "edit", "cancel",
 		"cancelLedger", "partialRefund", "fullRefund", "acknowledge", "extendExpiry", "editCustomer",
 		"editPaymentMethod", "setReference", "resend", "recourse", "registerPayment", "reminder", "resolveHold"} {
 		t.Logf("%-22s applied %4d refused %4d", name, applied[name], refused[name])
 	}
+	t.Logf("sequences with 0, 1, 2, 3, 4+ captures %v, refunds %v, edits after a capture %v; %d steps in %d sequences",
+		depths.captures, depths.refunds, depths.editsAfter, depths.steps, depths.sequences)
+}
+
+func (m *machine) depth() {
+	edits, captured := 0, false
+	for _, e := range m.o.Events {
+		captured = captured || e.Type == order.EventPartialCapture || e.Type == order.EventFullCapture
+		if captured && e.Type == order.EventEdit {
+			edits++
+		}
+	}
+	depths.sequences++
+	depths.steps += m.steps
+	depths.captures[min(len(m.o.Captured), 4)]++
+	depths.refunds[min(len(m.o.Refunded), 4)]++
+	depths.editsAfter[min(edits, 4)]++
 }
