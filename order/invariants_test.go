@@ -3,6 +3,7 @@ package order_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -25,6 +26,13 @@ type machine struct {
 	events []order.Event               // the log as last seen: it may only grow
 	kinds  map[string]order.LedgerKind // every ledger id ever seen, with its kind
 	steps  int
+
+	// Counted here from the operations, apart from the order's own
+	// figures (checkAuthorization): what the order released of its
+	// uncaptured lines (a cancel, or the remainder a final capture
+	// leaves), and, since its amount was last set (created or edited),
+	// what it released and what captures of lines without id took.
+	released, releasedSinceSet, withoutIDSinceSet int64
 }
 
 func newMachine(t *rapid.T) *machine {
@@ -220,14 +228,22 @@ func (m *machine) pickLedger(t *rapid.T, kinds ...order.LedgerKind) *order.Ledge
 
 func (m *machine) actions() map[string]func(*rapid.T) {
 	return map[string]func(*rapid.T){
-		"": func(t *rapid.T) { m.check(t) },
+		"": func(t *rapid.T) {
+			m.check(t)
+			m.checkAuthorization(t)
+		},
 		"partialCaptureWithID": func(t *rapid.T) {
 			ok := m.offered(&m.o.Uncaptured, order.ActionPartialCapture)
 			rem := m.remaining()
 			var ins []order.LineInput
 			var total, g int64
+			// Mostly lines by id, each taken with a chance of one in three,
+			// so that a remainder is usually left for the next capture;
+			// otherwise (or when none was taken) a line without id, mostly
+			// small against what the authorization has left.
+			byID := rapid.IntRange(0, 3).Draw(t, "byID") > 0
 			for _, l := range m.o.Uncaptured.Lines {
-				if rapid.Bool().Draw(t, "take") {
+				if byID && rapid.IntRange(0, 2).Draw(t, "take") == 0 {
 					lg, _, _ := m.gross([]order.Line{l})
 					if g+lg > rem || g+lg < 0 {
 						continue
@@ -245,7 +261,11 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 				if !ok {
 					ins, total = []order.LineInput{ordertest.Line("x", 1, 1, 0)}, 1
 				} else {
-					l, tot, _ := m.newLine(t, 0, rem)
+					hi := rem
+					if rapid.IntRange(0, 3).Draw(t, "small") > 0 {
+						hi = rem / 8
+					}
+					l, tot, _ := m.newLine(t, 0, hi)
 					ins, total = []order.LineInput{l}, tot
 				}
 			}
@@ -274,6 +294,12 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 				c := m.o.Captured[before]
 				last := m.o.Events[len(m.o.Events)-1]
 				cg, _, _ := m.gross(c.Lines)
+				for _, l := range c.Lines {
+					if !ids[l.ID] {
+						g, _, _ := m.gross([]order.Line{l})
+						m.withoutIDSinceSet += g
+					}
+				}
 				if last.Type != order.EventPartialCapture || last.Amount != cg || last.LedgerID != c.ID {
 					t.Fatalf("partialCapture event %+v for capture of %d", last, cg)
 				}
@@ -303,6 +329,23 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 				return err
 			})
 		},
+		"partialCaptureOver": func(t *rapid.T) {
+			// One minor unit more than the captures have left of the
+			// authorization, every capture counted, voided or not.
+			ok := m.offered(&m.o.Uncaptured, order.ActionPartialCapture)
+			kind := fault.NotAvailable
+			if ok {
+				kind = fault.Invalid
+			}
+			over := m.remaining() + 1
+			m.expect(t, "partialCaptureOver", false, kind, func() error {
+				_, err := capture.Partial(m.o, &capture.PartialRequest{OrderLines: []order.LineInput{ordertest.Line("x", 1, over, 0)}, TotalCaptureAmount: ordertest.Ptr(over)}, m.env())
+				if ok && fault.CodeOf(err) != "capture_exceeds_authorization" {
+					t.Fatalf("capture of %d beyond the authorization refused as %v", over, err)
+				}
+				return err
+			})
+		},
 		"fullCapture": func(t *rapid.T) {
 			ok := m.offered(&m.o.Uncaptured, order.ActionCapture)
 			req := &capture.FullRequest{}
@@ -317,12 +360,18 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 					req.TotalCaptureAmount = nil
 				}
 			}
+			uncap, _, _ := m.gross(m.o.Uncaptured.Lines)
+			n := len(m.o.Events)
 			m.expect(t, "fullCapture", ok, fault.NotAvailable, func() error {
 				_, err := capture.Full(m.o, req, m.env())
 				return err
 			})
 			if ok && len(m.o.Uncaptured.Lines) != 0 {
 				t.Fatalf("lines left after full capture")
+			}
+			if ok {
+				// Every line is captured: nothing is released.
+				m.captured(t, n, order.EventFullCapture, uncap, false, 0)
 			}
 		},
 		"fullCaptureWithLines": func(t *rapid.T) {
@@ -344,6 +393,8 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 			if ok && !m.vatWithin(ins) {
 				ok, kind = false, fault.Invalid
 			}
+			uncap, _, _ := m.gross(m.o.Uncaptured.Lines)
+			lines, n := len(m.o.Uncaptured.Lines), len(m.o.Events)
 			m.expect(t, "fullCaptureWithLines", ok, kind, func() error {
 				_, err := capture.Full(m.o, &capture.FullRequest{OrderLines: ins}, m.env())
 				if kind == fault.Invalid && fault.CodeOf(err) != "capture_vat_out_of_bounds" {
@@ -351,7 +402,17 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 				}
 				return err
 			})
-			_ = g
+			if ok {
+				// The lines named by id are captured (or the one line of 0
+				// without id); the rest of the remainder, gross, is released.
+				byID := 0
+				for _, in := range ins {
+					if in.ID != nil {
+						byID++
+					}
+				}
+				m.captured(t, n, order.EventFullCapture, g, byID < lines, uncap-g)
+			}
 		},
 		"edit": func(t *rapid.T) {
 			ok := m.offered(&m.o.Uncaptured, order.ActionEditOrder)
@@ -383,6 +444,7 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 			}
 			m.expect(t, "edit", ok && !over, kind, func() error { return m.o.Edit(req, m.env()) })
 			if ok && !over {
+				m.releasedSinceSet, m.withoutIDSinceSet = 0, 0
 				g, _, _ := m.gross(m.o.Uncaptured.Lines)
 				if g != s.Gross || m.remaining() != s.Gross {
 					t.Fatalf("after edit uncaptured %d, remaining %d, want %d", g, m.remaining(), s.Gross)
@@ -390,11 +452,13 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 			}
 		},
 		"cancel": func(t *rapid.T) {
-			if rapid.IntRange(0, 3).Draw(t, "reallyCancel") != 0 { // rarer, so that orders live longer
-				return
-			}
 			ok := m.offered(&m.o.Uncaptured, order.ActionCancel)
+			uncap, _, _ := m.gross(m.o.Uncaptured.Lines)
+			n := len(m.o.Events)
 			m.expect(t, "cancel", ok, fault.NotAvailable, func() error { return m.o.Cancel(m.env()) })
+			if ok {
+				m.cancelled(t, n, m.o.Uncaptured.ID, uncap)
+			}
 		},
 		"void": func(t *rapid.T) {
 			l := m.pickLedger(t, order.LedgerUncaptured, order.LedgerCapture, order.LedgerRefund)
@@ -403,9 +467,14 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 			}
 			ok := m.offered(l, order.ActionVoid) || (l.Kind == order.LedgerUncaptured && m.offered(l, order.ActionCancel))
 			id := l.ID
+			g, _, _ := m.gross(l.Lines)
+			n := len(m.o.Events)
 			m.expect(t, "cancelLedger", ok, fault.NotAvailable, func() error { return m.o.CancelLedger(id, m.env()) })
 			if ok && l.Kind == order.LedgerCapture && !m.o.Ledger(id).Void() {
 				t.Fatal("void did not void")
+			}
+			if ok {
+				m.cancelled(t, n, id, g)
 			}
 		},
 		"partialRefund": func(t *rapid.T) {
@@ -599,6 +668,153 @@ func (m *machine) actions() map[string]func(*rapid.T) {
 	}
 }
 
+// weights says how often each operation is drawn in the order's current
+// state: one the order offers several times as often as one it would
+// refuse, and those that close the order (cancel, full capture, a long
+// clock jump) rarely, so that sequences reach deep histories (several
+// captures, refunds of several of them, edits after captures) while every
+// operation still meets its refusals. An operation on a capture is not
+// drawn before there is one: it would do nothing.
+func (m *machine) weights() map[string]int {
+	now := m.now()
+	uncap := m.o.Actions(&m.o.Uncaptured, now, m.f.Policy)
+	var onCaptures []order.Action
+	for i := range m.o.Captured {
+		onCaptures = append(onCaptures, m.o.Actions(&m.o.Captured[i], now, m.f.Policy)...)
+	}
+	w := func(offered bool, yes, no int) int {
+		if offered {
+			return yes
+		}
+		return no
+	}
+	u := func(a order.Action, yes int) int { return w(slices.Contains(uncap, a), yes, 3) }
+	c := func(a order.Action, yes int) int { return w(slices.Contains(onCaptures, a), yes, 3) }
+	captured, owed := len(m.o.Captured) > 0, false
+	for i := range m.o.Captured {
+		c := &m.o.Captured[i]
+		owed = owed || (!c.Void() && c.Recourse == "" && m.o.Outstanding(c) > 0 && m.o.PaymentMethod.Category() != order.CategoryCard)
+	}
+	return map[string]int{
+		"partialCaptureWithID":   u(order.ActionPartialCapture, 40),
+		"partialCaptureMismatch": 2,
+		"partialCaptureOver":     u(order.ActionPartialCapture, 4),
+		"fullCapture":            u(order.ActionCapture, 5),
+		"fullCaptureWithLines":   u(order.ActionCapture, 5),
+		"edit":                   u(order.ActionEditOrder, 16),
+		"cancel":                 1,
+		"void":                   c(order.ActionVoid, 6),
+		"partialRefund":          c(order.ActionPartialRefund, 24),
+		"overRefund":             w(captured, 2, 0),
+		"fullRefund":             c(order.ActionRefund, 6),
+		"acknowledge":            w(m.o.Unacknowledged && !m.o.Closed(now), 24, 1),
+		"extendExpiry":           u(order.ActionExtendOrderExpiry, 6),
+		"editCustomer":           3,
+		"editPaymentMethod":      3,
+		"setReference":           3,
+		"resend":                 3,
+		"recourse":               c(order.ActionRecourseOrderInvoice, 6),
+		"registerPayment":        w(owed, 10, w(captured, 2, 0)),
+		"reminder":               w(captured, 6, 0),
+		"resolveHold":            w(m.o.Hold == order.HoldOnHold && !m.o.Cancelled && !m.o.Expired(now), 24, 3),
+		"advanceClock":           6,
+	}
+}
+
+// step draws one operation by weights and runs it. The draw is uniform:
+// rapid's integers (and SampledFrom) lean to small values, to the head of
+// the list, which would favour the operations named first over the weights.
+func (m *machine) step(ops map[string]func(*rapid.T)) func(*rapid.T) {
+	return func(t *rapid.T) {
+		weights := m.weights()
+		if len(weights) != len(ops)-1 { // every operation but the check
+			t.Fatalf("weights for %d of %d operations", len(weights), len(ops)-1)
+		}
+		names := slices.Sorted(maps.Keys(weights))
+		total := 0
+		for _, name := range names {
+			if ops[name] == nil {
+				t.Fatalf("weight of unknown operation %s", name)
+			}
+			total += weights[name]
+		}
+		op := rapid.Custom(func(t *rapid.T) string {
+			var u int
+			for range 16 {
+				u <<= 1
+				if rapid.Bool().Draw(t, "bit") {
+					u |= 1
+				}
+			}
+			u %= total
+			for _, name := range names {
+				if u < weights[name] {
+					return name
+				}
+				u -= weights[name]
+			}
+			panic("unreachable")
+		}).Draw(t, "op")
+		ops[op](t)
+	}
+}
+
+// captured checks the events a capture appended after the first n: its
+// own, of type, for gross; then, when it released a remainder (of lines,
+// which may sum to 0), a cancel of the uncaptured sub-order for released
+// (which the machine counts), and otherwise nothing.
+func (m *machine) captured(t *rapid.T, n int, typ order.EventType, gross int64, releases bool, released int64) {
+	c := m.o.Captured[len(m.o.Captured)-1]
+	evs := m.o.Events[n:]
+	if len(evs) == 0 || evs[0].Type != typ || evs[0].LedgerID != c.ID || evs[0].Amount != gross {
+		t.Fatalf("capture of %d appended %+v", gross, evs)
+	}
+	if !releases {
+		if len(evs) != 1 {
+			t.Fatalf("capture releasing nothing appended %+v", evs)
+		}
+		return
+	}
+	m.cancelled(t, n+1, m.o.Uncaptured.ID, released)
+}
+
+// cancelled checks that the events appended after the first n are one
+// cancel of the sub-order id for amount, and counts a release of the
+// uncaptured sub-order.
+func (m *machine) cancelled(t *rapid.T, n int, id string, amount int64) {
+	if evs := m.o.Events[n:]; len(evs) != 1 || evs[0].Type != order.EventCancel || evs[0].LedgerID != id || evs[0].Amount != amount {
+		t.Fatalf("cancel of %s for %d appended %+v", id, amount, evs)
+	}
+	if id == m.o.Uncaptured.ID {
+		m.released += amount
+		m.releasedSinceSet += amount
+	}
+}
+
+// checkAuthorization holds the order's figures to what the operations did.
+// An edit authorizes what the captures used plus the new remainder
+// (design.md §3, Edit), and creation the order's amount; after that a
+// capture by id moves its lines from the remainder to what is used, a
+// release (cancel, or a final capture's remainder) takes them out of the
+// remainder and a void changes neither (a voided capture stays used,
+// decisions.md). Captures without id use the authorization and leave the
+// remainder as it was. So at every step
+//
+//	authorized = used + uncaptured + released − taken without id
+//
+// the last two since the amount was last set; and what the order records as
+// released (cancelledAmount, the sum of its cancels) is what was released.
+func (m *machine) checkAuthorization(t *rapid.T) {
+	a := m.o.Amounts()
+	if want := a.Consumed + a.Uncaptured + m.releasedSinceSet - m.withoutIDSinceSet; m.o.AuthorizedAmount != want {
+		t.Fatalf("authorized %d, want used %d + uncaptured %d + released %d − captured without id %d since the amount was set",
+			m.o.AuthorizedAmount, a.Consumed, a.Uncaptured, m.releasedSinceSet, m.withoutIDSinceSet)
+	}
+	if m.o.CancelledAmount != m.released {
+		t.Fatalf("cancelledAmount %d, released %d", m.o.CancelledAmount, m.released)
+	}
+}
+
 func (m *machine) refundedOf(id string) int64 {
 	var sum int64
 	for i := range m.o.Refunded {
@@ -683,6 +899,49 @@ func (m *machine) check(t fatalT) {
 	}
 	if uncap < 0 {
 		t.Fatalf("uncaptured %d < 0", uncap)
+	}
+
+	// Every sub-order's amount is what its events recorded: a capture's
+	// partialCapture or fullCapture, and a cancel when it was voided; a
+	// refund's partialRefund or fullRefund; and the cancels of the
+	// uncaptured sub-order sum to what the order released.
+	recorded := map[string][]order.Event{}
+	for _, e := range o.Events {
+		switch e.Type {
+		case order.EventPartialCapture, order.EventFullCapture, order.EventPartialRefund, order.EventFullRefund, order.EventCancel:
+			recorded[e.LedgerID] = append(recorded[e.LedgerID], e)
+		}
+	}
+	for i := range o.Captured {
+		c := &o.Captured[i]
+		g, _, _ := m.gross(c.Lines)
+		evs := recorded[c.ID]
+		ok := len(evs) > 0 && (evs[0].Type == order.EventPartialCapture || evs[0].Type == order.EventFullCapture) && evs[0].Amount == g
+		if c.Void() {
+			ok = ok && len(evs) == 2 && evs[1].Type == order.EventCancel && evs[1].Amount == g
+		} else {
+			ok = ok && len(evs) == 1
+		}
+		if !ok {
+			t.Fatalf("capture %s of %d (void %v): events %+v", c.ID, g, c.Void(), evs)
+		}
+	}
+	for i := range o.Refunded {
+		r := &o.Refunded[i]
+		g, _, _ := m.gross(r.Lines)
+		if evs := recorded[r.ID]; len(evs) != 1 || (evs[0].Type != order.EventPartialRefund && evs[0].Type != order.EventFullRefund) || evs[0].Amount != g {
+			t.Fatalf("refund %s of %d: events %+v", r.ID, g, evs)
+		}
+	}
+	var released int64
+	for _, e := range recorded[o.Uncaptured.ID] {
+		if e.Type != order.EventCancel {
+			t.Fatalf("uncaptured sub-order: event %+v", e)
+		}
+		released += e.Amount
+	}
+	if released != o.CancelledAmount {
+		t.Fatalf("cancels of the uncaptured sub-order sum to %d, cancelledAmount %d", released, o.CancelledAmount)
 	}
 
 	// Every sub-order's totals are the sums of its lines.
@@ -841,17 +1100,50 @@ func (m *machine) check(t fatalT) {
 }
 
 // applied and refused count outcomes per operation, so that a run shows it
-// exercised both sides of every rule (see go test -v).
-var applied, refused = map[string]int{}, map[string]int{}
+// exercised both sides of every rule (see go test -v); depths counts how
+// deep the histories went, sequences by the number of captures, of refunds
+// and of edits after the first capture in them (the last bucket holding
+// that many or more), and the steps taken.
+var (
+	applied, refused = map[string]int{}, map[string]int{}
+	depths           struct {
+		sequences, steps              int
+		captures, refunds, editsAfter [5]int
+	}
+)
 
 func TestPropertyOrderInvariants(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := newMachine(t)
-		t.Repeat(m.actions())
+		ops := m.actions()
+		// Three runs of steps in a row: rapid draws the length of one
+		// geometrically around -rapid.steps (30), so a quarter of single
+		// runs end within 10 steps, before any history is made.
+		for range 3 {
+			t.Repeat(map[string]func(*rapid.T){"": ops[""], "step": m.step(ops)})
+		}
+		m.depth()
 	})
 	for _, name := range []string{"partialCapture", "fullCapture", "fullCaptureWithLines", "edit", "cancel",
 		"cancelLedger", "partialRefund", "fullRefund", "acknowledge", "extendExpiry", "editCustomer",
 		"editPaymentMethod", "setReference", "resend", "recourse", "registerPayment", "reminder", "resolveHold"} {
 		t.Logf("%-22s applied %4d refused %4d", name, applied[name], refused[name])
 	}
+	t.Logf("sequences with 0, 1, 2, 3, 4+ captures %v, refunds %v, edits after a capture %v; %d steps in %d sequences",
+		depths.captures, depths.refunds, depths.editsAfter, depths.steps, depths.sequences)
+}
+
+func (m *machine) depth() {
+	edits, captured := 0, false
+	for _, e := range m.o.Events {
+		captured = captured || e.Type == order.EventPartialCapture || e.Type == order.EventFullCapture
+		if captured && e.Type == order.EventEdit {
+			edits++
+		}
+	}
+	depths.sequences++
+	depths.steps += m.steps
+	depths.captures[min(len(m.o.Captured), 4)]++
+	depths.refunds[min(len(m.o.Refunded), 4)]++
+	depths.editsAfter[min(edits, 4)]++
 }

@@ -2,6 +2,8 @@ package order
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -16,7 +18,9 @@ import (
 // zero; no invoice or credit note states negative VAT; no invoice is due
 // before its issue date, and no credit note is due at all; the event log refers to
 // this order and its sub-orders, in time order, ids used once, and updatedAt
-// is its last event's time. The property test of the order rules holds every
+// is its last event's time; it records each capture, refund and void once,
+// for its amount, and what the order released (cancelledAmount) by the
+// cancels of its uncaptured sub-order. The property test of the order rules holds every
 // state it reaches to it; kassa store check holds every stored order to it.
 func (o *Order) Verify() []string {
 	var out []string
@@ -47,10 +51,65 @@ func (o *Order) Verify() []string {
 		place(&o.Refunded[i], LedgerRefund)
 	}
 
+	// What the events record, per sub-order: every build has appended one
+	// capture or refund event for the sub-order's amount including VAT, a
+	// cancel for it when it voids a capture, and a cancel for what a cancel
+	// or a final capture releases of the uncaptured sub-order, adding the
+	// same to cancelledAmount.
+	type recorded struct {
+		events int
+		amount int64
+	}
+	captures, refunds, cancels := map[string]recorded{}, map[string]recorded{}, map[string]recorded{}
+	for _, e := range o.Events {
+		var m map[string]recorded
+		switch e.Type {
+		case EventPartialCapture, EventFullCapture:
+			m = captures
+		case EventPartialRefund, EventFullRefund:
+			m = refunds
+		case EventCancel:
+			m = cancels
+		default:
+			continue
+		}
+		r := m[e.LedgerID]
+		m[e.LedgerID] = recorded{r.events + 1, r.amount + e.Amount}
+	}
+	for _, c := range []struct {
+		name string
+		m    map[string]recorded
+		kind LedgerKind
+	}{{"capture", captures, LedgerCapture}, {"refund", refunds, LedgerRefund}} {
+		for _, id := range slices.Sorted(maps.Keys(c.m)) {
+			if k, ok := ledgers[id]; ok && k != c.kind { // an unknown id is named below
+				add("%s event of sub-order %s, a %s", c.name, id, k)
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(cancels)) {
+		if ledgers[id] == LedgerRefund {
+			add("cancel event of refund %s", id)
+		}
+	}
+	if r := cancels[o.Uncaptured.ID]; r.amount != o.CancelledAmount {
+		add("cancelledAmount %d, but the cancels of the uncaptured sub-order release %d", o.CancelledAmount, r.amount)
+	}
+
 	a := o.Amounts()
 	for i := range o.Captured {
 		c := &o.Captured[i]
 		sum := SumLines(c.Lines, o.VATMode)
+		if r := captures[c.ID]; r != (recorded{1, sum.Gross}) {
+			add("capture %s of %d: %d capture events, for %d", c.ID, sum.Gross, r.events, r.amount)
+		}
+		want := recorded{}
+		if c.Void() {
+			want = recorded{1, sum.Gross}
+		}
+		if r := cancels[c.ID]; r != want {
+			add("capture %s of %d (void: %t): %d cancel events, for %d", c.ID, sum.Gross, c.Void(), r.events, r.amount)
+		}
 		if rf := o.RefundedOf(c.ID); rf < 0 || rf > sum.Gross {
 			add("capture %s: refunded %d of %d", c.ID, rf, sum.Gross)
 		}
@@ -63,6 +122,9 @@ func (o *Order) Verify() []string {
 	}
 	for i := range o.Refunded {
 		r := &o.Refunded[i]
+		if gross, rec := SumLines(r.Lines, o.VATMode).Gross, refunds[r.ID]; rec != (recorded{1, gross}) {
+			add("refund %s of %d: %d refund events, for %d", r.ID, gross, rec.events, rec.amount)
+		}
 		if ledgers[r.RefundOf] != LedgerCapture {
 			add("refund %s is of %q, not a capture of the order", r.ID, r.RefundOf)
 		}

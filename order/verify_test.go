@@ -47,6 +47,12 @@ func TestVerifyFindsEachBreak(t *testing.T) {
 			o.Captured[0].Issued.Due = o.Captured[0].CreatedAt.UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
 		}},
 		{"credit note with a due date", "states a due date", func(o *order.Order) { o.Refunded[0].Issued.Due = o.Refunded[0].CreatedAt }},
+		{"capture event of another amount", "capture events, for", func(o *order.Order) { event(o, order.EventFullCapture).Amount-- }},
+		{"capture event twice", "2 capture events", func(o *order.Order) { o.Events = append(o.Events, *event(o, order.EventFullCapture)) }},
+		{"refund event of another amount", "refund events, for", func(o *order.Order) { event(o, order.EventFullRefund).Amount++ }},
+		{"capture event on a refund", "capture event of sub-order", func(o *order.Order) { event(o, order.EventFullCapture).LedgerID = o.Refunded[0].ID }},
+		{"void without its cancel", "(void: true): 0 cancel events", func(o *order.Order) { o.Captured[0].Status = append(o.Captured[0].Status, order.SubVoid) }},
+		{"release not recorded", "cancelledAmount 1", func(o *order.Order) { o.CancelledAmount = 1 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := sound(t)
@@ -57,4 +63,14 @@ func TestVerifyFindsEachBreak(t *testing.T) {
 			}
 		})
 	}
+}
+
+// event is o's first event of type typ.
+func event(o *order.Order, typ order.EventType) *order.Event {
+	for i := range o.Events {
+		if o.Events[i].Type == typ {
+			return &o.Events[i]
+		}
+	}
+	panic("no " + string(typ) + " event")
 }
