@@ -403,7 +403,7 @@ func (c *checker) orderIndexes() {
 			c.add("index", bDue, k, "indexes nothing stored")
 			return nil
 		}
-		m, err := orderMeta(c.btx.Bucket(bOrders).Get(k[timeLen:]))
+		m, err := orderMeta(c.stored(bOrders, k[timeLen:]))
 		if err != nil || !m.expirable || !bytes.Equal(putTime(nil, m.expires), k[:timeLen]) {
 			c.add("index", bDue, k, "indexes nothing stored")
 		}
@@ -448,7 +448,7 @@ func (c *checker) indexesItsOrder(k []byte) bool {
 		return false
 	}
 	id := string(rest[timeLen:])
-	m, err := orderMeta(c.btx.Bucket(bOrders).Get(orderKey(merchant, id)))
+	m, err := orderMeta(c.stored(bOrders, orderKey(merchant, id)))
 	if err != nil {
 		return false
 	}
@@ -458,6 +458,15 @@ func (c *checker) indexesItsOrder(k []byte) bool {
 		}
 	}
 	return false
+}
+
+// stored is the value of key k in bucket b, nil when the file has no such
+// bucket (a damaged file: an index left without its records names nothing).
+func (c *checker) stored(b, k []byte) []byte {
+	if bucket := c.btx.Bucket(b); bucket != nil {
+		return bucket.Get(k)
+	}
+	return nil
 }
 
 // each walks bucket b, none when the file is from before it existed.

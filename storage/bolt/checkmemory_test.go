@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -163,5 +165,66 @@ func TestCheckOfTheOrderIndexHoldsNoSetOfItsEntries(t *testing.T) {
 	// 3 000 orders have about 30 000 entries: a set of them is megabytes.
 	if live := int64(during.HeapAlloc) - int64(base.HeapAlloc); live > 256<<10 {
 		t.Errorf("the check held %d KiB while walking the order index of %d orders, want under 256 KiB", live>>10, n)
+	}
+}
+
+// Looking each index entry up in the order it names read the orders bucket
+// without asking whether the file has one: a file whose orders bucket is
+// gone, its indexes left, made the walk panic on a nil bucket, and the check
+// said a page was damaged (and stopped before the counters) where it had
+// named every entry that indexes nothing, as it does for an index whose
+// orders are gone one by one.
+func TestCheckOfTheOrderIndexWithoutAnOrdersBucket(t *testing.T) {
+	path, f, s := openFresh(t)
+	err := s.Update(context.Background(), func(tx storage.Tx) error {
+		for range 3 {
+			o := f.Order(t)
+			o.ExpiresAt = f.Clock.Now().Add(time.Hour) // in the expiry index
+			if err := tx.CreateOrder(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	err = s.db.Update(func(btx *bbolt.Tx) error {
+		for _, b := range [][]byte{bIndex, bDue, bCounts} {
+			want[string(b)] = btx.Bucket(b).Stats().KeyN
+		}
+		return btx.DeleteBucket(bOrders)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	r, err := OpenReadOnly(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := map[string]int{}
+	_, err = r.Check(context.Background(), func(p Problem) {
+		switch {
+		case strings.HasPrefix(p.Key, string(bIndex)+" ") && p.What == "indexes nothing stored":
+			got[string(bIndex)]++
+		case strings.HasPrefix(p.Key, string(bDue)+" ") && p.What == "indexes nothing stored":
+			got[string(bDue)]++
+		case strings.HasPrefix(p.Key, string(bCounts)+" ") && p.What == "counts entries of no stored order":
+			got[string(bCounts)]++
+		case p.Kind == "page":
+			t.Errorf("the check blamed a page: %v", p)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want[string(bIndex)] < 3*2 || want[string(bDue)] != 3 || want[string(bCounts)] == 0 {
+		t.Fatalf("the indexes held %v entries before the orders went", want)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("entries named as indexing nothing: %v, want every entry: %v", got, want)
 	}
 }

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Store) {
 	t.Run("SessionPageBudget", func(t *testing.T) { testSessionPageBudget(t, open(t)) })
 	t.Run("Settlements", func(t *testing.T) { testSettlements(t, open(t)) })
 	t.Run("SettlementOrder", func(t *testing.T) { testSettlementOrder(t, open(t)) })
+	t.Run("SettlementCreatedRange", func(t *testing.T) { testSettlementCreatedRange(t, open(t)) })
 	t.Run("QueuedSettlementItems", func(t *testing.T) { testQueuedSettlementItems(t, open(t)) })
 	t.Run("Tasks", func(t *testing.T) { testTasks(t, open(t)) })
 	t.Run("Closed", func(t *testing.T) { testClosed(t, open(t)) })
