@@ -669,7 +669,7 @@ func TestMetricsShowTheProcess(t *testing.T) {
 	started.Wait()
 	during := scrape(t, http.DefaultClient, e.ts.URL+"/metrics")
 	close(release)
-	if got := during.samples["go_goroutines{}"] - before.samples["go_goroutines{}"]; got < parked-20 {
-		t.Errorf("go_goroutines grew by %v with %d goroutines parked, want about %d", got, parked, parked)
+	if got := during.samples["go_goroutines{}"] - before.samples["go_goroutines{}"]; got < parked/2 {
+		t.Errorf("go_goroutines grew by %v with %d goroutines parked, want at least %d", got, parked, parked/2)
 	}
 }
