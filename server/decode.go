@@ -24,7 +24,13 @@ import (
 // body (dst is then left as it is). Failures are problems the client can act
 // on: 415 for a wrong content type, 413 past the body limit, 408 for a body
 // that did not arrive in time, 400 naming every field whose JSON type is wrong.
-func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
+// It takes the body's share of the server's body budget first (holdBody),
+// 503 server_busy when none frees in time. w is the request's
+// statusRecorder, which holds the share until the request ends.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any, optional bool) error {
+	if err := s.holdBody(w, r); err != nil {
+		return err
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return bodyReadError(err)
