@@ -9,10 +9,11 @@ import (
 	"github.com/kassahq/kassa/fault"
 )
 
-// bodyBudget bounds the request bodies the server holds at once, in bytes
-// (Config.BodyMemory): a weighted semaphore, first come first served, so
-// that a large body is not passed over for ever by small ones. A request
-// takes its share before its body is read and gives it back when it ends.
+// bodyBudget bounds the request bodies the server holds decoded at once, in
+// bytes (Config.BodyMemory): a weighted semaphore, first come first served,
+// so that a large body is not passed over for ever by small ones. A request
+// takes its share once its body has been read in full, weighted by the bytes
+// read, before it is decoded, and gives it back when it ends.
 //
 // Bytes of body stand for the memory a request holds while it is decoded
 // and waits for the store: measured on a 1000-line order (296 KB), the
@@ -22,6 +23,13 @@ import (
 // (--max-connections × --max-body-mb), clients creating large orders
 // faster than the store commits them grew the process until it was killed,
 // taking every merchant down with it (docs/decisions.md).
+//
+// The share is taken after the read, not before: a body still arriving
+// holds only the bytes sent so far, once, bounded by the connections and
+// the body limit as before the budget, and a client that sends slowly (an
+// authenticated one may trickle bodies until the read timeout) must not
+// hold shares while it does, or a few such connections would keep every
+// other request waiting and refused.
 type bodyBudget struct {
 	mu      sync.Mutex
 	size    int64
@@ -99,27 +107,17 @@ func (b *bodyBudget) grant() {
 	}
 }
 
-// bodyWeight is the share of the budget a request's body takes before it is
-// read: its declared length, or the largest body for one of unknown length
-// (chunked), which cannot be larger.
-func (s *Server) bodyWeight(r *http.Request) int64 {
-	if r.ContentLength >= 0 {
-		return min(r.ContentLength, s.cfg.MaxBodyBytes)
-	}
-	return s.cfg.MaxBodyBytes
-}
-
-// holdBody takes r's share of the body budget for the rest of the request
-// (Server.serve gives it back as the request ends, however it ends). A
-// request that does not get it before the store timeout is refused with
-// server_busy, its body unread and nothing done; one whose client leaves
-// first ends as the client's.
-func (s *Server) holdBody(w http.ResponseWriter, r *http.Request) error {
+// holdBody takes n bytes of the body budget, the length of r's body as
+// read, for the rest of the request (Server.serve gives it back as the
+// request ends, however it ends). A request that does not get it before the
+// store timeout is refused with server_busy, its body read but not decoded
+// and nothing done; one whose client leaves first ends as the client's.
+func (s *Server) holdBody(w http.ResponseWriter, r *http.Request, n int64) error {
 	rec, ok := w.(*statusRecorder)
 	if s.budget == nil || !ok || rec.held != 0 {
 		return nil
 	}
-	n, err := s.budget.acquire(r.Context(), s.bodyWeight(r))
+	n, err := s.budget.acquire(r.Context(), n)
 	if err != nil {
 		return &fault.Error{Kind: fault.Unavailable, Code: "server_busy",
 			Message: "the server holds as many request bodies as it may at once (kassa serve --body-memory-mb); nothing was done, retry shortly",

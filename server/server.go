@@ -101,19 +101,19 @@ type Config struct {
 	// can take every database connection. Zero means none; kassa serve
 	// sets 10 s.
 	StoreTimeout time.Duration
-	// BodyMemory bounds the request bodies held at once, in bytes: a
-	// request with a JSON body takes its declared Content-Length of it (the
-	// body limit, MaxBodyBytes, for a body of unknown length; a body larger
-	// than the whole bound takes all of it) after its credentials are
-	// checked and before its body is read, and gives it back when it ends.
-	// A request that has not got its share when StoreTimeout passes is
-	// answered 503 server_busy with Retry-After, its body unread and
-	// nothing done. It bounds the memory of requests being decoded and
-	// waiting for the store, each of which holds about twice its body
-	// decoded (up to twenty times, counting decoding's garbage and the
-	// collector's headroom), which the connection limit alone let grow
-	// until the process was killed. Zero means none; kassa serve sets 16
-	// MiB.
+	// BodyMemory bounds the request bodies held decoded at once, in bytes:
+	// a request with a JSON body takes the bytes of its body of it (all of
+	// it, for a body larger than the whole bound) once the body has been
+	// read in full and before it is decoded, and gives it back when it
+	// ends. A request that has not got its share when StoreTimeout passes
+	// is answered 503 server_busy with Retry-After, its body read but not
+	// decoded and nothing done. It bounds the memory of requests being
+	// decoded and waiting for the store, each of which holds about twice
+	// its body decoded (up to twenty times, counting decoding's garbage and
+	// the collector's headroom), which the connection limit alone let grow
+	// until the process was killed. A body still arriving takes no share:
+	// it holds only the bytes sent so far, and a slow sender must not keep
+	// other requests waiting. Zero means none; kassa serve sets 16 MiB.
 	BodyMemory int64
 	// SeparateOps takes /metrics off Handler, which then answers it 404
 	// like any unknown route and leaves it out of /openapi.json: it is
