@@ -24,7 +24,11 @@ import (
 // body (dst is then left as it is). Failures are problems the client can act
 // on: 415 for a wrong content type, 413 past the body limit, 408 for a body
 // that did not arrive in time, 400 naming every field whose JSON type is wrong.
-func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
+// Once the body is read, and before it is decoded, it takes its share of the
+// server's body budget (holdBody), 503 server_busy when none frees in time.
+// w is the request's statusRecorder, which holds the share until the
+// request ends.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any, optional bool) error {
 	// Passed already, before the body is read (the merchant's read when
 	// the request authenticated was slow), the store timeout is the
 	// store's: the operation answers store_unavailable.
@@ -40,6 +44,15 @@ func (s *Server) decodeBody(r *http.Request, dst any, optional bool) error {
 	// blames a lock or a busy connection and warns the operator.
 	if !storeLate && context.Cause(r.Context()) == errStoreTimeout {
 		return errBodyLate()
+	}
+	// Checked after the one above: a wait for the budget that ends at the
+	// store timeout is the server's, server_busy, not the client's. A
+	// request the store timeout passed before its body was read waits for
+	// nothing: its operation answers store_unavailable at once.
+	if !storeLate {
+		if err := s.holdBody(w, r, int64(len(body))); err != nil {
+			return err
+		}
 	}
 	if len(bytes.Trim(body, jsonSpace)) == 0 {
 		if optional {

@@ -21,7 +21,7 @@ func (s *Server) notificationRoutes() {
 	})
 	s.handleAuthed(http.MethodPut, "/v1/notification-settings", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		var req kassa.SetWebhookRequest
-		if err := s.decodeBody(r, &req, false); err != nil {
+		if err := s.decodeBody(w, r, &req, false); err != nil {
 			s.writeError(w, r, err)
 			return
 		}

@@ -177,7 +177,7 @@ func (s *Server) op(fn func(ctx context.Context, c kassa.Call, p httprouter.Para
 func bodyOp[T any](s *Server, optional bool, fn func(ctx context.Context, c kassa.Call, p httprouter.Params, body *T) (*kassa.Result, error)) func(http.ResponseWriter, *http.Request, httprouter.Params) {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		body := new(T)
-		if err := s.decodeBody(r, body, optional); err != nil {
+		if err := s.decodeBody(w, r, body, optional); err != nil {
 			s.writeError(w, r, err)
 			return
 		}

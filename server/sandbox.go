@@ -16,7 +16,7 @@ import (
 
 func (s *Server) sandboxMintToken(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var req sandbox.TokenRequest
-	if err := s.decodeBody(r, &req, false); err != nil {
+	if err := s.decodeBody(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -42,7 +42,7 @@ type merchantRequest struct {
 
 func (s *Server) sandboxCreateMerchant(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var req merchantRequest
-	if err := s.decodeBody(r, &req, true); err != nil {
+	if err := s.decodeBody(w, r, &req, true); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -77,7 +77,7 @@ type clockRequest struct {
 
 func (s *Server) sandboxSetClock(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var req clockRequest
-	if err := s.decodeBody(r, &req, false); err != nil {
+	if err := s.decodeBody(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -101,6 +101,20 @@ type Config struct {
 	// can take every database connection. Zero means none; kassa serve
 	// sets 10 s.
 	StoreTimeout time.Duration
+	// BodyMemory bounds the request bodies held decoded at once, in bytes:
+	// a request with a JSON body takes the bytes of its body of it (all of
+	// it, for a body larger than the whole bound) once the body has been
+	// read in full and before it is decoded, and gives it back when it
+	// ends. A request that has not got its share when StoreTimeout passes
+	// is answered 503 server_busy with Retry-After, its body read but not
+	// decoded and nothing done. It bounds the memory of requests being
+	// decoded and waiting for the store, each of which holds about twice
+	// its body decoded (up to twenty times, counting decoding's garbage and
+	// the collector's headroom), which the connection limit alone let grow
+	// until the process was killed. A body still arriving takes no share:
+	// it holds only the bytes sent so far, and a slow sender must not keep
+	// other requests waiting. Zero means none; kassa serve sets 16 MiB.
+	BodyMemory int64
 	// SeparateOps takes /metrics off Handler, which then answers it 404
 	// like any unknown route and leaves it out of /openapi.json: it is
 	// served by OpsHandler only, which kassa serve puts on a listener of
@@ -130,8 +144,9 @@ type Server struct {
 	ops     *httprouter.Router // the operations routes, for OpsHandler
 	metrics *Metrics
 	limiter *rateLimiter
-	served  []string   // "METHOD pattern" of every route, for the OpenAPI coverage test
-	backup  sync.Mutex // held by the backup under way: one at a time
+	budget  *bodyBudget // nil without Config.BodyMemory
+	served  []string    // "METHOD pattern" of every route, for the OpenAPI coverage test
+	backup  sync.Mutex  // held by the backup under way: one at a time
 	// mount is the path of BaseURL ("" or e.g. "/payments"): the library's
 	// Location paths are kassa's own, without the prefix a proxy or an
 	// embedder's mux took off before the request reached us.
@@ -172,6 +187,10 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
+	var budget *bodyBudget
+	if cfg.BodyMemory > 0 {
+		budget = newBodyBudget(cfg.BodyMemory)
+	}
 	// Zero or less takes the default: a negative lifetime would issue
 	// tokens and links already expired, and a negative rate refuse every
 	// company search.
@@ -193,7 +212,7 @@ func New(cfg Config) *Server {
 	if !(cfg.CompanySearchRate > 0) { // NaN too, which no comparison holds for
 		cfg.CompanySearchRate = 20
 	}
-	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics, mount: mount,
+	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics, mount: mount, budget: budget,
 		limiter: newRateLimiter(cfg.CompanySearchRate, max(1, 10*cfg.CompanySearchRate))}
 	s.openAPI = func() []byte { return servedOpenAPI(cfg.Sandbox, cfg.SeparateOps) }
 	if mount != "" {
@@ -226,6 +245,7 @@ type statusRecorder struct {
 	status int
 	bytes  int
 	route  string // pattern of the matched route, set by the route wrapper
+	held   int64  // bytes of the body budget the request holds (holdBody), given back as it ends
 	code   string // the problem's code (or OAuth error) of a refusal, for the access log
 	head   bool   // the request is a HEAD, routed as GET
 }
@@ -350,6 +370,13 @@ func (s *Server) serve(router *httprouter.Router, level slog.Level, w http.Respo
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	rec := &statusRecorder{ResponseWriter: w, route: "unmatched", head: r.Method == http.MethodHead}
 	method := r.Method // as sent: HEAD is routed as GET below
+	// The body budget's share is given back however the request ends: an
+	// answer, a panic, a client gone.
+	defer func() {
+		if rec.held > 0 {
+			s.budget.release(rec.held)
+		}
+	}()
 	defer func() {
 		// http.ErrAbortHandler cuts a response short on purpose (a backup
 		// that failed half-way): it is logged and counted as the request

@@ -165,6 +165,7 @@ type serveConfig struct {
 	notificationRetention                    string
 	authorizationRetention                   string
 	maxBodyMB                                int
+	bodyMemoryMB                             int
 	storeTimeout                             string
 	shutdownDelay                            string
 	startTimeout                             string
@@ -268,6 +269,7 @@ func serveFlags(c *serveConfig) *flag.FlagSet {
 	fs.IntVar(&c.orderCacheMB, "order-cache-mb", envInt("order-cache-mb", 64), "memory for the order caches (decoded orders, and responses served to GET /v1/orders/{id}; half each), in MiB; 0 turns them off (KASSA_ORDER_CACHE_MB)")
 	fs.IntVar(&c.maxConnections, "max-connections", envInt("max-connections", 4096), "connections held open at once; past it, an idle one, or one silent for a second since it was opened, is closed to make room, or new ones wait in the kernel's backlog (KASSA_MAX_CONNECTIONS)")
 	fs.IntVar(&c.maxBodyMB, "max-body-mb", envInt("max-body-mb", 1), "largest request body in MiB, 1 to 64; 1000 order lines of long non-ASCII text, or a client that escapes it as \\uXXXX, can need 2 to 5 (KASSA_MAX_BODY_MB)")
+	fs.IntVar(&c.bodyMemoryMB, "body-memory-mb", envInt("body-memory-mb", 16), "request bodies held decoded at once, in MiB of the bytes read (a body larger than all of it takes all of it), from 1 to 1048576: a request waits for its share once its body is read and before it is decoded, and one that has not got it when --store-timeout passes is answered 503 server_busy with nothing done; it bounds the memory of requests being decoded and waiting for the store, up to twenty times their bodies, not bodies still arriving (KASSA_BODY_MEMORY_MB)")
 	fs.StringVar(&c.idempotencyTTL, "idempotency-ttl", envDefault("idempotency-ttl", "24h"), "how long an Idempotency-Key is remembered, from 1h to 720h (KASSA_IDEMPOTENCY_TTL)")
 	fs.StringVar(&c.notificationRetention, "notification-retention", envDefault("notification-retention", "720h"), "how long the delivery log keeps a delivered or failed notification, from its creation, from 24h to 87600h; pending ones are kept however old (KASSA_NOTIFICATION_RETENTION)")
 	fs.StringVar(&c.authorizationRetention, "authorization-retention", envDefault("authorization-retention", "720h"), "how long an authorization token is kept past its expiry, used or not, from --idempotency-ttl to 87600h (KASSA_AUTHORIZATION_RETENTION)")
@@ -460,6 +462,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kassa: --max-body-mb (KASSA_MAX_BODY_MB) must be a whole number from 1 to 64")
 		return 2
 	}
+	// A body larger than the budget takes all of it and is served alone
+	// (server.Config.BodyMemory), so no floor above 1 is needed; the bound
+	// above is the order cache's, past any machine's memory.
+	if c.bodyMemoryMB < 1 || c.bodyMemoryMB > 1<<20 {
+		fmt.Fprintln(stderr, "kassa: --body-memory-mb (KASSA_BODY_MEMORY_MB) must be a whole number from 1 to 1048576")
+		return 2
+	}
 	if c.maxConnections < 1 {
 		fmt.Fprintln(stderr, "kassa: --max-connections (KASSA_MAX_CONNECTIONS) must be a whole number, at least 1")
 		return 2
@@ -639,7 +648,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	srv = server.New(server.Config{
 		Ledger: ledger, Logger: log, Key: key, BaseURL: c.baseURL, Sandbox: c.sandbox, Clock: clock, MaxBodyBytes: int64(c.maxBodyMB) << 20,
 		Metrics: metrics, Version: Version, Companies: dir, Delivery: kassa.DeliveryOptions{AllowPrivateNetworks: c.sandbox},
-		StoreTimeout: storeTimeout, TrustedProxies: proxies, SeparateOps: opsLn != nil, Backup: backup, BackupToken: c.backupToken,
+		StoreTimeout: storeTimeout, BodyMemory: int64(c.bodyMemoryMB) << 20, TrustedProxies: proxies, SeparateOps: opsLn != nil, Backup: backup, BackupToken: c.backupToken,
 		Ready: func(ctx context.Context) error {
 			// A store that stopped taking writes (bolt, after a commit of
 			// unknown outcome) needs a restart, which a supervisor makes

@@ -607,6 +607,17 @@ func TestMaxBodyFlag(t *testing.T) {
 	}
 }
 
+// TestBodyMemoryFlag: the budget of request bodies held at once is 1 MiB
+// to 1048576 MiB; a body larger than it is served alone, so it may be below
+// --max-body-mb.
+func TestBodyMemoryFlag(t *testing.T) {
+	for _, bad := range []string{"0", "-1", "1048577", "lots"} {
+		serveRefused(t, 2, "body-memory-mb", "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--body-memory-mb", bad)
+	}
+	_, done := serveInProcess(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--body-memory-mb", "1", "--max-body-mb", "2")
+	stopInProcess(t, done)
+}
+
 // serveRefused runs serve with args and wants it to exit at once with code,
 // saying want on stderr, instead of serving (then it is stopped).
 func serveRefused(t *testing.T, code int, want string, args ...string) {
