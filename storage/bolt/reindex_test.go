@@ -200,11 +200,7 @@ func TestIndexesRebuiltAfterAnOlderBuildWrote(t *testing.T) {
 	}
 
 	// The older build, as raw bbolt writes of its own.
-	db, err := bbolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(btx *bbolt.Tx) error {
+	writeRaw(t, path, func(btx *bbolt.Tx) error {
 		if err := btx.Bucket(bSettleQ).Delete([]byte("a")); err != nil { // settled
 			return err
 		}
@@ -227,10 +223,6 @@ func TestIndexesRebuiltAfterAnOlderBuildWrote(t *testing.T) {
 		}
 		return btx.Bucket(bSettle).Put(key("m1", "s-old"), st)
 	})
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	s, err = Open(path, Options{Clock: f.Clock.Now})
 	if err != nil {
@@ -340,24 +332,12 @@ func TestReopenAfterOwnWritesRebuildsNothing(t *testing.T) {
 			t.Fatalf("NoSync %v: reopening a file this build wrote rebuilt %v", noSync, rebuilt)
 		}
 		// A mark of another set of indexes is another writer's.
-		err = func() error {
-			db, err := bbolt.Open(path, 0o600, nil)
-			if err != nil {
-				return err
+		writeRaw(t, path, func(btx *bbolt.Tx) error {
+			if v := btx.Bucket(bInfo).Get(keyLastCommit); len(v) != 16 {
+				return fmt.Errorf("mark %x", v)
 			}
-			defer db.Close()
-			return db.Update(func(btx *bbolt.Tx) error {
-				v := btx.Bucket(bInfo).Get(keyLastCommit)
-				mark := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(btx.ID())), openIndexes-1)
-				if len(v) != 16 {
-					return fmt.Errorf("mark %x", v)
-				}
-				return btx.Bucket(bInfo).Put(keyLastCommit, mark)
-			})
-		}()
-		if err != nil {
-			t.Fatal(err)
-		}
+			return markCommit(btx, openIndexes-1)
+		})
 		s, err = Open(path, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -368,6 +348,30 @@ func TestReopenAfterOwnWritesRebuildsNothing(t *testing.T) {
 		}
 		rebuilt = nil
 	}
+}
+
+// writeRaw writes to the closed store file at path as another build would:
+// fn's raw bbolt writes in one transaction, none of this build's marks.
+func writeRaw(t *testing.T, path string, fn func(*bbolt.Tx) error) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(fn)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// markCommit marks btx's commit as a build that keeps indexes indexes
+// marks it (lastCommitMark is this build's, with openIndexes).
+func markCommit(btx *bbolt.Tx, indexes uint64) error {
+	mark := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(btx.ID())), indexes)
+	return btx.Bucket(bInfo).Put(keyLastCommit, mark)
 }
 
 // openFresh opens a new file in a test directory on the clock of a fresh
@@ -570,11 +574,7 @@ func TestAuthExpiryRebuiltAfterTheBuildBeforeItWrote(t *testing.T) {
 
 	// The build before, as raw bbolt writes of its own: a token without
 	// its authexp entry, the commit marked as that build marked it.
-	db, err := bbolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(btx *bbolt.Tx) error {
+	writeRaw(t, path, func(btx *bbolt.Tx) error {
 		b, err := storage.EncodeRecord(tok("theirs", at.Add(2*time.Hour)))
 		if err != nil {
 			return err
@@ -583,15 +583,10 @@ func TestAuthExpiryRebuiltAfterTheBuildBeforeItWrote(t *testing.T) {
 			return err
 		}
 		const indexesBefore = 3
-		mark := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(btx.ID())), indexesBefore)
-		return btx.Bucket(bInfo).Put(keyLastCommit, mark)
+		return markCommit(btx, indexesBefore)
 	})
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 
-	s, err = Open(path, Options{Clock: f.Clock.Now})
+	s, err := Open(path, Options{Clock: f.Clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
