@@ -692,23 +692,31 @@ func notOwner(err error) bool {
 }
 
 // indexesBuilt reports whether every index a no-transaction migration
-// builds exists in the current schema (where the migration builds it, not
-// another deployment's schema later in the search path) and is valid. The
-// schema is matched by name: current_schema()::regnamespace would read it
-// as an identifier, folding "Kassa" to another schema, kassa, or to none.
+// builds exists in the current schema and is valid.
 func indexesBuilt(ctx context.Context, conn *pgxpool.Conn, sql string) (bool, error) {
 	names := concurrentIndex.FindAllStringSubmatch(sql, -1)
 	for _, m := range names {
-		var valid bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relname = $1 AND n.nspname = current_schema() AND i.indisvalid)`, m[1]).Scan(&valid); err != nil {
+		found, valid, err := schemaIndex(ctx, conn, m[1])
+		if err != nil || !found || !valid {
 			return false, err
-		}
-		if !valid {
-			return false, nil
 		}
 	}
 	return len(names) > 0, nil
+}
+
+// schemaIndex reports whether the index name exists in the current schema,
+// where a migration builds it (found by its name alone, through the search
+// path, it could be another deployment's in a schema later in the path),
+// and whether it is valid. The schema is matched by name:
+// current_schema()::regnamespace would read it as an identifier, folding
+// "Kassa" to another schema, kassa, or to none.
+func schemaIndex(ctx context.Context, conn *pgxpool.Conn, name string) (found, valid bool, err error) {
+	err = conn.QueryRow(ctx, `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relname = $1 AND n.nspname = current_schema()`, name).Scan(&valid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	return err == nil, valid, err
 }
 
 // statementOf is a migration's SQL without its comment lines.
@@ -873,17 +881,18 @@ func applyOutsideTransaction(ctx context.Context, conn *pgxpool.Conn, sql string
 		}()
 	}
 	for _, m := range concurrentIndex.FindAllStringSubmatch(sql, -1) {
-		// In the current schema, where the migration builds it: found by
-		// its name alone, through the search path, one of another
-		// deployment's schema later in it (its build cut off, or under
-		// way) was dropped.
-		var schema string
-		if err := conn.QueryRow(ctx, `SELECT n.nspname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relname = $1 AND n.nspname = current_schema() AND NOT i.indisvalid`,
-			m[1]).Scan(&schema); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		// In the current schema only (schemaIndex): one of another
+		// deployment's schema, its build cut off or under way, is not ours
+		// to drop.
+		found, valid, err := schemaIndex(ctx, conn, m[1])
+		if err != nil {
 			return err
 		}
-		if schema != "" {
+		if found && !valid {
+			var schema string
+			if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+				return err
+			}
 			if _, err := conn.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+pgx.Identifier{schema, m[1]}.Sanitize()); err != nil {
 				return err
 			}
