@@ -114,8 +114,8 @@ func (l *limitListener) acquire() bool {
 func (l *limitListener) closeIdle() (wait time.Duration) {
 	now := monoNow()
 	l.mu.Lock()
-	var victim *limitConn
-	var firstSilent int64
+	var victim, oldest *limitConn // oldest: the connection silent the longest
+	var oldestSince int64
 	for c := range l.open {
 		// Claimed, so that a connection is closed once; one whose next
 		// request starts meanwhile is closed all the same, as before (the
@@ -124,23 +124,18 @@ func (l *limitListener) closeIdle() (wait time.Duration) {
 			victim = c
 			break
 		}
-		if since := c.silentSince.Load(); since != 0 && (firstSilent == 0 || since < firstSilent) {
-			firstSilent = since
+		if since := c.silentSince.Load(); since != 0 && (oldest == nil || since < oldestSince) {
+			oldest, oldestSince = c, since
 		}
 	}
-	if victim == nil && firstSilent != 0 {
-		if due := firstSilent + int64(silentGrace); due > now {
+	if victim == nil && oldest != nil {
+		switch due := oldestSince + int64(silentGrace); {
+		case due > now:
 			wait = time.Duration(due - now)
-		} else {
-			for c := range l.open {
-				if since := c.silentSince.Load(); since != 0 && since+int64(silentGrace) <= now && c.silentSince.CompareAndSwap(since, 0) {
-					victim = c
-					break
-				}
-			}
-			if victim == nil {
-				wait = time.Millisecond // it spoke meanwhile: look again
-			}
+		case oldest.silentSince.CompareAndSwap(oldestSince, 0): // claimed, as an idle one is
+			victim = oldest
+		default:
+			wait = time.Millisecond // it spoke meanwhile: look again
 		}
 	}
 	l.mu.Unlock()
