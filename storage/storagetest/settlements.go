@@ -93,25 +93,20 @@ func testSettlements(t *testing.T, s storage.Store) {
 		}
 		_, err = tx.GetSettlement("m2", first[0].Settlement.ID)
 		wantKind(t, err, fault.NotFound)
+		pages, err := settlementPages(tx, "m1", settlement.Query{Size: 1})
+		if err != nil {
+			return err
+		}
 		var all []string
-		q := settlement.Query{Size: 1}
-		for {
-			page, next, err := tx.ListSettlements("m1", q)
-			if err != nil {
-				return err
-			}
+		for _, page := range pages {
 			for _, p := range page {
 				all = append(all, p.Reference)
 			}
-			if next == "" {
-				break
-			}
-			q.FromID = next
 		}
 		if !slices.Equal(all, []string{"S-000003", "S-000002", "S-000001"}) {
 			t.Fatalf("list %v", all)
 		}
-		q = settlement.Query{Size: 10, StoreIDs: []string{"b"}}
+		q := settlement.Query{Size: 10, StoreIDs: []string{"b"}}
 		if page, _, _ := tx.ListSettlements("m1", q); len(page) != 1 || page[0].StoreID != "b" {
 			t.Fatalf("store filter %v", page)
 		}
