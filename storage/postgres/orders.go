@@ -182,6 +182,21 @@ func (w *where) arg(v any) string {
 
 func (w *where) add(cond string) { w.conds = append(w.conds, cond) }
 
+// timeRange bounds a time key column: from inclusive, to exclusive, a zero
+// time bounding nothing.
+func (w *where) timeRange(col string, from, to time.Time) {
+	if !from.IsZero() {
+		w.add(col + " >= " + w.arg(timeKey(from)))
+	}
+	if !to.IsZero() {
+		w.add(col + " < " + w.arg(timeKey(to)))
+	}
+}
+
+// listWhere is a where for pageNewest, which adds the merchant's condition
+// and argument itself, as $1: its conditions and args[1:] are passed.
+func listWhere() *where { return &where{args: []any{nil}} }
+
 func orderWhere(merchantID string, q storage.OrderQuery) (*where, error) {
 	w := &where{}
 	w.add("merchant_id = " + w.arg(merchantID))
@@ -206,15 +221,8 @@ func orderWhere(merchantID string, q storage.OrderQuery) (*where, error) {
 	if len(q.StatusNot) > 0 {
 		w.add("NOT (statuses && " + w.arg(strs(q.StatusNot)) + "::text[])")
 	}
-	times := []struct {
-		cond string
-		at   time.Time
-	}{{"created_key >= ", q.CreatedFrom}, {"created_key < ", q.CreatedTo}, {"expires_key >= ", q.ExpiresFrom}, {"expires_key < ", q.ExpiresTo}}
-	for _, c := range times {
-		if !c.at.IsZero() {
-			w.add(c.cond + w.arg(timeKey(c.at)))
-		}
-	}
+	w.timeRange("created_key", q.CreatedFrom, q.CreatedTo)
+	w.timeRange("expires_key", q.ExpiresFrom, q.ExpiresTo)
 	if !q.ExpiresTo.IsZero() {
 		// Every order is made before it expires (expiresAt is createdAt
 		// plus a positive period, and only ever moves later), so an order

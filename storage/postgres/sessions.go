@@ -180,44 +180,31 @@ func (t *tx) ListSessions(merchantID string, q session.Query) ([]*session.Sessio
 
 // sessionWhere is the SQL conditions of q's indexed filters, arguments from $2.
 func sessionWhere(q session.Query) ([]string, []any) {
-	var conds []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		conds = append(conds, fmt.Sprintf(cond, len(args)+1))
-	}
+	w := listWhere()
 	// One value is an equality, so that the (merchant, value, created)
 	// index yields the page in order; PostgreSQL 15 sorts for = ANY.
 	in := func(col string, vs []string) {
 		switch len(vs) {
 		case 0:
 		case 1:
-			add(col+" = $%d", vs[0])
+			w.add(col + " = " + w.arg(vs[0]))
 		default:
-			add(col+" = ANY($%d)", vs)
+			w.add(col + " = ANY(" + w.arg(vs) + ")")
 		}
 	}
 	in("order_id", q.OrderIDs)
 	in("merchant_ref", q.MerchantReferences)
 	in("store_id", q.StoreIDs)
-	if !q.CreatedFrom.IsZero() {
-		add("created_key >= $%d", timeKey(q.CreatedFrom))
-	}
-	if !q.CreatedTo.IsZero() {
-		add("created_key < $%d", timeKey(q.CreatedTo))
-	}
-	if !q.UpdatedFrom.IsZero() {
-		add("updated_key >= $%d", timeKey(q.UpdatedFrom))
-	}
+	w.timeRange("created_key", q.CreatedFrom, q.CreatedTo)
+	w.timeRange("updated_key", q.UpdatedFrom, q.UpdatedTo)
 	if !q.UpdatedTo.IsZero() {
-		add("updated_key < $%d", timeKey(q.UpdatedTo))
 		// A session is never updated before it was created (Session.stamp),
 		// so this bound is implied; said in SQL, the newest-first scan of
 		// sessions_created starts there instead of reading every session
 		// updated later first (as orders' expiresTo, docs/postgres.md).
-		add("created_key < $%d", timeKey(q.UpdatedTo))
+		w.add("created_key < " + w.arg(timeKey(q.UpdatedTo)))
 	}
-	return conds, args
+	return w.conds, w.args[1:]
 }
 
 // fillSessionColumns fills the filter columns of sessions written before
@@ -372,19 +359,11 @@ func (t *tx) ListSettlements(merchantID string, q settlement.Query) ([]*settleme
 	// below the budget. A created range bounds the scan in SQL, as sessions'
 	// does, rather than reading and matching every settlement of the
 	// merchant outside it (a daily run makes one per store and currency).
-	var conds []string
-	var args []any
-	if !q.CreatedFrom.IsZero() {
-		args = append(args, timeKey(q.CreatedFrom))
-		conds = append(conds, fmt.Sprintf("created_key >= $%d", len(args)+1))
-	}
-	if !q.CreatedTo.IsZero() {
-		args = append(args, timeKey(q.CreatedTo))
-		conds = append(conds, fmt.Sprintf("created_key < $%d", len(args)+1))
-	}
+	w := listWhere()
+	w.timeRange("created_key", q.CreatedFrom, q.CreatedTo)
 	return pageNewest(t, "settlements", merchantID, q.FromID, nil, q.Size, storage.MaxPageBytes,
 		fault.NotFoundf("settlement_not_found", "settlement %s not found", q.FromID),
-		q.Match, func(s *settlement.Settlement) string { return s.ID }, conds, args...)
+		q.Match, func(s *settlement.Settlement) string { return s.ID }, w.conds, w.args[1:]...)
 }
 
 func (t *tx) SettlementTransactions(merchantID, settlementID, fromID string, size int) ([]settlement.Transaction, string, error) {
