@@ -73,9 +73,6 @@ func newHeldBody(t *testing.T, doc string) *heldBody {
 	return &heldBody{pr, pw, doc}
 }
 
-// send writes the whole body.
-func (h *heldBody) send() { h.sendFrom(0) }
-
 // sendFrom writes the body from its byte i on.
 func (h *heldBody) sendFrom(i int) {
 	go func() {

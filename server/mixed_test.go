@@ -313,8 +313,8 @@ type mixRun struct {
 	// jobCaptures are the captures no request made: the auto-capture job's.
 	jobCaptures int64
 
-	sent, ok, refused, pairs, pairBoth, differ, replays, autoCaptured atomic.Int64
-	byOp                                                              sync.Map // op → *[2]atomic.Int64 {sent, ok}
+	sent, ok, refused, pairs, differ, replays, autoCaptured atomic.Int64
+	byOp                                                    sync.Map // op → *[2]atomic.Int64 {sent, ok}
 }
 
 type mixReq struct {
@@ -344,9 +344,6 @@ func editBody(mode string, lines []map[string]any) map[string]any {
 	t := order.SumLines(built, money.VATMode(mode))
 	return map[string]any{"orderLines": lines, "totalOrderAmount": t.Gross, "totalOrderAmountExclVat": t.Net, "totalOrderVatAmount": t.VAT}
 }
-
-var mixOps = []string{"edit", "editCustomer", "paymentMethod", "reference", "extendExpiry", "cancel", "void", "acknowledge",
-	"partialCaptureByID", "partialCaptureNoID", "capture", "captureLines", "partialRefund", "refund", "resend"}
 
 // mixWeights draws the operations: those that close the uncaptured part
 // (cancel, full captures) rarely, so that edits and captures of lines meet.

@@ -40,7 +40,7 @@ import (
 var update = flag.Bool("update", false, "rewrite server/openapi.json")
 
 type param struct {
-	name, in, desc, typ       string
+	name, desc, typ           string
 	required, csv, deprecated bool
 	enum                      reflect.Type // a filter's values: the enum of this type (enums)
 }
@@ -50,7 +50,6 @@ type op struct {
 	auth, idem                     bool
 	body                           any // request body type (a zero value); nil: none
 	bodyOptional                   bool
-	bodyDesc                       string
 	status                         int
 	resp                           any    // response body type; nil with contentType for non-JSON
 	contentType                    string // default application/json

@@ -229,27 +229,26 @@ type oEvent struct {
 }
 
 type oOrder struct {
-	id           string
-	excl         bool   // vatMode exclVat
-	card         bool   // paid when captured: no invoice to pay, void or recourse
-	advance      bool   // advance invoice: due on its issue date
-	held         bool   // onHold: possibleFraud, under review
-	denied       bool   // fraudDeny: the review denied it
-	uncLedger    string // the uncaptured sub-order's ledgerId
-	approved     int64  // the ceiling an edit may raise the authorization to
-	authorized   int64
-	capturedSum  int64 // every capture counts against the authorization
-	uncaptured   []oLine
-	captures     []*oCapture
-	refunds      []oRefund
-	unacked      bool // advance invoice: no capture before acknowledgement
-	cancelled    bool
-	created      time.Time
-	expiresAt    time.Time
-	now          func() time.Time
-	reference    string
-	events       []oEvent
-	hadCustomers int
+	id          string
+	excl        bool   // vatMode exclVat
+	card        bool   // paid when captured: no invoice to pay, void or recourse
+	advance     bool   // advance invoice: due on its issue date
+	held        bool   // onHold: possibleFraud, under review
+	denied      bool   // fraudDeny: the review denied it
+	uncLedger   string // the uncaptured sub-order's ledgerId
+	approved    int64  // the ceiling an edit may raise the authorization to
+	authorized  int64
+	capturedSum int64 // every capture counts against the authorization
+	uncaptured  []oLine
+	captures    []*oCapture
+	refunds     []oRefund
+	unacked     bool // advance invoice: no capture before acknowledgement
+	cancelled   bool
+	created     time.Time
+	expiresAt   time.Time
+	now         func() time.Time
+	reference   string
+	events      []oEvent
 }
 
 // capturedAmount: a voided capture's amount leaves it (design.md).

@@ -16,7 +16,6 @@ import (
 	"net/netip"
 	"net/url"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -631,8 +630,6 @@ func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, res *kassa.
 	}
 	writeRaw(w, res.Status, res.Body)
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // SandboxCompanies are the sandbox's fixture buyers as directory entries, so
 // that a buyer searching for them finds them.

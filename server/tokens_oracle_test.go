@@ -68,7 +68,6 @@ type toOrder struct {
 	approved                        int64 // the ceiling of an edit
 	held, unacked                   bool
 	created, expires                time.Time
-	events                          int // extendExpiry and edit events added
 }
 
 // expired: decisions.md, 28 days after creation unless extended, read from

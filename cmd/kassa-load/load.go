@@ -106,9 +106,9 @@ func (t *tally) apply(id string, f func(e *expect)) {
 // pending is a mutation sent but not answered: after a crash it is retried
 // with the same Idempotency-Key, which must replay or execute it once.
 type pending struct {
-	op, orderID, method, path, key string
-	body                           any
-	onOK                           func(response)
+	op, method, path, key string
+	body                  any
+	onOK                  func(response)
 }
 
 // worker runs the realistic flow on fresh orders until ctx ends.

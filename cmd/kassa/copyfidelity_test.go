@@ -144,15 +144,14 @@ func (e *cfEnv) send(method, path, body string, hdr map[string]string) cfAnswer 
 }
 
 type cfMerchant struct {
-	id, auth    string
-	ack         bool // its orders wait for an acknowledgement
-	tokens      []string
-	ctokens     []string
-	orders      []string
-	captured    []string
-	sessions    [][2]string // API base, id
-	settlements []string
-	keyed       []cfKeyed
+	id, auth string
+	ack      bool // its orders wait for an acknowledgement
+	tokens   []string
+	ctokens  []string
+	orders   []string
+	captured []string
+	sessions [][2]string // API base, id
+	keyed    []cfKeyed
 }
 
 type cfKeyed struct {
