@@ -199,6 +199,12 @@ func DefaultRetry() Retry { return Retry{Base: 30 * time.Second, Cap: 6 * time.H
 func (r Retry) Nominal(n int) time.Duration {
 	d := r.Base
 	for i := 1; i < n && d < r.Cap; i++ {
+		// Past half the cap the next step is the cap: doubled, a delay
+		// past half of time.Duration's range (a cap of math.MaxInt64,
+		// "none") wrapped negative, and the jitter's draw panicked.
+		if d > r.Cap/2 {
+			return r.Cap
+		}
 		d *= 2
 	}
 	return min(d, r.Cap)

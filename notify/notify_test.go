@@ -2,6 +2,7 @@ package notify
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +187,38 @@ func TestNewSecretIsFreshAndLong(t *testing.T) {
 	a, b := NewSecret(), NewSecret()
 	if a == b || !strings.HasPrefix(a, "whsec_") || len(a) != len("whsec_")+43 {
 		t.Fatalf("secrets %q %q", a, b)
+	}
+}
+
+// A cap past half of time.Duration's range (an embedder's "no cap",
+// math.MaxInt64) must not let the doubling wrap: the delay grows to the cap
+// and stays there, and the jitter's draw is never asked for a negative range.
+func TestRetryScheduleNearDurationRange(t *testing.T) {
+	for _, r := range []Retry{
+		{Base: time.Hour, Cap: math.MaxInt64, MaxAttempts: 100},
+		{Base: 1 << 40, Cap: math.MaxInt64, MaxAttempts: 100},
+		{Base: math.MaxInt64 / 3, Cap: math.MaxInt64 - 1, MaxAttempts: 100},
+		{Base: math.MaxInt64, Cap: math.MaxInt64, MaxAttempts: 100},
+	} {
+		prev := time.Duration(0)
+		for n := 1; n <= 100; n++ {
+			d := r.Nominal(n)
+			if d < prev || d > r.Cap || d <= 0 {
+				t.Fatalf("%+v: nominal after attempt %d is %v (after %v), want it growing up to the cap", r, n, d, prev)
+			}
+			prev = d
+			hi := r.Delay(n, func(k int64) int64 {
+				if k <= 0 {
+					t.Fatalf("%+v: attempt %d drew jitter from [0, %d)", r, n, k)
+				}
+				return k - 1
+			})
+			if hi != d {
+				t.Fatalf("%+v: attempt %d: longest delay %v, want %v", r, n, hi, d)
+			}
+		}
+		if got := r.Nominal(100); got != r.Cap {
+			t.Errorf("%+v: nominal after 100 attempts is %v, want the cap", r, got)
+		}
 	}
 }

@@ -425,3 +425,26 @@ func TestDueDateOfWhatIsIssued(t *testing.T) {
 		}
 	}
 }
+
+// An order's amount (captured plus what is left) stays within order.MaxTotal
+// however much its authorization approved: an order made from a token put
+// before the tokens' approved amount was bounded may approve more, and
+// edits after partial captures took its amount to the approval.
+func TestEditKeepsTheOrderWithinItsBound(t *testing.T) {
+	f := ordertest.New()
+	o := f.Create(t, ordertest.CreateRequest(ordertest.Line("Big", 1, order.MaxTotal, 0)), ordertest.Authorization(3*order.MaxTotal))
+	if _, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{ordertest.Line("Part", 1, order.MaxTotal/2, 0)},
+		TotalCaptureAmount: ptr(int64(order.MaxTotal / 2))}, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	// Up to the bound: captured half plus a remainder of half.
+	half := int64(order.MaxTotal / 2)
+	if err := o.Edit(withTotals(editTo(ordertest.Line("Rest", 1, half, 0)), half, half, 0), f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "amounts at the bound", o.Amounts(), order.Amounts{Order: order.MaxTotal, Captured: half, Uncaptured: half, Consumed: half})
+	before := snapshot(t, o)
+	err := o.Edit(withTotals(editTo(ordertest.Line("More", 1, half+1, 0)), half+1, half+1, 0), f.Env())
+	wantFault(t, err, fault.Invalid, "validation_failed", "totalOrderAmount")
+	equal(t, "order after refused edit", snapshot(t, o), before)
+}

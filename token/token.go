@@ -60,7 +60,8 @@ const MaxTokenLen = 128
 
 // Validate checks a new token, naming every bad field: its id must fit in a
 // URL path as it is, and the country, currency, payment method and risk tags
-// copied into the orders made from it must be ones an order knows. (The
+// copied into the orders made from it must be ones an order knows, and its
+// approved amount one an order may have. (The
 // buyer's details are the embedder's checkout's to check.)
 func (a *Authorization) Validate() error {
 	var f fault.Fields
@@ -82,8 +83,11 @@ func (a *Authorization) Validate() error {
 	if !order.ValidPaymentType(a.PaymentMethod.Type) {
 		f.Add("paymentMethod.type", "must be one of %v", order.PaymentTypes())
 	}
-	if a.ApprovedAmount < 0 {
-		f.Add("approvedAmount", "must not be negative")
+	// An order's total is at most order.MaxTotal, and an edit may raise an
+	// order's authorization up to the approved amount: above the bound, edits
+	// after partial captures took an order's amount past it.
+	if a.ApprovedAmount < 0 || a.ApprovedAmount > order.MaxTotal {
+		f.Add("approvedAmount", "must be between 0 and %d", order.MaxTotal)
 	}
 	if a.ApprovedZero && a.ApprovedAmount != 0 {
 		f.Add("approvedZero", "states an approved amount of 0, but approvedAmount is %d", a.ApprovedAmount)

@@ -240,6 +240,11 @@ func TestAuthorizationValidate(t *testing.T) {
 		{"unknown risk tag", func(a *token.Authorization) { a.RiskTags = []order.RiskTag{order.RiskUnknown, "odd"} }, []string{"riskTags[1]"}},
 		{"bad country and currency", func(a *token.Authorization) { a.Country, a.Currency = "XX", "ABC" }, []string{"country", "currency"}},
 		{"negative approved amount", func(a *token.Authorization) { a.ApprovedAmount = -1 }, []string{"approvedAmount"}},
+		// An order's total is at most order.MaxTotal, and so is what it may
+		// be edited up to: a ceiling above it let edits after partial
+		// captures take an order's amount to three times the bound.
+		{"approved amount above an order's", func(a *token.Authorization) { a.ApprovedAmount = order.MaxTotal + 1 }, []string{"approvedAmount"}},
+		{"approved amount at an order's bound", func(a *token.Authorization) { a.ApprovedAmount = order.MaxTotal }, nil},
 		{"zero approved with an amount", func(a *token.Authorization) { a.ApprovedZero = true }, []string{"approvedZero"}},
 		{"expires at creation", func(a *token.Authorization) { a.ExpiresAt = a.CreatedAt }, []string{"expiresAt"}},
 		{"already used", func(a *token.Authorization) { a.UsedAt, a.UsedFor = &used, "order:o1" }, []string{"usedAt"}},
