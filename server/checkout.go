@@ -94,12 +94,12 @@ var checkoutTemplate = template.Must(template.New("checkout").Funcs(template.Fun
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.T.Checkout}} {{.S.MerchantReference}}</title>
 <style>
-body{font-family:system-ui,sans-serif;margin:0 auto;max-width:42rem;padding:1rem;line-height:1.4}
+body{font-family:system-ui,sans-serif;margin:0 auto;max-width:42rem;padding:1rem;line-height:1.4;overflow-wrap:anywhere}
 fieldset{border:1px solid #bbb;margin:1rem 0;padding:.5rem 1rem 1rem}legend{font-weight:600}
 label{display:block;margin-top:.6rem}input[type=text],input[type=email],input[type=tel],input[type=search]{width:100%;padding:.4rem;box-sizing:border-box}
 .choice label{display:inline;margin:0}.choice{margin:.3rem 0}
 .error{color:#a00}.summary{border:2px solid #a00;padding:.5rem 1rem}
-table{width:100%;border-collapse:collapse}td,th{padding:.3rem;border-bottom:1px solid #ddd;text-align:left}td.n,th.n{text-align:right}
+table{width:100%;border-collapse:collapse}td,th{padding:.3rem;border-bottom:1px solid #ddd;text-align:left}td.n,th.n{text-align:right}th{overflow-wrap:normal}td.n{white-space:nowrap}
 button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
 :focus-visible{outline:3px solid #1a5fb4;outline-offset:2px}
 </style></head>

@@ -100,8 +100,8 @@ type standing struct {
 // page builds before it rendered (TestDocumentWithoutStandingEndsAsBefore).
 var documentTemplate = template.Must(template.New("doc").Parse(`<!doctype html>
 <html lang="{{.T.Tag}}"><head><meta charset="utf-8"><title>{{.Title}} {{.Reference}}{{if .Void}} {{.T.VoidMark}}{{end}}</title>
-<style>body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem}table{border-collapse:collapse;width:100%}
-th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-align:right}</style></head>
+<style>body{font-family:system-ui,sans-serif;margin:2rem;max-width:60rem;overflow-wrap:anywhere}table{border-collapse:collapse;width:100%}
+th,td{border-bottom:1px solid #ccc;padding:.3rem;text-align:left}td.n,th.n{text-align:right}th{overflow-wrap:normal}td.n{white-space:nowrap}</style></head>
 <body><h1>{{.Title}} {{.Reference}}{{if .Void}} {{.T.VoidMark}}{{end}}</h1>
 {{if .Void}}<p><strong>{{.T.VoidInvoice}}</strong></p>{{end}}
 <p>{{.T.Order}} {{.OrderReference}} ({{.OrderID}}){{if .MerchantReference}}, {{.T.MerchantReference}} {{.MerchantReference}}{{end}}. {{.T.Date}} {{.Date}}.{{if .Due}} {{.T.DueDate}} {{.Due}}.{{end}}</p>

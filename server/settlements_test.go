@@ -261,3 +261,53 @@ func TestVoidAfterTheCutoffCancelsOutItsCapture(t *testing.T) {
 		t.Fatalf("settlements %v; want none", l["settlements"])
 	}
 }
+
+// A spreadsheet in a locale whose decimal mark is a comma (Swedish,
+// Norwegian, Danish, Finnish, German Excel) opens a .csv with ";" as its
+// separator: every ";" in a cell starts a new one there, whatever the
+// commas and quotes around it. Merchant text whose part after a ";" starts
+// as a formula would run as one, so that part gets the leading apostrophe
+// a cell gets.
+func TestSettlementExportKeepsTextAfterASemicolonFromBeingAFormula(t *testing.T) {
+	e := newSessionEnv(t)
+	e.capturedWithReferences(`PO-1;@SUM(1+1)`, `ACC-1;=HYPERLINK(CHAR(104)&CHAR(116))`)
+	e.capturedWithReferences(`PO-2; "-2+3`, `ACC-2;;+1`)
+	e.capturedWithReferences(`PO-3;ok;=`, `ACC-3; plain;x=1`)
+	_, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil)
+	sid := run["settlements"].([]any)[0].(map[string]any)["id"].(string)
+	r, _ := http.NewRequest("GET", e.ts.URL+"/v1/settlements/"+sid+"/export.csv", nil)
+	r.Header.Set("Authorization", e.auth)
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	rows, err := csv.NewReader(strings.NewReader(string(body))).ReadAll()
+	if err != nil || len(rows) != 5 {
+		t.Fatalf("csv %v %v", rows, err)
+	}
+	want := [][2]string{
+		{`PO-1;'@SUM(1+1)`, `ACC-1;'=HYPERLINK(CHAR(104)&CHAR(116))`},
+		{`PO-2;' "-2+3`, `ACC-2;;'+1`},
+		{`PO-3;ok;'=`, `ACC-3; plain;x=1`},
+	}
+	got := map[[2]string]bool{}
+	for _, row := range rows[1:4] {
+		got[[2]string{row[7], row[10]}] = true
+	}
+	for _, w := range want {
+		if !got[w] {
+			t.Errorf("no row with merchantReference %q and orderSettlementReference %q in %q", w[0], w[1], rows)
+		}
+	}
+	// Read as such a spreadsheet does: no cell between semicolons starts
+	// as a formula (after the quotes and spaces it would skip).
+	for _, line := range strings.Split(string(body), "\n") {
+		for _, cell := range strings.Split(line, ";")[1:] {
+			if c := strings.TrimLeft(cell, `" `); c != "" && strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+				t.Errorf("line %q: cell %q after a semicolon starts as a formula", line, cell)
+			}
+		}
+	}
+}

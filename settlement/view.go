@@ -99,12 +99,30 @@ func (q *Query) Match(s *Settlement) bool {
 
 // textCell keeps a spreadsheet from reading merchant-supplied text as a
 // formula ("CSV injection"): a cell that starts with = + - @ tab or CR gets
-// a leading apostrophe. Amounts are ours and never pass through here.
+// a leading apostrophe. So does each part after a ";" that starts so, past
+// any quotes and spaces: a spreadsheet in a locale with a decimal comma
+// (Swedish, Norwegian, Danish, Finnish, German Excel) opens a .csv with ";"
+// as its separator, so there every ";" starts a new cell, whatever the
+// commas and quotes of the row around it. Amounts are ours and never pass
+// through here.
 func textCell(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
+	formula := func(s string) bool {
+		s = strings.TrimLeft(s, `" `)
+		return s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0]))
 	}
-	return s
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		s = "'" + s
+	}
+	if !strings.Contains(s, ";") {
+		return s // the common case
+	}
+	parts := strings.Split(s, ";")
+	for i := 1; i < len(parts); i++ {
+		if formula(parts[i]) {
+			parts[i] = "'" + parts[i]
+		}
+	}
+	return strings.Join(parts, ";")
 }
 
 // WriteCSV writes a settlement's transactions for accounting: a header, one
