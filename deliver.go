@@ -749,7 +749,11 @@ func (l *Ledger) recordDelivery(ctx context.Context, opts DeliveryOptions, c *cl
 		}
 		m.Claim, m.LeaseUntil = "", time.Time{}
 		m.Attempts++
-		m.Log = append(m.Log, c.outcome)
+		// The wall clock is in the process's zone (TZ); the log is in UTC,
+		// as every time kassa stores and shows, whatever zone it ran in.
+		at := c.outcome
+		at.At = at.At.UTC()
+		m.Log = append(m.Log, at)
 		if len(m.Log) > maxLog {
 			m.Log = m.Log[len(m.Log)-maxLog:]
 		}

@@ -250,7 +250,7 @@ type Notification struct {
 
 func notificationOf(m *storage.OutboxMessage) Notification {
 	n := Notification{ID: m.ID, Type: m.Topic, OrderID: m.OrderID, CreatedAt: m.CreatedAt, Attempts: m.Attempts,
-		LastError: m.LastError, Log: m.Log, Payload: m.Payload, Status: "pending"}
+		LastError: m.LastError, Payload: m.Payload, Status: "pending"}
 	switch {
 	case m.Delivered:
 		n.Status = "delivered"
@@ -260,8 +260,12 @@ func notificationOf(m *storage.OutboxMessage) Notification {
 		next := m.NextAttempt
 		n.NextAttemptAt = &next
 	}
-	if n.Log == nil {
-		n.Log = []storage.DeliveryAttempt{}
+	// In UTC, as every other time: attempts recorded before their times
+	// were stored in UTC carry the zone the server ran in (TZ).
+	n.Log = make([]storage.DeliveryAttempt, len(m.Log))
+	for i, a := range m.Log {
+		a.At = a.At.UTC()
+		n.Log[i] = a
 	}
 	return n
 }

@@ -302,8 +302,10 @@ func NewCustomer(a *Authorization, r *CreateCustomerRequest, id string, now time
 		c.BillingAddress = b.BillingAddress
 	}
 	if a.PaymentMethod.Type == order.PayCard {
-		exp := now.AddDate(3, 0, 0)
-		c.Account = Account{ExpiryMonth: fmt.Sprintf("%02d", int(exp.Month())), ExpiryYear: fmt.Sprintf("%d", exp.Year()),
+		// A card expires in a month: this one three years on, counted in
+		// months (now.AddDate(3, 0, 0) takes 29 February to 1 March).
+		now := now.UTC()
+		c.Account = Account{ExpiryMonth: fmt.Sprintf("%02d", int(now.Month())), ExpiryYear: fmt.Sprintf("%d", now.Year()+3),
 			MaskedAccount: "**** **** **** " + lastFour(id)}
 	}
 	return c, nil

@@ -357,3 +357,30 @@ func TestCustomerTokenPrefersTheMerchantsDetails(t *testing.T) {
 		t.Fatalf("customer token %+v", c)
 	}
 }
+
+// TestCardExpiryIsThreeYearsOnByMonth: a card's expiry is a month and a
+// year, three years on from the month the token was made in. Reckoned as
+// the date three years on, a token made on 29 February (2028 is a leap year,
+// 2031 is not) got a card expiring in March.
+func TestCardExpiryIsThreeYearsOnByMonth(t *testing.T) {
+	for _, c := range []struct {
+		now         time.Time
+		month, year string
+	}{
+		{time.Date(2028, 2, 29, 12, 0, 0, 0, time.UTC), "02", "2031"},
+		{time.Date(2028, 2, 28, 23, 59, 59, 0, time.UTC), "02", "2031"},
+		{time.Date(2028, 3, 1, 0, 0, 0, 0, time.UTC), "03", "2031"},
+		{time.Date(2026, 12, 31, 23, 59, 59, 999999999, time.UTC), "12", "2029"},
+		{time.Date(2027, 1, 31, 0, 0, 0, 0, time.UTC), "01", "2030"},
+	} {
+		a := auth()
+		a.CreatedAt, a.ExpiresAt = c.now, c.now.Add(token.DefaultAuthorizationTTL)
+		tok, err := token.NewCustomer(a, customerRequest(), "ctok-12345", c.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok.Account.ExpiryMonth != c.month || tok.Account.ExpiryYear != c.year {
+			t.Errorf("made %s: card expires %s/%s, want %s/%s", c.now.Format(time.RFC3339), tok.Account.ExpiryMonth, tok.Account.ExpiryYear, c.month, c.year)
+		}
+	}
+}
