@@ -503,11 +503,20 @@ type heldLock struct{ conn *pgx.Conn }
 
 // end releases the lock: the connection is closed, which ends the
 // transaction (behind a pooler, the pooler drops or resets the server
-// connection of a client gone mid-transaction).
+// connection of a client gone mid-transaction). Bounded: on a connection
+// gone silent (a peer or NAT that dropped it without a reset), unbounded
+// the ROLLBACK would wait for TCP keepalive to give up, a quarter of an
+// hour in which Open, its work done, did not return; the server ends the
+// transaction with the connection either way.
 func (l heldLock) end() {
-	l.conn.Exec(context.Background(), `ROLLBACK`)
-	l.conn.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), lockEndWait)
+	defer cancel()
+	l.conn.Exec(ctx, `ROLLBACK`)
+	l.conn.Close(ctx)
 }
+
+// lockEndWait bounds heldLock.end.
+const lockEndWait = 5 * time.Second
 
 // holdLock opens a transaction on a connection of its own and runs take in
 // it, which takes a transaction advisory lock (false: it was not taken). A
