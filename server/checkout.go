@@ -83,6 +83,12 @@ func (v checkoutView) ErrorFor(id string) string {
 // session's VAT mode: the lines then add up to the total below them, which
 // includes VAT and says how much of it is VAT. An exclVat line's own
 // totalAmount, under the same heading "Total", did not.
+//
+// A completed session's page is the approved one (the thanks, the link back
+// to the merchant's confirmation page), with the order placed when it was an
+// order: a merchant making its order the moment it is told of the approval
+// completes the session before the buyer's browser follows the approval's
+// redirect, and the buyer must not lose the way back to the shop for it.
 var checkoutTemplate = template.Must(template.New("checkout").Funcs(template.FuncMap{
 	"checked": func(a, b string) bool { return a == b },
 	"method":  func(t *i18n.Texts, m order.PaymentType) string { return t.PaymentMethods[string(m)] },
@@ -150,10 +156,9 @@ button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
 <button type="submit" name="action" value="decline" id="decline" formnovalidate>{{.T.Decline}}</button>
 </form>
 <script>{{.Script}}</script>
-{{else if eq (print .S.State) "authorized"}}<h2 id="result">{{.T.Approved}}</h2>
-<p>{{.Thanks}}</p>
+{{else if or (eq (print .S.State) "authorized") (eq (print .S.State) "completed")}}<h2 id="result">{{.T.Approved}}</h2>
+<p>{{.Thanks}}</p>{{if .S.OrderID}}<p>{{.T.Placed}}</p>{{end}}
 {{with .S.MerchantURLs.Confirmation}}<p><a href="{{.}}">{{$.T.BackToShop}}</a></p>{{end}}
-{{else if eq (print .S.State) "completed"}}<h2 id="result">{{.T.Approved}}</h2><p>{{.T.Placed}}</p>
 {{else}}<h2 id="result">{{index .T.SessionStateTitle (print .S.State)}}</h2><p>{{.T.NoPurchase}}</p>
 {{with .S.MerchantURLs.Cancel}}<p><a href="{{.}}">{{$.T.BackToShop}}</a></p>{{end}}{{end}}
 </main></body></html>
