@@ -180,12 +180,13 @@ button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
 // for every page.
 const checkoutScript = `
 // Progressive enhancement: search as you type. Without JavaScript the Search button does the same.
-(function(){var q=document.getElementById('q'),box=document.getElementById('results'),t;
+// Only the answer to the last search typed is shown: on a slow network an earlier one can arrive after it.
+(function(){var q=document.getElementById('q'),box=document.getElementById('results'),t,n=0;
 if(!q||!window.fetch)return;
-q.addEventListener('input',function(){clearTimeout(t);t=setTimeout(function(){
+q.addEventListener('input',function(){clearTimeout(t);var my=++n;t=setTimeout(function(){
 if(q.value.trim().length<2)return;
 fetch('../../v1/headless/search/companies?country='+encodeURIComponent(q.dataset.country)+'&q='+encodeURIComponent(q.value)).then(function(r){return r.ok||r.status===400?r.json().then(function(d){d.refused=!r.ok;return d}):null}).then(function(d){
-if(!d)return;box.textContent='';
+if(!d||my!==n)return;box.textContent='';
 if(d.refused){var e=document.createElement('p');e.className='error';e.textContent=q.dataset.refused||(d.errors&&d.errors.length?'This '+d.errors[0].message+'.':d.detail);box.appendChild(e);return}
 if(!d.companies.length){var p=document.createElement('p');p.textContent=q.dataset.none;box.appendChild(p);return}
 d.companies.forEach(function(c,i){var div=document.createElement('div');div.className='choice';
