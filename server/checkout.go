@@ -83,6 +83,12 @@ func (v checkoutView) ErrorFor(id string) string {
 // session's VAT mode: the lines then add up to the total below them, which
 // includes VAT and says how much of it is VAT. An exclVat line's own
 // totalAmount, under the same heading "Total", did not.
+//
+// A completed session's page is the approved one (the thanks, the link back
+// to the merchant's confirmation page), with the order placed when it was an
+// order: a merchant making its order the moment it is told of the approval
+// completes the session before the buyer's browser follows the approval's
+// redirect, and the buyer must not lose the way back to the shop for it.
 var checkoutTemplate = template.Must(template.New("checkout").Funcs(template.FuncMap{
 	"checked": func(a, b string) bool { return a == b },
 	"method":  func(t *i18n.Texts, m order.PaymentType) string { return t.PaymentMethods[string(m)] },
@@ -150,10 +156,9 @@ button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
 <button type="submit" name="action" value="decline" id="decline" formnovalidate>{{.T.Decline}}</button>
 </form>
 <script>{{.Script}}</script>
-{{else if eq (print .S.State) "authorized"}}<h2 id="result">{{.T.Approved}}</h2>
-<p>{{.Thanks}}</p>
+{{else if or (eq (print .S.State) "authorized") (eq (print .S.State) "completed")}}<h2 id="result">{{.T.Approved}}</h2>
+<p>{{.Thanks}}</p>{{if .S.OrderID}}<p>{{.T.Placed}}</p>{{end}}
 {{with .S.MerchantURLs.Confirmation}}<p><a href="{{.}}">{{$.T.BackToShop}}</a></p>{{end}}
-{{else if eq (print .S.State) "completed"}}<h2 id="result">{{.T.Approved}}</h2><p>{{.T.Placed}}</p>
 {{else}}<h2 id="result">{{index .T.SessionStateTitle (print .S.State)}}</h2><p>{{.T.NoPurchase}}</p>
 {{with .S.MerchantURLs.Cancel}}<p><a href="{{.}}">{{$.T.BackToShop}}</a></p>{{end}}{{end}}
 </main></body></html>
@@ -175,12 +180,13 @@ button{padding:.6rem 1.2rem;margin:.5rem .5rem 0 0;font-size:1rem}
 // for every page.
 const checkoutScript = `
 // Progressive enhancement: search as you type. Without JavaScript the Search button does the same.
-(function(){var q=document.getElementById('q'),box=document.getElementById('results'),t;
+// Only the answer to the last search typed is shown: on a slow network an earlier one can arrive after it.
+(function(){var q=document.getElementById('q'),box=document.getElementById('results'),t,n=0;
 if(!q||!window.fetch)return;
-q.addEventListener('input',function(){clearTimeout(t);t=setTimeout(function(){
+q.addEventListener('input',function(){clearTimeout(t);var my=++n;t=setTimeout(function(){
 if(q.value.trim().length<2)return;
 fetch('../../v1/headless/search/companies?country='+encodeURIComponent(q.dataset.country)+'&q='+encodeURIComponent(q.value)).then(function(r){return r.ok||r.status===400?r.json().then(function(d){d.refused=!r.ok;return d}):null}).then(function(d){
-if(!d)return;box.textContent='';
+if(!d||my!==n)return;box.textContent='';
 if(d.refused){var e=document.createElement('p');e.className='error';e.textContent=q.dataset.refused||(d.errors&&d.errors.length?'This '+d.errors[0].message+'.':d.detail);box.appendChild(e);return}
 if(!d.companies.length){var p=document.createElement('p');p.textContent=q.dataset.none;box.appendChild(p);return}
 d.companies.forEach(function(c,i){var div=document.createElement('div');div.className='choice';

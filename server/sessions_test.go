@@ -444,6 +444,53 @@ func TestSessionApprovalUsedByACustomerToken(t *testing.T) {
 	}
 }
 
+// TestCompletedCheckoutKeepsTheWayBack: a merchant that makes its order as
+// soon as it is told of the approval (session.authorized) completes the
+// session before the buyer's browser has followed the approval's redirect,
+// or before the buyer reloads. The page of the completed session still
+// thanks the buyer for what they approved and links back to the merchant's
+// confirmation page; it lost both, so whether the buyer got the way back to
+// the shop depended on who was faster. A session completed by a customer
+// token says nothing of an order placed: none was.
+func TestCompletedCheckoutKeepsTheWayBack(t *testing.T) {
+	e := newSessionEnv(t)
+	const body = `{"country":"SE","currency":"SEK","locale":"en-SE","orderLines":[{"description":"Tiles","quantity":2,"unitPrice":12500,"vat":2500}],
+		"merchantUrls":{"confirmation":"https://shop.example/thanks?o=7","cancel":"https://shop.example/cancel"}}`
+	for _, c := range []struct {
+		api, use, done, placed string
+	}{
+		{"/v1/sessions", "/order", "orderId", "Your order has been placed."},
+		{"/v1/payment-sessions", "/customer-token", "customerToken", ""},
+	} {
+		_, _, s := e.do("POST", c.api, body, e.auth)
+		id, link := s["id"].(string), s["checkoutUrl"].(string)
+		if code := e.approve(link, e.checkoutTerms(link)); code != http.StatusSeeOther {
+			t.Fatalf("%s: approve: %d", c.api, code)
+		}
+		_, _, got := e.do("GET", c.api+"/"+id, "", e.auth)
+		code, _, p := e.do("POST", "/v1/authorization-tokens/"+got["authorizationToken"].(string)+c.use,
+			`{"country":"SE","currency":"SEK","locale":"en-SE","customer":{"email":"ap@b.se"}}`, e.auth)
+		if code != 200 {
+			t.Fatalf("%s: %s: %d %v", c.api, c.use, code, p)
+		}
+		if _, _, got = e.do("GET", c.api+"/"+id, "", e.auth); got["state"] != "completed" || got[c.done] == nil {
+			t.Fatalf("%s: session after %s: %v", c.api, c.use, got)
+		}
+		code, _, page := fetchPage(t, link)
+		if code != 200 {
+			t.Fatalf("%s: completed page: %d", c.api, code)
+		}
+		wantAll(t, c.api+" completed page", page, `<h2 id="result">Purchase approved</h2>`,
+			"approved this purchase by Invoice (pay within 30 days).",
+			`<a href="https://shop.example/thanks?o=7">Back to the shop</a>`)
+		if c.placed != "" {
+			wantAll(t, c.api+" completed page", page, c.placed)
+		} else if strings.Contains(page, "order has been placed") {
+			t.Errorf("%s: a session completed by a customer token says an order was placed:\n%s", c.api, page)
+		}
+	}
+}
+
 // TestZeroTotalSessionApprovesNothing: a buyer who approved a session of
 // total 0 (a free sample) approved 0, not "no amount stated": its token
 // makes an order of 0 and refuses a bigger one, as the token of any other

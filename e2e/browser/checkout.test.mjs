@@ -212,3 +212,30 @@ test('a Swedish buyer reads the checkout in Swedish, its script too', async () =
   await page.screenshot({ path: join(artifacts, 'checkout-sv.png'), fullPage: true });
   await page.close();
 });
+
+test('on a slow network the results are those of the search in the box, not of one typed before it', async () => {
+  const s = await newSession('PO-E2E-5');
+  const page = await browser.newPage();
+  // The first search's answer is held back until the second's has been shown.
+  let release;
+  const held = new Promise((resolve) => { release = resolve; });
+  await page.route('**/v1/headless/search/companies?*', async (route) => {
+    if (new URL(route.request().url()).searchParams.get('q') === 'Approved Bygg') await held;
+    await route.continue();
+  });
+  await page.goto(s.checkoutUrl);
+  const box = page.getByLabel('Company name or registration number');
+  const first = page.waitForRequest((r) => r.url().includes('q=Approved+Bygg') || r.url().includes('q=Approved%20Bygg'));
+  await box.fill('Approved Bygg');
+  await first;
+  await box.fill('Zzqx Nonesuch');
+  await page.locator('#results p', { hasText: 'No company matched.' }).waitFor();
+  const late = page.waitForResponse((r) => r.url().includes('Approved'));
+  release();
+  await late;
+  await page.waitForTimeout(300);
+  assert.equal(await page.locator('#results input[type=radio]').count(), 0,
+    'the late answer of an earlier search replaced the results of the one in the box');
+  assert.equal(await page.locator('#results p').textContent(), 'No company matched.');
+  await page.close();
+});
