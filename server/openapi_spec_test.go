@@ -215,3 +215,55 @@ func TestOpenAPIStatesRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIStatesResponseHeaders: the headers the server sends that a
+// client acts on are named in the document, as a generated client learns of a
+// header only from it. Every problem answer carries X-Request-Id (docs/errors.md:
+// quote it), the 401 of an operation that takes credentials its challenges
+// (WWW-Authenticate, which clients that send Basic only when challenged
+// need), and the settlement export its file name (Content-Disposition). They
+// used to be stated on successes only, or nowhere. The answers checked are the
+// router's own.
+func TestOpenAPIStatesResponseHeaders(t *testing.T) {
+	var doc map[string]any
+	if err := json.Unmarshal(generatedOpenAPI(t), &doc); err != nil {
+		t.Fatal(err)
+	}
+	headers := func(o op, code string) map[string]any {
+		op := doc["paths"].(map[string]any)[o.path].(map[string]any)[strings.ToLower(o.method)].(map[string]any)
+		r, _ := op["responses"].(map[string]any)[code].(map[string]any)
+		h, _ := r["headers"].(map[string]any)
+		return h
+	}
+	for _, o := range operations() {
+		op := doc["paths"].(map[string]any)[o.path].(map[string]any)[strings.ToLower(o.method)].(map[string]any)
+		for code := range op["responses"].(map[string]any) {
+			if code >= "400" && code != "default" && headers(o, code)["X-Request-Id"] == nil {
+				t.Errorf("%s %s: %s without X-Request-Id", o.method, o.path, code)
+			}
+		}
+		if o.auth || o.path == "/oauth/token" {
+			if h := headers(o, "401"); h["WWW-Authenticate"] == nil {
+				t.Errorf("%s %s: 401 without WWW-Authenticate", o.method, o.path)
+			}
+		}
+		if o.id == "exportSettlement" {
+			if h := headers(o, "200"); h["Content-Disposition"] == nil {
+				t.Errorf("%s %s: 200 without Content-Disposition", o.method, o.path)
+			}
+		}
+	}
+
+	// What the document states is what the router sends.
+	e := newSessionEnv(t)
+	code, h, b := e.req("GET", "/v1/orders/nope", "", "", nil)
+	wantProblem(t, code, b, 401, "unauthorized")
+	if h.Get("WWW-Authenticate") == "" || h.Get("X-Request-Id") == "" {
+		t.Errorf("401: WWW-Authenticate %q, X-Request-Id %q", h.Get("WWW-Authenticate"), h.Get("X-Request-Id"))
+	}
+	code, h, b = e.req("GET", "/v1/orders/nope", "", basic("m1", "s1"), nil)
+	wantProblem(t, code, b, 404, "order_not_found")
+	if h.Get("X-Request-Id") == "" || h.Get("X-Request-Id") != b["requestId"] {
+		t.Errorf("404: X-Request-Id %q, requestId %v", h.Get("X-Request-Id"), b["requestId"])
+	}
+}

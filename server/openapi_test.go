@@ -632,6 +632,9 @@ func buildOpenAPI() map[string]any {
 			headers["Deprecation"] = map[string]any{"schema": map[string]any{"type": "string"}}
 			headers["Link"] = map[string]any{"description": `the successor operation, rel="successor-version"`, "schema": map[string]any{"type": "string"}}
 		}
+		if o.id == "exportSettlement" {
+			headers["Content-Disposition"] = map[string]any{"description": `attachment; filename="settlement-{settlementId}.csv"`, "schema": map[string]any{"type": "string"}}
+		}
 		ok["headers"] = headers
 		switch {
 		case o.status == http.StatusSeeOther || o.status == http.StatusNoContent:
@@ -670,9 +673,16 @@ func buildOpenAPI() map[string]any {
 		}
 		for _, code := range errs {
 			r := map[string]any{"description": http.StatusText(code), "content": map[string]any{"application/problem+json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Problem"}}}}
+			// Every answer carries the request id, a refusal too: it is what
+			// a merchant quotes (docs/errors.md).
+			eh := map[string]any{"X-Request-Id": map[string]any{"$ref": "#/components/headers/X-Request-Id"}}
 			if code == http.StatusTooManyRequests || (code == http.StatusServiceUnavailable && o.auth) {
-				r["headers"] = map[string]any{"Retry-After": map[string]any{"description": "seconds to wait before sending the request again", "schema": map[string]any{"type": "integer"}}}
+				eh["Retry-After"] = map[string]any{"description": "seconds to wait before sending the request again", "schema": map[string]any{"type": "integer"}}
 			}
+			if code == http.StatusUnauthorized && (o.auth || o.path == "/oauth/token") {
+				eh["WWW-Authenticate"] = map[string]any{"$ref": "#/components/headers/WWW-Authenticate"}
+			}
+			r["headers"] = eh
 			switch {
 			case o.path == "/oauth/token":
 				r["content"] = map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/OAuthError"}}}
@@ -694,6 +704,10 @@ func buildOpenAPI() map[string]any {
 		"paths":   paths,
 		"components": map[string]any{
 			"schemas": g.schemas,
+			"headers": map[string]any{
+				"X-Request-Id":     map[string]any{"description": "the request's id, the requestId of a problem document: honoured when the request sent one, generated otherwise", "schema": map[string]any{"type": "string"}},
+				"WWW-Authenticate": map[string]any{"description": `the challenges, each on a line of its own: Basic realm="kassa", then (except on /oauth/token) Bearer realm="kassa"`, "schema": map[string]any{"type": "string"}},
+			},
 			"securitySchemes": map[string]any{
 				"oauth2": map[string]any{"type": "oauth2", "flows": map[string]any{"clientCredentials": map[string]any{"tokenUrl": "/oauth/token", "scopes": oauthScopes()}},
 					"description": "Every token is granted all three scopes, whichever a request names."},
