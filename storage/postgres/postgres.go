@@ -250,7 +250,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	if err := reindexStatuses(context.WithoutCancel(ctx), pool); err != nil {
+	if err := reindexStatuses(context.WithoutCancel(ctx), pool, opts.Logger); err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,7 +30,11 @@ const reindexBatch = 500
 // is passed over, never a 500). One replica sweeps, under a try-lock; each
 // batch commits with its position, so a replica stopped mid-sweep leaves the
 // next start to go on from there.
-func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
+//
+// The sweeping replica serves only once it is done: 1 000 000 orders take
+// about 90 s, so log hears when it begins, how far it got every
+// waitLogEvery, and when it ends; a start silent for minutes looks hung.
+func reindexStatuses(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	// The lock is held by a transaction of its own (see withAdvisoryLock);
 	// the sweep runs on another connection.
 	lock, err := holdLock(ctx, pool, "reindex", func(conn *pgx.Conn) (bool, error) {
@@ -71,6 +77,16 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
 			return fmt.Errorf("postgres: status rules sweep position %q: %w", position, err)
 		}
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	resumed := "" // the order a stopped sweep got to
+	if after != [2]string{} {
+		resumed = after[0] + "/" + after[1]
+	}
+	start := time.Now()
+	next := start.Add(waitLogEvery)
+	var read, updated int
 	type row struct {
 		MerchantID string
 		ID         string
@@ -91,6 +107,11 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
 		if len(batch) == 0 {
 			break
 		}
+		if read == 0 {
+			// Not before: a new database's first start has none to sweep.
+			log.Info("postgres: sweeping the orders' statuses to the current status rules; this replica serves once done, others start meanwhile",
+				"rules", order.StatusRules, "from", rules, "resumedAfter", resumed)
+		}
 		last := batch[len(batch)-1]
 		after = [2]string{last.MerchantID, last.ID}
 		pos, _ := json.Marshal(after)
@@ -102,6 +123,7 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
 					continue
 				}
 				if st := statusStrings(o); !slices.Equal(st, r.Statuses) {
+					updated++
 					if _, err := tx.Exec(ctx, `UPDATE orders SET statuses = $1 WHERE merchant_id = $2 AND id = $3 AND version = $4`,
 						st, r.MerchantID, r.ID, r.Version); err != nil {
 						return fmt.Errorf("order %s/%s: %w", r.MerchantID, r.ID, err)
@@ -114,6 +136,12 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
 		})
 		if err != nil {
 			return fmt.Errorf("postgres: reindex statuses: %w", err)
+		}
+		read += len(batch)
+		if time.Now().After(next) {
+			next = time.Now().Add(waitLogEvery)
+			log.Info("postgres: sweeping the orders' statuses", "read", read, "updated", updated,
+				"after", after[0]+"/"+after[1], "took", time.Since(start).Round(time.Second).String())
 		}
 		if len(batch) < reindexBatch {
 			break
@@ -130,5 +158,10 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return fmt.Errorf("postgres: status rules: %w", err)
 	}
+	if read == 0 {
+		return nil
+	}
+	log.Info("postgres: swept the orders' statuses", "rules", order.StatusRules, "read", read, "updated", updated,
+		"took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }

@@ -1,9 +1,13 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +17,7 @@ import (
 	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/postgres"
+	"github.com/kassahq/kassa/storage/storagetest"
 )
 
 // A database indexed under older status rules is reindexed when a replica
@@ -249,5 +254,68 @@ func TestSessionColumnsFilledOnOpen(t *testing.T) {
 	var unfilled int
 	if err := stores[0].Pool().QueryRow(ctx, `SELECT count(*) FROM sessions WHERE updated_key IS NULL`).Scan(&unfilled); err != nil || unfilled != 1 {
 		t.Fatalf("%d rows unfilled (%v), want only the broken one", unfilled, err)
+	}
+}
+
+// The replica that sweeps serves only once done (1 000 000 orders: about
+// 90 s), so it says so: a line when the sweep begins and one when it ends,
+// with how many orders it read and rewrote. It was silent, a start that
+// looked hung. A new database's first start, with nothing to sweep, says
+// nothing.
+func TestReindexIsLogged(t *testing.T) {
+	dbURL := freshSchema(t)
+	ctx := context.Background()
+	var buf bytes.Buffer
+	logged := func() []map[string]any {
+		var lines []map[string]any
+		for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+			var m map[string]any
+			if len(l) > 0 && json.Unmarshal(l, &m) == nil && strings.Contains(m["msg"].(string), "statuses") {
+				lines = append(lines, m)
+			}
+		}
+		buf.Reset()
+		return lines
+	}
+	opts := postgres.Options{Clock: storagetest.Clock, Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
+	s, err := postgres.Open(ctx, dbURL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := logged(); len(l) != 0 {
+		t.Fatalf("a new database's start logged %v", l)
+	}
+	f := ordertest.New()
+	for range 3 {
+		o := f.Order(t)
+		o.MerchantID = "m1"
+		if err := s.Update(ctx, func(tx storage.Tx) error { return tx.CreateOrder(o) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{
+		`UPDATE orders SET statuses = '{uncaptured,onHold}' WHERE id IN (SELECT id FROM orders ORDER BY id LIMIT 2)`,
+		`UPDATE store_info SET value = 1 WHERE name = 'statusRules'`,
+	} {
+		if _, err := s.Pool().Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+
+	s, err = postgres.Open(ctx, dbURL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := logged()
+	if len(l) != 2 || !strings.HasPrefix(l[0]["msg"].(string), "postgres: sweeping") || l[1]["msg"] != "postgres: swept the orders' statuses" {
+		t.Fatalf("logged %v, want the sweep's beginning and end", l)
+	}
+	if l[0]["from"] != float64(1) || l[0]["rules"] != float64(order.StatusRules) {
+		t.Errorf("beginning %v: want from 1 to %d", l[0], order.StatusRules)
+	}
+	if l[1]["read"] != float64(3) || l[1]["updated"] != float64(2) {
+		t.Errorf("end %v: want 3 read, 2 updated", l[1])
 	}
 }
