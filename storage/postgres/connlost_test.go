@@ -210,6 +210,9 @@ type proxy struct {
 	// messages (the URL must say sslmode=disable) and cuts the connection
 	// at the first message it returns true for, which the client never gets.
 	cutReply func(typ byte, body []byte) bool
+	// quiet has a flag per connection forwarded: once set (silence), what
+	// either side sends is read and dropped, and the connection stays open.
+	quiet []*atomic.Bool
 }
 
 func newProxy(t *testing.T) *proxy {
@@ -243,12 +246,14 @@ func (p *proxy) up(addr string) {
 				c.Close()
 				continue
 			}
+			quiet := new(atomic.Bool)
 			p.mu.Lock()
 			p.conns = append(p.conns, c, d)
+			p.quiet = append(p.quiet, quiet)
 			p.mu.Unlock()
-			go func() { io.Copy(d, c); d.Close() }()
+			go func() { forward(d, c, quiet); d.Close() }()
 			if p.cutReply == nil {
-				go func() { io.Copy(c, d); c.Close() }()
+				go func() { forward(c, d, quiet); c.Close() }()
 			} else {
 				go p.relay(c, d)
 			}
@@ -279,6 +284,35 @@ func (p *proxy) relay(client, server net.Conn) {
 	}
 }
 
+// forward copies src to dst until either fails, dropping what src sends
+// once quiet is set.
+func forward(dst, src net.Conn, quiet *atomic.Bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !quiet.Load() {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// silence makes the connections open now go silent, as a failover that
+// moved the database's address, or a NAT or balancer that dropped their
+// flows, leaves them: nothing either side sends arrives, and nothing tells
+// either side so (no reset, no close). New connections go through.
+func (p *proxy) silence() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, q := range p.quiet {
+		q.Store(true)
+	}
+}
+
 // down refuses new connections and cuts the open ones.
 func (p *proxy) down() {
 	p.mu.Lock()
@@ -290,7 +324,7 @@ func (p *proxy) down() {
 	for _, c := range p.conns {
 		c.Close()
 	}
-	p.conns = nil
+	p.conns, p.quiet = nil, nil
 }
 
 // TestDatabaseRestartAndOutage: a database that is gone for a moment (a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
@@ -40,5 +41,30 @@ func TestPoolSizeFromTheURL(t *testing.T) {
 			s.Close()
 		}
 		t.Fatalf("pool_max_conns=1: %v", err)
+	}
+}
+
+// TestPingTimeoutFromTheURL: the ping of an idle connection before the pool
+// hands it out is bounded by defaultPingTimeout (pgxpool's own default is no
+// bound, see TestPooledConnectionGoneSilent) unless the URL's
+// pool_ping_timeout gives another.
+func TestPingTimeoutFromTheURL(t *testing.T) {
+	base := pgtest.FreshSchema(t)
+	for _, c := range []struct {
+		url  string
+		want time.Duration
+	}{
+		{base, time.Second},
+		{base + "&pool_ping_timeout=250ms", 250 * time.Millisecond},
+	} {
+		s, err := Open(context.Background(), c.url, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.pool.Config().PingTimeout
+		s.Close()
+		if got != c.want {
+			t.Errorf("%s: ping timeout %v, want %v", c.url, got, c.want)
+		}
 	}
 }

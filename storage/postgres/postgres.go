@@ -139,6 +139,18 @@ const (
 // when the URL sets no connect_timeout.
 const defaultConnectTimeout = 10 * time.Second
 
+// defaultPingTimeout bounds the ping the pool sends on a connection idle
+// for over a second before it hands it out, when the URL sets no
+// pool_ping_timeout. pgxpool's default is none: the ping then waited as long
+// as the caller's context, which the background jobs' never end, so a
+// pooled connection gone silent (a failover that moved the database's
+// address, a NAT or balancer that dropped the flow: no answer and no reset)
+// held notification delivery and the jobs until TCP gave up, a quarter of
+// an hour, or for good behind a pooler that keeps its side alive. An empty
+// query takes a round trip; one not answered within this drops the
+// connection, and the pool tries the next or opens one.
+const defaultPingTimeout = time.Second
+
 // clientParams are sent in every connection's startup, over whatever the
 // database, the role or the URL set: pgx sends text as UTF-8 and reads it
 // back as UTF-8, and refuses simple-protocol queries (the advisory lock
@@ -203,6 +215,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// A handshake takes milliseconds; the URL's connect_timeout overrides.
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
+	if !urlSets(url, "pool_ping_timeout") {
+		cfg.PingTimeout = defaultPingTimeout
+	}
 	for k, v := range clientParams {
 		cfg.ConnConfig.RuntimeParams[k] = v
 	}
@@ -216,7 +231,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	switch {
 	case opts.MaxConns > 0:
 		cfg.MaxConns = opts.MaxConns
-	case !setsPoolSize(url):
+	case !urlSets(url, "pool_max_conns"):
 		cfg.MaxConns = 32
 	case cfg.MaxConns < 2:
 		// Exclusive holds its lock on one connection while fn works on
@@ -350,16 +365,17 @@ func hostError(url string, cc *pgconn.Config) error {
 	return nil
 }
 
-// setsPoolSize reports whether the URL gives pool_max_conns: the one way
-// kassa serve has to size the pool, for replicas that together must stay
-// under the database's max_connections. pgxpool has read it by then, and
-// keeps no sign of whether it was given.
-func setsPoolSize(url string) bool {
+// urlSets reports whether the URL gives the pool setting name:
+// pool_max_conns is the one way kassa serve has to size the pool, for
+// replicas that together must stay under the database's max_connections,
+// and pool_ping_timeout overrides defaultPingTimeout. pgxpool has read them
+// by then, and keeps no sign of whether they were given.
+func urlSets(url, name string) bool {
 	cc, err := pgx.ParseConfig(url)
 	if err != nil {
 		return false
 	}
-	_, ok := cc.RuntimeParams["pool_max_conns"]
+	_, ok := cc.RuntimeParams[name]
 	return ok
 }
 
