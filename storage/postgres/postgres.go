@@ -45,6 +45,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -151,6 +152,23 @@ const defaultConnectTimeout = 10 * time.Second
 // connection, and the pool tries the next or opens one.
 const defaultPingTimeout = time.Second
 
+// defaultUserTimeout is how long data sent on a connection may go
+// unacknowledged before the kernel fails it (TCP_USER_TIMEOUT, Linux), when
+// the URL sets no tcp_user_timeout. Without it, a statement already sent on
+// a connection gone silent (a failover that moved the database's address, a
+// NAT or balancer that dropped the flow: no answer and no reset) waited for
+// TCP to give up retransmitting, about a quarter of an hour, in which
+// notification delivery and the background jobs, whose contexts never end,
+// stood still, and a SIGTERM waited for it past its 30 s grace. It bounds
+// only silence at the TCP level: a database busy with a long lock wait, a
+// slow query or a checkpoint has its kernel acknowledge what was sent, and
+// keeps its connections. Long enough for a network blip to pass; short
+// enough that a statement sent before a SIGTERM fails within the shutdown's
+// 30 s grace. A connection gone silent while idle is also ended by the
+// keepalive (Go's default, 15 s idle then a probe every 15 s), which this
+// bounds too: about 30 s rather than 2½ minutes.
+const defaultUserTimeout = 20 * time.Second
+
 // clientParams are sent in every connection's startup, over whatever the
 // database, the role or the URL set: pgx sends text as UTF-8 and reads it
 // back as UTF-8, and refuses simple-protocol queries (the advisory lock
@@ -198,7 +216,46 @@ func parseURL(url string) (*pgxpool.Config, error) {
 	if err := hostError(url, &cfg.ConnConfig.Config); err != nil {
 		return nil, err
 	}
+	userTimeout, err := takeUserTimeout(cfg.ConnConfig.RuntimeParams)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.DialFunc = dialFunc(cfg.ConnConfig.ConnectTimeout, userTimeout)
 	return cfg, nil
+}
+
+// takeUserTimeout reads and removes the URL's tcp_user_timeout from params
+// (pgx, which does not know it, keeps it there to send to the server):
+// libpq's connection option, a whole number of milliseconds, 0 for the
+// system's default, read on the client's side only, as libpq does. Sent in
+// the startup packet it would set the server's socket too, but a pooler
+// refuses the connection (PgBouncer: unsupported startup parameter); the
+// server's own is set in postgresql.conf (docs/postgres.md).
+func takeUserTimeout(params map[string]string) (time.Duration, error) {
+	v, ok := params["tcp_user_timeout"]
+	if !ok {
+		return defaultUserTimeout, nil
+	}
+	delete(params, "tcp_user_timeout")
+	ms, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || ms < 0 {
+		return 0, errors.New("postgres: the database URL's tcp_user_timeout must be a whole number of milliseconds, 0 for the system's default")
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// dialFunc dials as pgx's own dialer (Go's keepalive; the URL's
+// connect_timeout, if any, bounds the dial as pgx's does) and sets
+// TCP_USER_TIMEOUT on TCP connections where the system has it (see
+// setUserTimeout); 0 leaves the system's default.
+func dialFunc(connectTimeout, userTimeout time.Duration) pgconn.DialFunc {
+	d := &net.Dialer{Timeout: connectTimeout}
+	if userTimeout > 0 {
+		d.Control = func(network, _ string, c syscall.RawConn) error {
+			return setUserTimeout(network, c, userTimeout)
+		}
+	}
+	return d.DialContext
 }
 
 // Open connects, applies the migrations this binary carries, and returns the store.
