@@ -1153,7 +1153,8 @@ var serveStore = openStore
 var listenTCP = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 
 // openStore opens the store the flags name; cacheBytes bounds its cache of decoded orders
-// (0: the default, negative: none). log hears why opening PostgreSQL waits.
+// (0: the default, negative: none). log hears why opening PostgreSQL waits,
+// and of a status sweep either store runs before it opens.
 // With retryFor (serve's --start-timeout), a PostgreSQL that cannot be
 // reached yet is tried again, with backoff, for that long (the bound of the
 // whole open); without, once, within a minute.
@@ -1164,7 +1165,7 @@ func openStore(kind, data, databaseURL string, clock func() time.Time, cacheByte
 	switch kind {
 	case "bolt":
 		path := filepath.Join(data, "kassa.db")
-		st, err := bolt.Open(path, bolt.Options{Clock: clock, DecodedOrderBytes: cacheBytes, Timeout: lockWait})
+		st, err := bolt.Open(path, bolt.Options{Clock: clock, DecodedOrderBytes: cacheBytes, Timeout: lockWait, Logger: log})
 		if errors.Is(err, bolt.ErrInUse) {
 			return nil, fmt.Errorf("%s is in use by another process: another kassa serve or kassa settle on this data directory", path)
 		}

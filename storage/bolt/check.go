@@ -316,7 +316,7 @@ func (c *checker) order(o *order.Order) {
 
 // current reports whether the index marked mark is kept up to version, so
 // that the next Open leaves it as it is: otherwise Open rebuilds it from the
-// records (rebuildIndex, reindexStatuses) and what it holds now is no fault.
+// records (rebuildIndex, sweepStatuses) and what it holds now is no fault.
 func (c *checker) current(mark []byte, version uint64) bool {
 	if c.mode == checkOpen {
 		return true

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -99,6 +101,295 @@ func TestReindexStatusesOnOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// staleOrders makes a file of n orders on hold in merchant m1 and leaves
+// those stale(i) says as older status rules would have: the body says the
+// hold is gone, the index still lists the order as onHold, and the file
+// records rules 1. The last commit is marked as this build's, so that
+// opening it sweeps the statuses and rebuilds nothing else. It returns the
+// file, the fixture, every order's version by id, and the stale orders'
+// keys in key order.
+func staleOrders(t *testing.T, n int, stale func(i int) bool) (string, *ordertest.Fixture, map[string]int64, [][]byte) {
+	t.Helper()
+	path, f, s := openFresh(t)
+	ctx := context.Background()
+	versions := map[string]int64{}
+	var keys [][]byte
+	err := s.Update(ctx, func(tx storage.Tx) error {
+		for i := range n {
+			o := f.Order(t)
+			o.MerchantID = "m1"
+			o.Hold = order.HoldOnHold
+			if err := tx.CreateOrder(o); err != nil {
+				return err
+			}
+			versions[o.ID] = o.Version
+			if stale(i) {
+				keys = append(keys, orderKey(o.MerchantID, o.ID))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	err = s.db.Update(func(btx *bbolt.Tx) error {
+		for _, k := range keys {
+			v := btx.Bucket(bOrders).Get(k)
+			m, err := orderMeta(v)
+			if err != nil {
+				return err
+			}
+			_, js, err := splitOrder(v)
+			if err != nil {
+				return err
+			}
+			var stored order.Order
+			if err := json.Unmarshal(js, &stored); err != nil {
+				return err
+			}
+			stored.Hold = ""
+			if js, err = json.Marshal(&stored); err != nil {
+				return err
+			}
+			if err := btx.Bucket(bOrders).Put(k, encodeOrder(&m, js)); err != nil {
+				return err
+			}
+		}
+		if err := btx.Bucket(bInfo).Put(keyStatusRules, binary.BigEndian.AppendUint64(nil, 1)); err != nil {
+			return err
+		}
+		return markOurs(btx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path, f, versions, keys
+}
+
+// checkSwept opens the file at path and checks that the sweep is done: the
+// file records the current rules, wantReady orders list as readyForCapture
+// and the others as onHold, no version changed, and the file checks.
+func checkSwept(t *testing.T, path string, f *ordertest.Fixture, versions map[string]int64, wantReady int) {
+	t.Helper()
+	s, err := Open(path, Options{Clock: f.Clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Check(); err != nil {
+		t.Fatalf("consistency after the sweep: %v", err)
+	}
+	ctx := context.Background()
+	err = s.View(ctx, func(tx storage.Tx) error {
+		count := func(st order.Status) int {
+			p, err := tx.ListOrders("m1", storage.OrderQuery{Status: []order.Status{st}, Size: storage.MaxPageSize})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(p.Orders)
+		}
+		if held, ready := count(order.StatusOnHold), count(order.StatusReadyForCapture); held != len(versions)-wantReady || ready != wantReady {
+			t.Errorf("after the sweep: %d orders list as onHold, %d as readyForCapture; want %d and %d",
+				held, ready, len(versions)-wantReady, wantReady)
+		}
+		for id, version := range versions {
+			o, err := tx.GetOrder("m1", id)
+			if err != nil {
+				return err
+			}
+			if o.Version != version {
+				t.Errorf("order %s: version %d after the sweep, want %d", id, o.Version, version)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.db.View(func(btx *bbolt.Tx) error {
+		if v := btx.Bucket(bInfo).Get(keyStatusRules); len(v) != 8 || binary.BigEndian.Uint64(v) != order.StatusRules {
+			t.Errorf("status rules mark %x after the sweep, want %d", v, order.StatusRules)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The status sweep at Open commits in batches bounded by the orders it
+// rewrites and by those it reads (one transaction held 4.6 GB for 300 000
+// stale orders): each stale order is rewritten once, in key order, each
+// batch in a transaction of its own; every commit is marked as this
+// build's, so the next Open rebuilds nothing; and the orders list by their
+// statuses afterwards, with their versions unchanged.
+func TestStatusSweepCommitsInBatches(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		n             int
+		writes, reads int
+		stale         func(i int) bool
+		want          []int // orders rewritten per transaction
+	}{
+		{"writes bound", 10, 3, 1000, func(int) bool { return true }, []int{3, 3, 3, 1}},
+		{"reads bound", 10, 100, 4, func(int) bool { return true }, []int{4, 4, 2}},
+		{"writes bound, exactly", 9, 3, 1000, func(int) bool { return true }, []int{3, 3, 3}},
+		{"some stale", 12, 100, 1000, func(i int) bool { return i%3 == 0 }, []int{4}},
+		{"none stale", 5, 2, 2, func(int) bool { return false }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, f, versions, keys := staleOrders(t, tc.n, tc.stale)
+			defer func(w, r int) { sweepWrites, sweepReads = w, r }(sweepWrites, sweepReads)
+			sweepWrites, sweepReads = tc.writes, tc.reads
+			var txids []int
+			perTx := map[int]int{}
+			var swept [][]byte
+			onSweptOrder = func(txid int, k []byte) error {
+				if perTx[txid] == 0 {
+					txids = append(txids, txid)
+				}
+				perTx[txid]++
+				swept = append(swept, slices.Clone(k))
+				return nil
+			}
+			t.Cleanup(func() { onSweptOrder = nil })
+			var rebuilt []string
+			onRebuild = func(mark []byte) { rebuilt = append(rebuilt, string(mark)) }
+			t.Cleanup(func() { onRebuild = nil })
+
+			s, err := Open(path, Options{Clock: f.Clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, id := range txids {
+				got = append(got, perTx[id])
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("orders rewritten per transaction %v, want %v", got, tc.want)
+			}
+			if !slices.EqualFunc(swept, keys, bytes.Equal) {
+				t.Errorf("rewritten %q, want the stale orders once each, in key order: %q", swept, keys)
+			}
+			if !slices.Equal(rebuilt, []string{string(keyStatusRules)}) {
+				t.Errorf("rebuilt %q, want the status index alone", rebuilt)
+			}
+			onSweptOrder = func(int, []byte) error { t.Fatal("a second Open swept again"); return nil }
+			rebuilt = nil
+			checkSwept(t, path, f, versions, len(keys))
+			if len(rebuilt) != 0 {
+				t.Errorf("the Open after the sweep rebuilt %q (a batch's commit not marked as this build's?)", rebuilt)
+			}
+		})
+	}
+}
+
+// The sweep logs its start, its progress and its end, with the orders read
+// and rewritten: the store opens only once it is done, and a start silent
+// for minutes looks hung. An Open with nothing to sweep says nothing.
+func TestStatusSweepLogs(t *testing.T) {
+	path, f, _, _ := staleOrders(t, 10, func(i int) bool { return i%2 == 0 })
+	defer func(w, r int, d time.Duration) { sweepWrites, sweepReads, sweepEvery = w, r, d }(sweepWrites, sweepReads, sweepEvery)
+	sweepWrites, sweepReads, sweepEvery = 100, 4, 0
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey || a.Key == "took" {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+	for range 2 {
+		s, err := Open(path, Options{Clock: f.Clock.Now, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := fmt.Sprintf(`level=INFO msg="bolt: sweeping the orders' statuses to the current status rules; the store opens once done" rules=%[1]d
+level=INFO msg="bolt: sweeping the orders' statuses" read=4 updated=2
+level=INFO msg="bolt: sweeping the orders' statuses" read=8 updated=4
+level=INFO msg="bolt: swept the orders' statuses" rules=%[1]d read=10 updated=5
+`, order.StatusRules)
+	if buf.String() != want {
+		t.Errorf("logged\n%s\nwant\n%s", buf.String(), want)
+	}
+}
+
+// An Open whose sweep fails after its first batch has committed (a crash,
+// here an error of a test hook in the second batch) fails, and leaves the
+// file's rules as they were; the next Open sweeps again from the start,
+// rewrites only the orders the first did not, and leaves every order right
+// with its version unchanged.
+func TestStatusSweepResumesAfterAFailedOpen(t *testing.T) {
+	path, f, versions, keys := staleOrders(t, 10, func(int) bool { return true })
+	defer func(w, r int) { sweepWrites, sweepReads = w, r }(sweepWrites, sweepReads)
+	sweepWrites, sweepReads = 4, 1000
+	failed := errors.New("the machine stopped")
+	first := -1
+	var swept [][]byte
+	onSweptOrder = func(txid int, k []byte) error {
+		if first == -1 {
+			first = txid
+		}
+		if txid != first {
+			return failed
+		}
+		swept = append(swept, slices.Clone(k))
+		return nil
+	}
+	t.Cleanup(func() { onSweptOrder = nil })
+	if _, err := Open(path, Options{Clock: f.Clock.Now}); !errors.Is(err, failed) {
+		t.Fatalf("an Open whose sweep failed: %v, want the failure", err)
+	}
+	if !slices.EqualFunc(swept, keys[:4], bytes.Equal) {
+		t.Fatalf("the failed Open's first batch rewrote %q, want %q", swept, keys[:4])
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(btx *bbolt.Tx) error {
+		if v := btx.Bucket(bInfo).Get(keyStatusRules); binary.BigEndian.Uint64(v) != 1 {
+			t.Errorf("status rules mark %x after a failed sweep, want 1", v)
+		}
+		return nil
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var rebuilt []string
+	onRebuild = func(mark []byte) { rebuilt = append(rebuilt, string(mark)) }
+	t.Cleanup(func() { onRebuild = nil })
+	swept = nil
+	onSweptOrder = func(_ int, k []byte) error { swept = append(swept, slices.Clone(k)); return nil }
+	s, err := Open(path, Options{Clock: f.Clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(swept, keys[4:], bytes.Equal) {
+		t.Errorf("the next Open rewrote %q, want the orders the failed one did not: %q", swept, keys[4:])
+	}
+	if !slices.Equal(rebuilt, []string{string(keyStatusRules)}) {
+		t.Errorf("the next Open rebuilt %q, want the status index alone", rebuilt)
+	}
+	onSweptOrder = nil
+	checkSwept(t, path, f, versions, len(keys))
 }
 
 // A file made before the settlement transaction id index gets it built when
