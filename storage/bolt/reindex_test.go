@@ -26,81 +26,8 @@ import (
 // whose stored status entries no longer match its statuses lists by the new
 // ones, and the file passes the consistency check.
 func TestReindexStatusesOnOpen(t *testing.T) {
-	path, f, s := openFresh(t)
-	var err error
-	o := f.Order(t)
-	o.MerchantID = "m1"
-	o.Hold = order.HoldOnHold // indexed as onHold, not readyForCapture
-	ctx := context.Background()
-	if err := s.Update(ctx, func(tx storage.Tx) error { return tx.CreateOrder(o) }); err != nil {
-		t.Fatal(err)
-	}
-	// What older rules would have left: the order's body says one thing, its
-	// index another, and the file records rules 1.
-	err = s.db.Update(func(btx *bbolt.Tx) error {
-		k := orderKey(o.MerchantID, o.ID)
-		_, js, err := splitOrder(btx.Bucket(bOrders).Get(k))
-		if err != nil {
-			return err
-		}
-		m, err := orderMeta(btx.Bucket(bOrders).Get(k))
-		if err != nil {
-			return err
-		}
-		var stored order.Order
-		if err := json.Unmarshal(js, &stored); err != nil {
-			return err
-		}
-		stored.Hold = ""
-		js, err = json.Marshal(&stored)
-		if err != nil {
-			return err
-		}
-		if err := btx.Bucket(bOrders).Put(k, encodeOrder(&m, js)); err != nil {
-			return err
-		}
-		return btx.Bucket(bInfo).Put(keyStatusRules, binary.BigEndian.AppendUint64(nil, 1))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s, err = Open(path, Options{Clock: f.Clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Check(); err != nil {
-		t.Fatalf("consistency after reindex: %v", err)
-	}
-	count := func(st order.Status) int {
-		var n int
-		err := s.View(ctx, func(tx storage.Tx) error {
-			p, err := tx.ListOrders("m1", storage.OrderQuery{Status: []order.Status{st}})
-			n = len(p.Orders)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	if held, ready := count(order.StatusOnHold), count(order.StatusReadyForCapture); held != 0 || ready != 1 {
-		t.Fatalf("after reindex: %d orders list as onHold, %d as readyForCapture; want 0 and 1", held, ready)
-	}
-	err = s.View(ctx, func(tx storage.Tx) error {
-		got, err := tx.GetOrder("m1", o.ID)
-		if err == nil && got.Version != o.Version {
-			t.Errorf("reindex changed the version: %d, want %d", got.Version, o.Version)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, f, versions, _ := staleOrders(t, 1, func(int) bool { return true })
+	checkSwept(t, path, f, versions, 1)
 }
 
 // staleOrders makes a file of n orders on hold in merchant m1 and leaves

@@ -215,6 +215,19 @@ type proxy struct {
 	quiet []*atomic.Bool
 }
 
+// proxiedStore opens a store on a fresh schema through a new proxy, with
+// params appended to the schema's URL.
+func proxiedStore(t *testing.T, params string) (*proxy, *postgres.Store) {
+	t.Helper()
+	p := newProxy(t)
+	u, err := url.Parse(freshSchema(t) + params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.addr
+	return p, openNow(t, u.String())
+}
+
 func newProxy(t *testing.T) *proxy {
 	u, err := url.Parse(pgtest.URL(t))
 	if err != nil {
@@ -332,13 +345,7 @@ func (p *proxy) down() {
 // gone is answered, after a short while, as unavailable (503 through HTTP),
 // not as an internal error.
 func TestDatabaseRestartAndOutage(t *testing.T) {
-	p := newProxy(t)
-	u, err := url.Parse(freshSchema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = p.addr
-	s := openNow(t, u.String())
+	p, s := proxiedStore(t, "")
 	put := func(name string) error {
 		return s.Update(context.Background(), func(tx storage.Tx) error {
 			return tx.PutMerchant(&storage.Merchant{ID: "m1", ClientID: "c1", Name: name})
@@ -355,7 +362,7 @@ func TestDatabaseRestartAndOutage(t *testing.T) {
 	}
 
 	p.down()
-	err = put("during an outage")
+	err := put("during an outage")
 	var fe *fault.Error
 	if !errors.As(err, &fe) || fe.Kind != fault.Unavailable || fe.Code != "store_unavailable" {
 		t.Fatalf("update during an outage: %v", err)
@@ -369,14 +376,8 @@ func TestDatabaseRestartAndOutage(t *testing.T) {
 // (a GET answered 500 while the database restarted; a list run twice would
 // have appended its page twice).
 func TestReadCutAtCommitStands(t *testing.T) {
-	p := newProxy(t)
 	app := "kassa_cut_" + rand.Text()[:8]
-	u, err := url.Parse(freshSchema(t) + "&application_name=" + app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = p.addr
-	s := openNow(t, u.String())
+	p, s := proxiedStore(t, "&application_name="+app)
 	putMerchantM1(t, s)
 	for _, cut := range []string{"terminated", "dropped"} {
 		attempts, name := 0, ""
@@ -670,13 +671,7 @@ func TestCommitAnswerLostAcrossAnotherServerLife(t *testing.T) {
 // answers with what it read (the merchant is not found), while one that
 // stopped at the deadline answers the outage.
 func TestOutageWithinTheCallersDeadline(t *testing.T) {
-	p := newProxy(t)
-	u, err := url.Parse(freshSchema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = p.addr
-	s := openNow(t, u.String())
+	p, s := proxiedStore(t, "")
 	for _, deadline := range []time.Duration{300 * time.Millisecond, 2 * time.Second} {
 		p.down()
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)

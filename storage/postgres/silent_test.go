@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -21,13 +20,7 @@ import (
 // behind a pooler that keeps the flow alive). The ping is bounded, the
 // silent connection dropped, and the transaction runs on a new one.
 func TestPooledConnectionGoneSilent(t *testing.T) {
-	p := newProxy(t)
-	u, err := url.Parse(freshSchema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = p.addr
-	s := openNow(t, u.String())
+	p, s := proxiedStore(t, "")
 	// Cut the proxy's connections before the store closes (cleanups run
 	// last first), so that a transaction still waiting cannot hold Close.
 	t.Cleanup(p.down)
