@@ -222,3 +222,22 @@ func TestRetryScheduleNearDurationRange(t *testing.T) {
 		}
 	}
 }
+
+// The schedule doubles exactly up to the cap, an odd one too: a delay of
+// exactly half an odd cap (rounded down) doubles to one short of the cap, and
+// only the step after it is the cap.
+func TestRetryScheduleDoublesUpToAnOddCap(t *testing.T) {
+	for _, c := range []struct {
+		r    Retry
+		want []time.Duration
+	}{
+		{Retry{Base: 3, Cap: 7}, []time.Duration{3, 6, 7, 7}},
+		{Retry{Base: math.MaxInt64 / 2, Cap: math.MaxInt64}, []time.Duration{math.MaxInt64 / 2, math.MaxInt64 - 1, math.MaxInt64, math.MaxInt64}},
+	} {
+		for i, w := range c.want {
+			if got := c.r.Nominal(i + 1); got != w {
+				t.Errorf("%+v: nominal after attempt %d is %d, want %d", c.r, i+1, got, w)
+			}
+		}
+	}
+}

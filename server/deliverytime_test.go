@@ -60,5 +60,26 @@ func TestDeliveryTimesAreUTC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+
+		// An attempt stored before the log was kept in UTC carries the
+		// zone the server ran in: it is shown in UTC all the same.
+		err = st.Update(context.Background(), func(tx storage.Tx) error {
+			m, err := tx.GetOutbox(merchant, id)
+			if err != nil {
+				return err
+			}
+			m.Log[0].At = wall.In(kiritimati)
+			return tx.UpdateOutbox(m)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _, one := e.req("GET", "/v1/notifications/"+id, "", e.auth, nil)
+		if code != 200 {
+			t.Fatalf("notification %s: %d %v", id, code, one)
+		}
+		if got, want := one["deliveries"].([]any)[0].(map[string]any)["at"], "2026-03-28T23:30:00Z"; got != want {
+			t.Errorf("an attempt stored at +14:00: deliveries[0].at = %v, want %s", got, want)
+		}
 	}
 }

@@ -298,6 +298,30 @@ func TestCSVKeepsMerchantTextFromBeingAFormula(t *testing.T) {
 	}
 }
 
+// textCell's parts after a ";" (the cells a spreadsheet with ";" as its
+// separator sees): each that starts as a formula past its quotes and spaces
+// gets the apostrophe, tab and CR being formula starts too; the text's own
+// start is a formula only by its first character, as it was before.
+func TestTextCellPartsAfterASemicolon(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"PO-7", "PO-7"},
+		{"=1;=2", "'=1;'=2"},
+		{";=1", ";'=1"},
+		{"PO-1;@SUM(1+1)", "PO-1;'@SUM(1+1)"},
+		{`PO-2; " -2+3`, `PO-2;' " -2+3`},
+		{"PO-3;\tplain", "PO-3;'\tplain"},
+		{"PO-4;\r=1", "PO-4;'\r=1"},
+		{"PO-5;ok;+1;x=1", "PO-5;ok;'+1;x=1"},
+		{`PO-6;;" ;`, `PO-6;;" ;`},
+		{` -5 kr;ok`, ` -5 kr;ok`},
+		{`"=1";ok`, `"=1";ok`},
+	} {
+		if got := textCell(c.in); got != c.want {
+			t.Errorf("textCell(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
 // TestSettlementNeverDatedBeforeItsItems: a run may read items stamped after
 // its own time (on PostgreSQL a run waits for another replica's run while
 // captures commit; a replica's clock lags another's). A probe across three

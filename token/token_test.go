@@ -361,7 +361,7 @@ func TestCustomerTokenPrefersTheMerchantsDetails(t *testing.T) {
 // TestCardExpiryIsThreeYearsOnByMonth: a card's expiry is a month and a
 // year, three years on from the month the token was made in. Reckoned as
 // the date three years on, a token made on 29 February (2028 is a leap year,
-// 2031 is not) got a card expiring in March.
+// 2031 is not) got a card expiring in March. The month is reckoned in UTC.
 func TestCardExpiryIsThreeYearsOnByMonth(t *testing.T) {
 	for _, c := range []struct {
 		now         time.Time
@@ -372,6 +372,10 @@ func TestCardExpiryIsThreeYearsOnByMonth(t *testing.T) {
 		{time.Date(2028, 3, 1, 0, 0, 0, 0, time.UTC), "03", "2031"},
 		{time.Date(2026, 12, 31, 23, 59, 59, 999999999, time.UTC), "12", "2029"},
 		{time.Date(2027, 1, 31, 0, 0, 0, 0, time.UTC), "01", "2030"},
+		// The month is UTC's, whatever zone the clock is read in (the
+		// ledger's clock is the process's, in TZ).
+		{time.Date(2029, 1, 1, 10, 0, 0, 0, time.FixedZone("LINT", 14*3600)), "12", "2031"},
+		{time.Date(2028, 2, 29, 20, 0, 0, 0, time.FixedZone("EST", -5*3600)), "03", "2031"},
 	} {
 		a := auth()
 		a.CreatedAt, a.ExpiresAt = c.now, c.now.Add(token.DefaultAuthorizationTTL)
