@@ -65,19 +65,20 @@ func (o *Order) Edit(r *EditRequest, env Env) error {
 	}
 	gross := SumLines(lines, o.VATMode).Gross
 	newAuth := o.Amounts().Consumed + gross
-	// The order's amount (captured and left) is at most what it authorizes,
-	// which is held to an order's bound whatever the approval: a token put
-	// before its approved amount was bounded (token.Authorization.Validate)
-	// may approve more, and edits after partial captures took the order's
-	// amount up to that.
-	if newAuth > MaxTotal {
-		return fault.Invalidf("totalOrderAmount", "captured %d plus the edited remainder %d is %d, more than an order may total (%d)",
-			o.Amounts().Consumed, gross, newAuth, MaxTotal)
-	}
 	if newAuth > o.ApprovedAmount {
 		return fault.InvalidCode("authorization_exceeded", "totalOrderAmount",
 			"captured %d plus the edited remainder %d exceeds the %d the buyer's authorization approved%s",
 			o.Amounts().Consumed, gross, o.ApprovedAmount, RoundingHint(lines, o.VATMode, newAuth-o.ApprovedAmount))
+	}
+	// The order's amount (captured and left) is at most what it authorizes,
+	// which is held to an order's bound whatever the approval: a token put
+	// before its approved amount was bounded (token.Authorization.Validate)
+	// may approve more, and edits after partial captures took the order's
+	// amount up to that. Checked after the approval, so that an edit past
+	// both is refused as authorization_exceeded, as it was before the bound.
+	if newAuth > MaxTotal {
+		return fault.Invalidf("totalOrderAmount", "captured %d plus the edited remainder %d is %d, more than an order may total (%d)",
+			o.Amounts().Consumed, gross, newAuth, MaxTotal)
 	}
 	raised := newAuth > o.AuthorizedAmount
 	o.AuthorizedAmount = newAuth

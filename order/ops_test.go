@@ -459,3 +459,22 @@ func TestEditKeepsTheOrderWithinItsBound(t *testing.T) {
 	err = o.Edit(withTotals(editTo(ordertest.Line("More", 1, half+1, 0)), half+1, half+1, 0), f.Env())
 	wantFault(t, err, fault.Invalid, "validation_failed", "totalOrderAmount")
 }
+
+// An edit past both the buyer's approval and order.MaxTotal is refused as
+// what the merchant can act on: authorization_exceeded, as before the bound
+// was checked, with its rounding hint. The bound alone (validation_failed)
+// is for an approval above it, which only a token put before approvals were
+// bounded carries.
+func TestEditPastApprovalAndBoundIsAuthorizationExceeded(t *testing.T) {
+	f := ordertest.New()
+	o := f.Create(t, ordertest.CreateRequest(ordertest.Line("Big", 1, order.MaxTotal, 0)), ordertest.Authorization(order.MaxTotal))
+	half := int64(order.MaxTotal / 2)
+	if _, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{ordertest.Line("Part", 1, half, 0)},
+		TotalCaptureAmount: ptr(half)}, f.Env()); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, o)
+	err := o.Edit(withTotals(editTo(ordertest.Line("More", 1, half+1, 0)), half+1, half+1, 0), f.Env())
+	wantFault(t, err, fault.Invalid, "authorization_exceeded", "totalOrderAmount")
+	equal(t, "order after refused edit", snapshot(t, o), before)
+}
