@@ -447,17 +447,6 @@ func TestEditKeepsTheOrderWithinItsBound(t *testing.T) {
 	err := o.Edit(withTotals(editTo(ordertest.Line("More", 1, half+1, 0)), half+1, half+1, 0), f.Env())
 	wantFault(t, err, fault.Invalid, "validation_failed", "totalOrderAmount")
 	equal(t, "order after refused edit", snapshot(t, o), before)
-
-	// Past both the bound and the approval (a token's largest, the bound):
-	// the bound is what the edit is refused for (docs/decisions.md, Order
-	// rules), not authorization_exceeded.
-	o = f.Create(t, ordertest.CreateRequest(ordertest.Line("Big", 1, order.MaxTotal, 0)), ordertest.Authorization(order.MaxTotal))
-	if _, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{ordertest.Line("Part", 1, half, 0)},
-		TotalCaptureAmount: ptr(half)}, f.Env()); err != nil {
-		t.Fatal(err)
-	}
-	err = o.Edit(withTotals(editTo(ordertest.Line("More", 1, half+1, 0)), half+1, half+1, 0), f.Env())
-	wantFault(t, err, fault.Invalid, "validation_failed", "totalOrderAmount")
 }
 
 // An edit past both the buyer's approval and order.MaxTotal is refused as
