@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // layout is how Chromium lays page out in a window width pixels wide: the
@@ -39,7 +41,11 @@ func layout(t *testing.T, page string, width int) (px, wrapped, broken int) {
 	if err := os.WriteFile(file, []byte(measured), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir="+filepath.Join(dir, "profile"),
+	// Bounded: a Chromium that hangs must fail the test, not hold the run
+	// until go test's own timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir="+filepath.Join(dir, "profile"),
 		"--window-size="+strconv.Itoa(width)+",800", "--dump-dom", "file://"+file).Output()
 	m := regexp.MustCompile(`data-w="([0-9]+)" data-wrapped="([0-9]+)" data-broken="([0-9]+)"`).FindSubmatch(out)
 	if err != nil || m == nil {

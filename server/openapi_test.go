@@ -705,7 +705,7 @@ func buildOpenAPI() map[string]any {
 		"components": map[string]any{
 			"schemas": g.schemas,
 			"headers": map[string]any{
-				"X-Request-Id":     map[string]any{"description": "the request's id, the requestId of a problem document: honoured when the request sent one, generated otherwise", "schema": map[string]any{"type": "string"}},
+				"X-Request-Id":     map[string]any{"description": "the request's id (a problem document's requestId; OAuth errors carry it in this header only): honoured when the request sent one, generated otherwise", "schema": map[string]any{"type": "string"}},
 				"WWW-Authenticate": map[string]any{"description": `the challenges, each on a line of its own: Basic realm="kassa", then (except on /oauth/token) Bearer realm="kassa"`, "schema": map[string]any{"type": "string"}},
 			},
 			"securitySchemes": map[string]any{

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -137,14 +138,24 @@ func TestStatementOnAConnectionGoneSilentFails(t *testing.T) {
 			s.Close()
 			t.Skipf("iptables (CAP_NET_ADMIN needed): %v: %s", err, out)
 		}
+		// Removed before the store closes, and by a cleanup too should the
+		// test die first: a rule left behind would stall any later
+		// connection that reuses the port.
+		var removed sync.Once
+		unblock := func() {
+			removed.Do(func() {
+				if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, rule...)...).CombinedOutput(); err != nil {
+					t.Errorf("removing the rule %v: %v: %s", rule, err, out)
+				}
+			})
+		}
+		t.Cleanup(unblock)
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 		start := time.Now()
 		_, err = conn.Exec(ctx, `SELECT 1`)
 		took, expired := time.Since(start), ctx.Err() != nil
 		cancel()
-		if out, err := exec.Command("iptables", append([]string{"-w", "-D"}, rule...)...).CombinedOutput(); err != nil {
-			t.Errorf("removing the rule %v: %v: %s", rule, err, out)
-		}
+		unblock()
 		conn.Release()
 		s.Close()
 		switch {
