@@ -33,6 +33,32 @@ func (s *panickyStore) Update(ctx context.Context, fn func(storage.Tx) error) er
 	return s.Store.Update(ctx, fn)
 }
 
+// expiring is a context whose deadline passes when the test calls expire,
+// not on a clock. A real deadline of 50 ms could pass, on a loaded machine,
+// before the test had seen the waiter's key in flight or sent its twin: the
+// test then waited forever, for a key already gone, or for the order's turn
+// it held itself.
+type expiring struct {
+	context.Context
+	done chan struct{}
+}
+
+func newExpiring() *expiring {
+	return &expiring{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiring) expire()               { close(c.done) }
+func (c *expiring) Done() <-chan struct{} { return c.done }
+
+func (c *expiring) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
 // TestLedgerKeepsNoBookkeepingOfEndedCalls: a long-running server makes
 // changes with ever new idempotency keys and order ids, and many of them
 // end in an error, a replay, a twin refused in flight, a caller who gave up
@@ -92,18 +118,22 @@ func TestLedgerKeepsNoBookkeepingOfEndedCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
+	short := newExpiring()
 	waited := make(chan error, 1)
 	go func() {
 		_, err := l.SetReference(short, call("k3"), id, ref("c"))
 		waited <- err
 	}()
+	// It waits for the order's turn, its key in flight, until its deadline.
 	for {
 		l.mu.Lock()
 		_, busy := l.inFlight[m+"\x00k3"]
 		l.mu.Unlock()
-		if busy {
+		l.orders.mu.Lock()
+		s := l.orders.slots[m+"\x00"+id]
+		waiting := s != nil && s.users == 2
+		l.orders.mu.Unlock()
+		if busy && waiting {
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -111,6 +141,7 @@ func TestLedgerKeepsNoBookkeepingOfEndedCalls(t *testing.T) {
 	if _, err := l.SetReference(ctx, call("k3"), id, ref("c")); fault.CodeOf(err) != "idempotency_request_in_progress" {
 		t.Fatalf("twin in flight: %v", err)
 	}
+	short.expire()
 	if err := <-waited; fault.CodeOf(err) != "store_unavailable" || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a caller who gave up waiting: %v", err)
 	}

@@ -809,16 +809,20 @@ func TestSlowReceiverHoldsUpNoOtherMerchant(t *testing.T) {
 	ctx := context.Background()
 	var received, slowPosts, fastFirst atomic.Int64
 	stuck := make(chan struct{})
+	arrived := make(chan struct{}, 16) // one for each of its 12 messages, and more
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		received.Add(1)
 		slowPosts.Add(1)
+		arrived <- struct{}{}
 		select {
 		case <-stuck:
 		case <-r.Context().Done():
 		}
 	}))
 	t.Cleanup(func() { close(stuck); slow.Close() })
-	f.rc.onPost = func() { fastFirst.CompareAndSwap(0, received.Add(1)) }
+	fastAnswered := make(chan struct{})
+	answered := sync.OnceFunc(func() { close(fastAnswered) })
+	f.rc.onPost = func() { fastFirst.CompareAndSwap(0, received.Add(1)); answered() }
 
 	creds, _, err := f.ledger.EnsureMerchant(ctx, kassa.MerchantOptions{Name: "slow"})
 	if err != nil {
@@ -834,7 +838,8 @@ func TestSlowReceiverHoldsUpNoOtherMerchant(t *testing.T) {
 	f.order(t, "fast", order.PayAdvanceInvoice, 1000)
 	fast := len(f.log(t))
 
-	opts := kassa.DeliveryOptions{Parallel: 2, AllowPrivateNetworks: true, Client: &http.Client{Timeout: 100 * time.Millisecond}}
+	opts := kassa.DeliveryOptions{Parallel: 2, AllowPrivateNetworks: true, Client: &http.Client{Timeout: 10 * time.Second,
+		Transport: abandoning{host: slow.Listener.Addr().String(), arrived: arrived, done: fastAnswered}}}
 	s, err := f.ledger.DeliverNotifications(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -1095,6 +1100,41 @@ func hangingMerchant(t *testing.T, f *notifyFixture, n int) (merchant string, po
 	return creds.MerchantID, posts, release
 }
 
+// abandoning is a delivery client's transport that gives up a POST to the
+// receiver at host, as the client's timeout would, but on events rather
+// than on the clock: once that receiver has the POST (a value on arrived;
+// at once if arrived is nil) and done is closed. Other POSTs go as usual.
+// A client timeout of 100 ms ended the hanging POSTs before, and on a
+// loaded machine it also ended the POSTs of the receiver that answers at
+// once, and hanging ones before they reached their receiver.
+type abandoning struct {
+	host    string
+	arrived <-chan struct{}
+	done    <-chan struct{}
+}
+
+func (a abandoning) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host != a.host {
+		return http.DefaultTransport.RoundTrip(r)
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	go func() {
+		defer cancel()
+		if a.arrived != nil {
+			select {
+			case <-a.arrived:
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+		}
+	}()
+	return http.DefaultTransport.RoundTrip(r.WithContext(ctx))
+}
+
 // TestBacklogBeyondTheClaimWindowHoldsUpNoOtherMerchant: a claim read only
 // the oldest few batches of due messages, so a merchant whose backlog was
 // larger than that window hid every other merchant's messages behind it,
@@ -1102,10 +1142,20 @@ func hangingMerchant(t *testing.T, f *notifyFixture, n int) (merchant string, po
 // few messages of each merchant, so the first run finds the others.
 func TestBacklogBeyondTheClaimWindowHoldsUpNoOtherMerchant(t *testing.T) {
 	f := newNotifyFixture(t, 0)
-	_, posts, _ := hangingMerchant(t, f, 20)
+	hanging, posts, _ := hangingMerchant(t, f, 20)
 	f.order(t, "other", order.PayAdvanceInvoice, 1000)
+	otherAnswered := make(chan struct{})
+	f.rc.onPost = sync.OnceFunc(func() { close(otherAnswered) })
+	hook, err := f.ledger.Webhook(context.Background(), hanging)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(hook.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := kassa.DeliveryOptions{Batch: 2, Parallel: 2, AllowPrivateNetworks: true,
-		Client: &http.Client{Timeout: 100 * time.Millisecond}}
+		Client: &http.Client{Timeout: 10 * time.Second, Transport: abandoning{host: u.Host, done: otherAnswered}}}
 	s, err := f.ledger.DeliverNotifications(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -311,7 +311,8 @@ func TestStoreTimeoutPassedWhileTheBodyArrived(t *testing.T) {
 	clock := NewClock(true)
 	const timeout = 100 * time.Millisecond
 	e := newEnvOn(t, false, clock, openStore(t, clock.Now), func(c *Config) { c.StoreTimeout = timeout })
-	tok := e.mint("5560000001", "invoice")
+	u := e.untimed(t)
+	tok := u.mint("5560000001", "invoice")
 	path := "/v1/authorization-tokens/" + tok + "/order"
 	r, _ := http.NewRequest("POST", e.ts.URL+path, &lateBody{rest: orderBody, pause: 5 * timeout})
 	r.ContentLength = int64(len(orderBody))
@@ -322,14 +323,30 @@ func TestStoreTimeoutPassedWhileTheBodyArrived(t *testing.T) {
 	if code != http.StatusRequestTimeout || b["code"] != "request_timeout" || h.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("a body that arrived after the store timeout: %d %v %v, want 408 request_timeout", code, h.Get("Content-Type"), b)
 	}
-	code, _, b = e.req("POST", path, orderBody, e.auth, map[string]string{"Idempotency-Key": "slow-1"})
+	code, _, b = u.req("POST", path, orderBody, e.auth, map[string]string{"Idempotency-Key": "slow-1"})
 	if code != 200 || b["orderId"] == nil {
 		t.Fatalf("the same request sent in time: %d %v", code, b)
 	}
-	_, _, page := e.req("GET", "/v1/orders", "", e.auth, nil)
+	_, _, page := u.req("GET", "/v1/orders", "", e.auth, nil)
 	if n := len(page["orders"].([]any)); n != 1 {
 		t.Fatalf("%d orders after a refused and an accepted create, want 1", n)
 	}
+}
+
+// untimed is e's API served again, on e's ledger and configuration but
+// without the store timeout, for the requests that set a test up and check
+// its outcome: under a store timeout of 100 ms they were answered 503
+// store_unavailable themselves on a loaded machine (PostgreSQL, -race), and
+// the test failed on its setup, not on the request it is about.
+func (e *sessionEnv) untimed(t *testing.T) *sessionEnv {
+	cfg := e.srv.cfg
+	cfg.StoreTimeout = 0
+	srv := New(cfg)
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	u := *e
+	u.ts, u.srv = ts, srv
+	return &u
 }
 
 // slowReads is a store whose read transactions, once armed, take pause
@@ -359,7 +376,7 @@ func TestStoreTimeoutPassedBeforeTheBody(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	st := &slowReads{Store: openStore(t, clock.Now)}
 	e := newEnvOn(t, false, clock, st, func(c *Config) { c.StoreTimeout = timeout })
-	tok := e.mint("5560000001", "invoice")
+	tok := e.untimed(t).mint("5560000001", "invoice")
 	st.pause.Store(int64(2 * timeout))
 	code, _, b := e.req("POST", "/v1/authorization-tokens/"+tok+"/order", orderBody, e.auth, map[string]string{"Idempotency-Key": "slow-store-1"})
 	st.pause.Store(0)
