@@ -318,9 +318,12 @@ func TestMigrationOutlivesOpenDeadline(t *testing.T) {
 	u, c := beforeMigration8(t)
 	release := holdOutbox(t, u) // the concurrent build waits for it
 	done := make(chan error, 1)
+	// Open's context ends once the migration is under way, as a deadline
+	// would. A deadline of 500 ms, set before, could end while a loaded
+	// machine was still connecting, and no migration began.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
 		s, err := postgres.Open(ctx, u, postgres.Options{MaxConns: 4})
 		if err == nil {
 			s.Close()
@@ -328,7 +331,8 @@ func TestMigrationOutlivesOpenDeadline(t *testing.T) {
 		done <- err
 	}()
 	waitForIndexBuild(t, c)
-	time.Sleep(time.Second) // past the deadline
+	cancel()
+	time.Sleep(time.Second) // time for the end to reach the build, were it tied to Open's context
 	release()
 	if err := wait(t, done); err != nil {
 		t.Fatalf("open with the migration past its deadline: %v", err)
