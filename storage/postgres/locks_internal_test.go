@@ -142,7 +142,9 @@ func TestMigrationExcludesAnOlderBuild(t *testing.T) {
 		s.Close()
 		t.Error("a fresh schema was migrated while an older build held the migration lock")
 	}
-	wait, cancel = context.WithTimeout(ctx, 3*time.Second)
+	// Generous: it should not wait at all, and connecting on a loaded
+	// machine may take a second or more.
+	wait, cancel = context.WithTimeout(ctx, 30*time.Second)
 	s, err = Open(wait, migratedURL, Options{MaxConns: 4})
 	cancel()
 	if err != nil {
@@ -193,9 +195,25 @@ func TestOpenLogsWhatItWaitsFor(t *testing.T) {
 		})
 	}()
 	pid := <-held
-	wait, cancel := context.WithTimeout(ctx, time.Second)
-	_, err := Open(wait, u, Options{MaxConns: 4, Logger: log})
+	// The start is ended once it has logged the holder, not at a fixed
+	// deadline: a deadline of one second failed on a loaded machine, where
+	// connecting took most of it and the start was cut before its first
+	// log line was due.
+	wait, cancel := context.WithCancel(ctx)
+	waiting := make(chan error, 1)
+	go func() {
+		s, err := Open(wait, u, Options{MaxConns: 4, Logger: log})
+		if err == nil {
+			s.Close()
+		}
+		waiting <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), fmt.Sprintf("pid %d,", pid)) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	cancel()
+	err := <-waiting
 	close(release)
 	if err == nil || <-done != nil {
 		t.Fatalf("open while the migration lock is held: %v", err)
@@ -230,7 +248,7 @@ func TestOpenLogsWhatItWaitsFor(t *testing.T) {
 		}
 		opened <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for !strings.Contains(logs2.String(), fmt.Sprintf("pid %d,", holder)) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}

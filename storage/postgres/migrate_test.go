@@ -103,6 +103,24 @@ func waitForIndexBuild(t *testing.T, c *pgx.Conn) {
 	t.Fatal("no index build of outbox_merchant_pending started")
 }
 
+// waitForPidLockWait waits until the backend pid waits on a lock.
+func waitForPidLockWait(t *testing.T, c *pgx.Conn, pid uint32) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		if err := c.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE pid = $1 AND wait_event_type = 'Lock'`, int64(pid)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("backend %d does not wait on a lock", pid)
+}
+
 func checkMigration8(t *testing.T, c *pgx.Conn) {
 	t.Helper()
 	var valid bool
@@ -234,7 +252,10 @@ func TestMigration8WithAnOlderReplicaStarting(t *testing.T) {
 		}
 		oldDone <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// The older replica waits for the lock before the build may end: a
+	// fixed sleep (300 ms) let a loaded machine end it first, and the test
+	// passed without the cycle it is about.
+	waitForPidLockWait(t, c, old.PgConn().PID())
 	end()
 	if err := wait(t, done); err != nil {
 		t.Fatalf("open: %v", err)
@@ -297,9 +318,12 @@ func TestMigrationOutlivesOpenDeadline(t *testing.T) {
 	u, c := beforeMigration8(t)
 	release := holdOutbox(t, u) // the concurrent build waits for it
 	done := make(chan error, 1)
+	// Open's context ends once the migration is under way, as a deadline
+	// would. A deadline of 500 ms, set before, could end while a loaded
+	// machine was still connecting, and no migration began.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
 		s, err := postgres.Open(ctx, u, postgres.Options{MaxConns: 4})
 		if err == nil {
 			s.Close()
@@ -307,7 +331,8 @@ func TestMigrationOutlivesOpenDeadline(t *testing.T) {
 		done <- err
 	}()
 	waitForIndexBuild(t, c)
-	time.Sleep(time.Second) // past the deadline
+	cancel()
+	time.Sleep(time.Second) // time for the end to reach the build, were it tied to Open's context
 	release()
 	if err := wait(t, done); err != nil {
 		t.Fatalf("open with the migration past its deadline: %v", err)

@@ -96,7 +96,18 @@ func TestWaitersOfASharedRowLeaveHalfThePool(t *testing.T) {
 				wg.Add(1)
 				go func() { defer wg.Done(); errs[i] = run(c, "m1", row.use) }()
 			}
-			time.Sleep(300 * time.Millisecond) // all waiting by then
+			// All waiting: two with a turn and a connection, blocked on
+			// the row, the others waiting for a turn without one. Waited
+			// for rather than slept on (300 ms were), so that a stalled
+			// machine fails nothing before the waiters' deadline.
+			for s.turns.users() != waiters || s.pool.Stat().AcquiredConns() != 2 {
+				select {
+				case <-c.Done():
+					t.Fatalf("%d of %d waiters had come to the row at their deadline, %d connections held",
+						s.turns.users(), waiters, s.pool.Stat().AcquiredConns())
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
 			if n := s.pool.Stat().AcquiredConns(); n != 2 {
 				t.Errorf("%d connections held by %d transactions waiting for one row, want 2 (half the pool)", n, waiters)
 			}
@@ -113,4 +124,15 @@ func TestWaitersOfASharedRowLeaveHalfThePool(t *testing.T) {
 			row.check(t, s)
 		})
 	}
+}
+
+// users is how many transactions have or wait for a turn, of any row.
+func (ts *turns) users() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	n := 0
+	for _, s := range ts.slots {
+		n += s.users
+	}
+	return n
 }
