@@ -70,13 +70,8 @@ var onSweptOrder func(txid int, k []byte) error
 // runs once per rules change; and a position would have to be forgotten,
 // with the rules, whenever another writer wrote the file meanwhile.
 func (s *Store) sweepStatuses(log *slog.Logger) error {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	start := time.Now()
-	next := start.Add(sweepEvery)
+	sl := storage.NewSweepLog(log, "bolt", sweepEvery)
 	var after []byte // the last key read; nil before the first batch
-	var read, updated int
 	for done := false; !done; {
 		err := s.db.Update(func(btx *bbolt.Tx) error {
 			type stale struct {
@@ -109,10 +104,8 @@ func (s *Store) sweepStatuses(log *slog.Logger) error {
 					todo = append(todo, stale{key: slices.Clone(k), o: o, old: old})
 				}
 			}
-			if read == 0 && n > 0 {
-				// Not before: a new file has none to sweep.
-				log.Info("bolt: sweeping the orders' statuses to the current status rules; the store opens once done",
-					"rules", order.StatusRules)
+			if n > 0 {
+				sl.Begin("the store opens once done")
 			}
 			// Written outside the walk: bbolt does not allow changing a
 			// bucket that a cursor is iterating.
@@ -128,8 +121,7 @@ func (s *Store) sweepStatuses(log *slog.Logger) error {
 					return err
 				}
 			}
-			read += n
-			updated += len(todo)
+			sl.Add(n, len(todo))
 			if done = k == nil; done {
 				if err := btx.Bucket(bInfo).Put(keyStatusRules, binary.BigEndian.AppendUint64(nil, order.StatusRules)); err != nil {
 					return err
@@ -140,16 +132,11 @@ func (s *Store) sweepStatuses(log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("sweep the orders' statuses: %w", err)
 		}
-		if !done && time.Now().After(next) {
-			next = time.Now().Add(sweepEvery)
-			log.Info("bolt: sweeping the orders' statuses", "read", read, "updated", updated,
-				"took", time.Since(start).Round(time.Second).String())
+		if !done {
+			sl.Progress()
 		}
 	}
-	if read > 0 {
-		log.Info("bolt: swept the orders' statuses", "rules", order.StatusRules, "read", read, "updated", updated,
-			"took", time.Since(start).Round(time.Millisecond).String())
-	}
+	sl.Done()
 	return nil
 }
 

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kassahq/kassa/order"
+	"github.com/kassahq/kassa/storage"
 )
 
 // reindexBatch is how many orders one step of the reindex reads and commits.
@@ -77,16 +77,11 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 			return fmt.Errorf("postgres: status rules sweep position %q: %w", position, err)
 		}
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	resumed := "" // the order a stopped sweep got to
 	if after != [2]string{} {
 		resumed = after[0] + "/" + after[1]
 	}
-	start := time.Now()
-	next := start.Add(waitLogEvery)
-	var read, updated int
+	sl := storage.NewSweepLog(log, "postgres", waitLogEvery)
 	type row struct {
 		MerchantID string
 		ID         string
@@ -107,14 +102,11 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 		if len(batch) == 0 {
 			break
 		}
-		if read == 0 {
-			// Not before: a new database's first start has none to sweep.
-			log.Info("postgres: sweeping the orders' statuses to the current status rules; this replica serves once done, others start meanwhile",
-				"rules", order.StatusRules, "from", rules, "resumedAfter", resumed)
-		}
+		sl.Begin("this replica serves once done, others start meanwhile", "from", rules, "resumedAfter", resumed)
 		last := batch[len(batch)-1]
 		after = [2]string{last.MerchantID, last.ID}
 		pos, _ := json.Marshal(after)
+		var updated int // of this batch
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			for _, r := range batch {
 				o, err := decode[order.Order]("order", r.Body)
@@ -137,12 +129,8 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 		if err != nil {
 			return fmt.Errorf("postgres: reindex statuses: %w", err)
 		}
-		read += len(batch)
-		if time.Now().After(next) {
-			next = time.Now().Add(waitLogEvery)
-			log.Info("postgres: sweeping the orders' statuses", "read", read, "updated", updated,
-				"after", after[0]+"/"+after[1], "took", time.Since(start).Round(time.Second).String())
-		}
+		sl.Add(len(batch), updated)
+		sl.Progress("after", after[0]+"/"+after[1])
 		if len(batch) < reindexBatch {
 			break
 		}
@@ -158,10 +146,6 @@ func reindexStatuses(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) 
 	if err != nil {
 		return fmt.Errorf("postgres: status rules: %w", err)
 	}
-	if read == 0 {
-		return nil
-	}
-	log.Info("postgres: swept the orders' statuses", "rules", order.StatusRules, "read", read, "updated", updated,
-		"took", time.Since(start).Round(time.Millisecond).String())
+	sl.Done()
 	return nil
 }
