@@ -106,11 +106,7 @@ func (q *Query) Match(s *Settlement) bool {
 // commas and quotes of the row around it. Amounts are ours and never pass
 // through here.
 func textCell(s string) string {
-	formula := func(s string) bool {
-		s = strings.TrimLeft(s, `" `)
-		return s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0]))
-	}
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+	if startsFormula(s) {
 		s = "'" + s
 	}
 	if !strings.Contains(s, ";") {
@@ -118,12 +114,15 @@ func textCell(s string) string {
 	}
 	parts := strings.Split(s, ";")
 	for i := 1; i < len(parts); i++ {
-		if formula(parts[i]) {
+		if startsFormula(strings.TrimLeft(parts[i], `" `)) {
 			parts[i] = "'" + parts[i]
 		}
 	}
 	return strings.Join(parts, ";")
 }
+
+// startsFormula: a spreadsheet reads a cell starting so as a formula.
+func startsFormula(s string) bool { return s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) }
 
 // WriteCSV writes a settlement's transactions for accounting: a header, one
 // row per transaction (amounts as decimals with two digits), and a final
