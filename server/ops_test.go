@@ -152,19 +152,12 @@ func TestFailedSettlementExportIsNoEmptyFile(t *testing.T) {
 	sid := run["settlements"].([]any)[0].(map[string]any)["id"].(string)
 
 	st.on.Store(true)
-	r, _ := http.NewRequest("GET", e.ts.URL+"/v1/settlements/"+sid+"/export.csv", nil)
-	r.Header.Set("Authorization", e.auth)
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, body := e.export(t, sid)
 	if resp.StatusCode != 503 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") ||
 		resp.Header.Get("Content-Disposition") != "" || !strings.Contains(string(body), `"store_unavailable"`) {
 		t.Fatalf("export with the store failing: %d %v %s", resp.StatusCode, resp.Header, body)
 	}
-	resp, err = http.Get(e.ts.URL + "/metrics")
+	resp, err := http.Get(e.ts.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,13 +79,10 @@ func TestSettlementsOverHTTP(t *testing.T) {
 	if sum != 24450 {
 		t.Fatalf("transactions sum to %v, want the net 24450", sum)
 	}
-	r, _ := http.NewRequest("GET", e.ts.URL+"/v1/settlements/"+sid+"/export.csv", nil)
-	r.Header.Set("Authorization", e.auth)
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/csv") {
-		t.Fatalf("export: %v %d", err, resp.StatusCode)
+	resp, body := e.export(t, sid)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/csv") {
+		t.Fatalf("export: %d", resp.StatusCode)
 	}
-	body, _ := io.ReadAll(resp.Body)
 	rows, err := csv.NewReader(strings.NewReader(string(body))).ReadAll()
 	if err != nil || len(rows) != 5 || rows[4][2] != "net" || rows[4][8] != "244.50" {
 		t.Fatalf("csv %v %v", rows, err)
@@ -150,14 +147,8 @@ func TestSettlementTransactionsCarryTheOrdersSettlementReference(t *testing.T) {
 			t.Errorf("%s transaction: settlementReference %v, want %q", tx["type"], tx["settlementReference"], w)
 		}
 	}
-	r, _ := http.NewRequest("GET", e.ts.URL+"/v1/settlements/"+sid+"/export.csv", nil)
-	r.Header.Set("Authorization", e.auth)
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	rows, err := csv.NewReader(resp.Body).ReadAll()
+	_, body := e.export(t, sid)
+	rows, err := csv.NewReader(strings.NewReader(string(body))).ReadAll()
 	if err != nil || len(rows) != len(txs)+2 {
 		t.Fatalf("csv %v %v", rows, err)
 	}
@@ -275,14 +266,7 @@ func TestSettlementExportKeepsTextAfterASemicolonFromBeingAFormula(t *testing.T)
 	e.capturedWithReferences(`PO-3;ok;=`, `ACC-3; plain;x=1`)
 	_, _, run := e.req("POST", "/sandbox/v1/settlements/run", "", e.auth, nil)
 	sid := run["settlements"].([]any)[0].(map[string]any)["id"].(string)
-	r, _ := http.NewRequest("GET", e.ts.URL+"/v1/settlements/"+sid+"/export.csv", nil)
-	r.Header.Set("Authorization", e.auth)
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	_, body := e.export(t, sid)
 	rows, err := csv.NewReader(strings.NewReader(string(body))).ReadAll()
 	if err != nil || len(rows) != 5 {
 		t.Fatalf("csv %v %v", rows, err)
@@ -310,4 +294,22 @@ func TestSettlementExportKeepsTextAfterASemicolonFromBeingAFormula(t *testing.T)
 			}
 		}
 	}
+}
+
+// export fetches settlement sid's CSV export with the merchant's
+// credentials: the answer, its body read and closed.
+func (e *sessionEnv) export(t testing.TB, sid string) (*http.Response, []byte) {
+	t.Helper()
+	r, _ := http.NewRequest("GET", e.ts.URL+"/v1/settlements/"+sid+"/export.csv", nil)
+	r.Header.Set("Authorization", e.auth)
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
 }
