@@ -152,10 +152,21 @@ func (s *Store) sweepStatuses(log *slog.Logger) error {
 // the index descends) made the rebuild quadratic, a file of 300 000 done
 // notifications opening in tens of minutes. Appended in key order, each
 // Put shifts nothing.
-func rebuildIndex(btx *bbolt.Tx, mark, ix []byte, version uint64, fill func(put func(k, v []byte)) error) error {
+//
+// A rebuild over records (from holds any) is logged at its start and end:
+// at 300 000 records it holds Open for about 10 s, a silence that looks
+// hung. A new file's indexes are built too, over nothing, and say nothing.
+func rebuildIndex(btx *bbolt.Tx, log *slog.Logger, from, mark, ix []byte, version uint64, fill func(put func(k, v []byte)) error) error {
 	info := btx.Bucket(bInfo)
 	if v := info.Get(mark); len(v) == 8 && binary.BigEndian.Uint64(v) >= version {
 		return nil
+	}
+	var start time.Time
+	if log != nil {
+		if k, _ := btx.Bucket(from).Cursor().First(); k != nil {
+			start = time.Now()
+			log.Info("bolt: rebuilding an index; the store opens once done", "index", string(ix), "from", string(from))
+		}
 	}
 	if err := btx.DeleteBucket(ix); err != nil {
 		return err
@@ -183,13 +194,17 @@ func rebuildIndex(btx *bbolt.Tx, mark, ix []byte, version uint64, fill func(put 
 	if onRebuild != nil {
 		onRebuild(mark)
 	}
+	if !start.IsZero() {
+		log.Info("bolt: rebuilt an index", "index", string(ix), "entries", len(entries),
+			"took", time.Since(start).Round(time.Millisecond).String())
+	}
 	return info.Put(mark, binary.BigEndian.AppendUint64(nil, version))
 }
 
 // indexSettlementTxIDs builds the settletxid index: every settlement
 // transaction's id, pointing at its place in the settlement.
-func indexSettlementTxIDs(btx *bbolt.Tx) error {
-	return rebuildIndex(btx, keySettleTxIDs, bSettleTxID, 1, func(put func(k, v []byte)) error {
+func indexSettlementTxIDs(btx *bbolt.Tx, log *slog.Logger) error {
+	return rebuildIndex(btx, log, bSettleTx, keySettleTxIDs, bSettleTxID, 1, func(put func(k, v []byte)) error {
 		return btx.Bucket(bSettleTx).ForEach(func(k, v []byte) error {
 			key, seq, err := settleTxIDEntry(k, v)
 			if err != nil {
@@ -206,7 +221,7 @@ func indexSettlementTxIDs(btx *bbolt.Tx) error {
 // before the storeId, merchantReference and updatedAt entries existed get
 // them, and any entry no session accounts for is dropped.
 func (s *Store) reindexSessions(btx *bbolt.Tx) error {
-	return rebuildIndex(btx, keySessionIndex, bSessionIx, sessionIndexVersion, func(put func(k, v []byte)) error {
+	return rebuildIndex(btx, s.opts.Logger, bSessions, keySessionIndex, bSessionIx, sessionIndexVersion, func(put func(k, v []byte)) error {
 		return btx.Bucket(bSessions).ForEach(func(_, v []byte) error {
 			var ss session.Session
 			if err := storage.DecodeRecord(v, &ss); err != nil {
@@ -222,8 +237,8 @@ func (s *Store) reindexSessions(btx *bbolt.Tx) error {
 
 // indexSettlementQueue builds the settleqix index: every queued item at its
 // occurrence time.
-func indexSettlementQueue(btx *bbolt.Tx) error {
-	return rebuildIndex(btx, keySettleQOrder, bSettleQIx, 1, func(put func(k, v []byte)) error {
+func indexSettlementQueue(btx *bbolt.Tx, log *slog.Logger) error {
+	return rebuildIndex(btx, log, bSettleQ, keySettleQOrder, bSettleQIx, 1, func(put func(k, v []byte)) error {
 		return btx.Bucket(bSettleQ).ForEach(func(k, v []byte) error {
 			put(settleQIxKey(decodeOccurred(v), string(k)), present)
 			return nil
@@ -233,8 +248,8 @@ func indexSettlementQueue(btx *bbolt.Tx) error {
 
 // indexOutboxByMerchant builds the outboxmdue index: every pending message
 // under its merchant, at its next attempt.
-func indexOutboxByMerchant(btx *bbolt.Tx) error {
-	return rebuildIndex(btx, keyOutboxMerchantDue, bOutboxMDue, 1, func(put func(k, v []byte)) error {
+func indexOutboxByMerchant(btx *bbolt.Tx, log *slog.Logger) error {
+	return rebuildIndex(btx, log, bOutbox, keyOutboxMerchantDue, bOutboxMDue, 1, func(put func(k, v []byte)) error {
 		return btx.Bucket(bOutbox).ForEach(func(_, v []byte) error {
 			var m storage.OutboxMessage
 			if err := storage.DecodeRecord(v, &m); err != nil {
@@ -251,8 +266,8 @@ func indexOutboxByMerchant(btx *bbolt.Tx) error {
 
 // indexOutboxDone builds the outboxdone index: every done message at its
 // creation time.
-func indexOutboxDone(btx *bbolt.Tx) error {
-	return rebuildIndex(btx, keyOutboxDone, bOutboxDone, 1, func(put func(k, v []byte)) error {
+func indexOutboxDone(btx *bbolt.Tx, log *slog.Logger) error {
+	return rebuildIndex(btx, log, bOutbox, keyOutboxDone, bOutboxDone, 1, func(put func(k, v []byte)) error {
 		return btx.Bucket(bOutbox).ForEach(func(_, v []byte) error {
 			var m storage.OutboxMessage
 			if err := storage.DecodeRecord(v, &m); err != nil {
@@ -269,8 +284,8 @@ func indexOutboxDone(btx *bbolt.Tx) error {
 
 // indexAuthExpiry builds the authexp index: every authorization token at
 // its expiry.
-func indexAuthExpiry(btx *bbolt.Tx) error {
-	return rebuildIndex(btx, keyAuthExpiry, bAuthExp, 1, func(put func(k, v []byte)) error {
+func indexAuthExpiry(btx *bbolt.Tx, log *slog.Logger) error {
+	return rebuildIndex(btx, log, bAuth, keyAuthExpiry, bAuthExp, 1, func(put func(k, v []byte)) error {
 		return btx.Bucket(bAuth).ForEach(func(k, v []byte) error {
 			var a authExpiry
 			if err := storage.DecodeRecord(v, &a); err != nil {

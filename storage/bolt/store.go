@@ -93,11 +93,12 @@ type Options struct {
 	// DecodedOrderBytes bounds the cache of decoded orders (package
 	// ordercache): 0 is its default, negative none.
 	DecodedOrderBytes int64
-	// Logger, when set, hears of the sweep of the orders' statuses at Open
-	// after a change of the status rules: its start, its progress every few
-	// seconds and its end. The store opens only once it is done, which
-	// takes 20 to 40 s at 300 000 stale orders; a start silent that long
-	// looks hung.
+	// Logger, when set, hears of the work Open does before the store
+	// serves: the sweep of the orders' statuses after a change of the
+	// status rules (its start, its progress every few seconds and its end;
+	// 20 to 40 s at 300 000 stale orders), and each index it rebuilds over
+	// existing records (after an older build wrote the file; about 10 s at
+	// 300 000). A start silent that long looks hung.
 	Logger *slog.Logger
 }
 
@@ -212,19 +213,19 @@ func Open(path string, opts Options) (s *Store, err error) {
 		if err := forgetIndexesAfterOtherWriters(tx); err != nil {
 			return err
 		}
-		if err := indexSettlementTxIDs(tx); err != nil {
+		if err := indexSettlementTxIDs(tx, opts.Logger); err != nil {
 			return err
 		}
-		if err := indexSettlementQueue(tx); err != nil {
+		if err := indexSettlementQueue(tx, opts.Logger); err != nil {
 			return err
 		}
-		if err := indexOutboxByMerchant(tx); err != nil {
+		if err := indexOutboxByMerchant(tx, opts.Logger); err != nil {
 			return err
 		}
-		if err := indexOutboxDone(tx); err != nil {
+		if err := indexOutboxDone(tx, opts.Logger); err != nil {
 			return err
 		}
-		if err := indexAuthExpiry(tx); err != nil {
+		if err := indexAuthExpiry(tx, opts.Logger); err != nil {
 			return err
 		}
 		var err error
