@@ -734,3 +734,31 @@ func TestSessionUpdateRefusesNullWhereEmptyDiffers(t *testing.T) {
 		t.Fatalf("null where it is the field left out: %d %v", code, b)
 	}
 }
+
+// The session list's q is bounded at 200 characters, counted as every other
+// text bound is (code points), not bytes: a Swedish reference of å, ä and ö
+// is two bytes a letter in UTF-8 and was refused at 101 letters.
+func TestSessionListQueryBoundCountsCharacters(t *testing.T) {
+	e := newSessionEnv(t)
+	ext := strings.Repeat("å", 100) // externalSessionId's bound
+	code, _, s := e.do("POST", "/v1/sessions", fill(sessionBody, "a", "PO-1", ext), e.auth)
+	id, _ := s["id"].(string)
+	if code != 201 || id == "" {
+		t.Fatalf("create: %d %v", code, s)
+	}
+	code, _, page := e.do("GET", "/v1/sessions?q="+url.QueryEscape(strings.Repeat("Å", 100)), "", e.auth)
+	if code != 200 {
+		t.Fatalf("100 letters: %d %v", code, page)
+	}
+	if got := page["sessions"].([]any); len(got) != 1 || got[0].(map[string]any)["id"] != id {
+		t.Fatalf("100 letters found %v, want session %s", got, id)
+	}
+	code, _, p := e.do("GET", "/v1/sessions?q="+url.QueryEscape(strings.Repeat("ö", 200)), "", e.auth)
+	if code != 200 {
+		t.Fatalf("200 letters: %d %v", code, p)
+	}
+	code, _, p = e.do("GET", "/v1/sessions?q="+url.QueryEscape(strings.Repeat("ö", 201)), "", e.auth)
+	if errs, _ := p["errors"].([]any); code != 400 || len(errs) != 1 || errs[0].(map[string]any)["field"] != "q" {
+		t.Fatalf("201 letters: %d %v", code, p)
+	}
+}
