@@ -45,11 +45,16 @@ var legalForms = map[string]bool{"ab": true, "publ": true, "hb": true, "kb": tru
 	"interessentskab": true, "kommanditselskab": true}
 
 // fold lower-cases s and strips diacritics (å → a, ø → o, æ → ae, ß → ss).
+// Compatibility forms are read as the letters they stand for (the ligature
+// "ﬁ" as "fi", full-width "Ｍ" as "m"), and invisible format characters (a
+// soft hyphen, zero-width spaces and joiners, a byte order mark) are
+// dropped: text pasted from a PDF or a web page carries them inside words
+// that read the same without them.
 func fold(s string) string {
 	var b strings.Builder
-	for _, r := range norm.NFD.String(strings.ToLower(s)) {
+	for _, r := range strings.ToLower(norm.NFKD.String(s)) {
 		switch {
-		case unicode.Is(unicode.Mn, r):
+		case unicode.Is(unicode.Mn, r), unicode.Is(unicode.Cf, r):
 		case r == 'ø':
 			b.WriteRune('o')
 		case r == 'æ':

@@ -50,6 +50,16 @@ type checkoutForm struct {
 	Q, CompanyID, FirstName, LastName, Email, Phone, Street, PostalCode, City, PaymentMethod string
 }
 
+// shown is f as the page shows it again: each value's bytes that are no
+// UTF-8 (a form or link of another encoding) read as U+FFFD, since the page
+// declares UTF-8. Such a value is refused (order.CheckText), not changed.
+func (f checkoutForm) shown() checkoutForm {
+	for _, v := range []*string{&f.Q, &f.CompanyID, &f.FirstName, &f.LastName, &f.Email, &f.Phone, &f.Street, &f.PostalCode, &f.City, &f.PaymentMethod} {
+		*v = strings.ToValidUTF8(*v, "\uFFFD")
+	}
+	return f
+}
+
 type fieldError struct{ ID, Message string }
 
 type checkoutView struct {
@@ -258,6 +268,7 @@ func (s *Server) renderCheckout(w http.ResponseWriter, r *http.Request, p httpro
 			v.Results = append(v.Results, company.Match{CompanyID: c.ID, CompanyName: c.Name})
 		}
 	}
+	v.Form = form.shown()
 	pageHeaders(w, checkoutPolicy)
 	w.Header().Set("X-Frame-Options", "DENY") // for browsers without frame-ancestors
 	w.Header().Set("Cache-Control", "no-store")

@@ -488,3 +488,22 @@ func TestCompanySearchRateNaNTakesTheDefault(t *testing.T) {
 	}
 	t.Fatal("400 searches at once from one address, none refused: a NaN rate limits nothing")
 }
+
+// Text pasted from a PDF or a web page carries characters a buyer does not
+// see: a soft hyphen or a zero-width space inside a word, a ligature ("ﬁ")
+// or full-width letters. The name still reads the same, so it must find the
+// same company as the plain spelling, in NFC or NFD.
+func TestCompanySearchInvisibleAndCompatibilityCharacters(t *testing.T) {
+	dir := company.NewDirectory()
+	dir.Set("SE", []company.Company{{ID: "5560360793", Name: "Malmö Fiskeriföretag AB", Country: "SE"},
+		{ID: "5560000001", Name: "Approved Byggvaror AB", Country: "SE"}})
+	h := New(Config{Companies: dir, CompanySearchRate: 1000, Logger: quiet}).Handler()
+	for _, q := range []string{"Malmö Fiskeriföretag", "Malmo\u0308 fiskeri", "MALMÖ", "malmo",
+		"Malm\u00adö Fiskeri\u00adföretag", "Malm\u200bö", "Mal\u200dmö", "\ufeffMalmö", "Malmö \ufb01skeri",
+		"Ｍａｌｍö", "\u00a0Malmö\u00a0fisk\u00a0", "556036\u00a00793", "556036\u20110793"} {
+		code, res, p := searchCompanies(h, url.Values{"q": {q}, "country": {"SE"}})
+		if code != 200 || len(res.Companies) != 1 || res.Companies[0].CompanyID != "5560360793" {
+			t.Errorf("q=%q: %d %+v %+v, want Malmö Fiskeriföretag AB", q, code, res, p)
+		}
+	}
+}

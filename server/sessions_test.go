@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/order"
@@ -732,5 +733,69 @@ func TestSessionUpdateRefusesNullWhereEmptyDiffers(t *testing.T) {
 	code, _, b = e.req("POST", "/v1/payment-sessions/"+id, `{"merchantReference":"x","customer":null,"merchantUrls":null,"vatMode":null}`, e.auth, nil)
 	if code != 200 {
 		t.Fatalf("null where it is the field left out: %d %v", code, b)
+	}
+}
+
+// The session list's q is bounded at 200 characters, counted as every other
+// text bound is (code points), not bytes: a Swedish reference of å, ä and ö
+// is two bytes a letter in UTF-8 and was refused at 101 letters.
+func TestSessionListQueryBoundCountsCharacters(t *testing.T) {
+	e := newSessionEnv(t)
+	ext := strings.Repeat("å", 100) // externalSessionId's bound
+	code, _, s := e.do("POST", "/v1/sessions", fill(sessionBody, "a", "PO-1", ext), e.auth)
+	id, _ := s["id"].(string)
+	if code != 201 || id == "" {
+		t.Fatalf("create: %d %v", code, s)
+	}
+	code, _, page := e.do("GET", "/v1/sessions?q="+url.QueryEscape(strings.Repeat("Å", 100)), "", e.auth)
+	if code != 200 {
+		t.Fatalf("100 letters: %d %v", code, page)
+	}
+	if got := page["sessions"].([]any); len(got) != 1 || got[0].(map[string]any)["id"] != id {
+		t.Fatalf("100 letters found %v, want session %s", got, id)
+	}
+	code, _, p := e.do("GET", "/v1/sessions?q="+url.QueryEscape(strings.Repeat("ö", 200)), "", e.auth)
+	if code != 200 {
+		t.Fatalf("200 letters: %d %v", code, p)
+	}
+	code, _, p = e.do("GET", "/v1/sessions?q="+url.QueryEscape(strings.Repeat("ö", 201)), "", e.auth)
+	if errs, _ := p["errors"].([]any); code != 400 || len(errs) != 1 || errs[0].(map[string]any)["field"] != "q" {
+		t.Fatalf("201 letters: %d %v", code, p)
+	}
+}
+
+// The checkout page shows the buyer's search and form again as they were
+// sent; bytes that are no UTF-8 (a form or link of another encoding, "%FF")
+// were copied into a page that declares UTF-8. They are refused as before,
+// and shown as U+FFFD.
+func TestCheckoutPageStaysUTF8(t *testing.T) {
+	e := newSessionEnv(t)
+	_, _, s := e.do("POST", "/v1/sessions", fill(sessionBody, "a", "PO-1", "x1"), e.auth)
+	checkout := s["checkoutUrl"].(string)
+	page := func(resp *http.Response, err error) (int, string) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := page(http.Get(checkout + "&q=G%C3%B6ta%FF%ED%A0%80"))
+	if code != 200 || !utf8.ValidString(body) || !strings.Contains(body, `name="q" value="Göta`+"\uFFFD") {
+		t.Fatalf("search shown again: %d, valid UTF-8 %v:\n%s", code, utf8.ValidString(body), body)
+	}
+	u, _ := url.Parse(checkout)
+	form := url.Values{"sig": {u.Query().Get("sig")}, "companyId": {"5560000001"}, "firstName": {"A"}, "lastName": {"B\xc3"},
+		"email": {"a@b.se"}, "street": {"Gatan 1"}, "postalCode": {"11122"}, "city": {"Malm\xf6"}, "paymentMethod": {"invoice"},
+		"action": {"approve"}, "terms": {e.checkoutTerms(checkout)}, "q": {"\xff"}}
+	code, body = page(http.PostForm(e.ts.URL+u.Path, form))
+	if code != http.StatusUnprocessableEntity || !utf8.ValidString(body) ||
+		!strings.Contains(body, `name="city" value="Malm`+"\uFFFD") || !strings.Contains(body, `id="city-error"`) ||
+		!strings.Contains(body, `id="lastName-error"`) {
+		t.Fatalf("form shown again: %d, valid UTF-8 %v:\n%s", code, utf8.ValidString(body), body)
+	}
+	if _, _, got := e.do("GET", "/v1/sessions/"+s["id"].(string), "", e.auth); got["state"] != "created" {
+		t.Fatalf("session %v", got["state"])
 	}
 }

@@ -51,7 +51,9 @@ func (q *Query) Validate() error {
 	case q.Size < 1 || q.Size > maxPageSize:
 		f.Add("size", "must be between 1 and %d", maxPageSize)
 	}
-	if len(q.Q) > 200 {
+	// Characters, as every text bound counts them (order.CheckText), not
+	// bytes: "å" is two bytes in UTF-8.
+	if utf8.RuneCountInString(q.Q) > 200 {
 		f.Add("q", "must be at most 200 characters")
 	}
 	return f.Err()

@@ -33,3 +33,27 @@ func TestCompaniesImportRefusesNamesOrdersRefuse(t *testing.T) {
 		t.Fatalf("import: %d %s", code, errb.String())
 	}
 }
+
+// The billing address's companyName holds 100 characters (the spec's
+// CompanyAddress); a longer name imported left its buyers a checkout
+// refused on that field, which the page does not have. Characters are
+// counted as orders count them: 100 letters Ø (200 bytes) are a name.
+func TestCompaniesImportRefusesNamesLongerThanAnAddressHolds(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "no.csv")
+	os.WriteFile(f, []byte("companyId,companyName\n923609016,Nord AS\n905978799,"+strings.Repeat("Ø", 98)+"AS\n"), 0o600)
+	var out, errb bytes.Buffer
+	if code := run([]string{"companies", "import", "--country", "NO", "--data", dir, f}, &out, &errb); code != 0 {
+		t.Fatalf("import of a 100-character name: %d %s", code, errb.String())
+	}
+	os.WriteFile(f, []byte("companyId,companyName\n923609016,Nord AS\n905978799,"+strings.Repeat("Ø", 99)+"AS\n"), 0o600)
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"companies", "import", "--country", "NO", "--data", dir, f}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "company 905978799: the name must be at most 100 characters") {
+		t.Fatalf("import of a 101-character name: %d %s", code, errb.String())
+	}
+	if d, _ := loadCompanies(dir); d.Len("NO") != 2 {
+		t.Fatal("a refused import changed the directory")
+	}
+}

@@ -1076,15 +1076,16 @@ func loadCompanies(data string) (*company.Directory, error) {
 	return d, nil
 }
 
-// checkCompanyNames refuses a name an order refuses as text: the hosted
-// checkout puts it on the buyer's billing address, where it would be
-// refused on a field the page does not show, and no buyer of that company
-// could check out. Only the import checks: a directory imported before
-// the rule still loads, so that it cannot stop a server starting.
+// checkCompanyNames refuses a name an order refuses as a billing
+// address's companyName (text, and at most 100 characters where ReadCSV
+// takes 200): the hosted checkout puts it there, where it would be refused
+// on a field the page does not show, and no buyer of that company could
+// check out. Only the import checks: a directory imported before the rule
+// still loads, so that it cannot stop a server starting.
 func checkCompanyNames(cs []company.Company) error {
 	for _, c := range cs {
 		var f fault.Fields
-		order.CheckText(&f, "companyName", c.Name, len(c.Name)) // ReadCSV bounds the length
+		order.ValidateAddress(&f, "", &order.Address{CompanyName: c.Name})
 		if l := f.List(); len(l) > 0 {
 			return fmt.Errorf("company %s: the name %s", c.ID, l[0].Message)
 		}
