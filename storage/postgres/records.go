@@ -127,7 +127,10 @@ func (t *tx) PutMerchant(m *storage.Merchant) error {
 }
 
 func (t *tx) ListMerchants() ([]*storage.Merchant, error) {
-	bs, err := t.bodies("merchants", `SELECT body FROM merchants ORDER BY id`)
+	// By the id's bytes, as bbolt orders them, whatever the database's
+	// collation (a Danish one puts "aa" after "z"). Merchants are few: the
+	// sort costs nothing that the primary key's order would save.
+	bs, err := t.bodies("merchants", `SELECT body FROM merchants ORDER BY id COLLATE "C"`)
 	if err != nil {
 		return nil, err
 	}

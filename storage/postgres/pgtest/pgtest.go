@@ -23,8 +23,8 @@ import (
 
 // URL returns the test database's URL or skips the test. The database is
 // this package's own: made once, on the server of KASSA_TEST_DATABASE_URL,
-// named after that URL's database and the package's directory, and kept for
-// the package's next run. go test runs the packages' test processes at once,
+// named after that URL's database and the package's directory, with that
+// database's locale (sameLocale), and kept for the package's next run. go test runs the packages' test processes at once,
 // and a migration's CREATE INDEX CONCURRENTLY waits for every older
 // transaction of its database, while holding, as long as migration 8 is
 // pending (in every fresh schema), a lock of the whole database: a test of
@@ -78,7 +78,11 @@ func packageDatabase(base string) (string, error) {
 		return "", err
 	}
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	opts, err := sameLocale(ctx, conn)
+	if err != nil {
+		return "", err
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+opts)
 	var pe *pgconn.PgError
 	// 42P04: made by an earlier run; 23505: by another process of the
 	// package at the same moment.
@@ -87,6 +91,52 @@ func packageDatabase(base string) (string, error) {
 	}
 	u.Path = "/" + name
 	return u.String(), nil
+}
+
+// sameLocale returns the options of CREATE DATABASE that give a new
+// database the locale (provider, collation, character classes) of the one
+// conn is connected to, or "" when template1, the default template, has it
+// already. The tests then run on a database collating as the one
+// KASSA_TEST_DATABASE_URL names (an ICU sv-SE one, say), not on the
+// cluster's default. Read as JSON, so that the ICU locale's column is found
+// under its name in PostgreSQL 15 and 16 (daticulocale) and after
+// (datlocale).
+func sameLocale(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var cur, tmpl map[string]any
+	const q = `SELECT to_jsonb(d) FROM pg_database d WHERE datname = $1`
+	if err := conn.QueryRow(ctx, `SELECT to_jsonb(d) FROM pg_database d WHERE datname = current_database()`).Scan(&cur); err != nil {
+		return "", err
+	}
+	if err := conn.QueryRow(ctx, q, "template1").Scan(&tmpl); err != nil {
+		return "", err
+	}
+	keys := []string{"datlocprovider", "datcollate", "datctype", "daticulocale", "datlocale", "daticurules"}
+	same := true
+	for _, k := range keys {
+		if fmt.Sprint(cur[k]) != fmt.Sprint(tmpl[k]) {
+			same = false
+		}
+	}
+	if same {
+		return "", nil
+	}
+	lit := func(v any) string { return "'" + strings.ReplaceAll(fmt.Sprint(v), "'", "''") + "'" }
+	opts := " TEMPLATE template0 LC_COLLATE " + lit(cur["datcollate"]) + " LC_CTYPE " + lit(cur["datctype"])
+	if cur["datlocprovider"] == "b" {
+		opts += " LOCALE_PROVIDER builtin BUILTIN_LOCALE " + lit(cur["datlocale"])
+	}
+	if cur["datlocprovider"] == "i" {
+		opts += " LOCALE_PROVIDER icu"
+		for _, k := range []string{"daticulocale", "datlocale"} {
+			if v, ok := cur[k].(string); ok && v != "" {
+				opts += " ICU_LOCALE " + lit(v)
+			}
+		}
+		if v, ok := cur["daticurules"].(string); ok && v != "" {
+			opts += " ICU_RULES " + lit(v)
+		}
+	}
+	return opts, nil
 }
 
 // Selected reports whether KASSA_TEST_STORE asks the store-agnostic tests
