@@ -188,19 +188,36 @@ func orderWithNotification(t *testing.T, ledger *kassa.Ledger, merchant, tok str
 	}
 }
 
-// slowReturn delays, once armed, the return of the next Update after its
+// slowReturn holds, once armed, the return of the next Update after its
 // commit: the gap between a run's claim committing and the run registering
 // its merchants as busy, which the two runs runDelivery starts at one
-// instant each tick race through.
+// instant each tick race through. The hold ends when another Update returns
+// (a second run's claim, made in the gap), or after holdFor: with claims
+// made one at a time no other can be made meanwhile, and the hold is the
+// time a second run is given to show it could.
 type slowReturn struct {
 	storage.Store
-	armed atomic.Bool
+	armed   atomic.Bool
+	holdFor time.Duration
+	held    chan struct{} // closed once the armed Update is held
+	next    chan struct{} // closed by the next Update to return, ending the hold
+	endHold sync.Once
 }
 
 func (s *slowReturn) Update(ctx context.Context, fn func(storage.Tx) error) error {
 	err := s.Store.Update(ctx, fn)
 	if s.armed.CompareAndSwap(true, false) {
-		time.Sleep(200 * time.Millisecond)
+		close(s.held)
+		select {
+		case <-s.next:
+		case <-time.After(s.holdFor):
+		}
+		return err
+	}
+	select {
+	case <-s.held:
+		s.endHold.Do(func() { close(s.next) })
+	default:
 	}
 	return err
 }
@@ -211,9 +228,15 @@ func (s *slowReturn) Update(ctx context.Context, fn func(storage.Tx) error) erro
 // after their claim committed, so a run claiming in that gap took the same
 // merchant: 12 POSTs at once to one receiver (a run posts at most 8), and
 // the run meant to skip slow receivers waited on one.
+//
+// The second run starts once the first's claim has committed and is held
+// from registering; the receiver holds every POST until the end. A second
+// run that claims nothing returns at once; one that took the merchant too
+// posts to it (a run's first POST to a merchant goes alone, so one more at
+// once) and waits on its answer.
 func TestTwoRunsStartedTogetherClaimNoMerchantTwice(t *testing.T) {
 	ctx := context.Background()
-	st := &slowReturn{Store: memory.New(time.Now)}
+	st := &slowReturn{Store: memory.New(time.Now), holdFor: 2 * time.Second, held: make(chan struct{}), next: make(chan struct{})}
 	ledger := kassa.New(st, kassa.Options{})
 	var inFlight, maxInFlight atomic.Int64
 	release := make(chan struct{})
@@ -232,22 +255,51 @@ func TestTwoRunsStartedTogetherClaimNoMerchantTwice(t *testing.T) {
 	for j := range 16 {
 		orderWithNotification(t, ledger, id, fmt.Sprintf("s%d", j))
 	}
-	opts := kassa.DeliveryOptions{AllowPrivateNetworks: true, Client: &http.Client{Timeout: 5 * time.Second}}
+	opts := kassa.DeliveryOptions{AllowPrivateNetworks: true, Client: &http.Client{Timeout: time.Minute}}
 	prompt := opts
 	prompt.SkipSlowReceivers = true
 	st.armed.Store(true)
-	var wg sync.WaitGroup
-	wg.Go(func() { ledger.DeliverNotifications(ctx, opts) })
-	time.Sleep(20 * time.Millisecond) // the first run's claim has committed, not yet registered
-	wg.Go(func() { ledger.DeliverNotifications(ctx, prompt) })
-	time.Sleep(500 * time.Millisecond)
-	got := maxInFlight.Load()
-	close(release)
-	wg.Wait()
-	// A run leaves alone the merchants an earlier run still posts to: one
-	// run posts at most Parallel (8) at once to a merchant.
-	if got > 8 {
-		t.Fatalf("%d POSTs at once to one merchant: both runs claimed it", got)
+	type result struct {
+		stats kassa.DeliveryStats
+		err   error
+	}
+	first, second := make(chan result, 1), make(chan result, 1)
+	go func() { s, err := ledger.DeliverNotifications(ctx, opts); first <- result{s, err} }()
+	var once sync.Once
+	defer once.Do(func() { close(release) }) // before the receiver closes, which waits for its POSTs
+	select {
+	case <-st.held: // the first run's claim has committed, not yet registered
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first run made no claim")
+	}
+	go func() { s, err := ledger.DeliverNotifications(ctx, prompt); second <- result{s, err} }()
+	var got result
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		select {
+		case got = <-second:
+		default:
+			if maxInFlight.Load() > 1 {
+				t.Fatalf("%d POSTs at once to one merchant: both runs claimed it", maxInFlight.Load())
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the second run neither returned nor posted")
+			}
+			continue
+		}
+		break
+	}
+	if got.err != nil || got.stats != (kassa.DeliveryStats{}) {
+		t.Fatalf("the second run: %+v, %v; want nothing claimed, the merchant being the first run's", got.stats, got.err)
+	}
+	once.Do(func() { close(release) })
+	select {
+	case got = <-first:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first run did not end once its POSTs were answered")
+	}
+	// A claim's share of one merchant: Batch/4 (12) of its 16.
+	if got.err != nil || got.stats.Delivered != 12 || got.stats.Retrying+got.stats.Failed != 0 {
+		t.Fatalf("the first run: %+v, %v; want 12 delivered", got.stats, got.err)
 	}
 }
 
