@@ -1132,10 +1132,17 @@ func companies(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 1
 	}
+	path := filepath.Join(companiesDir(*data), *country+".csv")
+	// An import killed while it wrote (Ctrl-C, SIGTERM, the OOM killer)
+	// left a temporary copy of its whole list; serve removes those only
+	// when it starts, so a daily import cut short each day would pile them up.
+	if _, err := durable.RemoveLeftovers(path); err != nil {
+		fmt.Fprintf(stderr, "kassa: removing leftover temporary files: %v\n", err)
+	}
 	var buf bytes.Buffer
 	err = company.WriteCSV(&buf, cs)
 	if err == nil {
-		err = durable.WriteFile(filepath.Join(companiesDir(*data), *country+".csv"), buf.Bytes(), 0o600)
+		err = durable.WriteFile(path, buf.Bytes(), 0o600)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
