@@ -88,3 +88,49 @@ func TestSettleCommand(t *testing.T) {
 		t.Fatal("settle made a store in a directory that had none")
 	}
 }
+
+// TestCompaniesImportRemovesLeftovers: an import killed while it wrote
+// (Ctrl-C, a deploy's SIGTERM, the OOM killer on a large file) left its
+// temporary copy of the whole list beside the country's file, and a cron
+// job that imports daily added one at each kill, until the next start of
+// serve removed them. The next import removes those old enough not to be
+// another import's write under way, and leaves a young one alone.
+func TestCompaniesImportRemovesLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "no.csv")
+	os.WriteFile(good, []byte("companyId,companyName\n923609016,Fjord Frakt AS\n"), 0o600)
+	cdir := companiesDir(dir)
+	if err := os.MkdirAll(cdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(cdir, ".NO.csv.1234567")
+	young := filepath.Join(cdir, ".NO.csv.7654321")
+	other := filepath.Join(cdir, ".SE.csv.1111111")
+	for _, p := range []string{old, young, other} {
+		if err := os.WriteFile(p, []byte("companyId,companyName\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hourAgo := time.Now().Add(-time.Hour)
+	for _, p := range []string{old, other} {
+		if err := os.Chtimes(p, hourAgo, hourAgo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"companies", "import", "--country", "NO", "--data", dir, good}, &out, &errb); code != 0 {
+		t.Fatalf("import: %d %s", code, errb.String())
+	}
+	if fileExists(old) {
+		t.Error("the leftover of an import killed an hour ago is still there")
+	}
+	if !fileExists(young) {
+		t.Error("a temporary file written a moment ago (another import under way) was removed")
+	}
+	if !fileExists(other) {
+		t.Error("an import of NO removed a leftover of SE's file")
+	}
+	if d, err := loadCompanies(dir); err != nil || d.Len("NO") != 1 {
+		t.Fatalf("imported directory: %v, %d companies of NO, want 1", err, d.Len("NO"))
+	}
+}

@@ -1133,10 +1133,17 @@ func companies(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 1
 	}
+	path := filepath.Join(companiesDir(*data), *country+".csv")
+	// An import killed while it wrote (Ctrl-C, SIGTERM, the OOM killer)
+	// left a temporary copy of its whole list; serve removes those only
+	// when it starts, so a daily import cut short each day would pile them up.
+	if _, err := durable.RemoveLeftovers(path); err != nil {
+		fmt.Fprintf(stderr, "kassa: removing leftover temporary files: %v\n", err)
+	}
 	var buf bytes.Buffer
 	err = company.WriteCSV(&buf, cs)
 	if err == nil {
-		err = durable.WriteFile(filepath.Join(companiesDir(*data), *country+".csv"), buf.Bytes(), 0o600)
+		err = durable.WriteFile(path, buf.Bytes(), 0o600)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
@@ -1168,7 +1175,7 @@ func openStore(kind, data, databaseURL string, clock func() time.Time, cacheByte
 		path := filepath.Join(data, "kassa.db")
 		st, err := bolt.Open(path, bolt.Options{Clock: clock, DecodedOrderBytes: cacheBytes, Timeout: lockWait, Logger: log})
 		if errors.Is(err, bolt.ErrInUse) {
-			return nil, fmt.Errorf("%s is in use by another process: another kassa serve or kassa settle on this data directory", path)
+			return nil, storeInUse(path)
 		}
 		return st, err
 	case "postgres":
@@ -1207,6 +1214,17 @@ func openStore(kind, data, databaseURL string, clock func() time.Time, cacheByte
 	}
 	return nil, fmt.Errorf("unknown --store %q (bolt or postgres)", kind)
 }
+
+// storeInUse is openStore's error for a bolt store that another process
+// holds: a server or a settle writing it, or a store check or store copy
+// reading it (a shared lock, which a writer waits for as for another writer).
+type storeInUse string
+
+func (p storeInUse) Error() string {
+	return fmt.Sprintf("%s is in use by another process: a kassa serve, settle, store check or store copy on this data directory", string(p))
+}
+
+func (storeInUse) Unwrap() error { return bolt.ErrInUse }
 
 // checkStore refuses a --store openStore could not open, before a command
 // has done anything: serve would otherwise have made the data directory and
@@ -1665,7 +1683,14 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	// A running server holds a bolt file: fail fast instead of waiting for it.
 	db, err := openStore(*kind, *data, *dbURL, clock.Now, 0, 2*time.Second, slog.New(slog.NewTextHandler(stderr, nil)), 0)
 	if err != nil {
-		fmt.Fprintf(stderr, "kassa: open store (is the server running? it settles daily by itself): %v\n", err)
+		// The hint is for a bolt store in use only: on PostgreSQL settle
+		// runs beside the replicas, and a database that cannot be reached
+		// has nothing to do with whether a server runs.
+		hint := ""
+		if errors.Is(err, bolt.ErrInUse) {
+			hint = " (a running server settles daily by itself)"
+		}
+		fmt.Fprintf(stderr, "kassa: open store: %v%s\n", err, hint)
 		return 1
 	}
 	defer db.Close()

@@ -204,3 +204,33 @@ func TestRefusedCommandLeavesTheSandboxClockAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleSaysWhatMayHoldTheStore: a bolt store that a kassa store check
+// or store copy is reading is refused as one a server holds is, and the
+// message names those commands too, not only serve and settle, which an
+// operator would look for in vain; and a database that cannot be reached
+// is not answered with the bolt hint "is the server running?" (on
+// PostgreSQL, settle runs beside the replicas).
+func TestSettleSaysWhatMayHoldTheStore(t *testing.T) {
+	dir := t.TempDir()
+	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	// As kassa store check and kassa store copy hold it.
+	ro, err := bolt.OpenReadOnly(filepath.Join(dir, "kassa.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runBounded(t, "settle", "--data", dir)
+	ro.Close()
+	if code != 1 || !strings.Contains(stderr, "in use by another process") || !strings.Contains(stderr, "store check") ||
+		strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("settle on a store a store check holds: exit %d, %q; want 1 and one line naming store check", code, stderr)
+	}
+	code, _, stderr = runBounded(t, "settle", "--data", dir, "--store", "postgres", "--database-url", "postgres://kassa@127.0.0.1:1/none")
+	if code != 1 || !strings.Contains(stderr, "open store") || strings.Contains(stderr, "server running") {
+		t.Fatalf("settle on a database not reachable: exit %d, %q; want 1, without the hint of a bolt store in use", code, stderr)
+	}
+}
