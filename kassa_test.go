@@ -711,6 +711,58 @@ func TestLateItemWaitsForTheNextDay(t *testing.T) {
 	}
 }
 
+// TestLateItemWaitsForTheNextDayPastOnePage: the settlements that mark a
+// day settled are read newest first a page (20) at a time; a merchant
+// settling more stores than a page holds has its day settled for every one
+// of them, also for those found on a later page.
+func TestLateItemWaitsForTheNextDayPastOnePage(t *testing.T) {
+	const stores = 45 // three pages of 20
+	cutoff := time.Date(2026, 2, 2, 2, 0, 0, 0, time.UTC)
+	now := cutoff.Add(-time.Hour)
+	f := newFixtureWith(t, func() time.Time { return now }, kassa.Options{})
+	l, ctx, call := f.ledger, f.ctx, kassa.Call{MerchantID: f.merchant}
+	capture := func(tok, store string, amount int64) {
+		t.Helper()
+		if err := l.PutAuthorization(ctx, f.authorization(tok)); err != nil {
+			t.Fatal(err)
+		}
+		res, err := l.CreateOrderFromAuthorization(ctx, call, tok, &order.CreateRequest{Country: "SE", Currency: "SEK",
+			Locale: "sv-SE", StoreID: store, OrderLines: []order.LineInput{{Description: ptr("line"), Quantity: ptr(int64(1)),
+				UnitPrice: ptr(amount), Vat: ptr(int64(2500))}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Capture(ctx, call, res.Order.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range stores {
+		capture(fmt.Sprint("early-", i), fmt.Sprintf("store-%02d", i), 5000)
+	}
+	now = cutoff.Add(10 * time.Second)
+	if made, err := l.RunSettlementsBefore(ctx, cutoff); err != nil || len(made) != stores {
+		t.Fatalf("first replica's run: %d settlements, %v; want %d", len(made), err, stores)
+	}
+	now = cutoff.Add(-time.Millisecond) // began before the cutoff, committed after the run
+	for i := range stores {
+		capture(fmt.Sprint("late-", i), fmt.Sprintf("store-%02d", i), 300)
+	}
+	now = cutoff.Add(50 * time.Second)
+	if made, err := l.RunSettlementsBefore(ctx, cutoff); err != nil || len(made) != 0 {
+		t.Fatalf("second replica's run, same day: %d settlements, %v; want none", len(made), err)
+	}
+	now = cutoff.Add(24*time.Hour + time.Second)
+	made, err := l.RunSettlementsBefore(ctx, cutoff.Add(24*time.Hour))
+	if err != nil || len(made) != stores {
+		t.Fatalf("next day's run: %d settlements, %v; want %d", len(made), err, stores)
+	}
+	for _, s := range made {
+		if s.Gross != 300 {
+			t.Fatalf("next day's settlement of %s: gross %d, want the late capture of 300", s.StoreID, s.Gross)
+		}
+	}
+}
+
 // countdownIDs mints ids that sort before every id it minted earlier, so
 // the queue's item keys (ledger ids) sort opposite to when they occurred.
 type countdownIDs struct{ n atomic.Int64 }

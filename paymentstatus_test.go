@@ -86,6 +86,89 @@ func TestPaymentStatusOf(t *testing.T) {
 			}
 			return o
 		}, "paid"},
+		{"denied after review", func(f *ordertest.Fixture) *order.Order {
+			o := onHold(f)
+			if err := o.ResolveHold(false, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}, "denied"},
+		{"one line captured", func(f *ordertest.Fixture) *order.Order {
+			o := f.Order(t)
+			first := o.Uncaptured.Lines[0]
+			if _, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{{ID: &first.ID}},
+				TotalCaptureAmount: &first.TotalAmount}, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}, "partiallyCaptured"},
+		{"captured, refunded in part", func(f *ordertest.Fixture) *order.Order {
+			o := f.Order(t)
+			c, err := capture.Full(o, nil, f.Env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			widget := ordertest.Line("Widget", 1, 10000, 2500)
+			if _, err := refund.Partial(o, c.ID, &refund.PartialRequest{OrderLines: []order.LineInput{widget},
+				TotalRefundAmount: widget.UnitPrice}, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}, "partiallyRefunded"},
+		{"captured, refunded in full", func(f *ordertest.Fixture) *order.Order {
+			o := f.Order(t)
+			c, err := capture.Full(o, nil, f.Env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := refund.Full(o, c.ID, &refund.FullRequest{}, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}, "refunded"},
+		{"one line captured, the rest cancelled, refunded in full", func(f *ordertest.Fixture) *order.Order {
+			o := f.Order(t)
+			first := o.Uncaptured.Lines[0]
+			c, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{{ID: &first.ID}},
+				TotalCaptureAmount: &first.TotalAmount}, f.Env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Cancel(f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := refund.Full(o, c.ID, &refund.FullRequest{}, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}, "refunded"},
+		{"paid in part", func(f *ordertest.Fixture) *order.Order {
+			o := f.Order(t)
+			c, err := capture.Full(o, nil, f.Env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := o.RegisterPayment(c.ID, 1, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}, "partiallyPaid"},
+		{"paid in part, then refunded in part", func(f *ordertest.Fixture) *order.Order {
+			o := f.Order(t)
+			c, err := capture.Full(o, nil, f.Env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := o.RegisterPayment(c.ID, 1, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			widget := ordertest.Line("Widget", 1, 10000, 2500)
+			if _, err := refund.Partial(o, c.ID, &refund.PartialRequest{OrderLines: []order.LineInput{widget},
+				TotalRefundAmount: widget.UnitPrice}, f.Env()); err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}, "partiallyPaid"},
 		{"on hold", onHold, "pending"},
 		{"cancelled while on hold", func(f *ordertest.Fixture) *order.Order {
 			o := onHold(f)

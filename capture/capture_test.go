@@ -511,3 +511,71 @@ func TestCaptureBelowZeroIncludingVAT(t *testing.T) {
 		t.Fatal("refused capture changed the order or took a number")
 	}
 }
+
+// atLineLimit pads o with a capture of zero lines up to the order's line
+// limit (order.MaxStoredLines), as a merchant looping on captures of new
+// free lines would.
+func atLineLimit(o *order.Order) {
+	n := order.MaxStoredLines - len(o.Uncaptured.Lines)
+	for _, c := range o.Captured {
+		n -= len(c.Lines)
+	}
+	o.Captured = append(o.Captured, order.Ledger{ID: "padding", Kind: order.LedgerCapture, Lines: make([]order.Line, n)})
+}
+
+// TestPartialCaptureAtTheLineLimit: an order holding as many lines as it
+// may offers partialCapture only while one of its uncaptured lines can be
+// captured alone by id, which moves the line and adds none; a capture of a
+// new line is then past the limit.
+func TestPartialCaptureAtTheLineLimit(t *testing.T) {
+	t.Run("a line fits", func(t *testing.T) {
+		f := ordertest.New()
+		o := f.Order(t)
+		atLineLimit(o)
+		if err := o.CheckSize(); err != nil {
+			t.Fatalf("padded order: %v", err)
+		}
+		acts := o.Actions(&o.Uncaptured, f.Clock.Now(), f.Policy)
+		if !slices.Contains(acts, order.ActionPartialCapture) || !slices.Contains(acts, order.ActionCapture) {
+			t.Fatalf("actions at the line limit %v, want capture and partialCapture", acts)
+		}
+		c, err := capture.Partial(o, partial(5600, ordertest.ByID("line-2")), f.Env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.CheckSize(); err != nil {
+			t.Fatalf("a capture by id moved a line and still passed the limit: %v", err)
+		}
+		if got := order.SumLines(c.Lines, o.VATMode).Gross; got != 5600 || o.RemainingAuthorization() != 28780-5600 {
+			t.Fatalf("captured %d, %d left of the authorization", got, o.RemainingAuthorization())
+		}
+		if _, err := capture.Partial(o, partial(100, ordertest.Line("Fee", 1, 100, 2500)), f.Env()); err != nil {
+			t.Fatal(err)
+		}
+		wantFault(t, o.CheckSize(), fault.NotAvailable, "order_size_limit")
+	})
+	t.Run("no line fits", func(t *testing.T) {
+		f := ordertest.New()
+		o := f.Order(t)
+		// A capture of a new line leaves 3 000 of the authorization: less
+		// than any uncaptured line (20 000, 5 600, 3 180).
+		if _, err := capture.Partial(o, partial(25780, ordertest.Line("Deposit", 1, 25780, 0)), f.Env()); err != nil {
+			t.Fatal(err)
+		}
+		acts := o.Actions(&o.Uncaptured, f.Clock.Now(), f.Policy)
+		if !slices.Contains(acts, order.ActionPartialCapture) {
+			t.Fatalf("actions below the limit %v, want partialCapture (of a new line)", acts)
+		}
+		atLineLimit(o)
+		acts = o.Actions(&o.Uncaptured, f.Clock.Now(), f.Policy)
+		if slices.Contains(acts, order.ActionPartialCapture) || slices.Contains(acts, order.ActionCapture) {
+			t.Fatalf("actions at the line limit %v: no capture fits it", acts)
+		}
+		before := snapshot(t, o)
+		_, err := capture.Partial(o, partial(3000, ordertest.Line("Rest", 1, 3000, 0)), f.Env())
+		wantFault(t, err, fault.NotAvailable, "order_size_limit")
+		if snapshot(t, o) != before {
+			t.Fatal("changed")
+		}
+	})
+}

@@ -405,3 +405,62 @@ func TestResponseMoneyAndLines(t *testing.T) {
 	equal(t, "captured", len(r.Captured), 0)
 	equal(t, "authorizeStatus", r.AuthorizeStatus, "authorized")
 }
+
+// TestCreateLaysCustomerDataOverTheBuyer: the merchant's customer data
+// (OrderCustomerData) replaces the authorized buyer's field by field; a
+// field left empty, and a billingAddress with no field, leave the buyer's
+// (docs/decisions.md), and the authorized company keeps the number it was
+// authorized by.
+func TestCreateLaysCustomerDataOverTheBuyer(t *testing.T) {
+	buyerAddr := &order.Address{CompanyName: "Buyer AB", StreetAddress: "Storgatan 1", PostalCode: "11122", City: "Stockholm", Country: "SE"}
+	merchantAddr := func() *order.Address {
+		return &order.Address{CompanyName: "Buyer AB", StreetAddress: "Lilla gatan 2", PostalCode: "41101", City: "Göteborg",
+			Country: "SE", Contact: &order.Contact{Email: "ap@buyer.example", FirstName: "Ada"}}
+	}
+	ship := &order.Address{StreetAddress: "Lager 3", PostalCode: "55111", City: "Jönköping", Country: "SE"}
+	buyer := func() order.Customer {
+		a := *buyerAddr
+		return order.Customer{CompanyID: "5560000001", CompanyName: "Buyer AB", Country: "SE", Email: "ap@buyer.example",
+			BillingAddress: &a}
+	}
+	for _, tc := range []struct {
+		name string
+		in   *order.CustomerInput
+		want func(c *order.Customer)
+	}{
+		{"none", nil, func(*order.Customer) {}},
+		{"empty", &order.CustomerInput{}, func(*order.Customer) {}},
+		{"every field", &order.CustomerInput{BillingAddress: merchantAddr(), ShippingAddress: ship, Email: "inv@buyer.example",
+			FirstName: "Ada", LastName: "Lund", Phone: "+46701234567", Reference1: "PO-1", Reference2: "cost centre 7"},
+			func(c *order.Customer) {
+				s := *ship
+				c.BillingAddress, c.ShippingAddress = merchantAddr(), &s
+				c.Email, c.FirstName, c.LastName, c.Phone, c.Reference1, c.Reference2 = "inv@buyer.example", "Ada", "Lund", "+46701234567", "PO-1", "cost centre 7"
+			}},
+		{"billing address with no field", &order.CustomerInput{BillingAddress: &order.Address{Contact: &order.Contact{}}, Phone: "+46701234567"},
+			func(c *order.Customer) { c.Phone = "+46701234567" }},
+		{"the authorized company in another form", &order.CustomerInput{CompanyID: "556000-0001"}, func(*order.Customer) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := ordertest.New()
+			auth := ordertest.Authorization(0)
+			auth.Buyer = buyer()
+			r := ordertest.CreateRequest(ordertest.DefaultLines()...)
+			r.Customer = tc.in
+			o := f.Create(t, r, auth)
+			want := buyer()
+			tc.want(&want)
+			pm := o.PaymentMethod
+			want.PaymentMethod = &pm
+			equal(t, "customer", o.Customer, want)
+			if tc.in != nil && tc.in.BillingAddress != nil && !tc.in.BillingAddress.Empty() {
+				// The order holds its own copy: the request's address changed
+				// afterwards (a caller reusing it) changes no stored order.
+				tc.in.BillingAddress.City = "Malmö"
+				tc.in.BillingAddress.Contact.FirstName = "Eve"
+				equal(t, "billing city", o.Customer.BillingAddress.City, "Göteborg")
+				equal(t, "billing contact", o.Customer.BillingAddress.Contact.FirstName, "Ada")
+			}
+		})
+	}
+}

@@ -364,3 +364,47 @@ func TestTimesNeverGoBackwards(t *testing.T) {
 		t.Fatalf("completed at %v, updated at %s: %v", s.CompletedAt, s.UpdatedAt, err)
 	}
 }
+
+// TestVATModeMustBeOneOfTwo: a vatMode other than inclVat and exclVat is
+// refused on create and on update, naming vatMode, and the refused update
+// leaves the session as it was.
+func TestVATModeMustBeOneOfTwo(t *testing.T) {
+	r := newReq()
+	r.VatMode = "gross"
+	_, err := New("m1", SourceCheckout, r, &ordertest.IDs{}, t0, func(id string) string { return "https://k/checkout/" + id })
+	ordertest.WantFault(t, err, fault.Invalid, "validation_failed", "vatMode")
+	s := open(t, newReq())
+	before := *s
+	err = s.Update(&UpdateRequest{VatMode: ordertest.Ptr("gross"), MerchantReference: ordertest.Ptr("PO-2")}, &ordertest.IDs{}, t0)
+	ordertest.WantFault(t, err, fault.Invalid, "validation_failed", "vatMode")
+	err = (&UpdateRequest{VatMode: ordertest.Ptr("gross")}).Validate()
+	ordertest.WantFault(t, err, fault.Invalid, "validation_failed", "vatMode")
+	if s.MerchantReference != before.MerchantReference || s.VATMode != before.VATMode || !s.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Fatalf("a refused update changed the session: %+v", s)
+	}
+}
+
+// TestUpdateReplacesMerchantURLs: merchantUrls sent on an update replace
+// the session's; left out, they stay.
+func TestUpdateReplacesMerchantURLs(t *testing.T) {
+	r := newReq()
+	first := MerchantURLs{Confirmation: "https://shop.example/ok", Cancel: "https://shop.example/cancel"}
+	r.MerchantURLs = &first
+	s := open(t, r)
+	if err := s.Update(&UpdateRequest{MerchantReference: ordertest.Ptr("PO-2")}, &ordertest.IDs{}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if s.MerchantURLs != first {
+		t.Fatalf("an update without merchantUrls changed them: %+v", s.MerchantURLs)
+	}
+	urls := MerchantURLs{Confirmation: "https://shop.example/thanks"}
+	if err := s.Update(&UpdateRequest{MerchantURLs: &urls}, &ordertest.IDs{}, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if s.MerchantURLs != urls {
+		t.Fatalf("merchantUrls after the update: %+v, want %+v", s.MerchantURLs, urls)
+	}
+	if !s.UpdatedAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("updatedAt %v after the update at %v", s.UpdatedAt, t0.Add(time.Minute))
+	}
+}
