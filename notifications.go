@@ -322,7 +322,10 @@ func sealLogCursor(id string, created time.Time) string {
 }
 
 // openLogCursor reads a sealed cursor's position; a bare id comes back with
-// a zero time.
+// a zero time. A position whose id is no text a store holds (invalid UTF-8,
+// NUL) is none the server handed out: the seal is a checksum, not a secret,
+// and PostgreSQL would refuse the id where bbolt pages from it, so it is
+// read as a bare id, which names no notification.
 func openLogCursor(fromID string) (id string, created time.Time) {
 	pos, ok := openCursor(fromID)
 	if !ok {
@@ -330,7 +333,7 @@ func openLogCursor(fromID string) (id string, created time.Time) {
 	}
 	id, at, ok := strings.Cut(pos, "@")
 	n, err := strconv.ParseInt(at, 36, 64)
-	if !ok || err != nil || n == 0 {
+	if !ok || err != nil || n == 0 || !order.Storable(id) {
 		return fromID, time.Time{}
 	}
 	return id, time.Unix(0, n)

@@ -1,9 +1,13 @@
 package server
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"net/url"
 	"reflect"
+	"strconv"
 	"testing"
+	"time"
 )
 
 // TestListCursorsStayWithTheirListAndMerchant: a position handed out by one
@@ -133,5 +137,32 @@ func TestListCursorsStayWithTheirListAndMerchant(t *testing.T) {
 	if !reflect.DeepEqual(got, []any{otherOlder}) {
 		t.Fatalf("the other merchant's list from the first's cursor shows %v, want its older order %s (the first's orders %v, its newer %s)",
 			got, otherOlder, orders, otherNewer)
+	}
+}
+
+// TestLogCursorOfTextNoStoreHolds: a delivery-log cursor is a position with
+// a checksum, not a secret, so a client can make one up. One whose id is
+// no text (invalid UTF-8, NUL), which no id the server hands out is, was
+// listed from on bbolt (200) and refused 400 invalid_text naming no
+// parameter on PostgreSQL; it is refused 400 naming fromId on every store,
+// as a bare id of no notification is.
+func TestLogCursorOfTextNoStoreHolds(t *testing.T) {
+	e := newSessionEnv(t)
+	seal := func(pos string) string {
+		sum := sha256.Sum256([]byte(pos))
+		return pos + "." + base64.RawURLEncoding.EncodeToString(sum[:6])
+	}
+	at := strconv.FormatInt(time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC).UnixNano(), 36)
+	for _, id := range []string{"\xff", "ntf\x00x", "a\xc3"} {
+		code, _, b := e.req("GET", "/v1/notifications?fromId="+url.QueryEscape(seal(id+"@"+at)), "", e.auth, nil)
+		wantProblem(t, code, b, 400, "validation_failed")
+		if f := b["errors"].([]any)[0].(map[string]any)["field"]; f != "fromId" {
+			t.Fatalf("id %q: field %v, want fromId", id, f)
+		}
+	}
+	// A made-up position of text is one: it pages from there.
+	code, _, b := e.req("GET", "/v1/notifications?fromId="+url.QueryEscape(seal("ntf-x@"+at)), "", e.auth, nil)
+	if code != 200 {
+		t.Fatalf("a made-up position: %d %v", code, b)
 	}
 }

@@ -184,8 +184,15 @@ func sessionWhere(q session.Query) ([]string, []any) {
 	// One value is an equality, so that the (merchant, value, created)
 	// index yields the page in order; PostgreSQL 15 sorts for = ANY.
 	in := func(col string, vs []string) {
+		if len(vs) == 0 {
+			return
+		}
+		// A value no row can hold matches nothing (as on every store, and
+		// as in an order list), and sent it would fail the statement.
+		vs = slices.DeleteFunc(slices.Clone(vs), cannotHoldText)
 		switch len(vs) {
 		case 0:
+			w.add("false")
 		case 1:
 			w.add(col + " = " + w.arg(vs[0]))
 		default:

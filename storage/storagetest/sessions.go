@@ -284,6 +284,14 @@ func testSessionFilters(t *testing.T, s storage.Store) {
 		"store+source+q":           {StoreIDs: []string{"store-0", "store-1"}, Sources: []session.Source{session.SourcePayment}, Q: "PO-"},
 		"everything":               {StoreIDs: []string{"store-1", "store-9"}, MerchantReferences: []string{"PO-5", "PO-99"}, CreatedFrom: at(0), CreatedTo: at(30), UpdatedFrom: Start(), UpdatedTo: Now(), States: []session.State{session.StateCreated}, Sources: []session.Source{session.SourceCheckout}, Q: "PO"},
 		"reference+updated window": {MerchantReferences: []string{"PO-5", "PO-99"}, UpdatedFrom: changeAt, UpdatedTo: changeAt.Add(time.Minute)},
+		// Text no store can hold (invalid UTF-8, NUL) matches no session,
+		// and the other values of its list match as without it.
+		"store unholdable":        {StoreIDs: []string{"store-\xff"}},
+		"stores one unholdable":   {StoreIDs: []string{"store-1", "store-\xff"}},
+		"reference NUL":           {MerchantReferences: []string{"PO-4\x00"}},
+		"references one NUL":      {MerchantReferences: []string{"PO-4", "PO-\x005"}},
+		"orderIds one unholdable": {OrderIDs: []string{"order-2", "order-\xff"}},
+		"orderId unholdable":      {OrderIDs: []string{"\x00"}},
 	}
 	for name, q := range queries {
 		for _, size := range []int{1, 2, 3, 100} {
