@@ -24,6 +24,39 @@ func TestPaymentStatusOf(t *testing.T) {
 		o.Hold = order.HoldOnHold // held for risk review at creation
 		return o
 	}
+	captureAll := func(f *ordertest.Fixture, o *order.Order) *order.Ledger {
+		c, err := capture.Full(o, nil, f.Env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	captureFirstLine := func(f *ordertest.Fixture, o *order.Order) *order.Ledger {
+		first := o.Uncaptured.Lines[0]
+		c, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{{ID: &first.ID}},
+			TotalCaptureAmount: &first.TotalAmount}, f.Env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	pay := func(f *ordertest.Fixture, o *order.Order, c *order.Ledger, amount int64) {
+		if err := o.RegisterPayment(c.ID, amount, f.Env()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refundAll := func(f *ordertest.Fixture, o *order.Order, c *order.Ledger) {
+		if _, err := refund.Full(o, c.ID, &refund.FullRequest{}, f.Env()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refundWidget := func(f *ordertest.Fixture, o *order.Order, c *order.Ledger) {
+		widget := ordertest.Line("Widget", 1, 10000, 2500)
+		if _, err := refund.Partial(o, c.ID, &refund.PartialRequest{OrderLines: []order.LineInput{widget},
+			TotalRefundAmount: widget.UnitPrice}, f.Env()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name string
 		make func(*ordertest.Fixture) *order.Order
@@ -38,20 +71,12 @@ func TestPaymentStatusOf(t *testing.T) {
 		}, "pending"},
 		{"captured and paid before acknowledgement", func(f *ordertest.Fixture) *order.Order {
 			o := unacknowledged(f)
-			c, err := capture.Full(o, nil, f.Env())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := o.RegisterPayment(c.ID, o.Amounts().Captured, f.Env()); err != nil {
-				t.Fatal(err)
-			}
+			pay(f, o, captureAll(f, o), o.Amounts().Captured)
 			return o
 		}, "paid"},
 		{"captured before acknowledgement", func(f *ordertest.Fixture) *order.Order {
 			o := unacknowledged(f)
-			if _, err := capture.Full(o, nil, f.Env()); err != nil {
-				t.Fatal(err)
-			}
+			captureAll(f, o)
 			return o
 		}, "captured"},
 		{"cancelled before acknowledgement", func(f *ordertest.Fixture) *order.Order {
@@ -68,22 +93,9 @@ func TestPaymentStatusOf(t *testing.T) {
 		}, "expired"},
 		{"paid, with the other invoice refunded in full before payment", func(f *ordertest.Fixture) *order.Order {
 			o := f.Order(t)
-			first := o.Uncaptured.Lines[0]
-			paid, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{{ID: &first.ID}},
-				TotalCaptureAmount: &first.TotalAmount}, f.Env())
-			if err != nil {
-				t.Fatal(err)
-			}
-			rest, err := capture.Full(o, nil, f.Env())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := refund.Full(o, rest.ID, &refund.FullRequest{}, f.Env()); err != nil {
-				t.Fatal(err)
-			}
-			if err := o.RegisterPayment(paid.ID, o.Outstanding(paid), f.Env()); err != nil {
-				t.Fatal(err)
-			}
+			paid := captureFirstLine(f, o)
+			refundAll(f, o, captureAll(f, o))
+			pay(f, o, paid, o.Outstanding(paid))
 			return o
 		}, "paid"},
 		{"denied after review", func(f *ordertest.Fixture) *order.Order {
@@ -95,78 +107,38 @@ func TestPaymentStatusOf(t *testing.T) {
 		}, "denied"},
 		{"one line captured", func(f *ordertest.Fixture) *order.Order {
 			o := f.Order(t)
-			first := o.Uncaptured.Lines[0]
-			if _, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{{ID: &first.ID}},
-				TotalCaptureAmount: &first.TotalAmount}, f.Env()); err != nil {
-				t.Fatal(err)
-			}
+			captureFirstLine(f, o)
 			return o
 		}, "partiallyCaptured"},
 		{"captured, refunded in part", func(f *ordertest.Fixture) *order.Order {
 			o := f.Order(t)
-			c, err := capture.Full(o, nil, f.Env())
-			if err != nil {
-				t.Fatal(err)
-			}
-			widget := ordertest.Line("Widget", 1, 10000, 2500)
-			if _, err := refund.Partial(o, c.ID, &refund.PartialRequest{OrderLines: []order.LineInput{widget},
-				TotalRefundAmount: widget.UnitPrice}, f.Env()); err != nil {
-				t.Fatal(err)
-			}
+			refundWidget(f, o, captureAll(f, o))
 			return o
 		}, "partiallyRefunded"},
 		{"captured, refunded in full", func(f *ordertest.Fixture) *order.Order {
 			o := f.Order(t)
-			c, err := capture.Full(o, nil, f.Env())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := refund.Full(o, c.ID, &refund.FullRequest{}, f.Env()); err != nil {
-				t.Fatal(err)
-			}
+			refundAll(f, o, captureAll(f, o))
 			return o
 		}, "refunded"},
 		{"one line captured, the rest cancelled, refunded in full", func(f *ordertest.Fixture) *order.Order {
 			o := f.Order(t)
-			first := o.Uncaptured.Lines[0]
-			c, err := capture.Partial(o, &capture.PartialRequest{OrderLines: []order.LineInput{{ID: &first.ID}},
-				TotalCaptureAmount: &first.TotalAmount}, f.Env())
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := captureFirstLine(f, o)
 			if err := o.Cancel(f.Env()); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := refund.Full(o, c.ID, &refund.FullRequest{}, f.Env()); err != nil {
-				t.Fatal(err)
-			}
+			refundAll(f, o, c)
 			return o
 		}, "refunded"},
 		{"paid in part", func(f *ordertest.Fixture) *order.Order {
 			o := f.Order(t)
-			c, err := capture.Full(o, nil, f.Env())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := o.RegisterPayment(c.ID, 1, f.Env()); err != nil {
-				t.Fatal(err)
-			}
+			pay(f, o, captureAll(f, o), 1)
 			return o
 		}, "partiallyPaid"},
 		{"paid in part, then refunded in part", func(f *ordertest.Fixture) *order.Order {
 			o := f.Order(t)
-			c, err := capture.Full(o, nil, f.Env())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := o.RegisterPayment(c.ID, 1, f.Env()); err != nil {
-				t.Fatal(err)
-			}
-			widget := ordertest.Line("Widget", 1, 10000, 2500)
-			if _, err := refund.Partial(o, c.ID, &refund.PartialRequest{OrderLines: []order.LineInput{widget},
-				TotalRefundAmount: widget.UnitPrice}, f.Env()); err != nil {
-				t.Fatal(err)
-			}
+			c := captureAll(f, o)
+			pay(f, o, c, 1)
+			refundWidget(f, o, c)
 			return o
 		}, "partiallyPaid"},
 		{"on hold", onHold, "pending"},

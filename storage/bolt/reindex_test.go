@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -228,12 +229,7 @@ func TestStatusSweepLogs(t *testing.T) {
 	defer func(w, r int, d time.Duration) { sweepWrites, sweepReads, sweepEvery = w, r, d }(sweepWrites, sweepReads, sweepEvery)
 	sweepWrites, sweepReads, sweepEvery = 100, 4, 0
 	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-		if a.Key == slog.TimeKey || a.Key == "took" {
-			return slog.Attr{}
-		}
-		return a
-	}}))
+	log := timelessLog(&buf)
 	for range 2 {
 		s, err := Open(path, Options{Clock: f.Clock.Now, Logger: log})
 		if err != nil {
@@ -689,23 +685,12 @@ func TestAuthExpiryIndexBuiltOnOpen(t *testing.T) {
 	path, f, s := openFresh(t)
 	ctx := context.Background()
 	at := f.Clock.Now()
-	err := s.Update(ctx, func(tx storage.Tx) error {
-		for i := range 3 {
-			a := &token.Authorization{Token: fmt.Sprintf("at%d", i), MerchantID: "m1", Country: "SE", Currency: "SEK",
-				CreatedAt: at, ExpiresAt: at.Add(time.Duration(i) * time.Hour)}
-			if err := tx.PutAuthorization(a); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	putTokens(t, s, at, 0, time.Hour, 2*time.Hour)
 	s = reopenWithoutIndex(t, s, path, Options{Clock: f.Clock.Now}, bAuthExp, keyAuthExpiry)
 	defer s.Close()
 	var n int
-	err = s.Update(ctx, func(tx storage.Tx) error {
+	err := s.Update(ctx, func(tx storage.Tx) error {
+		var err error
 		n, err = tx.DeleteAuthorizationsExpiredBefore(at.Add(90*time.Minute), 10)
 		if err != nil {
 			return err
@@ -897,12 +882,7 @@ func TestIndexesRebuiltInKeyOrder(t *testing.T) {
 // say nothing.
 func TestIndexRebuildsLogged(t *testing.T) {
 	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-		if a.Key == slog.TimeKey || a.Key == "took" {
-			return slog.Attr{}
-		}
-		return a
-	}}))
+	log := timelessLog(&buf)
 	path := filepath.Join(t.TempDir(), "kassa.db")
 	f := ordertest.New()
 	opts := Options{Clock: f.Clock.Now, Logger: log}
@@ -910,20 +890,7 @@ func TestIndexRebuildsLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := f.Clock.Now()
-	err = s.Update(context.Background(), func(tx storage.Tx) error {
-		for i := range 3 {
-			a := &token.Authorization{Token: fmt.Sprintf("at%d", i), MerchantID: "m1", Country: "SE", Currency: "SEK",
-				CreatedAt: at, ExpiresAt: at.Add(time.Hour)}
-			if err := tx.PutAuthorization(a); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	putTokens(t, s, f.Clock.Now(), time.Hour, time.Hour, time.Hour)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -946,4 +913,34 @@ level=INFO msg="bolt: rebuilt an index" index=authexp entries=3
 	if buf.String() != want {
 		t.Errorf("logged\n%s\nwant\n%s", buf.String(), want)
 	}
+}
+
+// putTokens stores authorization tokens at0, at1, … of merchant m1, made
+// at at, each expiring its duration after it.
+func putTokens(t *testing.T, s *Store, at time.Time, expiries ...time.Duration) {
+	t.Helper()
+	err := s.Update(context.Background(), func(tx storage.Tx) error {
+		for i, d := range expiries {
+			a := &token.Authorization{Token: fmt.Sprintf("at%d", i), MerchantID: "m1", Country: "SE", Currency: "SEK",
+				CreatedAt: at, ExpiresAt: at.Add(d)}
+			if err := tx.PutAuthorization(a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// timelessLog logs as text to w without the times, which vary from run to
+// run: the time of each line and the took of a sweep or a rebuild.
+func timelessLog(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey || a.Key == "took" {
+			return slog.Attr{}
+		}
+		return a
+	}}))
 }
