@@ -189,6 +189,48 @@ func TestSandboxTasksJobAnswersTasksSetAside(t *testing.T) {
 	}
 }
 
+// TestSandboxAutoCaptureJobAnswersTasksSetAside: jobs/autocapture runs the
+// due tasks as jobs/tasks does, so a task set aside there is no failure of the
+// run either: it answers 200 with the orders it captured. It answered 500,
+// hiding that the other due orders had been captured.
+func TestSandboxAutoCaptureJobAnswersTasksSetAside(t *testing.T) {
+	clock := NewClock(true)
+	var unreadable string
+	st := storagetest.WrapTx{Store: openStore(t, clock.Now), Wrap: func(tx storage.Tx) storage.Tx {
+		return storagetest.UnreadableOrder{Tx: tx, OrderID: unreadable}
+	}}
+	ledger := kassa.New(st, kassa.Options{})
+	srv := New(Config{Ledger: ledger, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Key: []byte("0123456789abcdef0123456789abcdef"), Sandbox: true, Clock: clock})
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	ledger.EnsureMerchant(context.Background(), kassa.MerchantOptions{ClientID: "m1", ClientSecret: "s1", Sandbox: true})
+	e := &sessionEnv{t: t, ts: ts, clock: clock, auth: basic("m1", "s1"), ledger: ledger}
+
+	autoCaptured := func() string {
+		tok := e.mint("5560000001", "invoice")
+		code, _, o := e.req("POST", "/v1/authorization-tokens/"+tok+"/order", `{"country":"SE","currency":"SEK","locale":"sv-SE",
+			"autoCapture":{"enabled":true,"delayMinutes":10},
+			"orderLines":[{"description":"tiles","quantity":1,"unitPrice":10000,"vat":2500}]}`, e.auth, nil)
+		if code != 200 {
+			t.Fatalf("create: %d %v", code, o)
+		}
+		return o["orderId"].(string)
+	}
+	bad := autoCaptured()
+	good := autoCaptured()
+	unreadable = bad
+	if err := clock.Advance(15 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	code, _, b := e.req("POST", "/sandbox/v1/jobs/autocapture", "", e.auth, nil)
+	if code != 200 || b["captured"] != 1.0 {
+		t.Fatalf("autocapture job: %d %v, want 200 with one captured", code, b)
+	}
+	if code, _, o := e.req("GET", "/v1/orders/"+good, "", e.auth, nil); code != 200 || !slices.Contains(o["status"].([]any), any("fullyCaptured")) {
+		t.Fatalf("the readable order: %d %v, want it captured", code, o["status"])
+	}
+}
+
 // TestExpiryReminderForUncapturedLinesOfZero: an order whose uncaptured
 // lines sum to 0 still expires with them (and can still be captured or
 // extended), so it gets its order.expiryReminder a day before; the reminder
