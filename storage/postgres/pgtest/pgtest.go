@@ -110,6 +110,14 @@ func sameLocale(ctx context.Context, conn *pgx.Conn) (string, error) {
 	if err := conn.QueryRow(ctx, q, "template1").Scan(&tmpl); err != nil {
 		return "", err
 	}
+	return localeOptions(cur, tmpl), nil
+}
+
+// localeOptions is sameLocale's answer for the pg_database rows (as JSON
+// objects) of the database to copy the locale of and of template1. The
+// provider is always named: left out, it is template0's, and on a cluster
+// whose default is ICU a database of libc's C.UTF-8 came out ICU.
+func localeOptions(cur, tmpl map[string]any) string {
 	keys := []string{"datlocprovider", "datcollate", "datctype", "daticulocale", "datlocale", "daticurules"}
 	same := true
 	for _, k := range keys {
@@ -118,14 +126,16 @@ func sameLocale(ctx context.Context, conn *pgx.Conn) (string, error) {
 		}
 	}
 	if same {
-		return "", nil
+		return ""
 	}
 	lit := func(v any) string { return "'" + strings.ReplaceAll(fmt.Sprint(v), "'", "''") + "'" }
 	opts := " TEMPLATE template0 LC_COLLATE " + lit(cur["datcollate"]) + " LC_CTYPE " + lit(cur["datctype"])
-	if cur["datlocprovider"] == "b" {
+	switch cur["datlocprovider"] {
+	case "c":
+		opts += " LOCALE_PROVIDER libc"
+	case "b":
 		opts += " LOCALE_PROVIDER builtin BUILTIN_LOCALE " + lit(cur["datlocale"])
-	}
-	if cur["datlocprovider"] == "i" {
+	case "i":
 		opts += " LOCALE_PROVIDER icu"
 		for _, k := range []string{"daticulocale", "datlocale"} {
 			if v, ok := cur[k].(string); ok && v != "" {
@@ -136,7 +146,7 @@ func sameLocale(ctx context.Context, conn *pgx.Conn) (string, error) {
 			opts += " ICU_RULES " + lit(v)
 		}
 	}
-	return opts, nil
+	return opts
 }
 
 // Selected reports whether KASSA_TEST_STORE asks the store-agnostic tests

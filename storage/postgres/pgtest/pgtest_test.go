@@ -1,0 +1,98 @@
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestLocaleOptionsNameTheProvider: a database's locale copied onto a new
+// one names its provider, since CREATE DATABASE takes the one left out
+// from the template (template0): on a cluster made with ICU as its
+// default, the tests of a URL database of libc's C.UTF-8 ran on ICU.
+func TestLocaleOptionsNameTheProvider(t *testing.T) {
+	libc := map[string]any{"datlocprovider": "c", "datcollate": "C.UTF-8", "datctype": "C.UTF-8"}
+	icu := map[string]any{"datlocprovider": "i", "datcollate": "C.UTF-8", "datctype": "C.UTF-8", "daticulocale": "sv-SE"}
+	icu17 := map[string]any{"datlocprovider": "i", "datcollate": "C.UTF-8", "datctype": "C.UTF-8", "datlocale": "da-DK", "daticurules": "&a<b"}
+	builtin := map[string]any{"datlocprovider": "b", "datcollate": "C", "datctype": "C", "datlocale": "C.UTF-8"}
+	for _, c := range []struct {
+		name      string
+		cur, tmpl map[string]any
+		want      string
+	}{
+		{"same", icu, icu, ""},
+		{"libc on an ICU cluster", libc, icu, " TEMPLATE template0 LC_COLLATE 'C.UTF-8' LC_CTYPE 'C.UTF-8' LOCALE_PROVIDER libc"},
+		{"ICU on a libc cluster", icu, libc, " TEMPLATE template0 LC_COLLATE 'C.UTF-8' LC_CTYPE 'C.UTF-8' LOCALE_PROVIDER icu ICU_LOCALE 'sv-SE'"},
+		{"ICU with rules (17)", icu17, libc, " TEMPLATE template0 LC_COLLATE 'C.UTF-8' LC_CTYPE 'C.UTF-8' LOCALE_PROVIDER icu ICU_LOCALE 'da-DK' ICU_RULES '&a<b'"},
+		{"builtin", builtin, libc, " TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C' LOCALE_PROVIDER builtin BUILTIN_LOCALE 'C.UTF-8'"},
+	} {
+		if got := localeOptions(c.cur, c.tmpl); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestSameLocaleCopiesTheLocale: on the server, a database made with
+// sameLocale's options of an ICU database has that database's provider and
+// locale, whatever the server's version calls its columns.
+func TestSameLocaleCopiesTheLocale(t *testing.T) {
+	base := URL(t)
+	ctx := context.Background()
+	row := func(u string) map[string]any {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var m map[string]any
+		if err := conn.QueryRow(ctx, `SELECT to_jsonb(d) FROM pg_database d WHERE datname = current_database()`).Scan(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	urlOf := func(name string) string {
+		u, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Path = "/" + name
+		return u.String()
+	}
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var icu int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_collation WHERE collprovider = 'i'`).Scan(&icu)
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if icu == 0 {
+		t.Skip("the server has no ICU")
+	}
+	src := urlOf(create(t, base, "DATABASE", "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'da-DK' LOCALE 'C.UTF-8'", "WITH (FORCE)"))
+	c, err := pgx.Connect(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := sameLocale(ctx, c)
+	c.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := row(src), row(urlOf(create(t, base, "DATABASE", opts, "WITH (FORCE)")))
+	for _, k := range []string{"datlocprovider", "datcollate", "datctype", "daticulocale", "datlocale", "daticurules"} {
+		if fmt.Sprint(got[k]) != fmt.Sprint(want[k]) {
+			t.Errorf("%s: %v, want %v (options %q)", k, got[k], want[k], opts)
+		}
+	}
+	if !strings.Contains(fmt.Sprint(got["daticulocale"], got["datlocale"]), "da-DK") {
+		t.Errorf("the copy's ICU locale: %v %v", got["daticulocale"], got["datlocale"])
+	}
+}
