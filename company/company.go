@@ -45,29 +45,44 @@ var legalForms = map[string]bool{"ab": true, "publ": true, "hb": true, "kb": tru
 	"interessentskab": true, "kommanditselskab": true}
 
 // fold lower-cases s and strips diacritics (å → a, ø → o, æ → ae, ß → ss).
-// Compatibility forms are read as the letters they stand for (the ligature
-// "ﬁ" as "fi", full-width "Ｍ" as "m"), and invisible format characters (a
-// soft hyphen, zero-width spaces and joiners, a byte order mark) are
-// dropped: text pasted from a PDF or a web page carries them inside words
-// that read the same without them.
+// Letters and digits in a compatibility form are read as the ones they
+// stand for (the ligature "ﬁ" as "fi", full-width "Ｍ" as "m"), and
+// invisible format characters (a soft hyphen, zero-width spaces and
+// joiners, a byte order mark) are dropped: text pasted from a PDF or a web
+// page carries them inside words that read the same without them. Symbols
+// and superscripts are left as they are, so they still part words: NFKD
+// would spell "™" as "tm" and "²" as "2", making "Acme™" the word "acmetm".
 func fold(s string) string {
 	var b strings.Builder
-	for _, r := range strings.ToLower(norm.NFKD.String(s)) {
-		switch {
-		case unicode.Is(unicode.Mn, r), unicode.Is(unicode.Cf, r):
-		case r == 'ø':
-			b.WriteRune('o')
-		case r == 'æ':
-			b.WriteString("ae")
-		case r == 'ß':
-			b.WriteString("ss")
-		case r == 'đ':
-			b.WriteRune('d')
-		default:
-			b.WriteRune(r)
+	var buf [utf8.UTFMax]byte
+	for _, r := range norm.NFD.String(s) {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			if d := norm.NFKD.Properties(buf[:utf8.EncodeRune(buf[:], r)]).Decomposition(); d != nil {
+				for _, c := range string(d) {
+					foldRune(&b, c)
+				}
+				continue
+			}
 		}
+		foldRune(&b, r)
 	}
 	return b.String()
+}
+
+func foldRune(b *strings.Builder, r rune) {
+	switch r = unicode.ToLower(r); {
+	case unicode.Is(unicode.Mn, r), unicode.Is(unicode.Cf, r):
+	case r == 'ø':
+		b.WriteRune('o')
+	case r == 'æ':
+		b.WriteString("ae")
+	case r == 'ß':
+		b.WriteString("ss")
+	case r == 'đ':
+		b.WriteRune('d')
+	default:
+		b.WriteRune(r)
+	}
 }
 
 // Tokens splits a name into folded words without legal forms.

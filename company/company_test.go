@@ -2,6 +2,7 @@ package company
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -331,5 +332,35 @@ func TestSearchKeepsLimitRankAndFlags(t *testing.T) {
 		if ValidNumber("GB", n) != want {
 			t.Errorf("ValidNumber(GB, %d characters) = %v", len(n), !want)
 		}
+	}
+}
+
+// TestSymbolsStaySeparators: the compatibility forms search reads as
+// letters are letters (a ligature, full-width); a symbol or a superscript
+// that NFKD spells out in letters or digits ("™" as "TM", "²" as "2")
+// still parts words, as it did, so "Acme" is an exact match for
+// "Acme™ AB".
+func TestSymbolsStaySeparators(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want []string
+	}{
+		{"Acme™ AB", []string{"acme"}},
+		{"Bygg² Fastigheter AB", []string{"bygg", "fastigheter"}},
+		{"Café℃ AB", []string{"cafe"}},
+		{"½ Bygg AB", []string{"bygg"}},
+		{"Malmö ﬁskeri AB", []string{"malmo", "fiskeri"}},
+		{"Ｍａｌｍö Ｆｉｓｋｅｒｉ ＡＢ", []string{"malmo", "fiskeri"}},
+		{"Malm\u00adö Fiskeri\u200bföretag", []string{"malmo", "fiskeriforetag"}},
+		{"Bygg １２３ AB", []string{"bygg", "123"}},
+	} {
+		if got := Tokens(c.name); !slices.Equal(got, c.want) {
+			t.Errorf("Tokens(%q) = %q, want %q", c.name, got, c.want)
+		}
+	}
+	d := NewDirectory()
+	d.Set("SE", []Company{{ID: "5560360793", Name: "Acme™ AB", Country: "SE"}})
+	if got := d.Search("SE", "Acme", 10); len(got) != 1 || !got[0].ExactMatch {
+		t.Errorf(`Search("Acme") = %+v, want Acme™ AB as an exact match`, got)
 	}
 }
