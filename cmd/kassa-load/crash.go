@@ -80,12 +80,8 @@ func crash(args []string, stdout, stderr io.Writer) int {
 		totalRetried += settled
 		replayed += replayedNow
 		totalLost += len(lost)
-		bad := verify(ctx, c, tl, io.Discard)
-		resent, rbad := replays(ctx, c, tl, stdout)
-		bad += rbad
+		resent, bad := checkRound(ctx, c, tl, since, stdout)
 		totalResent += resent
-		bad += invariants(ctx, c, tl, stdout)
-		bad += untallied(ctx, c, tl, since, stdout)
 		srv.Process.Signal(syscall.SIGTERM)
 		srv.Wait()
 		fmt.Fprintf(stdout, "round %2d: killed after %s; %d orders; %d unanswered requests retried; %d mismatches\n",
@@ -103,6 +99,19 @@ func crash(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "crash test: %d rounds, %d orders, 0 acknowledged mutations lost, 0 applied twice; %d in-flight retries (%d replayed, %d executed once); %d acknowledged mutations sent again after a restart, each replayed as first answered\n",
 		*rounds, len(tl.orders), totalLost, replayed, totalRetried-replayed, totalResent)
 	return 0
+}
+
+// checkRound is what each round of the crash test checks through the
+// restarted server, each failure a line on out that names the order or the
+// request: the orders against the tally, the replays of acknowledged
+// mutations, the invariants, and that the server holds no order the tally
+// does not.
+func checkRound(ctx context.Context, c *client, tl *tally, since time.Time, out io.Writer) (resent, bad int) {
+	bad = verify(ctx, c, tl, out)
+	resent, rbad := replays(ctx, c, tl, out)
+	bad += rbad + invariants(ctx, c, tl, out)
+	bad += untallied(ctx, c, tl, since, out)
+	return resent, bad
 }
 
 // invariants checks every tallied order's amounts agree with each other.
