@@ -109,16 +109,25 @@ type acked struct {
 // an hour acknowledges millions, and each keeps its request body.
 const ackSample = 1000
 
-// ack records a keyed mutation answered 2xx: the first ackSample are kept,
-// then each replaces a kept one with the chance that keeps the sample
-// uniform (reservoir sampling). rng is the caller's own.
-func (t *tally) ack(a acked, rng *rand.Rand) {
+// ack records a keyed mutation answered 2xx, answered answer: the first
+// ackSample are kept, then each replaces a kept one with the chance that
+// keeps the sample uniform (reservoir sampling). rng is the caller's own.
+// The answer is digested only when kept: past the first ackSample, most
+// are not, and the load tool's CPU is taken from the server it measures.
+func (t *tally) ack(a acked, answer []byte, rng *rand.Rand) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.acked++
-	if len(t.acks) < ackSample {
+	i := len(t.acks)
+	if i >= ackSample {
+		if i = rng.IntN(t.acked); i >= ackSample {
+			return
+		}
+	}
+	a.sum = sha256.Sum256(answer)
+	if i == len(t.acks) {
 		t.acks = append(t.acks, a)
-	} else if i := rng.IntN(t.acked); i < ackSample {
+	} else {
 		t.acks[i] = a
 	}
 }
@@ -190,7 +199,7 @@ func (w *worker) call(ctx context.Context, op, method, path string, body any, ke
 	}
 	w.st.ok(op, time.Since(start))
 	if key != "" {
-		w.tl.ack(acked{op: op, method: method, path: path, key: key, body: body, status: r.status, sum: sha256.Sum256(r.body)}, w.rng)
+		w.tl.ack(acked{op: op, method: method, path: path, key: key, body: body, status: r.status}, r.body, w.rng)
 	}
 	if onOK != nil {
 		onOK(r)

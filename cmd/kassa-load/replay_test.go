@@ -102,7 +102,7 @@ func TestAckSampleIsBoundedAndSpread(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const n = 10 * ackSample
 	for i := range n {
-		tl.ack(acked{key: fmt.Sprint(i)}, rng)
+		tl.ack(acked{key: fmt.Sprint(i)}, nil, rng)
 	}
 	if len(tl.acks) != ackSample || tl.acked != n {
 		t.Fatalf("%d kept of %d seen; want %d of %d", len(tl.acks), tl.acked, ackSample, n)
