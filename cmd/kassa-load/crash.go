@@ -18,7 +18,9 @@ import (
 
 // crash runs rounds of: start the server on one data directory, load it,
 // SIGKILL it at a random moment, restart it, retry every request that got no
-// answer with its Idempotency-Key, and verify every order against the tally.
+// answer with its Idempotency-Key, verify every order against the tally, and
+// send a sample of the acknowledged mutations again with their keys, which
+// must replay what was first answered.
 func crash(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("kassa-load crash", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -42,7 +44,7 @@ func crash(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	tl := newTally()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	totalLost, totalRetried, replayed := 0, 0, 0
+	totalLost, totalRetried, replayed, totalResent := 0, 0, 0, 0
 	since := time.Now()
 	for round := 1; round <= *rounds; round++ {
 		srv, base, err := startKassa(*bin, filepath.Join(dir, "data"), "crash", "crash-secret-123", extra...)
@@ -69,18 +71,17 @@ func crash(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		c = newClient(base, "crash", "crash-secret-123", *conc)
-		settled, replays, _, err := retryLost(ctx, c, lost)
+		settled, replayedNow, _, err := retryLost(ctx, c, lost)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			srv.Process.Kill()
 			return 1
 		}
 		totalRetried += settled
-		replayed += replays
+		replayed += replayedNow
 		totalLost += len(lost)
-		bad := verify(ctx, c, tl, io.Discard)
-		bad += invariants(ctx, c, tl, stdout)
-		bad += untallied(ctx, c, tl, since, stdout)
+		resent, bad := checkRound(ctx, c, tl, since, stdout)
+		totalResent += resent
 		srv.Process.Signal(syscall.SIGTERM)
 		srv.Wait()
 		fmt.Fprintf(stdout, "round %2d: killed after %s; %d orders; %d unanswered requests retried; %d mismatches\n",
@@ -95,9 +96,22 @@ func crash(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "FAILED: %d rounds acknowledged %d orders, %d captures, %d refunds: too few to check\n", *rounds, orders, captures, refunds)
 		return 1
 	}
-	fmt.Fprintf(stdout, "crash test: %d rounds, %d orders, 0 acknowledged mutations lost, 0 applied twice; %d in-flight retries (%d replayed, %d executed once)\n",
-		*rounds, len(tl.orders), totalLost, replayed, totalRetried-replayed)
+	fmt.Fprintf(stdout, "crash test: %d rounds, %d orders, 0 acknowledged mutations lost, 0 applied twice; %d in-flight retries (%d replayed, %d executed once); %d acknowledged mutations sent again after a restart, each replayed as first answered\n",
+		*rounds, len(tl.orders), totalLost, replayed, totalRetried-replayed, totalResent)
 	return 0
+}
+
+// checkRound is what each round of the crash test checks through the
+// restarted server, each failure a line on out that names the order or the
+// request: the orders against the tally, the replays of acknowledged
+// mutations, the invariants, and that the server holds no order the tally
+// does not.
+func checkRound(ctx context.Context, c *client, tl *tally, since time.Time, out io.Writer) (resent, bad int) {
+	bad = verify(ctx, c, tl, out)
+	resent, rbad := replays(ctx, c, tl, out)
+	bad += rbad + invariants(ctx, c, tl, out)
+	bad += untallied(ctx, c, tl, since, out)
+	return resent, bad
 }
 
 // invariants checks every tallied order's amounts agree with each other.

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,6 +90,46 @@ type expect struct {
 type tally struct {
 	mu     sync.Mutex
 	orders map[string]*expect
+	// acks is a uniform sample (a reservoir) of the keyed mutations
+	// answered 2xx, of the acked ones seen so far, for replays.
+	acks  []acked
+	acked int
+}
+
+// acked is a keyed mutation the server answered 2xx, and a digest of that
+// answer: sent again with its key it must be replayed, the same bytes.
+type acked struct {
+	op, method, path, key string
+	body                  any
+	status                int
+	sum                   [sha256.Size]byte
+}
+
+// ackSample bounds the acknowledged mutations kept for replays: a run of
+// an hour acknowledges millions, and each keeps its request body.
+const ackSample = 1000
+
+// ack records a keyed mutation answered 2xx, answered answer: the first
+// ackSample are kept, then each replaces a kept one with the chance that
+// keeps the sample uniform (reservoir sampling). rng is the caller's own.
+// The answer is digested only when kept: past the first ackSample, most
+// are not, and the load tool's CPU is taken from the server it measures.
+func (t *tally) ack(a acked, answer []byte, rng *rand.Rand) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.acked++
+	i := len(t.acks)
+	if i >= ackSample {
+		if i = rng.IntN(t.acked); i >= ackSample {
+			return
+		}
+	}
+	a.sum = sha256.Sum256(answer)
+	if i == len(t.acks) {
+		t.acks = append(t.acks, a)
+	} else {
+		t.acks[i] = a
+	}
 }
 
 func newTally() *tally { return &tally{orders: map[string]*expect{}} }
@@ -156,6 +198,9 @@ func (w *worker) call(ctx context.Context, op, method, path string, body any, ke
 		return false
 	}
 	w.st.ok(op, time.Since(start))
+	if key != "" {
+		w.tl.ack(acked{op: op, method: method, path: path, key: key, body: body, status: r.status}, r.body, w.rng)
+	}
 	if onOK != nil {
 		onOK(r)
 	}
@@ -300,6 +345,47 @@ func verify(ctx context.Context, c *client, tl *tally, out io.Writer) (bad int) 
 	}
 	fmt.Fprintf(out, "verified %d orders against the tally: %d mismatches\n", len(ids), bad)
 	return bad
+}
+
+// replays sends every sampled acknowledged mutation (tally.ack) again with
+// its key: each must be answered as it was (the same status and bytes)
+// and marked Idempotent-Replayed. A key that runs its request again (a
+// capture refused the second time, a refund made twice), or replays
+// other bytes (another capture's id), breaks what a client retrying after
+// a lost answer relies on; verify sees neither, as a run whose answers
+// all arrived sends no key twice. Within the idempotency TTL (24 h) only,
+// which every run of the tool is.
+func replays(ctx context.Context, c *client, tl *tally, out io.Writer) (checked, bad int) {
+	tl.mu.Lock()
+	acks := slices.Clone(tl.acks)
+	tl.mu.Unlock()
+	for _, a := range acks {
+		r, err := c.do(ctx, a.method, a.path, a.body, a.key)
+		switch {
+		case err != nil:
+			fmt.Fprintf(out, "MISMATCH replay of %s %s (key %s): %v\n", a.op, a.path, a.key, err)
+		case r.status != a.status || r.hdr.Get("Idempotent-Replayed") != "true":
+			fmt.Fprintf(out, "MISMATCH replay of %s %s (key %s): %d, Idempotent-Replayed %q; first answered %d: %s\n",
+				a.op, a.path, a.key, r.status, r.hdr.Get("Idempotent-Replayed"), a.status, short(r.body))
+		case sha256.Sum256(r.body) != a.sum:
+			fmt.Fprintf(out, "MISMATCH replay of %s %s (key %s): other bytes than the first answer: %s\n", a.op, a.path, a.key, short(r.body))
+		default:
+			checked++
+			continue
+		}
+		bad++
+	}
+	return checked, bad
+}
+
+// short is the start of an answer, for a mismatch line: an order is
+// kilobytes long, and its first fields (ids, status) tell one from another.
+func short(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > 240 {
+		return string(b[:240]) + "…"
+	}
+	return string(b)
 }
 
 // untallied lists the orders created since since and reports each one the

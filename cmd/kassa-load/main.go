@@ -2,7 +2,8 @@
 // mix of merchant operations with Idempotency-Keys from concurrent clients,
 // reports throughput and latency per operation, and afterwards verifies
 // against its own tally that every operation answered 2xx is reflected
-// exactly once in the server's orders, to the minor unit; a mutation of
+// exactly once in the server's orders, to the minor unit, and that a sample
+// of them sent again with their keys is replayed, byte for byte; a mutation of
 // unknown outcome (no answer, or a 5xx: a load balancer's 502 may follow a
 // capture kassa applied) is first sent again with its key. It reads them
 // through the server it measured, whose caches of rendered orders answer
@@ -112,6 +113,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			len(lost), replayed, settled-replayed, open)
 	}
 	bad := verify(ctx, c, tl, stdout)
+	replayed, mismatched := replays(ctx, c, tl, stdout)
+	fmt.Fprintf(stdout, "%d acknowledged mutations sent again with their keys: %d replayed as first answered\n", replayed+mismatched, replayed)
+	bad += mismatched
 	if *baselines {
 		if err := runBaselines(ctx, c, *conc, mps, tl, stdout, stderr); err != nil {
 			fmt.Fprintln(stderr, "kassa-load: baselines:", err)
