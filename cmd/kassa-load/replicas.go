@@ -96,7 +96,7 @@ func replicas(args []string, stdout, stderr io.Writer) int {
 	if *recourses {
 		bad += run.verifyPayouts(context.Background(), c, stdout)
 	}
-	fmt.Fprintf(stdout, "replicas: %d processes, %d orders, %d captures, %d refunds; %d same-key pairs sent to two replicas (%d both answered; differing ones counted below); %d unanswered requests retried on another replica; %d mismatches, %d differing replays\n",
+	fmt.Fprintf(stdout, "replicas: %d processes, %d orders, %d captures, %d refunds; %d same-key pairs sent to two replicas (%d both answered, compared in differing replays); %d unanswered requests retried on another replica; %d mismatches, %d differing replays\n",
 		*n, len(run.tl.orders), run.captures.Load(), run.refunds.Load(), run.dupPairs.Load(), run.dupBoth.Load(), retried, bad, run.differ.Load())
 	if bad > 0 || run.differ.Load() > 0 || run.failed.Load() > 0 || run.extras.Load() > 0 {
 		fmt.Fprintf(stdout, "FAILED: %d mismatches, %d differing replays, %d unexpected answers, %d payments taken after a recourse\n", bad, run.differ.Load(), run.failed.Load(), run.extras.Load())
