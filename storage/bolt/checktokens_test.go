@@ -67,3 +67,33 @@ func TestCheckNamesTokensByFingerprint(t *testing.T) {
 		}
 	}
 }
+
+// Dump, which kassa store copy prints the error of, names a token record it
+// cannot read as the check does, by the token's fingerprint: it quoted the
+// stored key, token and all, into the copy's refusal.
+func TestDumpNamesTokensByFingerprint(t *testing.T) {
+	for _, bucket := range [][]byte{bAuth, bCustomer} {
+		t.Run(string(bucket), func(t *testing.T) {
+			_, _, s := openFresh(t)
+			const tok = "at_damagedKEYdamagedKEYdam"
+			// A length prefix longer than the key: the merchant id cannot
+			// be cut from it, as after a damaged page.
+			k := append([]byte{0xc8, 0x01}, "m1"+tok...)
+			err := s.db.Update(func(btx *bbolt.Tx) error { return btx.Bucket(bucket).Put(k, []byte("{}")) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Dump(context.Background(), func(storage.Record) error { return nil })
+			if err == nil {
+				t.Fatal("Dump passed a token record whose key does not parse")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, tok) || strings.Contains(msg, "damagedKEY") {
+				t.Errorf("Dump printed the token:\n%s", msg)
+			}
+			if want := shownKey(bucket, k); !strings.Contains(msg, want) || !strings.Contains(msg, string(bucket)) || !strings.Contains(msg, "bad key") {
+				t.Errorf("Dump's error %q does not name the record as %q, with its bucket and what is wrong", msg, want)
+			}
+		})
+	}
+}

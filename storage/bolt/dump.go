@@ -125,8 +125,10 @@ var (
 )
 
 func dump(ctx context.Context, btx *bbolt.Tx, fn func(storage.Record) error) error {
+	// A record is named as the check names it (shownKey): a token's key
+	// holds the token, a credential, and kassa store copy prints this.
 	return walk(ctx, btx, fn, func(bucket, k []byte, err error) error {
-		return fault.Internalf(err, "%s record %q", bucket, k)
+		return fault.Internalf(err, "record %s", shownKey(bucket, k))
 	})
 }
 
