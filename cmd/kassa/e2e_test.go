@@ -104,8 +104,13 @@ func contains(list []string, s string) bool {
 func startServer(t *testing.T, bin, data string) (string, func()) {
 	t.Helper()
 	cmd, base := launch(t, bin, data)
+	return base, stopper(t, cmd)
+}
+
+// stopper is the stop of a server launched: SIGTERM, then its exit waited for.
+func stopper(t *testing.T, cmd *exec.Cmd) func() {
 	stopped := false
-	return base, func() {
+	return func() {
 		if stopped {
 			return
 		}

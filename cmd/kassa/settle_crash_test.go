@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,45 +20,94 @@ import (
 // refunds in between. A run is one transaction, so after the restarts every
 // capture and refund must be in exactly one settlement, and every
 // settlement's transactions must sum to its net.
+//
+// A kill counts as landing mid-run when the run's request had been written
+// and no answer came back (a kill after the answer, the run done, shows
+// nothing). Each kill falls a random moment after the request was written,
+// within about one run's time; the rounds go on until enough kills have
+// landed mid-run, some before the run's commit and some after it (the
+// settlements counted after the restart tell which), so the kills span the
+// run rather than all falling before it began.
 func TestSettlementRunKilledMidway(t *testing.T) {
 	dir, bin := buildKassa(t)
 	data := filepath.Join(dir, "data")
 	var wantCaptured, wantRefunded int64
-	const rounds, ordersPerRound = 6, 12
-	for round := range rounds {
+	const ordersPerRound, wantMidRun, maxRounds = 12, 8, 80
+	rounds, before, after := 0, 0, 0 // kills mid-run, before and after its commit
+	// window is how long after its request is written a run may still be
+	// killed: one run's time, from the last run answered before its kill,
+	// longer after each kill that found the run not yet committed.
+	window := 4 * time.Millisecond
+	lastMid, made := false, 0
+	var c *client
+	var stop func()
+	for {
 		cmd, base := launch(t, bin, data)
-		c := &client{t: t, base: base}
+		stop = stopper(t, cmd)
+		c = &client{t: t, base: base}
 		c.token("demo", "demo-secret-123")
+		if n := len(c.settlements()); lastMid && n > made {
+			after++ // the run had committed, its answer was not yet out
+		} else if lastMid {
+			before++
+			window = window * 3 / 2 // the run takes longer than the window
+		}
+		if before+after >= wantMidRun && before > 0 && after > 0 {
+			break
+		}
+		if rounds == maxRounds {
+			stop()
+			t.Fatalf("in %d rounds %d kills landed mid-run before its commit and %d after, want %d in all and some of each", rounds, before, after, wantMidRun)
+		}
 		for i := range ordersPerRound {
-			id := c.orderOf(fmt.Sprintf("r%d-%d", round, i), 10000+int64(i)*100)
+			id := c.orderOf(fmt.Sprintf("r%d-%d", rounds, i), 10000+int64(i)*100)
 			var o apiOrder
-			c.do("POST", "/v1/orders/"+id+"/capture", "", fmt.Sprintf("cap-%d-%d", round, i), 200, &o)
+			c.do("POST", "/v1/orders/"+id+"/capture", "", fmt.Sprintf("cap-%d-%d", rounds, i), 200, &o)
 			wantCaptured += o.CapturedAmount.MinorUnits
 			if i%3 == 0 {
 				c.do("POST", "/v1/orders/"+id+"/partialrefund/"+o.Captured[0].LedgerID,
 					`{"orderLines":[{"description":"Return","quantity":1,"unitPrice":1000,"vat":2500}],"totalRefundAmount":1000}`,
-					fmt.Sprintf("ref-%d-%d", round, i), 200, nil)
+					fmt.Sprintf("ref-%d-%d", rounds, i), 200, nil)
 				wantRefunded += 1000
 			}
 		}
-		// Start a run and kill the server at a random moment around it.
+		made = len(c.settlements())
+		rounds++
+		// Start a run and kill the server at a random moment after its
+		// request was written.
+		wrote := make(chan time.Time, 1)
+		answered := make(chan time.Time, 1) // zero: no answer
 		go func() {
-			req, _ := http.NewRequest("POST", base+"/sandbox/v1/settlements/run", nil)
+			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote <- time.Now() }}
+			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "POST", base+"/sandbox/v1/settlements/run", nil)
 			req.Header.Set("Authorization", "Bearer "+c.bearer)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				resp.Body.Close()
+			resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+			if err != nil {
+				answered <- time.Time{}
+				return
 			}
+			at := time.Now()
+			resp.Body.Close()
+			answered <- at
 		}()
-		time.Sleep(time.Duration(rand.IntN(4000)) * time.Microsecond)
+		var start time.Time
+		select {
+		case start = <-wrote:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the settlement run's request was not written")
+		}
+		time.Sleep(time.Duration(rand.Int64N(int64(window))))
 		cmd.Process.Kill()
 		cmd.Wait()
+		at := <-answered
+		if lastMid = at.IsZero(); !lastMid {
+			window = max(at.Sub(start), 100*time.Microsecond)
+		}
 	}
+	defer stop()
+	t.Logf("in %d rounds %d kills landed mid-run before its commit and %d after", rounds, before, after)
 
 	// A last, uninterrupted run, then the books.
-	base, stop := startServer(t, bin, data)
-	defer stop()
-	c := &client{t: t, base: base}
-	c.token("demo", "demo-secret-123")
 	c.do("POST", "/sandbox/v1/settlements/run", "", "", 200, nil)
 	var gotCaptured, gotRefunded int64
 	seen := map[string]int{}

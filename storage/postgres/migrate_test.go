@@ -121,6 +121,27 @@ func waitForPidLockWait(t *testing.T, c *pgx.Conn, pid uint32) {
 	t.Fatalf("backend %d does not wait on a lock", pid)
 }
 
+// waitForLockAsked waits until n backends of the schema's database have
+// asked for an advisory transaction lock, waiting or polling for it (whose
+// tries end their transaction and begin another) or holding it.
+func waitForLockAsked(t *testing.T, c *pgx.Conn, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var got int
+		if err := c.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()
+			AND (query LIKE '%advisory_xact_lock%' OR query LIKE 'ROLLBACK; BEGIN%')`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("fewer than %d backends asked for an advisory lock", n)
+}
+
 func checkMigration8(t *testing.T, c *pgx.Conn) {
 	t.Helper()
 	var valid bool
@@ -215,13 +236,17 @@ func TestMigration8RebuildsAnInvalidIndex(t *testing.T) {
 // for the migration lock must not hold a snapshot meanwhile: a concurrent
 // index build waits for every older snapshot, and the one holding the lock
 // would wait for the one waiting for it.
+//
+// The build ends once the second is seen asking for the lock: a fixed
+// sleep (300 ms) let a loaded machine end it before the second got there,
+// and the test passed without the wait it is about.
 func TestReplicasStartingTogetherBuildMigration8Once(t *testing.T) {
 	u, c := beforeMigration8(t)
 	end := holdOutbox(t, u)
 	first := openAsync(u)
 	waitForIndexBuild(t, c)
 	second := openAsync(u)
-	time.Sleep(300 * time.Millisecond) // the second waits for the lock
+	waitForLockAsked(t, c, 2) // the holder's and the second's
 	end()
 	if err := wait(t, first); err != nil {
 		t.Errorf("first open: %v", err)
