@@ -24,8 +24,10 @@ func storeCommand(args []string, stdout, stderr io.Writer) int {
 		return storeCopy(args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "check":
 		return storeCheck(args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "rekey":
+		return storeRekey(args[1:], stdout, stderr)
 	}
-	fmt.Fprintln(stderr, "usage: kassa store copy --data DIR --database-url URL\n       kassa store check --data DIR")
+	fmt.Fprintln(stderr, "usage: kassa store copy --data DIR --database-url URL\n       kassa store check --data DIR\n       kassa store rekey --data DIR")
 	return 2
 }
 
