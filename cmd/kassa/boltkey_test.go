@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kassahq/kassa/storage/bolt"
+	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
 
 // boltServe is serve's command line on the bolt store in data, with a
@@ -149,6 +150,51 @@ func TestBoltKeyRecordedOnAnOlderFile(t *testing.T) {
 	base, done = serveInProcess(t, boltServe(data)...)
 	if got := follow(t, base, link); got != 200 {
 		t.Fatalf("checkout link: %d", got)
+	}
+	stopInProcess(t, done)
+}
+
+// TestStoreCopyChecksTheSigningKey: kassa store copy carries the key the
+// bolt server signed with, and refuses, exit 2 with nothing copied, a key
+// that is not it (another KASSA_KEY, a server.key left beside a store whose
+// server was given KASSA_KEY, or none at all), which the replicas would
+// sign with and refuse every link and token given out before. With the
+// server's key, a replica on the copy follows the buyer's link.
+func TestStoreCopyChecksTheSigningKey(t *testing.T) {
+	url := pgtest.FreshSchema(t)
+	data := filepath.Join(t.TempDir(), "data")
+	serverKey := strings.Repeat("ab", 32)
+	t.Setenv("KASSA_KEY", serverKey)
+	base, done := serveInProcess(t, boltServe(data)...)
+	link := checkoutLink(t, base)
+	stopInProcess(t, done)
+
+	copyWith := func(env string) (int, string, string) {
+		t.Setenv("KASSA_KEY", env)
+		var out, errb lockedBuffer
+		code := run([]string{"store", "copy", "--data", data, "--database-url", url}, &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	if code, _, errb := copyWith(""); code != 2 || !strings.Contains(errb, "no KASSA_KEY") || !strings.Contains(errb, "nothing was copied") {
+		t.Fatalf("copy without a key: exit %d, %s", code, errb)
+	}
+	if code, _, errb := copyWith(strings.Repeat("cd", 32)); code != 2 || !strings.Contains(errb, "KASSA_KEY: not the key") {
+		t.Fatalf("copy with another KASSA_KEY: exit %d, %s", code, errb)
+	}
+	if err := os.WriteFile(filepath.Join(data, "server.key"), []byte(strings.Repeat("ef", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errb := copyWith(""); code != 2 || !strings.Contains(errb, "server.key (KASSA_KEY is not set)") {
+		t.Fatalf("copy with a stray server.key: exit %d, %s", code, errb)
+	}
+	// Nothing was copied: the database takes the copy still.
+	if code, out, errb := copyWith(serverKey); code != 0 || !strings.Contains(out, "signing key: KASSA_KEY") {
+		t.Fatalf("copy with the server's KASSA_KEY: exit %d, %s%s", code, out, errb)
+	}
+	base, done = serveInProcess(t, "--store", "postgres", "--database-url", url, "--data", filepath.Join(t.TempDir(), "replica"),
+		"--addr", "127.0.0.1:0", "--client-id", "demo", "--client-secret", "demo-secret-123")
+	if got := follow(t, base, link); got != 200 {
+		t.Fatalf("the bolt server's checkout link on a replica of the copy: %d", got)
 	}
 	stopInProcess(t, done)
 }

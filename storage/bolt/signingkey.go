@@ -81,3 +81,23 @@ func (s *Store) ForgetSigningKey() (forgot bool, err error) {
 	}
 	return forgot, nil
 }
+
+// SigningKey reports, without writing, whether key is the one the file's
+// server signs with: nil when it is, or when the file records no check
+// value; ErrOtherSigningKey when it records another's, or key is nil (kassa
+// store copy, which would carry another key, or none, to the database).
+func (r *ReadOnly) SigningKey(key []byte) error {
+	var recorded []byte
+	if err := r.db.View(func(btx *bbolt.Tx) error {
+		if info := btx.Bucket(bInfo); info != nil {
+			recorded = bytes.Clone(info.Get(keySigningKey))
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if recorded != nil && (key == nil || !hmac.Equal(recorded, storage.SigningKeyCheck(key))) {
+		return ErrOtherSigningKey
+	}
+	return nil
+}

@@ -15,8 +15,8 @@ import (
 // TestSigningKeyRecordedAndChecked: the first SigningKey records the key's
 // check value (never the key) durably, later ones refuse another key with
 // ErrOtherSigningKey, also after the file was last written by another build
-// (whose index marks Open forgets), until ForgetSigningKey; the file with
-// the value dumps and checks clean.
+// (whose index marks Open forgets), until ForgetSigningKey; a read-only open
+// checks without writing, and the file with the value dumps and checks clean.
 func TestSigningKeyRecordedAndChecked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kassa.db")
 	a, b := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
@@ -57,6 +57,15 @@ func TestSigningKeyRecordedAndChecked(t *testing.T) {
 	ro, err := OpenReadOnly(path, 0)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		key  []byte
+		want error
+	}{{"the key", a, nil}, {"another", b, ErrOtherSigningKey}, {"none", nil, ErrOtherSigningKey}} {
+		if err := ro.SigningKey(c.key); !errors.Is(err, c.want) {
+			t.Errorf("read-only, %s: %v, want %v", c.name, err, c.want)
+		}
 	}
 	if err := ro.Dump(context.Background(), func(storage.Record) error { return nil }); err != nil {
 		t.Errorf("dump of a file recording the key: %v", err)
