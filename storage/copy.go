@@ -1,6 +1,10 @@
 package storage
 
-import "context"
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+)
 
 // RecordKind names a kind of record in a copy from one store to another
 // (kassa store copy): every record a store holds is of one of these kinds.
@@ -26,6 +30,16 @@ const (
 	// signed with, which PostgreSQL replicas share through the database.
 	KindSigningKey RecordKind = "signing key"
 )
+
+// SigningKeyCheck is the check value a store keeps of the signing key its
+// servers sign with (PostgreSQL's signing_key, bolt's storeinfo), so that a
+// start with another key is refused: an HMAC of a fixed text, which shows
+// whether two keys are one without giving the key away.
+func SigningKeyCheck(key []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("kassa signing key check v1"))
+	return m.Sum(nil)
+}
 
 // RecordKinds lists every kind, in the order a Dumper gives them; the slice
 // is the caller's own.

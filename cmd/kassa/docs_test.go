@@ -17,7 +17,7 @@ import (
 // environment variables of the kassa binary, as its own -h prints them.
 
 // flagCommands are kassa's commands that take flags, as run is given them.
-var flagCommands = [][]string{{"serve"}, {"companies", "import"}, {"settle"}, {"store", "copy"}, {"store", "check"}}
+var flagCommands = [][]string{{"serve"}, {"companies", "import"}, {"settle"}, {"store", "copy"}, {"store", "check"}, {"store", "rekey"}}
 
 // cliFlag is one flag as the command's -h prints it: its name and the
 // lines that describe it (type, usage, default).

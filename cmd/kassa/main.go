@@ -8,6 +8,7 @@
 //	kassa settle [--data DIR] [--store S --database-url U]  run settlements now (the server also runs them daily)
 //	kassa store copy --data DIR --database-url U            move a stopped bolt deployment to PostgreSQL
 //	kassa store check --data DIR                            verify a stopped server's bolt store, writing nothing
+//	kassa store rekey --data DIR                            let a stopped server's bolt store take another signing key
 //	kassa version                                           print the version
 //	kassa help                                              print usage
 package main
@@ -67,6 +68,7 @@ Usage:
   kassa settle [--data DIR] [--store S --database-url U]  run settlements now (the server also runs them daily)
   kassa store copy --data DIR --database-url U            copy a stopped server's bolt store into an empty PostgreSQL database
   kassa store check --data DIR                            verify a stopped server's bolt store (pages, records, indexes, orders, series)
+  kassa store rekey --data DIR                            let a stopped server's bolt store take another signing key (KASSA_KEY)
   kassa version                                           print the version
   kassa help                                              print this help
 
@@ -324,6 +326,28 @@ func loadKey(dir string) ([]byte, error) {
 	return k, nil
 }
 
+// boltSigningKey checks key, the key serve signs with, against the one the
+// bolt store's server signed with before (its check value, recorded at the
+// first start: bolt.Store.SigningKey), as a PostgreSQL database's replicas
+// are checked: a start with another key would serve, and refuse every
+// access token, document link and checkout link given out before. The
+// refusal says which key the store was signed with, where it can tell.
+func boltSigningKey(st *bolt.Store, key []byte, data string) error {
+	err := st.SigningKey(key)
+	if !errors.Is(err, bolt.ErrOtherSigningKey) {
+		return err
+	}
+	const change = "to change keys on purpose, stop the server and run kassa store rekey first (README, KASSA_KEY)"
+	path := filepath.Join(data, "server.key")
+	if os.Getenv("KASSA_KEY") == "" {
+		return fmt.Errorf("%s is not the key this store's links and tokens were signed with: if the server was given KASSA_KEY, set the same KASSA_KEY; if server.key was lost, put it back from a backup; %s", path, change)
+	}
+	if own, ferr := readKeyFile(path); ferr == nil && st.SigningKey(own) == nil {
+		return fmt.Errorf("KASSA_KEY differs from %s, the key this store's links and tokens were signed with: unset KASSA_KEY to use it; %s", path, change)
+	}
+	return fmt.Errorf("KASSA_KEY differs from the key this store's links and tokens were signed with (the store keeps a check value of it): set the KASSA_KEY the server had; %s", change)
+}
+
 // readKeyFile reads a signing key file (DATA/server.key); an error wrapping
 // fs.ErrNotExist when there is none.
 func readKeyFile(path string) ([]byte, error) {
@@ -573,6 +597,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			log.Warn("removing a backup's leftover spool files", "data", c.data, "err", err)
 		} else if n > 0 {
 			log.Info("removed a backup's leftover spool files", "data", c.data, "count", n)
+		}
+	}
+	if bs != nil {
+		if err := boltSigningKey(bs, key, c.data); err != nil {
+			fmt.Fprintf(stderr, "kassa: %v\n", err)
+			return 1
 		}
 	}
 	pg, _ := db.(*postgres.Store)

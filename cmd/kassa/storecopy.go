@@ -24,8 +24,10 @@ func storeCommand(args []string, stdout, stderr io.Writer) int {
 		return storeCopy(args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "check":
 		return storeCheck(args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "rekey":
+		return storeRekey(args[1:], stdout, stderr)
 	}
-	fmt.Fprintln(stderr, "usage: kassa store copy --data DIR --database-url URL\n       kassa store check --data DIR")
+	fmt.Fprintln(stderr, "usage: kassa store copy --data DIR --database-url URL\n       kassa store check --data DIR\n       kassa store rekey --data DIR")
 	return 2
 }
 
@@ -77,6 +79,25 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer src.Close()
+	// The key the copy carries is checked, before the database is touched,
+	// against the check value the bolt store records of the key its server
+	// signed with: a KASSA_KEY other than the server's, or a server.key
+	// left beside a store whose server was given KASSA_KEY, would become
+	// the replicas' key, and every link and token given out before dead.
+	if err := src.SigningKey(key); errors.Is(err, bolt.ErrOtherSigningKey) {
+		which := "KASSA_KEY"
+		switch {
+		case key == nil:
+			which = "no KASSA_KEY and no " + filepath.Join(*data, "server.key")
+		case !checkOnly:
+			which = filepath.Join(*data, "server.key") + " (KASSA_KEY is not set)"
+		}
+		fmt.Fprintf(stderr, "kassa: %s: not the key the store's server signed its links and tokens with; set KASSA_KEY as the server had it (to copy with another key on purpose, run kassa store rekey first); nothing was copied\n", which)
+		return 2
+	} else if err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return 1
+	}
 	// Migrated as serve migrates it.
 	db, err := openStore("postgres", *data, *dbURL, nil, -1, 0, slog.New(slog.NewTextHandler(stderr, nil)), 0)
 	if err != nil {

@@ -36,9 +36,10 @@ var (
 	derived = [][]byte{bClients, bIndex, bCounts, bDue, bAuthExp, bIdemExp, bOutboxDue, bOutboxIx, bOutboxMDue, bOutboxDone,
 		bSessionIx, bSettleQIx, bSettleIx, bSettleTxID, bTaskDue, bInfo}
 	// infoKeys are the names storeinfo may hold: marks of how the indexes
-	// were built, no data.
+	// were built, and the signing key's check value (the copy carries the
+	// key itself, which kassa store copy checks against it), no records.
 	infoKeys = [][]byte{keyStatusRules, keyLastCommit, keySettleTxIDs, keySettleQOrder, keyOutboxMerchantDue,
-		keyOutboxDone, keyAuthExpiry, keySessionIndex}
+		keyOutboxDone, keyAuthExpiry, keySessionIndex, keySigningKey}
 )
 
 // ReadOnly is a bbolt store file opened for reading only, as a source of a

@@ -41,7 +41,7 @@ var (
 	bSettleTxID = []byte("settletxid")  // lp(merchant) lp(settlement) id → seq(4 bytes): where a page after fromId starts
 	bTasks      = []byte("tasks")       // id → JSON task
 	bTaskDue    = []byte("taskdue")     // time(dueAt) id → empty
-	bInfo       = []byte("storeinfo")   // name → uint64 (keyStatusRules)
+	bInfo       = []byte("storeinfo")   // name → uint64 (keyStatusRules), a mark, or the signing key's check value
 )
 
 // keyStatusRules holds the order.StatusRules the status index was built with.

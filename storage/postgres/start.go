@@ -3,12 +3,13 @@ package postgres
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kassahq/kassa/storage"
 )
 
 // Exclusive runs fn while this replica holds the start lock, an advisory
@@ -82,8 +83,4 @@ func (s *Store) durably(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx)
 	})
 }
 
-func keyCheck(key []byte) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte("kassa signing key check v1"))
-	return m.Sum(nil)
-}
+func keyCheck(key []byte) []byte { return storage.SigningKeyCheck(key) }
