@@ -62,7 +62,7 @@ func (s *Store) SigningKey(key []byte) error {
 }
 
 // ForgetSigningKey removes the recorded check value of the signing key
-// (kassa store reset-key), so that the next SigningKey records the key it
+// (kassa store rekey), so that the next SigningKey records the key it
 // is given: the way to change keys on purpose, after which every link and
 // token signed with the old key is refused.
 func (s *Store) ForgetSigningKey() (forgot bool, err error) {
