@@ -364,3 +364,27 @@ func TestSymbolsStaySeparators(t *testing.T) {
 		t.Errorf(`Search("Acme") = %+v, want Acme™ AB as an exact match`, got)
 	}
 }
+
+// TestFold: a name folds to the letters it reads as, whatever invisible
+// format characters (soft hyphen, zero-width joiner and space, byte order
+// mark) it carries and in whatever compatibility form (ligature,
+// full-width, mathematical bold) its letters were pasted; compatibility
+// forms are read before lower-casing, since "𝐌" has no lower case of its
+// own and is an "M".
+func TestFold(t *testing.T) {
+	for in, want := range map[string]string{
+		"Malmö Fiskeriföretag":         "malmo fiskeriforetag",
+		"Malmo\u0308":                  "malmo",
+		"Malm\u00adö Fiskeri\u00adför": "malmo fiskerifor",
+		"Mal\u200dm\u200bö":            "malmo",
+		"\ufeffMalmö":                  "malmo",
+		"\ufb01skeri":                  "fiskeri",
+		"Ｍａｌｍö":                        "malmo",
+		"𝐌𝐀𝐋𝐌Ö":                        "malmo",
+		"Ærø Straße Đakovo":            "aero strasse dakovo",
+	} {
+		if got := fold(in); got != want {
+			t.Errorf("fold(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -799,3 +799,40 @@ func TestCheckoutPageStaysUTF8(t *testing.T) {
 		t.Fatalf("session %v", got["state"])
 	}
 }
+
+// Every field the checkout page shows again is shown as UTF-8, not only the
+// search and the city: a value of each with a byte that is no UTF-8 comes
+// back with U+FFFD in its place, refused (422, the field named), and the
+// session not approved.
+func TestCheckoutPageShowsEveryFieldAsUTF8(t *testing.T) {
+	e := newSessionEnv(t)
+	_, _, s := e.do("POST", "/v1/sessions", fill(sessionBody, "a", "PO-1", "x1"), e.auth)
+	checkout := s["checkoutUrl"].(string)
+	u, _ := url.Parse(checkout)
+	fields := map[string]string{"firstName": "Ann\xe5", "lastName": "B\xc3", "email": "a\xff@b.se", "phone": "070\xff",
+		"street": "Gatan\xf6 1", "postalCode": "111\xff22", "city": "Malm\xf6"}
+	form := url.Values{"sig": {u.Query().Get("sig")}, "companyId": {"5560000001"}, "paymentMethod": {"invoice"},
+		"action": {"approve"}, "terms": {e.checkoutTerms(checkout)}}
+	for k, v := range fields {
+		form.Set(k, v)
+	}
+	resp, err := http.PostForm(e.ts.URL+u.Path, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := string(b)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !utf8.ValidString(body) {
+		t.Fatalf("form shown again: %d, valid UTF-8 %v:\n%s", resp.StatusCode, utf8.ValidString(body), body)
+	}
+	for k, v := range fields {
+		shown := strings.ToValidUTF8(v, "\uFFFD")
+		if !strings.Contains(body, `name="`+k+`" value="`+shown+`"`) || !strings.Contains(body, `id="`+k+`-error"`) {
+			t.Errorf("%s: not shown as %q and refused:\n%s", k, shown, body)
+		}
+	}
+	if _, _, got := e.do("GET", "/v1/sessions/"+s["id"].(string), "", e.auth); got["state"] != "created" {
+		t.Fatalf("session %v", got["state"])
+	}
+}

@@ -114,6 +114,10 @@ func TestQueryBounds(t *testing.T) {
 		{Query{Size: -1}, false},
 		{Query{Q: strings.Repeat("q", 200)}, true},
 		{Query{Q: strings.Repeat("q", 201)}, false},
+		// Characters, not bytes: "ö" is two bytes, "😀" four.
+		{Query{Q: strings.Repeat("ö", 200)}, true},
+		{Query{Q: strings.Repeat("😀", 200)}, true},
+		{Query{Q: strings.Repeat("ö", 201)}, false},
 	} {
 		if err := c.q.Validate(); (err == nil) != c.ok {
 			t.Errorf("size %d, q of %d: %v", c.q.Size, len(c.q.Q), err)

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/kassahq/kassa/order"
 	"github.com/kassahq/kassa/order/ordertest"
+	"github.com/kassahq/kassa/session"
 	"github.com/kassahq/kassa/settlement"
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/token"
@@ -912,6 +914,89 @@ level=INFO msg="bolt: rebuilt an index" index=authexp entries=3
 `
 	if buf.String() != want {
 		t.Errorf("logged\n%s\nwant\n%s", buf.String(), want)
+	}
+}
+
+// Each index's rebuild is logged when its own records are there, naming
+// them: a file holding only sessions, or only done notifications, logs that
+// index's rebuild and no other, which a rebuild looking for records in
+// another index's bucket would not (it said nothing, or spoke of an index
+// over nothing).
+func TestIndexRebuildLogNamesItsRecords(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		put  func(tx storage.Tx, at time.Time) error
+		want []string // index=… from=… entries=…
+	}{
+		{"settlement", func(tx storage.Tx, at time.Time) error {
+			return tx.SaveSettlement(settlement.Batch{Settlement: settlement.Settlement{ID: "s1", Reference: "S-000001",
+				MerchantID: "m1", Currency: "SEK", CreatedAt: at}, Transactions: []settlement.Transaction{{ID: "tx-1",
+				SettlementID: "s1", Seq: 1, Type: settlement.KindCapture, Amount: 100, Currency: "SEK"}}})
+		}, []string{"settletxid from=settletx entries=1"}},
+		{"queue", func(tx storage.Tx, at time.Time) error {
+			return tx.QueueSettlementItems([]settlement.Item{{Key: "a", MerchantID: "m1", Currency: "SEK", LedgerID: "a",
+				Kind: settlement.KindCapture, Amount: 100, OccurredAt: at}})
+		}, []string{"settleqix from=settleq entries=1"}},
+		{"outbox", func(tx storage.Tx, at time.Time) error {
+			for i, done := range []bool{false, true, true} {
+				m := &storage.OutboxMessage{ID: fmt.Sprint("n-", i), MerchantID: "m1", Topic: "order.create",
+					Payload: []byte(`{}`), CreatedAt: at, NextAttempt: at, Delivered: done}
+				if err := tx.AddOutbox(m); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, []string{"outboxmdue from=outbox entries=1", "outboxdone from=outbox entries=2"}},
+		{"tokens", func(tx storage.Tx, at time.Time) error {
+			return tx.PutAuthorization(&token.Authorization{Token: "at0", MerchantID: "m1", Country: "SE", Currency: "SEK",
+				CreatedAt: at, ExpiresAt: at.Add(time.Hour)})
+		}, []string{"authexp from=authtokens entries=1"}},
+		{"session", func(tx storage.Tx, at time.Time) error {
+			r := &session.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", ExpiresInMinutes: ptr(int64(60)),
+				OrderLines: []order.LineInput{{Description: ptr("x"), Quantity: ptr(int64(1)), UnitPrice: ptr(int64(1000)), Vat: ptr(int64(2500))}}}
+			ss, err := session.New("m1", session.SourceCheckout, r, &ordertest.IDs{}, at, func(id string) string { return "/checkout/" + id })
+			if err != nil {
+				return err
+			}
+			return tx.PutSession(ss)
+		}, nil}, // entries: as many as the session's kinds
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path, f, s := openFresh(t)
+			if err := s.Update(context.Background(), func(tx storage.Tx) error { return c.put(tx, f.Clock.Now()) }); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			writeRaw(t, path, func(btx *bbolt.Tx) error { return btx.Bucket(bInfo).Put([]byte("older"), []byte("build")) })
+			var buf bytes.Buffer
+			if s, err := Open(path, Options{Clock: f.Clock.Now, Logger: timelessLog(&buf)}); err != nil {
+				t.Fatal(err)
+			} else if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			var want string
+			for _, w := range c.want {
+				ix, rest, _ := strings.Cut(w, " from=")
+				from, entries, _ := strings.Cut(rest, " ")
+				want += `level=INFO msg="bolt: rebuilding an index; the store opens once done" index=` + ix + " from=" + from + "\n" +
+					`level=INFO msg="bolt: rebuilt an index" index=` + ix + " " + entries + "\n"
+			}
+			got := buf.String()
+			if c.want == nil {
+				// The session index's entries are its kinds of entry, not the sessions.
+				want = `level=INFO msg="bolt: rebuilding an index; the store opens once done" index=sessionix from=sessions` + "\n"
+				if !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 2 ||
+					!strings.Contains(got, `msg="bolt: rebuilt an index" index=sessionix entries=`) {
+					t.Fatalf("logged\n%s\nwant the rebuild of sessionix from sessions, alone", got)
+				}
+				return
+			}
+			if got != want {
+				t.Errorf("logged\n%s\nwant\n%s", got, want)
+			}
+		})
 	}
 }
 

@@ -96,3 +96,77 @@ func TestSameLocaleCopiesTheLocale(t *testing.T) {
 		t.Errorf("the copy's ICU locale: %v %v", got["daticulocale"], got["datlocale"])
 	}
 }
+
+// TestPackageDatabaseHasTheURLsLocale: the package's database is made with
+// the locale of the database KASSA_TEST_DATABASE_URL names (its provider,
+// collation, character classes and ICU locale), so that a URL naming a
+// Danish ICU database tests that collation; one with template1's locale is
+// made from template1, as before (sameLocale says nothing). packageDatabase
+// itself, not only sameLocale: without its options the database took
+// template1's locale.
+func TestPackageDatabaseHasTheURLsLocale(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var version, icu int
+	err = conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int,
+		(SELECT count(*) FROM pg_collation WHERE collprovider = 'i')`).Scan(&version, &icu)
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{"template1's": "", "libc C": "TEMPLATE template0 LOCALE 'C'"}
+	if version >= 150000 && icu > 0 {
+		cases["ICU da-DK"] = "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'da-DK' LOCALE 'C.UTF-8'"
+	}
+	for name, opts := range cases {
+		t.Run(name, func(t *testing.T) {
+			src := FreshDatabase(t, opts)
+			conn, err := pgx.Connect(ctx, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			got, err := sameLocale(ctx, conn)
+			if err != nil || (opts == "") != (got == "") {
+				t.Fatalf("sameLocale: %q, %v; want options only for a locale not template1's", got, err)
+			}
+			made, err := packageDatabase(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, _ := url.Parse(made)
+			t.Cleanup(func() { // kept for the next run, were it a package's
+				if c, err := pgx.Connect(ctx, URL(t)); err == nil {
+					c.Exec(ctx, "DROP DATABASE "+pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()+" WITH (FORCE)")
+					c.Close(ctx)
+				}
+			})
+			want, have := locale(t, conn, src), locale(t, conn, made)
+			if want != have {
+				t.Fatalf("the package's database has the locale %s; want the URL's, %s", have, want)
+			}
+		})
+	}
+}
+
+// locale is the locale of the database dbURL names, as pg_database holds it.
+func locale(t *testing.T, conn *pgx.Conn, dbURL string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	if err := conn.QueryRow(context.Background(), `SELECT to_jsonb(d) FROM pg_database d WHERE datname = $1`,
+		strings.TrimPrefix(u.Path, "/")).Scan(&d); err != nil {
+		t.Fatal(err)
+	}
+	var s string
+	for _, k := range []string{"datlocprovider", "datcollate", "datctype", "daticulocale", "datlocale", "daticurules"} {
+		s += fmt.Sprintf("%s=%v ", k, d[k])
+	}
+	return s
+}
