@@ -137,6 +137,20 @@ func noArguments(fs *flag.FlagSet, stderr io.Writer) bool {
 	return false
 }
 
+// parseDataCommand parses the flags of a command that takes flags only,
+// one of them the data directory: done, with the exit code, when the
+// command ends here (help, a flag or an argument it does not take, an
+// empty --data), each said on the flag set's output.
+func parseDataCommand(fs *flag.FlagSet, args []string, data *string) (code int, done bool) {
+	if code, done := parseFlags(fs, args); done {
+		return code, true
+	}
+	if !noArguments(fs, fs.Output()) || !dataGiven(*data, fs.Output()) {
+		return 2, true
+	}
+	return 0, false
+}
+
 // dataGiven reports whether --data names a directory, and says otherwise:
 // an empty one (KASSA_DATA set to nothing by a template) would be the
 // working directory, where a store, key or companies would be looked for
@@ -366,14 +380,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	var c serveConfig
 	fs := serveFlags(&c)
 	fs.SetOutput(stderr)
-	if code, done := parseFlags(fs, args); done {
+	if code, done := parseDataCommand(fs, args, &c.data); done {
 		return code
-	}
-	if !noArguments(fs, stderr) {
-		return 2
-	}
-	if !dataGiven(c.data, stderr) {
-		return 2
 	}
 	if c.addr == "" {
 		// net.Listen takes "" as ":0": every interface, on a port of the
@@ -1685,14 +1693,8 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	kind := fs.String("store", envDefault("store", "bolt"), "bolt or postgres (KASSA_STORE)")
 	dbURL := fs.String("database-url", envDefault("database-url", ""), "PostgreSQL URL for --store postgres (KASSA_DATABASE_URL)")
 	hideSecrets(fs)
-	if code, done := parseFlags(fs, args); done {
+	if code, done := parseDataCommand(fs, args, data); done {
 		return code
-	}
-	if !noArguments(fs, stderr) {
-		return 2
-	}
-	if !dataGiven(*data, stderr) {
-		return 2
 	}
 	if err := checkStore(*kind, *dbURL); err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)

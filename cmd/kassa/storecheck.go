@@ -21,14 +21,8 @@ func storeCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("store check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", envDefault("data", "./kassa-data"), "data directory of the bolt store to check, DATA/kassa.db (KASSA_DATA)")
-	if code, done := parseFlags(fs, args); done {
+	if code, done := parseDataCommand(fs, args, data); done {
 		return code
-	}
-	if !noArguments(fs, stderr) {
-		return 2
-	}
-	if !dataGiven(*data, stderr) {
-		return 2
 	}
 	src, code := openStopped(*data, "check", 2, stderr)
 	if src == nil {

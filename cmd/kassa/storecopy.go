@@ -40,14 +40,8 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", envDefault("data", "./kassa-data"), "data directory of the bolt store to copy, DATA/kassa.db (KASSA_DATA)")
 	dbURL := fs.String("database-url", envDefault("database-url", ""), "PostgreSQL URL of the empty database to copy into (KASSA_DATABASE_URL)")
 	hideSecrets(fs)
-	if code, done := parseFlags(fs, args); done {
+	if code, done := parseDataCommand(fs, args, data); done {
 		return code
-	}
-	if !noArguments(fs, stderr) {
-		return 2
-	}
-	if !dataGiven(*data, stderr) {
-		return 2
 	}
 	if *dbURL == "" {
 		fmt.Fprintln(stderr, "kassa: store copy needs --database-url (or KASSA_DATABASE_URL)")

@@ -22,14 +22,8 @@ func storeRekey(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("store rekey", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", envDefault("data", "./kassa-data"), "data directory of the bolt store, DATA/kassa.db (KASSA_DATA)")
-	if code, done := parseFlags(fs, args); done {
+	if code, done := parseDataCommand(fs, args, data); done {
 		return code
-	}
-	if !noArguments(fs, stderr) {
-		return 2
-	}
-	if !dataGiven(*data, stderr) {
-		return 2
 	}
 	path := filepath.Join(*data, "kassa.db")
 	if !fileExists(path) {
