@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/kassahq/kassa/storage"
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
@@ -16,19 +14,7 @@ import (
 // skips the test where the server cannot make one.
 func icuDatabase(t *testing.T, locale string) string {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var version, icu int
-	err = conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int,
-		(SELECT count(*) FROM pg_collation WHERE collprovider = 'i')`).Scan(&version, &icu)
-	conn.Close(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if version < 150000 || icu == 0 {
+	if !pgtest.ICUDatabases(t) {
 		t.Skip("the server cannot make a database with an ICU default collation")
 	}
 	return pgtest.FreshDatabase(t, "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '"+locale+"' LOCALE 'C.UTF-8'")

@@ -191,6 +191,25 @@ func PoolerDatabase(t testing.TB) string {
 	return u.String()
 }
 
+// ICUDatabases reports whether the server of KASSA_TEST_DATABASE_URL can
+// make a database whose default collation is ICU's: PostgreSQL 15 and
+// later, built with ICU.
+func ICUDatabases(t testing.TB) bool {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var version, icu int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int,
+		(SELECT count(*) FROM pg_collation WHERE collprovider = 'i')`).Scan(&version, &icu); err != nil {
+		t.Fatal(err)
+	}
+	return version >= 150000 && icu > 0
+}
+
 // FreshDatabase creates an empty database on the server of
 // KASSA_TEST_DATABASE_URL, created with createOpts (an encoding, a
 // template) and given settings (ALTER DATABASE … SET, as an operator or a

@@ -63,18 +63,8 @@ func TestSameLocaleCopiesTheLocale(t *testing.T) {
 		u.Path = "/" + name
 		return u.String()
 	}
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var icu int
-	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_collation WHERE collprovider = 'i'`).Scan(&icu)
-	conn.Close(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if icu == 0 {
-		t.Skip("the server has no ICU")
+	if !ICUDatabases(t) {
+		t.Skip("the server cannot make a database with an ICU default collation")
 	}
 	src := urlOf(create(t, base, "DATABASE", "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'da-DK' LOCALE 'C.UTF-8'", "WITH (FORCE)"))
 	c, err := pgx.Connect(ctx, src)
@@ -106,19 +96,8 @@ func TestSameLocaleCopiesTheLocale(t *testing.T) {
 // template1's locale.
 func TestPackageDatabaseHasTheURLsLocale(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var version, icu int
-	err = conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int,
-		(SELECT count(*) FROM pg_collation WHERE collprovider = 'i')`).Scan(&version, &icu)
-	conn.Close(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cases := map[string]string{"template1's": "", "libc C": "TEMPLATE template0 LOCALE 'C'"}
-	if version >= 150000 && icu > 0 {
+	if ICUDatabases(t) {
 		cases["ICU da-DK"] = "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'da-DK' LOCALE 'C.UTF-8'"
 	}
 	for name, opts := range cases {
