@@ -20,6 +20,10 @@ import (
 // data directory (".backup.*").
 const backupSpool = "backup"
 
+// backupCopy wraps the writer the store is copied to, the spool file; a
+// test replaces it to hold the copy midway while orders are written.
+var backupCopy = func(w io.Writer) io.Writer { return w }
+
 // removeBackupSpools removes the spool files of backups whose process died
 // during them, and returns how many. Unlike durable.RemoveLeftovers it
 // takes them at any age: the caller holds the bolt store open, so no other
@@ -83,7 +87,7 @@ func writeBackup(w io.Writer, data string, st *bolt.Store) error {
 	defer os.Remove(spool.Name())
 	defer spool.Close()
 	buf := bufio.NewWriterSize(spool, 1<<20)
-	size, err := st.WriteTo(buf)
+	size, err := st.WriteTo(backupCopy(buf))
 	if err == nil {
 		err = buf.Flush()
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,13 +21,39 @@ import (
 // TestBackupWhileWritingRestores: GET /backup on the operations listener,
 // taken while orders are being created, restores (unpacked into a new data
 // directory, a server started on it) every order acknowledged before the
-// backup was asked for, in a file the store's own check passes; the access
-// tokens of the old server still work (the signing key is in it), and so is
-// the sandbox clock. The API's port does not serve it: a backup holds every
-// merchant's data and the signing key.
+// backup was asked for, and none begun after the copy of the store began,
+// in a file the store's own check passes; the access tokens of the old
+// server still work (the signing key is in it), and so is the sandbox
+// clock. The API's port does not serve it: a backup holds every merchant's
+// data and the signing key.
+//
+// The copy is held after its first write until orders begun after that are
+// acknowledged, so commits are certain to land while it runs: a copy of the
+// file off the disk, not as of one read transaction, then restores a store
+// whose pages were reused under it.
 func TestBackupWhileWritingRestores(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
+	// The store is made ahead and its file grown to 16 MiB, which bbolt
+	// maps whole when serve opens it: the commits while the copy is held
+	// never have to grow the map, which would wait for the copy's read
+	// transaction to end.
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := bolt.Open(filepath.Join(data, "kassa.db"), bolt.Options{}); err != nil {
+		t.Fatal(err)
+	} else if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(data, "kassa.db"), 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	letGo := sync.OnceFunc(func() { close(release) })
+	backupCopy = func(w io.Writer) io.Writer { return &holdWriter{w: w, held: held, release: release} }
+	defer func() { backupCopy = func(w io.Writer) io.Writer { return w } }()
+
 	creds := []string{"--client-id", "demo", "--client-secret", "demo-secret-123"}
 	const backupToken = "backup-token-0123456789abcdef"
 	base, ops, done := serveWithOps(t, append([]string{"--data", data, "--addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--backup-token", backupToken}, creds...)...)
@@ -36,6 +63,7 @@ func TestBackupWhileWritingRestores(t *testing.T) {
 			stopInProcess(t, done)
 		}
 	}()
+	defer letGo() // a test failed while the copy is held must not hang the server's stop
 	c := &client{t: t, base: base}
 	c.token("demo", "demo-secret-123")
 	c.do("POST", "/sandbox/v1/clock", `{"advance":"10m"}`, "", 200, nil)
@@ -58,26 +86,32 @@ func TestBackupWhileWritingRestores(t *testing.T) {
 		return created.OrderID, err
 	}
 	var (
-		mu    sync.Mutex
-		acked []string
-		errs  []error
-		wg    sync.WaitGroup
+		mu     sync.Mutex
+		acked  []string
+		during []string // begun once the copy was held: after its read transaction began
+		errs   []error
+		wg     sync.WaitGroup
+		late   atomic.Bool
 	)
 	stop := make(chan struct{})
 	for w := range 2 {
 		wg.Go(func() {
-			for i := 0; i < 2000; i++ {
+			for i := 0; ; i++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				id, err := create(w*10000 + i)
+				begunLate := late.Load()
+				id, err := create(w*1000000 + i)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
 				} else {
 					acked = append(acked, id)
+					if begunLate {
+						during = append(during, id)
+					}
 				}
 				mu.Unlock()
 				if err != nil {
@@ -86,38 +120,79 @@ func TestBackupWhileWritingRestores(t *testing.T) {
 			}
 		})
 	}
-	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	// halt lets a held copy go first: a writer may be waiting for it.
+	halt := sync.OnceFunc(func() { letGo(); close(stop); wg.Wait() })
 	defer halt()
-	time.Sleep(300 * time.Millisecond)
+	// waitFor polls until cond holds under mu, failing the test after 20 s.
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			mu.Lock()
+			ok, n, e := cond(), len(acked), errs
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if len(e) > 0 || time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: %d orders acknowledged; errors %v", what, n, e)
+			}
+		}
+	}
+	waitFor("orders before the backup", func() bool { return len(acked) >= 20 })
 	mu.Lock()
 	before := append([]string(nil), acked...)
 	mu.Unlock()
-	if len(before) == 0 {
-		t.Fatalf("no order acknowledged before the backup: %v", errs)
-	}
 
-	req, _ := http.NewRequest(http.MethodGet, ops+"/backup", nil)
-	req.Header.Set("Authorization", "Bearer "+backupToken)
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
+	type result struct {
+		archive []byte
+		err     error
+		resp    *http.Response
 	}
-	archive, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-tar" {
-		t.Fatalf("backup: %d %q %v: %.300s", resp.StatusCode, resp.Header.Get("Content-Type"), err, archive)
+	got := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, ops+"/backup", nil)
+		req.Header.Set("Authorization", "Bearer "+backupToken)
+		resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		archive, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- result{archive, err, resp}
+	}()
+	select {
+	case <-held:
+	case r := <-got:
+		t.Fatalf("the backup ended without copying the store: %v %+v", r.err, r.resp)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the backup did not begin copying the store")
+	}
+	late.Store(true)
+	waitFor("orders while the copy is held", func() bool { return len(during) >= 10 })
+	letGo()
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	archive, resp := r.archive, r.resp
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-tar" {
+		t.Fatalf("backup: %d %q: %.300s", resp.StatusCode, resp.Header.Get("Content-Type"), archive)
 	}
 	if left, _ := filepath.Glob(filepath.Join(data, ".backup*")); len(left) > 0 {
 		t.Errorf("the backup left %v behind", left)
 	}
-	time.Sleep(100 * time.Millisecond) // writes go on after it too
+	mu.Lock()
+	n := len(acked)
+	mu.Unlock()
+	waitFor("orders after the backup", func() bool { return len(acked) >= n+5 })
 	halt()
 	stopInProcess(t, done)
 	running = false
 	if len(errs) > 0 {
 		t.Fatalf("writes failed while the backup ran: %v", errs)
 	}
-	t.Logf("%d orders acknowledged before the backup, %d in all; archive of %d bytes", len(before), len(acked), len(archive))
+	t.Logf("%d orders acknowledged before the backup, %d begun while its copy was held, %d in all; archive of %d bytes", len(before), len(during), len(acked), len(archive))
 
 	restored := filepath.Join(dir, "restored")
 	names := untar(t, archive, restored)
@@ -138,7 +213,7 @@ func TestBackupWhileWritingRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := st.Check(); err != nil {
-		t.Errorf("the restored store fails its check: %v", err)
+		t.Fatalf("the restored store fails its check: %v", err)
 	}
 	st.Close()
 
@@ -150,6 +225,24 @@ func TestBackupWhileWritingRestores(t *testing.T) {
 			t.Fatalf("restored order %s: %+v", id, o)
 		}
 	}
+	for _, id := range during {
+		c.do("GET", "/v1/orders/"+id, "", "", http.StatusNotFound, nil)
+	}
+}
+
+// holdWriter passes writes to w; after the first it closes held and waits
+// for release, holding the copy of the store midway.
+type holdWriter struct {
+	w       io.Writer
+	once    sync.Once
+	held    chan<- struct{}
+	release <-chan struct{}
+}
+
+func (h *holdWriter) Write(p []byte) (int, error) {
+	n, err := h.w.Write(p)
+	h.once.Do(func() { close(h.held); <-h.release })
+	return n, err
 }
 
 // post sends a request as client.do does, but answers a failure as an
