@@ -3,8 +3,10 @@ package kassa_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,18 +142,50 @@ func TestRefusedRequestStoresNoKey(t *testing.T) {
 	}
 }
 
+// TestConcurrentSameKeyExecutesOnce: eight requests with one
+// Idempotency-Key, four on each of two replicas (Ledgers) of one store,
+// create an order from a customer token, which makes any number of orders,
+// so only the key keeps it to one. The first to reach its transaction's
+// key record is held there, its order made and not committed, until every
+// other has arrived (sameKeyRace), so they overlap on every run: each
+// replica's in-flight map refuses its own twins at once, the other
+// replica's one request past its map waits for the store and then finds the
+// key and replays, and a retry afterwards replays too.
 func TestConcurrentSameKeyExecutesOnce(t *testing.T) {
-	f := newFixture(t)
-	o := f.order(t, "t1", 100000)
+	const requests = 8
+	race := &sameKeyRace{Store: memory.New(time.Now), arrived: make(chan struct{}, 2*requests), others: requests - 1}
+	replicas := []*kassa.Ledger{kassa.New(race, kassa.Options{}), kassa.New(race, kassa.Options{})}
+	ctx := context.Background()
+	creds, _, err := replicas[0].EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{ledger: replicas[0], store: race.Store, merchant: creds.MerchantID, ctx: ctx, now: time.Now}
+	if err := f.ledger.PutAuthorization(ctx, f.authorization("t1")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.ledger.CreateCustomerToken(ctx, kassa.Call{MerchantID: f.merchant}, "t1",
+		&token.CreateCustomerRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", Customer: &order.CustomerInput{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ct struct {
+		TokenID string `json:"customerToken"`
+	}
+	if err := json.Unmarshal(res.Body, &ct); err != nil || ct.TokenID == "" {
+		t.Fatalf("customer token from %s: %v", res.Body, err)
+	}
 	call := kassa.Call{MerchantID: f.merchant, IdempotencyKey: "same"}
+	req := &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(int64(1000))}}
+	race.armed.Store(true)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	outcomes := map[string]int{}
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := f.ledger.PartialCapture(f.ctx, call, o.ID, partial(1000))
+	var executed *kassa.Result
+	for i := range requests {
+		wg.Go(func() {
+			res, err := replicas[i%2].CreateOrderFromCustomerToken(ctx, call, ct.TokenID, req)
+			race.arrived <- struct{}{}
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -159,21 +193,68 @@ func TestConcurrentSameKeyExecutesOnce(t *testing.T) {
 				outcomes["replayed"]++
 			case err == nil:
 				outcomes["executed"]++
+				executed = res
 			case fault.CodeOf(err) == "idempotency_request_in_progress":
 				outcomes["inFlight"]++
 			default:
 				outcomes[err.Error()]++
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	if outcomes["executed"] != 1 || outcomes["executed"]+outcomes["replayed"]+outcomes["inFlight"] != 8 {
-		t.Fatalf("outcomes %v", outcomes)
+	race.armed.Store(false)
+	if want := map[string]int{"executed": 1, "replayed": 1, "inFlight": requests - 2}; !maps.Equal(outcomes, want) {
+		t.Fatalf("outcomes %v, want %v", outcomes, want)
 	}
-	got, _, _ := f.ledger.GetOrder(f.ctx, f.merchant, o.ID)
-	if len(got.Captured) != 1 {
-		t.Fatalf("captured %d times", len(got.Captured))
+	for _, l := range replicas {
+		again, err := l.CreateOrderFromCustomerToken(ctx, call, ct.TokenID, req)
+		if err != nil || !again.Replayed || again.Status != executed.Status || !bytes.Equal(again.Body, executed.Body) {
+			t.Fatalf("a retry once the requests ended: %+v %v, want the replay of %s", again, err, executed.Body)
+		}
 	}
+	page, _, err := f.ledger.ListOrders(ctx, f.merchant, storage.OrderQuery{})
+	if err != nil || len(page.Orders) != 1 {
+		t.Fatalf("%d orders (%v), want 1", len(page.Orders), err)
+	}
+}
+
+// sameKeyRace is a store whose first transaction to write an idempotency
+// record, once armed, waits before it writes it until the test's other
+// requests have arrived: each has either returned (the test sends on
+// arrived) or asked for a write transaction (Update sends), where it waits
+// for the held one to commit, so none is counted twice. The held request
+// asked for its own transaction, so it is one of the arrivals too. No
+// request waits where the store cannot see it: the operation is a customer
+// token's order, which no order's turn (Ledger's gate) queues.
+type sameKeyRace struct {
+	storage.Store
+	armed   atomic.Bool
+	arrived chan struct{} // buffered for every arrival, so no sender waits
+	others  int
+	hold    sync.Once
+}
+
+func (s *sameKeyRace) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	if s.armed.Load() {
+		s.arrived <- struct{}{}
+	}
+	return s.Store.Update(ctx, func(tx storage.Tx) error { return fn(sameKeyRaceTx{tx, s}) })
+}
+
+type sameKeyRaceTx struct {
+	storage.Tx
+	s *sameKeyRace
+}
+
+func (t sameKeyRaceTx) PutIdempotency(r *storage.IdempotencyRecord) error {
+	if t.s.armed.Load() {
+		t.s.hold.Do(func() {
+			for range t.s.others + 1 {
+				<-t.s.arrived
+			}
+		})
+	}
+	return t.Tx.PutIdempotency(r)
 }
 
 func TestConcurrentCapturesNeverPassAuthorization(t *testing.T) {

@@ -527,7 +527,10 @@ func TestLeaseHoldsWhenTheStoreClockJumps(t *testing.T) {
 
 // TestConcurrentDeliverersSendEachMessageOnce: two deliverers (two replicas)
 // run at once; the claim hides a message from the other, so the receiver
-// sees each event once.
+// sees each event once. The replicas' first claims are made to overlap
+// (claimRace), so that a claim that did not read and lease in one
+// transaction is caught on every run, not only when the goroutines happen
+// to interleave.
 func TestConcurrentDeliverersSendEachMessageOnce(t *testing.T) {
 	f := newNotifyFixture(t, 0, notify.AllOrderEvents)
 	for i := range 20 {
@@ -536,7 +539,9 @@ func TestConcurrentDeliverersSendEachMessageOnce(t *testing.T) {
 	want := len(f.log(t))
 	// Two replicas: a run of one Ledger leaves a merchant another of its
 	// runs is posting to alone, so deliverers of one Ledger would not race.
-	replicas := []*kassa.Ledger{f.ledger, kassa.New(f.store, kassa.Options{})}
+	a, b := newClaimRace(f.store), newClaimRace(f.store)
+	a.other, b.other = b, a
+	replicas := []*kassa.Ledger{kassa.New(a, kassa.Options{}), kassa.New(b, kassa.Options{})}
 	var wg sync.WaitGroup
 	for _, l := range replicas {
 		wg.Go(func() {
@@ -552,6 +557,46 @@ func TestConcurrentDeliverersSendEachMessageOnce(t *testing.T) {
 	if posts != want || len(processed) != want {
 		t.Fatalf("%d messages, %d posts, %d processed", want, posts, len(processed))
 	}
+}
+
+// claimRace is the store as one of two replicas sees it. Its first read of
+// the due messages waits until the other replica has read them too, or is
+// waiting for a write transaction (where a claim reads them, after this
+// one's commits). So the first claims of the two overlap as far as the
+// claim lets them, however the goroutines are scheduled: a claim that read
+// the due messages in one transaction and leased them in a later one would
+// lease the same messages to both replicas.
+type claimRace struct {
+	storage.Store
+	other   *claimRace
+	arrived chan struct{} // closed once this replica has read, or waits to write
+	arrive  sync.Once
+	wait    sync.Once
+}
+
+func newClaimRace(st storage.Store) *claimRace {
+	return &claimRace{Store: st, arrived: make(chan struct{})}
+}
+
+func (s *claimRace) Update(ctx context.Context, fn func(storage.Tx) error) error {
+	s.arrive.Do(func() { close(s.arrived) })
+	return s.Store.Update(ctx, func(tx storage.Tx) error { return fn(claimRaceTx{tx, s}) })
+}
+
+func (s *claimRace) View(ctx context.Context, fn func(storage.Tx) error) error {
+	return s.Store.View(ctx, func(tx storage.Tx) error { return fn(claimRaceTx{tx, s}) })
+}
+
+type claimRaceTx struct {
+	storage.Tx
+	s *claimRace
+}
+
+func (t claimRaceTx) PendingOutbox(at time.Time, limit, perMerchant int) ([]*storage.OutboxMessage, error) {
+	due, err := t.Tx.PendingOutbox(at, limit, perMerchant)
+	t.s.arrive.Do(func() { close(t.s.arrived) })
+	t.s.wait.Do(func() { <-t.s.other.arrived })
+	return due, err
 }
 
 // TestDeliveryRefusesPrivateAddresses: by default a merchant's URL may not
