@@ -3,7 +3,6 @@ package kassa_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -164,17 +163,7 @@ func TestConcurrentSameKeyExecutesOnce(t *testing.T) {
 	if err := f.ledger.PutAuthorization(ctx, f.authorization("t1")); err != nil {
 		t.Fatal(err)
 	}
-	res, err := f.ledger.CreateCustomerToken(ctx, kassa.Call{MerchantID: f.merchant}, "t1",
-		&token.CreateCustomerRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", Customer: &order.CustomerInput{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ct struct {
-		TokenID string `json:"customerToken"`
-	}
-	if err := json.Unmarshal(res.Body, &ct); err != nil || ct.TokenID == "" {
-		t.Fatalf("customer token from %s: %v", res.Body, err)
-	}
+	customerToken := customerTokenOf(t, ctx, f.ledger, f.merchant, "t1")
 	call := kassa.Call{MerchantID: f.merchant, IdempotencyKey: "same"}
 	req := &order.CreateRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", TotalsInput: order.TotalsInput{TotalOrderAmount: ptr(int64(1000))}}
 	race.armed.Store(true)
@@ -184,7 +173,7 @@ func TestConcurrentSameKeyExecutesOnce(t *testing.T) {
 	var executed *kassa.Result
 	for i := range requests {
 		wg.Go(func() {
-			res, err := replicas[i%2].CreateOrderFromCustomerToken(ctx, call, ct.TokenID, req)
+			res, err := replicas[i%2].CreateOrderFromCustomerToken(ctx, call, customerToken, req)
 			race.arrived <- struct{}{}
 			mu.Lock()
 			defer mu.Unlock()
@@ -207,7 +196,7 @@ func TestConcurrentSameKeyExecutesOnce(t *testing.T) {
 		t.Fatalf("outcomes %v, want %v", outcomes, want)
 	}
 	for _, l := range replicas {
-		again, err := l.CreateOrderFromCustomerToken(ctx, call, ct.TokenID, req)
+		again, err := l.CreateOrderFromCustomerToken(ctx, call, customerToken, req)
 		if err != nil || !again.Replayed || again.Status != executed.Status || !bytes.Equal(again.Body, executed.Body) {
 			t.Fatalf("a retry once the requests ended: %+v %v, want the replay of %s", again, err, executed.Body)
 		}

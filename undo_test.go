@@ -298,7 +298,14 @@ func (f *undoFixture) merchants(t *testing.T) {
 // customerToken makes a customer token of the fixture's merchant.
 func (f *undoFixture) customerToken(t *testing.T) string {
 	t.Helper()
-	res, err := f.l.CreateCustomerToken(f.ctx, kassa.Call{MerchantID: f.merchant}, f.token(t, f.merchant),
+	return customerTokenOf(t, f.ctx, f.l, f.merchant, f.token(t, f.merchant))
+}
+
+// customerTokenOf makes merchant's customer token, through l, from the
+// authorization token auth, and returns its id.
+func customerTokenOf(t *testing.T, ctx context.Context, l *kassa.Ledger, merchant, auth string) string {
+	t.Helper()
+	res, err := l.CreateCustomerToken(ctx, kassa.Call{MerchantID: merchant}, auth,
 		&token.CreateCustomerRequest{Country: "SE", Currency: "SEK", Locale: "sv-SE", Customer: &order.CustomerInput{}})
 	if err != nil {
 		t.Fatal(err)
