@@ -236,7 +236,7 @@ func loadRow(r storage.Record) (table string, cols []string, row []any, err erro
 		if r.KeyCheckOnly {
 			key = nil
 		}
-		return "signing_key", []string{"id", "key_check", "key"}, []any{int16(1), keyCheck(b), key}, nil
+		return "signing_key", []string{"id", "key_check", "key"}, []any{int16(1), storage.SigningKeyCheck(b), key}, nil
 	}
 	return "", nil, nil, fmt.Errorf("no table takes records of kind %q", r.Kind)
 }

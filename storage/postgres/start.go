@@ -31,7 +31,7 @@ func (s *Store) Exclusive(ctx context.Context, fn func() error) error {
 // A key of the replica's own (DATA/server.key) is recorded itself, and every
 // replica without KASSA_KEY signs with the recorded one from then on.
 func (s *Store) SigningKey(ctx context.Context, local []byte, fromEnv bool) ([]byte, error) {
-	check := keyCheck(local)
+	check := storage.SigningKeyCheck(local)
 	var own []byte
 	if !fromEnv {
 		own = local
@@ -63,7 +63,7 @@ func (s *Store) SigningKey(ctx context.Context, local []byte, fromEnv bool) ([]b
 		return local, nil
 	case recorded == nil:
 		return nil, errors.New("the replicas on this database sign with KASSA_KEY: set the same KASSA_KEY on this replica")
-	case !hmac.Equal(keyCheck(recorded), recordedCheck):
+	case !hmac.Equal(storage.SigningKeyCheck(recorded), recordedCheck):
 		return nil, errors.New("postgres: signing key: the recorded key does not match its check value")
 	}
 	return recorded, nil
@@ -82,5 +82,3 @@ func (s *Store) durably(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx)
 		return fn(tx)
 	})
 }
-
-func keyCheck(key []byte) []byte { return storage.SigningKeyCheck(key) }
