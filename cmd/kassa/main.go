@@ -1706,11 +1706,10 @@ func settle(args []string, stdout, stderr io.Writer) int {
 	clockPath := filepath.Join(*data, "sandbox-clock.json")
 	sandbox := fileExists(clockPath)
 	clock := server.NewClock(sandbox)
-	if path := filepath.Join(*data, "kassa.db"); *kind == "bolt" && !fileExists(path) {
-		// Opening would make an empty store and report "0 settlements":
-		// a mistyped directory would look like a run with nothing to do.
-		fmt.Fprintf(stderr, "kassa: no store at %s (--data names the server's data directory)\n", path)
-		return 1
+	if *kind == "bolt" {
+		if _, ok := boltStoreAt(*data, stderr); !ok {
+			return 1 // not "0 settlements", as a run with nothing to do
+		}
 	}
 	// A running server holds a bolt file: fail fast instead of waiting for it.
 	db, err := openStore(*kind, *data, *dbURL, clock.Now, 0, 2*time.Second, slog.New(slog.NewTextHandler(stderr, nil)), 0)

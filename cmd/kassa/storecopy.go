@@ -130,6 +130,18 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// boltStoreAt returns the path of the bolt store in the data directory
+// data, or says there is none: opening it would make an empty store, and a
+// mistyped directory would look like a store with nothing in it.
+func boltStoreAt(data string, stderr io.Writer) (string, bool) {
+	path := filepath.Join(data, "kassa.db")
+	if !fileExists(path) {
+		fmt.Fprintf(stderr, "kassa: no store at %s (--data names the server's data directory)\n", path)
+		return path, false
+	}
+	return path, true
+}
+
 // openStopped opens the bolt store of a stopped server's data directory for
 // reading only (store copy, store check): the file is never written, and a
 // server holding it makes the open fail within 2 s rather than read a store
@@ -137,9 +149,8 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 // the exit code: 2 for a store in use, failed (the command's own) for one
 // missing or unreadable. then is what to do once the server is stopped.
 func openStopped(data, then string, failed int, stderr io.Writer) (*bolt.ReadOnly, int) {
-	path := filepath.Join(data, "kassa.db")
-	if !fileExists(path) {
-		fmt.Fprintf(stderr, "kassa: no store at %s (--data names the server's data directory)\n", path)
+	path, ok := boltStoreAt(data, stderr)
+	if !ok {
 		return nil, failed
 	}
 	src, err := bolt.OpenReadOnly(path, 2*time.Second)

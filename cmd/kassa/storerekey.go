@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/kassahq/kassa/storage/bolt"
@@ -25,10 +24,8 @@ func storeRekey(args []string, stdout, stderr io.Writer) int {
 	if code, done := parseDataCommand(fs, args, data); done {
 		return code
 	}
-	path := filepath.Join(*data, "kassa.db")
-	if !fileExists(path) {
-		// Opening would make an empty store.
-		fmt.Fprintf(stderr, "kassa: no store at %s (--data names the server's data directory)\n", path)
+	path, ok := boltStoreAt(*data, stderr)
+	if !ok {
 		return 1
 	}
 	db, err := openStore("bolt", *data, "", nil, 0, 2*time.Second, slog.New(slog.NewTextHandler(stderr, nil)), 0)
