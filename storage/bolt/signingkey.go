@@ -33,7 +33,7 @@ func (s *Store) SigningKey(key []byte) error {
 	check := storage.SigningKeyCheck(key)
 	var recorded []byte
 	if err := s.view(func(btx *bbolt.Tx) error {
-		recorded = bytes.Clone(btx.Bucket(bInfo).Get(keySigningKey))
+		recorded = recordedKeyCheck(btx)
 		return nil
 	}); err != nil {
 		return err
@@ -42,12 +42,11 @@ func (s *Store) SigningKey(key []byte) error {
 		// Durably, as server.key is written: a recorded value lost in a
 		// crash would let the next start take another key unchecked.
 		if err := s.db.Update(func(btx *bbolt.Tx) error {
-			info := btx.Bucket(bInfo)
-			if recorded = bytes.Clone(info.Get(keySigningKey)); recorded != nil {
+			if recorded = recordedKeyCheck(btx); recorded != nil {
 				return nil
 			}
 			recorded = check
-			if err := info.Put(keySigningKey, check); err != nil {
+			if err := btx.Bucket(bInfo).Put(keySigningKey, check); err != nil {
 				return err
 			}
 			return markOurs(btx)
@@ -89,15 +88,23 @@ func (s *Store) ForgetSigningKey() (forgot bool, err error) {
 func (r *ReadOnly) SigningKey(key []byte) error {
 	var recorded []byte
 	if err := r.db.View(func(btx *bbolt.Tx) error {
-		if info := btx.Bucket(bInfo); info != nil {
-			recorded = bytes.Clone(info.Get(keySigningKey))
-		}
+		recorded = recordedKeyCheck(btx)
 		return nil
 	}); err != nil {
 		return err
 	}
 	if recorded != nil && (key == nil || !hmac.Equal(recorded, storage.SigningKeyCheck(key))) {
 		return ErrOtherSigningKey
+	}
+	return nil
+}
+
+// recordedKeyCheck is the check value of the signing key the file records,
+// a copy that outlives btx; nil when it records none (or, a file opened
+// read-only before any start made it, has no storeinfo).
+func recordedKeyCheck(btx *bbolt.Tx) []byte {
+	if info := btx.Bucket(bInfo); info != nil {
+		return bytes.Clone(info.Get(keySigningKey))
 	}
 	return nil
 }

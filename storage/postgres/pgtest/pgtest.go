@@ -24,9 +24,10 @@ import (
 // URL returns the test database's URL or skips the test. The database is
 // this package's own: made once, on the server of KASSA_TEST_DATABASE_URL,
 // named after that URL's database and the package's directory, with that
-// database's locale (sameLocale), and kept for the package's next run. go test runs the packages' test processes at once,
-// and a migration's CREATE INDEX CONCURRENTLY waits for every older
-// transaction of its database, while holding, as long as migration 8 is
+// database's locale (sameLocale), and kept for the package's next run. go
+// test runs the packages' test processes at once, and a migration's
+// CREATE INDEX CONCURRENTLY waits for every older transaction of its
+// database, while holding, as long as migration 8 is
 // pending (in every fresh schema), a lock of the whole database: a test of
 // one package holding a transaction open until its own migration, which
 // waited for that lock, had built its index, and another package's migration
@@ -103,11 +104,8 @@ func packageDatabase(base string) (string, error) {
 // (datlocale).
 func sameLocale(ctx context.Context, conn *pgx.Conn) (string, error) {
 	var cur, tmpl map[string]any
-	const q = `SELECT to_jsonb(d) FROM pg_database d WHERE datname = $1`
-	if err := conn.QueryRow(ctx, `SELECT to_jsonb(d) FROM pg_database d WHERE datname = current_database()`).Scan(&cur); err != nil {
-		return "", err
-	}
-	if err := conn.QueryRow(ctx, q, "template1").Scan(&tmpl); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT to_jsonb(c), to_jsonb(t) FROM pg_database c, pg_database t
+		WHERE c.datname = current_database() AND t.datname = 'template1'`).Scan(&cur, &tmpl); err != nil {
 		return "", err
 	}
 	return localeOptions(cur, tmpl), nil
