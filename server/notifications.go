@@ -108,11 +108,18 @@ func (s *Server) sandboxDeliver(w http.ResponseWriter, r *http.Request, _ httpro
 
 func (s *Server) sandboxTasks(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	stats, err := s.ledger.RunTasks(jobContext(r), 1000)
-	// Tasks that failed were set aside and the run went on: the answer
-	// counts them (failed), and the log says why, as the periodic job does.
+	// The answer counts the tasks set aside (failed).
+	s.answer(w, r, http.StatusOK, stats, s.logSetAside(err))
+}
+
+// logSetAside logs the tasks a sandbox job's run set aside, and passes on
+// any other error: tasks that failed were set aside and the run went on,
+// so what it did is the job's answer, and the log says why they failed, as
+// the periodic job does.
+func (s *Server) logSetAside(err error) error {
 	if aside := (*kassa.TasksSetAside)(nil); errors.As(err, &aside) {
 		s.log.Error("scheduled tasks", "err", err)
-		err = nil
+		return nil
 	}
-	s.answer(w, r, http.StatusOK, stats, err)
+	return err
 }

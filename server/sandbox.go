@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -159,13 +158,7 @@ func (s *Server) sandboxExpire(w http.ResponseWriter, r *http.Request, _ httprou
 
 func (s *Server) sandboxAutoCapture(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	n, err := s.ledger.RunAutoCapture(jobContext(r), 1000)
-	// As jobs/tasks: tasks that failed were set aside and the run went on,
-	// so what it captured is the answer, and the log says why they failed.
-	if aside := (*kassa.TasksSetAside)(nil); errors.As(err, &aside) {
-		s.log.Error("scheduled tasks", "err", err)
-		err = nil
-	}
-	if err != nil {
+	if err = s.logSetAside(err); err != nil { // as jobs/tasks
 		s.writeError(w, r, err)
 		return
 	}
