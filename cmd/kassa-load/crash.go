@@ -18,7 +18,8 @@ import (
 
 // crash runs rounds of: start the server on one data directory, load it,
 // SIGKILL it at a random moment, restart it, retry every request that got no
-// answer with its Idempotency-Key, verify every order against the tally, and
+// answer with its Idempotency-Key (each must be replayed or run once, and
+// then replay that answer), verify every order against the tally, and
 // send a sample of the acknowledged mutations again with their keys, which
 // must replay what was first answered.
 func crash(args []string, stdout, stderr io.Writer) int {
@@ -71,17 +72,16 @@ func crash(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		c = newClient(base, "crash", "crash-secret-123", *conc)
-		settled, replayedNow, _, err := retryLost(ctx, c, lost)
+		s, bad, err := afterRestart(ctx, c, tl, lost, since, stdout)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			srv.Process.Kill()
 			return 1
 		}
-		totalRetried += settled
-		replayed += replayedNow
+		totalRetried += s.settled
+		replayed += s.replayed
 		totalLost += len(lost)
-		resent, bad := checkRound(ctx, c, tl, since, stdout)
-		totalResent += resent
+		totalResent += s.resent
 		srv.Process.Signal(syscall.SIGTERM)
 		srv.Wait()
 		fmt.Fprintf(stdout, "round %2d: killed after %s; %d orders; %d unanswered requests retried; %d mismatches\n",
@@ -96,9 +96,36 @@ func crash(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "FAILED: %d rounds acknowledged %d orders, %d captures, %d refunds: too few to check\n", *rounds, orders, captures, refunds)
 		return 1
 	}
-	fmt.Fprintf(stdout, "crash test: %d rounds, %d orders, 0 acknowledged mutations lost, 0 applied twice; %d in-flight retries (%d replayed, %d executed once); %d acknowledged mutations sent again after a restart, each replayed as first answered\n",
+	fmt.Fprintf(stdout, "crash test: %d rounds, %d orders, 0 acknowledged mutations lost, 0 applied twice; %d in-flight retries (%d replayed, %d executed once), each replayed when sent again; %d acknowledged mutations sent again after a restart, each replayed as first answered\n",
 		*rounds, len(tl.orders), totalLost, replayed, totalRetried-replayed, totalResent)
 	return 0
+}
+
+// restarted is what afterRestart counts: the requests of unknown outcome
+// settled by a retry with their keys (replayed of them), and the
+// acknowledged mutations sent again.
+type restarted struct{ settled, replayed, resent int }
+
+// afterRestart is what a round of the crash test does through the
+// restarted server: retry every request that got no answer (or a 5xx) with
+// its key, each of which must now be replayed or run once (the server has
+// no other request of that key under way, and each was the last step of
+// its order's flow, so nothing refuses it rightly); send each of those
+// again, which must replay the retry's answer; then checkRound, which
+// finds an applied one in the tally once. A retry answered with a refusal
+// or an error is a failure, each a line on out: before, it was dropped, and
+// a request the server neither ran nor replayed left the orders agreeing
+// with the tally. err is a retry that got no answer either.
+func afterRestart(ctx context.Context, c *client, tl *tally, lost []pending, since time.Time, out io.Writer) (s restarted, bad int, err error) {
+	settled, replayed, open, err := retryLost(ctx, c, lost, out)
+	if err != nil {
+		return s, 0, err
+	}
+	s.settled, s.replayed = len(settled), replayed
+	_, bad = replayAll(ctx, c, settled, out)
+	resent, rbad := checkRound(ctx, c, tl, since, out)
+	s.resent = resent
+	return s, open + bad + rbad, nil
 }
 
 // checkRound is what each round of the crash test checks through the
