@@ -162,3 +162,35 @@ func TestAfterRestartSettlesEachInFlightRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestInFlightAtTheKill: a mutation sent before the kill and never answered
+// was in flight at it; one answered (a 5xx, kept for a retry all the same)
+// or sent after it was not. Before, the crash test did not say what its
+// kills landed on, and a run whose every kill fell between requests passed.
+func TestInFlightAtTheKill(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Idempotency-Key") == "k-gone" {
+			conn, _, _ := w.(http.Hijacker).Hijack() // killed mid-request
+			conn.Close()
+			return
+		}
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	var lost []pending
+	w := &worker{c: newClient(srv.URL, "id", "secret", 1), st: newStats(), tl: newTally(), lostMu: &sync.Mutex{}, lost: &lost}
+	before := time.Now()
+	for _, key := range []string{"k-gone", "k-502"} {
+		w.call(context.Background(), "fullCapture", "POST", "/v1/orders/o1/capture", nil, key, 200, nil)
+	}
+	after := time.Now()
+	if len(lost) != 2 {
+		t.Fatalf("%d requests kept for a retry, want both", len(lost))
+	}
+	if n := inFlightAt(lost, after); n != 1 {
+		t.Errorf("%d in flight at a kill after both were sent, want 1 (the one never answered)", n)
+	}
+	if n := inFlightAt(lost, before); n != 0 {
+		t.Errorf("%d in flight at a kill before either was sent, want 0", n)
+	}
+}

@@ -132,6 +132,13 @@ func (t *tally) ack(a acked, answer []byte, rng *rand.Rand) {
 	}
 }
 
+// ackCount is how many keyed mutations were answered 2xx so far.
+func (t *tally) ackCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.acked
+}
+
 func newTally() *tally { return &tally{orders: map[string]*expect{}} }
 
 func (t *tally) apply(id string, f func(e *expect)) {
@@ -151,6 +158,23 @@ type pending struct {
 	op, method, path, key string
 	body                  any
 	onOK                  func(response)
+	// sent is when the request was sent; answered, whether an answer (a
+	// 5xx) came back. One sent before a kill and not answered was in
+	// flight at the kill (inFlightAt).
+	sent     time.Time
+	answered bool
+}
+
+// inFlightAt counts the requests of lost that were in flight at kill: sent
+// before it, and never answered.
+func inFlightAt(lost []pending, kill time.Time) int {
+	n := 0
+	for _, p := range lost {
+		if !p.answered && p.sent.Before(kill) {
+			n++
+		}
+	}
+	return n
 }
 
 // worker runs the realistic flow on fresh orders until ctx ends.
@@ -184,7 +208,8 @@ func (w *worker) call(ctx context.Context, op, method, path string, body any, ke
 	// the request's key settles when sent again.
 	if key != "" && (errors.Is(err, errNoAnswer) || err == nil && r.status >= 500) {
 		w.lostMu.Lock()
-		*w.lost = append(*w.lost, pending{op: op, method: method, path: path, key: key, body: body, onOK: onOK})
+		*w.lost = append(*w.lost, pending{op: op, method: method, path: path, key: key, body: body, onOK: onOK,
+			sent: start, answered: err == nil})
 		w.lostMu.Unlock()
 	}
 	if err != nil {
