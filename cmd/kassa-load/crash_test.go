@@ -194,3 +194,35 @@ func TestInFlightAtTheKill(t *testing.T) {
 		t.Errorf("%d in flight at a kill before either was sent, want 0", n)
 	}
 }
+
+// TestFinalCheckReadsThroughAFreshServer: the last round's retries run on
+// the server that then checks them, whose caches hold the rendered answers,
+// so an order stored other than it was answered reads as answered there.
+// Before, nothing read the orders again after that round; finalCheck reads
+// them through a server started once more, here one that holds the second
+// capture of o1 acknowledged and not stored, and stops it afterwards.
+func TestFinalCheckReadsThroughAFreshServer(t *testing.T) {
+	held := correctOrders()
+	f := held["o1"]
+	f.captures = f.captures[:1]
+	f.uncaptured = 2500
+	held["o1"] = f
+	for name, tc := range map[string]struct {
+		stored map[string]fakeOrder
+		bad    int
+	}{"as answered": {correctOrders(), 0}, "other than answered": {held, 1}} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(fakeHandler(tc.stored))
+			defer srv.Close()
+			stopped := 0
+			var out strings.Builder
+			bad, err := finalCheck(context.Background(), func() (string, func(), error) {
+				return srv.URL, func() { stopped++ }, nil
+			}, tallyOf(correctOrders()), time.Now(), &out)
+			if err != nil || bad != tc.bad || stopped != 1 || strings.Count(out.String(), "MISMATCH o1") != tc.bad {
+				t.Fatalf("finalCheck = %d bad, %v, stopped %d times; want %d bad (a line for o1 each), stopped once:\n%s",
+					bad, err, stopped, tc.bad, out.String())
+			}
+		})
+	}
+}
