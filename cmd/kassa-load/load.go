@@ -132,6 +132,13 @@ func (t *tally) ack(a acked, answer []byte, rng *rand.Rand) {
 	}
 }
 
+// ackCount is how many keyed mutations were answered 2xx so far.
+func (t *tally) ackCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.acked
+}
+
 func newTally() *tally { return &tally{orders: map[string]*expect{}} }
 
 func (t *tally) apply(id string, f func(e *expect)) {
@@ -151,6 +158,23 @@ type pending struct {
 	op, method, path, key string
 	body                  any
 	onOK                  func(response)
+	// sent is when the request was sent; answered, whether an answer (a
+	// 5xx) came back. One sent before a kill and not answered was in
+	// flight at the kill (inFlightAt).
+	sent     time.Time
+	answered bool
+}
+
+// inFlightAt counts the requests of lost that were in flight at kill: sent
+// before it, and never answered.
+func inFlightAt(lost []pending, kill time.Time) int {
+	n := 0
+	for _, p := range lost {
+		if !p.answered && p.sent.Before(kill) {
+			n++
+		}
+	}
+	return n
 }
 
 // worker runs the realistic flow on fresh orders until ctx ends.
@@ -184,7 +208,8 @@ func (w *worker) call(ctx context.Context, op, method, path string, body any, ke
 	// the request's key settles when sent again.
 	if key != "" && (errors.Is(err, errNoAnswer) || err == nil && r.status >= 500) {
 		w.lostMu.Lock()
-		*w.lost = append(*w.lost, pending{op: op, method: method, path: path, key: key, body: body, onOK: onOK})
+		*w.lost = append(*w.lost, pending{op: op, method: method, path: path, key: key, body: body, onOK: onOK,
+			sent: start, answered: err == nil})
 		w.lostMu.Unlock()
 	}
 	if err != nil {
@@ -292,23 +317,40 @@ func (w *worker) flow(ctx context.Context) {
 
 // retryLost sends each request of lost again with its Idempotency-Key, which
 // replays one that was applied or applies it once, and tallies each now
-// answered 2xx. open counts those still without a 2xx: their outcome stays
-// unknown (a refusal now may follow an earlier success whose answer was
-// lost only if the key's record is gone, which a run within the
-// idempotency TTL does not see). unanswered is the first that got no
-// answer at all, which the crash test, retrying on a server it has just
-// restarted, takes for a failure.
-func retryLost(ctx context.Context, c *client, lost []pending) (settled, replayed, open int, unanswered error) {
+// answered 2xx; settled are those, with their answers, for replays. A 409
+// idempotency_request_in_progress is sent again a few times (about 1.5 s in
+// all): the key's first request may still be ending (on PostgreSQL, the
+// commit of a server just killed). open counts those still without a 2xx,
+// each a line on out: their outcome stays unknown (a refusal now may follow
+// an earlier success whose answer was lost only if the key's record is
+// gone, which a run within the idempotency TTL does not see). unanswered is
+// the first that got no answer at all, which the crash test, retrying on a
+// server it has just restarted, takes for a failure.
+func retryLost(ctx context.Context, c *client, lost []pending, out io.Writer) (settled []acked, replayed, open int, unanswered error) {
 	for _, p := range lost {
-		r, err := c.do(ctx, p.method, p.path, p.body, p.key)
+		var r response
+		var err error
+		for try := 0; ; try++ {
+			r, err = c.do(ctx, p.method, p.path, p.body, p.key)
+			if err != nil || r.status != 409 || !bytes.Contains(r.body, []byte("idempotency_request_in_progress")) || try == 4 {
+				break
+			}
+			time.Sleep(100 << try * time.Millisecond)
+		}
 		if err != nil && unanswered == nil {
 			unanswered = fmt.Errorf("retry %s: %w", p.op, err)
 		}
 		if err != nil || r.status/100 != 2 {
+			if err != nil {
+				fmt.Fprintf(out, "UNSETTLED retry of %s %s (key %s): %v\n", p.op, p.path, p.key, err)
+			} else {
+				fmt.Fprintf(out, "UNSETTLED retry of %s %s (key %s): %d, neither replayed nor run: %s\n", p.op, p.path, p.key, r.status, short(r.body))
+			}
 			open++
 			continue
 		}
-		settled++
+		settled = append(settled, acked{op: p.op, method: p.method, path: p.path, key: p.key, body: p.body,
+			status: r.status, sum: sha256.Sum256(r.body)})
 		if r.hdr.Get("Idempotent-Replayed") == "true" {
 			replayed++
 		}
@@ -359,6 +401,11 @@ func replays(ctx context.Context, c *client, tl *tally, out io.Writer) (checked,
 	tl.mu.Lock()
 	acks := slices.Clone(tl.acks)
 	tl.mu.Unlock()
+	return replayAll(ctx, c, acks, out)
+}
+
+// replayAll is replays of acks.
+func replayAll(ctx context.Context, c *client, acks []acked, out io.Writer) (checked, bad int) {
 	for _, a := range acks {
 		r, err := c.do(ctx, a.method, a.path, a.body, a.key)
 		switch {

@@ -108,9 +108,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// Unknown outcomes (no answer, a 5xx) are settled before the
 		// tally is checked: through a load balancer, or across a
 		// server's restart, a capture answered 502 may well be applied.
-		settled, replayed, open, _ := retryLost(ctx, c, lost)
+		settled, replayed, open, _ := retryLost(ctx, c, lost, stdout)
 		fmt.Fprintf(stdout, "%d mutations of unknown outcome sent again with their keys: %d replayed, %d applied now, %d still unanswered\n",
-			len(lost), replayed, settled-replayed, open)
+			len(lost), replayed, len(settled)-replayed, open)
 	}
 	bad := verify(ctx, c, tl, stdout)
 	replayed, mismatched := replays(ctx, c, tl, stdout)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -70,9 +71,9 @@ func TestUnknownOutcomesAreRetriedWithTheirKeys(t *testing.T) {
 			if len(lost) != 1 {
 				t.Fatalf("%d requests kept for a retry, want 1", len(lost))
 			}
-			settled, replayed, open, unanswered := retryLost(context.Background(), c, lost)
-			if settled != 1 || replayed != 1 || open != 0 || unanswered != nil {
-				t.Errorf("retryLost = %d settled, %d replayed, %d open, %v; want 1, 1, 0, nil", settled, replayed, open, unanswered)
+			settled, replayed, open, unanswered := retryLost(context.Background(), c, lost, io.Discard)
+			if len(settled) != 1 || replayed != 1 || open != 0 || unanswered != nil {
+				t.Errorf("retryLost = %d settled, %d replayed, %d open, %v; want 1, 1, 0, nil", len(settled), replayed, open, unanswered)
 			}
 			if e := tl.orders["o1"]; e == nil || e.captured != 500 || e.captures != 1 {
 				t.Errorf("tally after the retry: %+v, want the capture of 500 once", e)

@@ -53,7 +53,14 @@ func (f fakeOrder) body(id string) []byte {
 // page, in id order, paged by cursor) from orders.
 func fakeServer(t *testing.T, orders map[string]fakeOrder) *client {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(fakeHandler(orders))
+	t.Cleanup(srv.Close)
+	return newClient(srv.URL, "id", "secret", 1)
+}
+
+// fakeHandler is fakeServer's handler, for a test server that answers more.
+func fakeHandler(orders map[string]fakeOrder) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != "GET" {
 			http.Error(w, "method", 405)
 			return
@@ -90,9 +97,7 @@ func fakeServer(t *testing.T, orders map[string]fakeOrder) *client {
 			page["nextCursor"] = strconv.Itoa(end)
 		}
 		json.NewEncoder(w).Encode(page)
-	}))
-	t.Cleanup(srv.Close)
-	return newClient(srv.URL, "id", "secret", 1)
+	}
 }
 
 // tallyOf is the tally a run that acknowledged exactly these orders keeps.

@@ -33,7 +33,10 @@ var crashMerchants = []string{"m1", "m2", "m3"}
 // and checks, after each kill, that the file passes bbolt's and the store's
 // consistency checks, that every write the child acknowledged (printed after
 // its Update returned nil) is there and complete, that every order keeps the
-// ledger invariants, and that document numbers are unique and gapless.
+// ledger invariants, and that document numbers are unique and gapless. Each
+// round logs how many writes were in flight at its kill (begun, not
+// acknowledged): a kill that fell while none was proves little of a torn
+// write, so the test fails unless one round in ten at least found some.
 func TestCrashSafety(t *testing.T) {
 	if path := os.Getenv(crashEnv); path != "" {
 		crashChild(path, os.Getenv(crashEnv+"_ROUND"))
@@ -46,7 +49,7 @@ func TestCrashSafety(t *testing.T) {
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	acked := map[string]ack{} // by order id: the latest acknowledged state
 	const rounds = 12
-	total := 0
+	total, hits := 0, 0
 	for round := range rounds {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashSafety$", "-test.v=false")
 		cmd.Env = append(os.Environ(), crashEnv+"="+path, fmt.Sprint(crashEnv, "_ROUND=", round))
@@ -81,21 +84,66 @@ func TestCrashSafety(t *testing.T) {
 			got = append(got, l)
 		}
 		cmd.Wait()
-		for _, l := range got {
-			a, err := parseAck(l)
-			if err != nil {
-				t.Fatalf("round %d: %v", round, err)
-			}
+		acks, inFlight, err := parseRound(got)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for _, a := range acks {
 			if prev, ok := acked[a.order]; !ok || a.step > prev.step {
 				acked[a.order] = a
 			}
 		}
-		total += len(got)
+		total += len(acks)
+		if inFlight > 0 {
+			hits++
+		}
 		verifyCrashFile(t, path, acked)
-		t.Logf("round %d: %d writes acknowledged before the kill; %d orders verified", round, len(got), len(acked))
+		t.Logf("round %d: %d writes acknowledged before the kill, %d in flight at it; %d orders verified", round, len(acks), inFlight, len(acked))
 	}
 	if total < rounds*5 {
 		t.Fatalf("only %d writes acknowledged in %d rounds: the test exercised too little", total, rounds)
+	}
+	// Eight writers spend nearly all their time in an Update, so nearly
+	// every kill lands on some; one round in ten is a bound no slow machine
+	// misses, and a child that wrote between kills only would.
+	if hits < (rounds+9)/10 {
+		t.Fatalf("only %d of %d kills fell while a write was in flight: the test showed little of a torn write", hits, rounds)
+	}
+}
+
+// beginLine is what the child prints before each Update: a begun write
+// with no acknowledgement after it was in flight when the child was killed.
+const beginLine = "begin"
+
+// parseRound reads a killed child's lines: the writes it acknowledged, and
+// how many it had begun and not acknowledged (each writer has one Update at
+// a time, so that is how many were in flight at the kill).
+func parseRound(lines []string) (acks []ack, inFlight int, err error) {
+	for _, l := range lines {
+		if l == beginLine {
+			inFlight++
+			continue
+		}
+		a, err := parseAck(l)
+		if err != nil {
+			return nil, 0, err
+		}
+		acks = append(acks, a)
+		inFlight--
+	}
+	if inFlight < 0 {
+		return nil, 0, fmt.Errorf("%d acknowledgements more than writes begun", -inFlight)
+	}
+	return acks, inFlight, nil
+}
+
+func TestParseRoundCountsWritesInFlight(t *testing.T) {
+	acks, inFlight, err := parseRound([]string{beginLine, beginLine, "m1 o1 0 0 0 0", beginLine, beginLine, "m2 o2 1 1000 0 1"})
+	if err != nil || len(acks) != 2 || acks[1] != (ack{"m2", "o2", 1, 1000, 0, 1}) || inFlight != 2 {
+		t.Fatalf("parseRound = %v, %d in flight, %v; want 2 acks (the second m2 o2 step 1) and 2 in flight", acks, inFlight, err)
+	}
+	if _, _, err := parseRound([]string{"m1 o1 0 0 0 0"}); err == nil {
+		t.Fatal("an acknowledgement of a write never begun was accepted")
 	}
 }
 
@@ -256,6 +304,9 @@ func crashChild(path, round string) {
 				step := 0
 				// The order of steps is fixed; each is one durable Update.
 				for step < 5 {
+					out.Lock()
+					fmt.Fprintln(os.Stdout, beginLine)
+					out.Unlock()
 					err := s.Update(ctx, func(tx storage.Tx) error {
 						e := env(tx, m, ids)
 						var err error
