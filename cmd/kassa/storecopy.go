@@ -125,7 +125,14 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: %s; nothing was copied\n", fe.Message)
 		return 2
 	}
-	if err != nil && in.caught() != nil && !fault.IsOutcomeUnknown(err) {
+	if fault.IsOutcomeUnknown(err) {
+		// The copy is one transaction into an empty database: a rerun
+		// either makes it or finds it made and is refused, adding nothing.
+		fmt.Fprintf(stderr, "kassa: copy: %v\n", err)
+		fmt.Fprintln(stderr, "kassa store copy: whether the copy was committed is unknown; running kassa store copy again is safe: it copies into the database if it is still empty, and otherwise refuses it (exit 2), changing nothing")
+		return 1
+	}
+	if err != nil && in.caught() != nil {
 		return in.report(stderr, "store copy", "nothing was copied (the database holds no record; its schema is migrated)")
 	}
 	if err != nil {
