@@ -580,7 +580,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if cacheBytes == 0 {
 		cacheBytes = -1
 	}
-	db, err := serveStore(c.store, c.data, c.databaseURL, clock.Now, cacheBytes, 0, log, startTimeout)
+	db, err := serveStore(context.Background(), c.store, c.data, c.databaseURL, clock.Now, cacheBytes, 0, log, startTimeout)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open store: %v\n", err)
 		return 1
@@ -1153,15 +1153,28 @@ func companies(args []string, stdout, stderr io.Writer) int {
 	if !dataGiven(*data, stderr) {
 		return 2
 	}
+	intr := catchInterrupts()
+	defer intr.stop()
+	unchanged := fmt.Sprintf("the %s directory was not changed", *country)
 	in, err := os.Open(fs.Arg(0))
+	if err != nil && intr.caught() != nil {
+		return intr.report(stderr, "companies import", unchanged) // a FIFO's open waits for a writer
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 1
 	}
 	defer in.Close()
-	cs, err := company.ReadCSV(*country, in)
+	// A pipe or FIFO that blocks the read is woken by the interrupt.
+	context.AfterFunc(intr.ctx, func() { in.SetReadDeadline(time.Now()) })
+	cs, err := company.ReadCSV(*country, ctxReader{intr.ctx, in})
 	if err == nil {
 		err = checkCompanyNames(cs)
+	}
+	// Past this point the write replaces the file whole or not at all, and
+	// is not cut short.
+	if intr.caught() != nil {
+		return intr.report(stderr, "companies import", unchanged)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %s: %v\n", fs.Arg(0), err)
@@ -1198,13 +1211,14 @@ var serveStore = openStore
 // listenTCP opens serve's listeners; a test replaces it to make one fail.
 var listenTCP = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 
-// openStore opens the store the flags name; cacheBytes bounds its cache of decoded orders
+// openStore opens the store the flags name (PostgreSQL: until ctx ends, an
+// interrupted command's); cacheBytes bounds its cache of decoded orders
 // (0: the default, negative: none). log hears why opening PostgreSQL waits,
 // and of a status sweep either store runs before it opens.
 // With retryFor (serve's --start-timeout), a PostgreSQL that cannot be
 // reached yet is tried again, with backoff, for that long (the bound of the
 // whole open); without, once, within a minute.
-func openStore(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64, lockWait time.Duration, log *slog.Logger, retryFor time.Duration) (storage.Store, error) {
+func openStore(ctx context.Context, kind, data, databaseURL string, clock func() time.Time, cacheBytes int64, lockWait time.Duration, log *slog.Logger, retryFor time.Duration) (storage.Store, error) {
 	if err := checkStore(kind, databaseURL); err != nil {
 		return nil, err
 	}
@@ -1223,7 +1237,7 @@ func openStore(kind, data, databaseURL string, clock func() time.Time, cacheByte
 		if retryFor > 0 {
 			bound = retryFor
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		ctx, cancel := context.WithTimeout(ctx, bound)
 		defer cancel()
 		opts := postgres.Options{Clock: clock, DecodedOrderBytes: cacheBytes, Logger: log}
 		pause := 500 * time.Millisecond
@@ -1700,6 +1714,8 @@ func settle(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 2
 	}
+	in := catchInterrupts()
+	defer in.stop()
 	// A sandbox's settlements are dated by its clock, as the server's daily
 	// run dates them: by real time, a run after the clock was moved on would
 	// date a settlement before the captures it holds.
@@ -1712,7 +1728,10 @@ func settle(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	// A running server holds a bolt file: fail fast instead of waiting for it.
-	db, err := openStore(*kind, *data, *dbURL, clock.Now, 0, 2*time.Second, slog.New(slog.NewTextHandler(stderr, nil)), 0)
+	db, err := openStore(in.ctx, *kind, *data, *dbURL, clock.Now, 0, 2*time.Second, slog.New(slog.NewTextHandler(stderr, nil)), 0)
+	if err != nil && in.caught() != nil {
+		return in.report(stderr, "settle", "no settlement was written")
+	}
 	if err != nil {
 		// The hint is for a bolt store in use only: on PostgreSQL settle
 		// runs beside the replicas, and a database that cannot be reached
@@ -1734,8 +1753,21 @@ func settle(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	made, err := kassa.New(db, kassa.Options{}).RunSettlements(context.Background())
-	if err != nil {
+	// An interrupt ends the run's wait for the store and its statements;
+	// once its commit is under way the store's answer decides, so a run
+	// that committed is reported as made.
+	made, err := kassa.New(db, kassa.Options{}).RunSettlements(in.ctx)
+	switch {
+	case err != nil && fault.IsOutcomeUnknown(err):
+		// The run takes its items off the queue in the transaction that
+		// saves its settlements, so a rerun settles only what this one did
+		// not, whichever way it went.
+		fmt.Fprintf(stderr, "kassa: settle: %v\n", err)
+		fmt.Fprintln(stderr, "kassa settle: whether the settlements were written is unknown; running kassa settle again is safe: it settles only what no settlement holds yet")
+		return 1
+	case err != nil && in.caught() != nil:
+		return in.report(stderr, "settle", "no settlement was written")
+	case err != nil:
 		fmt.Fprintf(stderr, "kassa: settle: %v\n", err)
 		return 1
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -37,8 +38,8 @@ func (s *sickStore) Healthy() error {
 // it answers 200 before.
 func TestReadyzAsksTheStoreItsHealth(t *testing.T) {
 	var st *sickStore
-	serveStore = func(kind, data, databaseURL string, clock func() time.Time, cacheBytes int64, lockWait time.Duration, log *slog.Logger, retryFor time.Duration) (storage.Store, error) {
-		s, err := openStore(kind, data, databaseURL, clock, cacheBytes, lockWait, log, retryFor)
+	serveStore = func(ctx context.Context, kind, data, databaseURL string, clock func() time.Time, cacheBytes int64, lockWait time.Duration, log *slog.Logger, retryFor time.Duration) (storage.Store, error) {
+		s, err := openStore(ctx, kind, data, databaseURL, clock, cacheBytes, lockWait, log, retryFor)
 		if err != nil {
 			return nil, err
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -24,7 +23,15 @@ func storeCheck(args []string, stdout, stderr io.Writer) int {
 	if code, done := parseDataCommand(fs, args, data); done {
 		return code
 	}
-	src, code := openStopped(*data, "check", 2, stderr)
+	in := catchInterrupts()
+	defer in.stop()
+	src, code := openStopped(in, *data, "check", 2, stderr)
+	if in.caught() != nil {
+		if src != nil {
+			src.Close()
+		}
+		return in.report(stderr, "store check", "nothing was checked (a check writes nothing)")
+	}
 	if src == nil {
 		return code
 	}
@@ -32,10 +39,15 @@ func storeCheck(args []string, stdout, stderr io.Writer) int {
 	path := filepath.Join(*data, "kassa.db")
 	start := time.Now()
 	problems := 0
-	counts, err := src.Check(context.Background(), func(p bolt.Problem) {
+	counts, err := src.Check(in.ctx, func(p bolt.Problem) {
 		problems++
 		fmt.Fprintln(stdout, p)
 	})
+	if err != nil && in.caught() != nil {
+		// The problems printed were found; the rest of the store was not
+		// looked at.
+		return in.report(stderr, "store check", fmt.Sprintf("the check did not finish (%d problems found before it; a check writes nothing)", problems))
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: cannot check %s: %v\n", path, err)
 		return 2

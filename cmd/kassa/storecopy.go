@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -68,7 +67,15 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	src, code := openStopped(*data, "copy", 1, stderr)
+	in := catchInterrupts()
+	defer in.stop()
+	src, code := openStopped(in, *data, "copy", 1, stderr)
+	if in.caught() != nil {
+		if src != nil {
+			src.Close()
+		}
+		return in.report(stderr, "store copy", "nothing was copied")
+	}
 	if src == nil {
 		return code
 	}
@@ -93,15 +100,20 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	// Migrated as serve migrates it.
-	db, err := openStore("postgres", *data, *dbURL, nil, -1, 0, slog.New(slog.NewTextHandler(stderr, nil)), 0)
+	db, err := openStore(in.ctx, "postgres", *data, *dbURL, nil, -1, 0, slog.New(slog.NewTextHandler(stderr, nil)), 0)
+	if err != nil && in.caught() != nil {
+		return in.report(stderr, "store copy", "nothing was copied")
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: open the database: %v\n", err)
 		return 1
 	}
 	defer db.Close()
 	start := time.Now()
-	counts, err := db.(*postgres.Store).Load(context.Background(), func(put func(storage.Record) error) error {
-		if err := src.Dump(context.Background(), put); err != nil {
+	// An interrupt ends the copy's statements, which rolls it back; once
+	// its COMMIT is sent the database's answer decides (Load).
+	counts, err := db.(*postgres.Store).Load(in.ctx, func(put func(storage.Record) error) error {
+		if err := src.Dump(in.ctx, put); err != nil {
 			return err
 		}
 		if key == nil {
@@ -112,6 +124,16 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 	if fe := (*fault.Error)(nil); errors.As(err, &fe) && fe.Code == "store_not_empty" {
 		fmt.Fprintf(stderr, "kassa: %s; nothing was copied\n", fe.Message)
 		return 2
+	}
+	if fault.IsOutcomeUnknown(err) {
+		// The copy is one transaction into an empty database: a rerun
+		// either makes it or finds it made and is refused, adding nothing.
+		fmt.Fprintf(stderr, "kassa: copy: %v\n", err)
+		fmt.Fprintln(stderr, "kassa store copy: whether the copy was committed is unknown; running kassa store copy again is safe: it copies into the database if it is still empty, and otherwise refuses it (exit 2), changing nothing")
+		return 1
+	}
+	if err != nil && in.caught() != nil {
+		return in.report(stderr, "store copy", "nothing was copied (the database holds no record; its schema is migrated)")
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: copy: %v; nothing was copied (the database holds no record; its schema is migrated)\n", err)
@@ -148,12 +170,17 @@ func boltStoreAt(data string, stderr io.Writer) (string, bool) {
 // that goes on changing. On failure it says why on stderr and returns nil and
 // the exit code: 2 for a store in use, failed (the command's own) for one
 // missing or unreadable. then is what to do once the server is stopped.
-func openStopped(data, then string, failed int, stderr io.Writer) (*bolt.ReadOnly, int) {
+// An open that fails after in caught a signal says nothing: the command
+// reports the interrupt.
+func openStopped(in *interrupts, data, then string, failed int, stderr io.Writer) (*bolt.ReadOnly, int) {
 	path, ok := boltStoreAt(data, stderr)
 	if !ok {
 		return nil, failed
 	}
 	src, err := bolt.OpenReadOnly(path, 2*time.Second)
+	if err != nil && in.caught() != nil {
+		return nil, 1
+	}
 	if errors.Is(err, bolt.ErrInUse) {
 		fmt.Fprintf(stderr, "kassa: %s is in use by another process (a kassa serve or kassa settle on this data directory): stop it, then %s\n", path, then)
 		return nil, 2

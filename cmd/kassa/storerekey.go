@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,7 +29,7 @@ func storeRekey(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 1
 	}
-	db, err := openStore("bolt", *data, "", nil, 0, 2*time.Second, slog.New(slog.NewTextHandler(stderr, nil)), 0)
+	db, err := openStore(context.Background(), "bolt", *data, "", nil, 0, 2*time.Second, slog.New(slog.NewTextHandler(stderr, nil)), 0)
 	if errors.Is(err, bolt.ErrInUse) {
 		fmt.Fprintf(stderr, "kassa: %v: stop it, then rekey\n", err)
 		return 2

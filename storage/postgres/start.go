@@ -7,8 +7,10 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kassahq/kassa/fault"
 	"github.com/kassahq/kassa/storage"
 )
 
@@ -73,12 +75,43 @@ func (s *Store) SigningKey(ctx context.Context, local []byte, fromEnv bool) ([]b
 // synchronous_commit the database or role sets (setSyncCommit), for the
 // writes that do not go through Update (a store copy, the signing key).
 func (s *Store) durably(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if s.syncCommit {
-			if _, err := tx.Exec(ctx, setSyncCommit); err != nil {
-				return err
-			}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // nothing once committed
+	if s.syncCommit {
+		if _, err := tx.Exec(ctx, setSyncCommit); err != nil {
+			return err
 		}
-		return fn(tx)
-	})
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	// As in Update (wire.go), the caller's context does not reach COMMIT:
+	// once it is sent the server may apply it whatever the client does.
+	if tx.Conn().IsClosed() {
+		return errors.New("postgres: the connection was lost before COMMIT was sent")
+	}
+	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+		return commitFailed(err)
+	}
+	return nil
+}
+
+// commitFailed is the error of a COMMIT sent on its own (durably): as it
+// was when the server answered it (an error, or ROLLBACK for a transaction
+// that failed before), so nothing was written; otherwise (the connection
+// broke once it was sent, a FATAL as its answer) the outcome is unknown,
+// which the error says (fault.OutcomeUnknown), as Update's does. Not
+// pgconn.SafeToRetry: a connection cut where the server answers COMMIT
+// makes this pgx report "conn closed", which it takes as never sent
+// (TestStoreCopyCommitAnswerLost), and a copy the database had committed
+// was then reported as not made.
+func commitFailed(err error) error {
+	var pe *pgconn.PgError
+	if errors.Is(err, pgx.ErrTxCommitRollback) || errors.As(err, &pe) && pe.Severity != "FATAL" {
+		return err
+	}
+	return fault.OutcomeUnknown(err, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")
 }
