@@ -37,6 +37,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,9 +96,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "store":
 		return storeCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
+		// Every other command refuses what it does not take; a script's
+		// "kassa version --json" must not pass as if it were understood.
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "kassa version: unexpected argument %q\n", args[1])
+			return 2
+		}
 		fmt.Fprintf(stdout, "kassa %s\n", Version)
 		return 0
 	case "help", "--help", "-h":
+		// "kassa help settle" is settle's own help, as "kassa settle --help".
+		if len(args) > 1 && !isHelp(args[1]) {
+			return run(append(slices.Clone(args[1:]), "--help"), stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		fs := serveFlags(new(serveConfig))
 		fs.SetOutput(stdout)
@@ -107,6 +118,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: unknown command %q (try kassa help)\n", args[0])
 		return 2
 	}
+}
+
+const companiesUsage = "usage: kassa companies import --country SE [--data DIR] FILE"
+
+// isHelp reports whether arg asks for help, as "kassa help" and every
+// command's -h and --help do.
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "--help", "-help":
+		return true
+	}
+	return false
 }
 
 // parseFlags parses a command's flags and tells whether the command stops
@@ -1135,8 +1158,12 @@ func checkCompanyNames(cs []company.Company) error {
 // validates the whole file first and then replaces the country's directory
 // atomically (write to a temporary file, rename), so a bad file changes nothing.
 func companies(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && isHelp(args[0]) {
+		fmt.Fprintln(stdout, companiesUsage)
+		return 0
+	}
 	if len(args) == 0 || args[0] != "import" {
-		fmt.Fprintln(stderr, "usage: kassa companies import --country SE [--data DIR] FILE")
+		fmt.Fprintln(stderr, companiesUsage)
 		return 2
 	}
 	fs := flag.NewFlagSet("companies import", flag.ContinueOnError)

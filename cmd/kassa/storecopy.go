@@ -17,6 +17,8 @@ import (
 )
 
 // storeCommand runs "kassa store …".
+const storeUsage = "usage: kassa store copy --data DIR --database-url URL\n       kassa store check --data DIR\n       kassa store rekey --data DIR"
+
 func storeCommand(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) > 0 && args[0] == "copy":
@@ -25,8 +27,11 @@ func storeCommand(args []string, stdout, stderr io.Writer) int {
 		return storeCheck(args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "rekey":
 		return storeRekey(args[1:], stdout, stderr)
+	case len(args) == 1 && isHelp(args[0]):
+		fmt.Fprintln(stdout, storeUsage)
+		return 0
 	}
-	fmt.Fprintln(stderr, "usage: kassa store copy --data DIR --database-url URL\n       kassa store check --data DIR\n       kassa store rekey --data DIR")
+	fmt.Fprintln(stderr, storeUsage)
 	return 2
 }
 
