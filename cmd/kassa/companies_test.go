@@ -134,3 +134,28 @@ func TestCompaniesImportRemovesLeftovers(t *testing.T) {
 		t.Fatalf("imported directory: %v, %d companies of NO, want 1", err, d.Len("NO"))
 	}
 }
+
+// TestCompaniesImportSaysWhereItWrote: an import before the first start
+// makes the data directory, which is right, but a mistyped --data made a new
+// one just as quietly, and the server, started on the real one, kept the
+// old list. The import names the file it wrote and says when it made the
+// directory.
+func TestCompaniesImportSaysWhereItWrote(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "no.csv")
+	os.WriteFile(good, []byte("companyId,companyName\n923609016,Fjord Frakt AS\n"), 0o600)
+	fresh := filepath.Join(dir, "kasa-data")
+	for i, want := range []struct{ made bool }{{true}, {false}} {
+		var out, errb bytes.Buffer
+		if code := run([]string{"companies", "import", "--country", "NO", "--data", fresh, good}, &out, &errb); code != 0 {
+			t.Fatalf("import %d: %d %s", i, code, errb.String())
+		}
+		file := filepath.Join(fresh, "companies", "NO.csv")
+		if !strings.Contains(out.String(), "imported 1 NO companies into "+file) {
+			t.Errorf("import %d: stdout %q does not name %s", i, out.String(), file)
+		}
+		if made := strings.Contains(errb.String(), "made the data directory "+fresh); made != want.made {
+			t.Errorf("import %d: stderr %q; want the directory's making said: %v", i, errb.String(), want.made)
+		}
+	}
+}

@@ -1207,9 +1207,16 @@ func companies(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: %s: %v\n", fs.Arg(0), err)
 		return 1
 	}
+	// An import before the first start makes the data directory; one made
+	// by a mistyped --data is said, or the server started on the right one
+	// would keep the old list with nothing to tell why.
+	_, statErr := os.Stat(*data)
 	if err := os.MkdirAll(companiesDir(*data), 0o700); err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 1
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		fmt.Fprintf(stderr, "kassa: made the data directory %s (it did not exist)\n", *data)
 	}
 	path := filepath.Join(companiesDir(*data), *country+".csv")
 	// An import killed while it wrote (Ctrl-C, SIGTERM, the OOM killer)
@@ -1227,7 +1234,7 @@ func companies(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "imported %d %s companies; restart kassa serve to use them\n", len(cs), *country)
+	fmt.Fprintf(stdout, "imported %d %s companies into %s; restart kassa serve to use them\n", len(cs), *country, path)
 	return 0
 }
 
