@@ -83,12 +83,19 @@ func TestBoltRefusesAnotherSigningKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("KASSA_KEY", "")
-	if code, _, errb := runBounded(t, append([]string{"serve"}, boltServe(data)...)...); code != 1 || !strings.Contains(errb, "server.key") || !strings.Contains(errb, "rekey") {
+	if code, _, errb := runBounded(t, append([]string{"serve"}, boltServe(data)...)...); code != 1 || !strings.Contains(errb, "server.key") || !strings.Contains(errb, "rekey") ||
+		!strings.Contains(errb, "removed it again") {
 		t.Fatalf("serve with a new server.key: exit %d, %s", code, errb)
 	}
-	// Still refused the next time: the key it made is not recorded.
-	if code, _, errb := runBounded(t, append([]string{"serve"}, boltServe(data)...)...); code != 1 {
-		t.Fatalf("serve again with the new server.key: exit %d, %s", code, errb)
+	// The refused start leaves the directory as it found it: a key file it
+	// made, which nothing was ever signed with, would read as the server's
+	// key to an operator looking for the lost one.
+	if _, err := os.Stat(filepath.Join(data, "server.key")); !os.IsNotExist(err) {
+		t.Fatalf("a refused start left the server.key it made: %v", err)
+	}
+	// Still refused the next time.
+	if code, _, errb := runBounded(t, append([]string{"serve"}, boltServe(data)...)...); code != 1 || !strings.Contains(errb, "removed it again") {
+		t.Fatalf("serve again with no server.key: exit %d, %s", code, errb)
 	}
 	// The old key back in its place: served as before.
 	if err := os.WriteFile(filepath.Join(data, "server.key"), fileKey, 0o600); err != nil {

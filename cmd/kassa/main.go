@@ -338,16 +338,22 @@ func envKey() ([]byte, error) {
 // first start. KASSA_KEY (at least 64 hex digits) overrides it. On PostgreSQL the
 // replicas then agree on one key through the database (Store.SigningKey).
 func loadKey(dir string) ([]byte, error) {
+	k, _, err := loadOrMakeKey(dir)
+	return k, err
+}
+
+// loadOrMakeKey is loadKey, and whether it made DATA/server.key.
+func loadOrMakeKey(dir string) (key []byte, made bool, err error) {
 	if k, err := envKey(); k != nil || err != nil {
-		return k, err
+		return k, false, err
 	}
 	path := filepath.Join(dir, "server.key")
 	if k, err := readKeyFile(path); !errors.Is(err, fs.ErrNotExist) {
-		return k, err // there, but unreadable or bad: never a new key in its place
+		return k, false, err // there, but unreadable or bad: never a new key in its place
 	}
 	k := make([]byte, 32)
 	if _, err := rand.Read(k); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// Durably: links and tokens signed with a key lost in a crash would be
 	// refused. Created only if absent: of two servers starting at once on
@@ -355,12 +361,12 @@ func loadKey(dir string) ([]byte, error) {
 	// replacing it under the one already serving.
 	created, err := durable.CreateFile(path, []byte(hex.EncodeToString(k)+"\n"), 0o600)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !created {
-		return loadKey(dir)
+		return loadOrMakeKey(dir)
 	}
-	return k, nil
+	return k, true, nil
 }
 
 // boltSigningKey checks key, the key serve signs with, against the one the
@@ -369,13 +375,23 @@ func loadKey(dir string) ([]byte, error) {
 // are checked: a start with another key would serve, and refuse every
 // access token, document link and checkout link given out before. The
 // refusal says which key the store was signed with, where it can tell.
-func boltSigningKey(st *bolt.Store, key []byte, data string) error {
+//
+// made says this start made server.key, there being none: refused, it is
+// removed again, so that the directory is left as the start found it and
+// no key that nothing was signed with reads as the lost one.
+func boltSigningKey(st *bolt.Store, key []byte, data string, made bool) error {
 	err := st.SigningKey(key)
 	if !errors.Is(err, bolt.ErrOtherSigningKey) {
 		return err
 	}
 	const change = "to change keys on purpose, stop the server and run kassa store rekey first (README, KASSA_KEY)"
 	path := filepath.Join(data, "server.key")
+	if made {
+		if rerr := os.Remove(path); rerr != nil {
+			return fmt.Errorf("%s was missing, and the key this start made in its place is not the one this store's links and tokens were signed with; removing it failed: %v; put server.key back from a backup, or set the KASSA_KEY the server had; %s", path, rerr, change)
+		}
+		return fmt.Errorf("%s was missing, and the key this start made in its place is not the one this store's links and tokens were signed with, so it removed it again: put server.key back from a backup, or set the KASSA_KEY the server had; %s", path, change)
+	}
 	if os.Getenv("KASSA_KEY") == "" {
 		return fmt.Errorf("%s is not the key this store's links and tokens were signed with: if the server was given KASSA_KEY, set the same KASSA_KEY; if server.key was lost, put it back from a backup; %s", path, change)
 	}
@@ -593,7 +609,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			log.Info("removed leftover temporary files", "path", p, "count", n)
 		}
 	}
-	key, err := loadKey(c.data)
+	key, madeKey, err := loadOrMakeKey(c.data)
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
 		return 1
@@ -631,7 +647,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if bs != nil {
-		if err := boltSigningKey(bs, key, c.data); err != nil {
+		if err := boltSigningKey(bs, key, c.data, madeKey); err != nil {
 			fmt.Fprintf(stderr, "kassa: %v\n", err)
 			return 1
 		}
