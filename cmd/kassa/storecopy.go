@@ -27,7 +27,7 @@ func storeCommand(args []string, stdout, stderr io.Writer) int {
 	case len(args) > 0 && args[0] == "rekey":
 		return storeRekey(args[1:], stdout, stderr)
 	}
-	fmt.Fprintln(stderr, "usage: kassa store copy --data DIR --database-url URL\n       kassa store check --data DIR\n       kassa store rekey --data DIR")
+	fmt.Fprintln(stderr, "usage: kassa store copy --data DIR --database-url URL\n       kassa store check --data DIR\n       kassa store rekey [--data DIR] [--store S --database-url U]")
 	return 2
 }
 

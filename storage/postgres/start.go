@@ -58,9 +58,9 @@ func (s *Store) SigningKey(ctx context.Context, local []byte, fromEnv bool) ([]b
 	switch {
 	case fromEnv && !hmac.Equal(recordedCheck, check):
 		if recorded != nil {
-			return nil, errors.New("KASSA_KEY differs from the signing key this database's replicas share (kept in the database): unset KASSA_KEY to use it, or see docs/postgres.md to change keys")
+			return nil, errors.New("KASSA_KEY differs from the signing key this database's replicas share (kept in the database): unset KASSA_KEY to use it, or, to change keys on purpose, stop every replica and run kassa store rekey first (docs/postgres.md)")
 		}
-		return nil, errors.New("KASSA_KEY differs from the key the other replicas on this database sign with: give every replica the same KASSA_KEY (docs/postgres.md)")
+		return nil, errors.New("KASSA_KEY differs from the key the other replicas on this database sign with: give every replica the same KASSA_KEY, or, to change keys on purpose, stop every replica and run kassa store rekey first (docs/postgres.md)")
 	case fromEnv:
 		return local, nil
 	case recorded == nil:
