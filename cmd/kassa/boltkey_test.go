@@ -205,3 +205,59 @@ func TestStoreCopyChecksTheSigningKey(t *testing.T) {
 	}
 	stopInProcess(t, done)
 }
+
+// TestPostgresRekey: kassa store rekey on PostgreSQL, as on bolt. A replica
+// started with KASSA_KEY A records it; with A's replica stopped, one with B
+// is refused. Rekey beside a serving replica is refused, exit 2, naming its
+// session, and leaves A recorded; with every replica stopped it forgets A,
+// the next replica records B, A's checkout link is refused and B's works.
+func TestPostgresRekey(t *testing.T) {
+	db := pgtest.FreshDatabase(t, "") // its own: no other test's sessions are on it
+	dir := t.TempDir()
+	replica := func(name string) []string {
+		return []string{"--store", "postgres", "--database-url", db, "--data", filepath.Join(dir, name), "--addr", "127.0.0.1:0",
+			"--client-id", "demo", "--client-secret", "demo-secret-123"}
+	}
+	rekey := func() (int, string, string) {
+		var out, errb lockedBuffer
+		code := run([]string{"store", "rekey", "--store", "postgres", "--database-url", db}, &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	keyA, keyB := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+
+	t.Setenv("KASSA_KEY", keyA)
+	base, done := serveInProcess(t, replica("a")...)
+	link := checkoutLink(t, base)
+	if code, out, errb := rekey(); code != 2 || !strings.Contains(errb, "application 'kassa'") || !strings.Contains(errb, "stop") {
+		t.Fatalf("rekey beside a serving replica: exit %d, %s%s; want 2 naming its session", code, out, errb)
+	}
+	if got := follow(t, base, link); got != 200 {
+		t.Fatalf("checkout link after the refused rekey: %d", got)
+	}
+	stopInProcess(t, done)
+
+	t.Setenv("KASSA_KEY", keyB)
+	if code, _, errb := runBounded(t, append([]string{"serve"}, replica("b")...)...); code != 1 || !strings.Contains(errb, "KASSA_KEY differs") {
+		t.Fatalf("serve with another KASSA_KEY: exit %d, %s", code, errb)
+	}
+	code, out, errb := rekey()
+	if code != 0 || !strings.Contains(out, "no longer records the signing key") || !strings.Contains(out, "refused") {
+		t.Fatalf("store rekey: exit %d, %s%s", code, out, errb)
+	}
+	if code, out, _ := rekey(); code != 0 || !strings.Contains(out, "records no signing key") {
+		t.Fatalf("store rekey again: exit %d, %s; want nothing to forget", code, out)
+	}
+	base, done = serveInProcess(t, replica("b")...)
+	if got := follow(t, base, link); got != 404 {
+		t.Fatalf("checkout link signed with the old key, after rekey: %d, want 404", got)
+	}
+	if got := follow(t, base, checkoutLink(t, base)); got != 200 {
+		t.Fatalf("checkout link signed with the new key: %d", got)
+	}
+	stopInProcess(t, done)
+	// The old key is refused from then on.
+	t.Setenv("KASSA_KEY", keyA)
+	if code, _, errb := runBounded(t, append([]string{"serve"}, replica("a")...)...); code != 1 || !strings.Contains(errb, "KASSA_KEY differs") {
+		t.Fatalf("serve with the old KASSA_KEY after rekey: exit %d, %s", code, errb)
+	}
+}

@@ -8,7 +8,7 @@
 //	kassa settle [--data DIR] [--store S --database-url U]  run settlements now (the server also runs them daily)
 //	kassa store copy --data DIR --database-url U            move a stopped bolt deployment to PostgreSQL
 //	kassa store check --data DIR                            verify a stopped server's bolt store, writing nothing
-//	kassa store rekey --data DIR                            let a stopped server's bolt store take another signing key
+//	kassa store rekey [--data DIR] [--store S --database-url U]  let a stopped server's store take another signing key
 //	kassa version                                           print the version
 //	kassa help                                              print usage
 package main
@@ -69,7 +69,7 @@ Usage:
   kassa settle [--data DIR] [--store S --database-url U]  run settlements now (the server also runs them daily)
   kassa store copy --data DIR --database-url U            copy a stopped server's bolt store into an empty PostgreSQL database
   kassa store check --data DIR                            verify a stopped server's bolt store (pages, records, indexes, orders, series)
-  kassa store rekey --data DIR                            let a stopped server's bolt store take another signing key (KASSA_KEY)
+  kassa store rekey [--data DIR] [--store S --database-url U]  let a stopped server's store take another signing key (KASSA_KEY)
   kassa version                                           print the version
   kassa help                                              print this help
 

@@ -17,7 +17,7 @@ import (
 )
 
 // storeCommand runs "kassa store …".
-const storeUsage = "usage: kassa store copy --data DIR --database-url URL\n       kassa store check --data DIR\n       kassa store rekey --data DIR"
+const storeUsage = "usage: kassa store copy --data DIR --database-url URL\n       kassa store check --data DIR\n       kassa store rekey [--data DIR] [--store S --database-url U]"
 
 func storeCommand(args []string, stdout, stderr io.Writer) int {
 	switch {

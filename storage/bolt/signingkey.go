@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"errors"
 
@@ -63,8 +64,10 @@ func (s *Store) SigningKey(key []byte) error {
 // ForgetSigningKey removes the recorded check value of the signing key
 // (kassa store rekey), so that the next SigningKey records the key it
 // is given: the way to change keys on purpose, after which every link and
-// token signed with the old key is refused.
-func (s *Store) ForgetSigningKey() (forgot bool, err error) {
+// token signed with the old key is refused. ctx is not used: the file's
+// lock, held since Open, keeps any server out; it gives the method
+// postgres.Store.ForgetSigningKey's shape.
+func (s *Store) ForgetSigningKey(ctx context.Context) (forgot bool, err error) {
 	err = s.db.Update(func(btx *bbolt.Tx) error {
 		info := btx.Bucket(bInfo)
 		if forgot = info.Get(keySigningKey) != nil; !forgot {

@@ -79,10 +79,10 @@ func TestSigningKeyRecordedAndChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if forgot, err := st.ForgetSigningKey(); !forgot || err != nil {
+	if forgot, err := st.ForgetSigningKey(context.Background()); !forgot || err != nil {
 		t.Fatalf("forget: %v %v", forgot, err)
 	}
-	if forgot, err := st.ForgetSigningKey(); forgot || err != nil {
+	if forgot, err := st.ForgetSigningKey(context.Background()); forgot || err != nil {
 		t.Fatalf("forget again: %v %v, want nothing to forget", forgot, err)
 	}
 	if err := st.SigningKey(b); err != nil {

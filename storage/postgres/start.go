@@ -5,6 +5,8 @@ import (
 	"crypto/hmac"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,9 +60,9 @@ func (s *Store) SigningKey(ctx context.Context, local []byte, fromEnv bool) ([]b
 	switch {
 	case fromEnv && !hmac.Equal(recordedCheck, check):
 		if recorded != nil {
-			return nil, errors.New("KASSA_KEY differs from the signing key this database's replicas share (kept in the database): unset KASSA_KEY to use it, or see docs/postgres.md to change keys")
+			return nil, errors.New("KASSA_KEY differs from the signing key this database's replicas share (kept in the database): unset KASSA_KEY to use it, or, to change keys on purpose, stop every replica and run kassa store rekey first (docs/postgres.md)")
 		}
-		return nil, errors.New("KASSA_KEY differs from the key the other replicas on this database sign with: give every replica the same KASSA_KEY (docs/postgres.md)")
+		return nil, errors.New("KASSA_KEY differs from the key the other replicas on this database sign with: give every replica the same KASSA_KEY, or, to change keys on purpose, stop every replica and run kassa store rekey first (docs/postgres.md)")
 	case fromEnv:
 		return local, nil
 	case recorded == nil:
@@ -69,6 +71,103 @@ func (s *Store) SigningKey(ctx context.Context, local []byte, fromEnv bool) ([]b
 		return nil, errors.New("postgres: signing key: the recorded key does not match its check value")
 	}
 	return recorded, nil
+}
+
+// ErrInUse is ForgetSigningKey's refusal while other sessions of kassa are
+// on the database: replicas serving go on signing with the key they read at
+// their start, and the next one to start would record another, so that
+// half the tokens and links would be refused.
+var ErrInUse = errors.New("the database is in use by other kassa sessions")
+
+// ForgetSigningKey removes the signing key the database records, its check
+// value and, when the replicas share their first one's key, the key itself
+// (kassa store rekey), so that the next replica to start records the key it
+// has: the way to change keys on purpose, after which every link and token
+// signed with the old key is refused. forgot is false when none was
+// recorded.
+//
+// No replica may be serving meanwhile, and replicas hold nothing for as
+// long as they serve (their advisory locks are held during a start or a
+// job only), so the sessions are looked for by name: it refuses, with
+// ErrInUse, while a session of this database other than the store's own,
+// with the application_name of its own (kassa's sessions are named
+// "kassa" unless the URL or PGAPPNAME names them otherwise), is in a
+// statement or a transaction, was within the last minute (a kassa serve
+// reads the database every second, for notification delivery), or cannot
+// be seen by this role. An idle one older than that is not a replica but a
+// connection pooler's server connection, kept after the replicas it
+// served stopped. Behind a pooler the store's own sessions cannot be told
+// from the others (pgx knows the pooler's id for a connection, not the
+// server's pid), so it refuses to work there at all: it needs a URL to the
+// database itself.
+func (s *Store) ForgetSigningKey(ctx context.Context) (forgot bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("postgres: forget the signing key: %w", err)
+	}
+	defer conn.Release()
+	if err := s.noOtherSessions(ctx, conn); err != nil {
+		return false, err
+	}
+	if err := s.durably(ctx, conn, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM signing_key WHERE id = 1`)
+		forgot = tag.RowsAffected() > 0
+		return err
+	}); err != nil {
+		return false, fmt.Errorf("postgres: forget the signing key: %w", err)
+	}
+	return forgot, nil
+}
+
+// otherSessions selects, in pg_stat_activity a, the pids of the sessions
+// ForgetSigningKey refuses to run beside ($1: the store's own pids).
+const otherSessions = `SELECT a.pid FROM pg_stat_activity a WHERE a.datname = current_database()
+	AND a.backend_type = 'client backend' AND a.application_name = current_setting('application_name')
+	AND a.pid <> ALL($1::int4[])
+	AND (a.state IS DISTINCT FROM 'idle' OR a.state_change IS NULL OR a.state_change > clock_timestamp() - $2::float8 * interval '1 second')`
+
+// sessionsActiveWithin is how recently an idle session must have been in
+// a statement to be taken for a replica's (see ForgetSigningKey).
+var sessionsActiveWithin = time.Minute
+
+// noOtherSessions returns ErrInUse, naming the sessions, while there are
+// sessions ForgetSigningKey refuses to run beside. conn is held; the
+// pool's other connections are the store's own too. A session seen at the
+// first look may be one the store has just closed (the lock connection of
+// Open's migration, whose backend ends a moment after): the look is made
+// again over a second before it refuses.
+func (s *Store) noOtherSessions(ctx context.Context, conn *pgxpool.Conn) error {
+	var server int32
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&server); err != nil {
+		return fmt.Errorf("postgres: forget the signing key: %w", err)
+	}
+	if uint32(server) != conn.Conn().PgConn().PID() {
+		return errors.New("postgres: the database URL goes through a connection pooler, behind which the replicas' sessions cannot be told from this one's: give a URL to the database itself, or stop every replica and DELETE FROM signing_key (docs/postgres.md)")
+	}
+	own := []int32{server}
+	for _, c := range s.pool.AcquireAllIdle(ctx) {
+		own = append(own, int32(c.Conn().PgConn().PID()))
+		c.Release()
+	}
+	within := sessionsActiveWithin.Seconds()
+	for look := 1; ; look++ {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM (`+otherSessions+`) o`, own, within).Scan(&n); err != nil {
+			return fmt.Errorf("postgres: forget the signing key: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if look == 10 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("postgres: forget the signing key: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrInUse, strings.Join(sessions(ctx, conn, otherSessions, own, within), "; "))
 }
 
 // durably runs fn in a transaction of conn that commits durably whatever

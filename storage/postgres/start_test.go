@@ -3,12 +3,17 @@ package postgres_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/storage"
+	"github.com/kassahq/kassa/storage/postgres"
+	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
 
 func key(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
@@ -90,5 +95,64 @@ func TestReplicasStartingTogetherMakeOneSandboxMerchant(t *testing.T) {
 		if err != nil || len(ms) != 1 {
 			t.Fatalf("%d merchants after three starts at once (%v), want 1", len(ms), err)
 		}
+	}
+}
+
+// TestForgetSigningKey: kassa store rekey's step. While another kassa
+// session is on the database (a replica serving, which goes on signing
+// with the key it read) it refuses, naming the session, and the key stays
+// recorded; sessions of other applications do not count. Once the replicas
+// have stopped, the recorded key is forgotten, the next start records its
+// own (a KASSA_KEY's check value here), and the old key is refused from then
+// on.
+func TestForgetSigningKey(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.FreshDatabase(t, "") // its own: the other tests' sessions are not this one's replicas
+	start := func() *postgres.Store {
+		s, err := postgres.Open(ctx, u, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	replica := start()
+	defer replica.Close()
+	if got, err := replica.SigningKey(ctx, key(1), false); err != nil || !bytes.Equal(got, key(1)) {
+		t.Fatalf("first start: %x, %v", got, err)
+	}
+	other, err := pgx.Connect(ctx, u+"?application_name=psql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, err := other.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+
+	rekey := start()
+	defer rekey.Close()
+	forgot, err := rekey.ForgetSigningKey(ctx)
+	if !errors.Is(err, postgres.ErrInUse) || forgot || !strings.Contains(err.Error(), "application 'kassa'") || strings.Contains(err.Error(), "psql") {
+		t.Fatalf("forget beside a replica: %v, %v; want ErrInUse naming the replica's session only", forgot, err)
+	}
+	if got, err := replica.SigningKey(ctx, key(2), false); err != nil || !bytes.Equal(got, key(1)) {
+		t.Fatalf("a start after the refusal: %x, %v; want the recorded key still", got, err)
+	}
+
+	replica.Close() // the replica stops
+	if forgot, err := rekey.ForgetSigningKey(ctx); !forgot || err != nil {
+		t.Fatalf("forget with the replica stopped: %v, %v", forgot, err)
+	}
+	if forgot, err := rekey.ForgetSigningKey(ctx); forgot || err != nil {
+		t.Fatalf("forget again: %v, %v; want nothing to forget", forgot, err)
+	}
+	rekey.Close()
+	next := start()
+	defer next.Close()
+	if got, err := next.SigningKey(ctx, key(7), true); err != nil || !bytes.Equal(got, key(7)) {
+		t.Fatalf("the start after rekey, KASSA_KEY: %x, %v; want it recorded", got, err)
+	}
+	if _, err := next.SigningKey(ctx, key(1), false); err == nil || !strings.Contains(err.Error(), "set the same KASSA_KEY") {
+		t.Fatalf("the old key after the new one was recorded: %v, want refused", err)
 	}
 }
