@@ -303,7 +303,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err := pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('server_encoding'),
 		current_setting('fsync'), current_setting('full_page_writes')`).Scan(&syncCommit, &encoding, &fsync, &fullPageWrites); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, fmt.Errorf("postgres: %w", oneLineError{err})
 	}
 	if opts.Logger != nil {
 		for _, u := range unsafeSettings(fsync, fullPageWrites) {
@@ -356,6 +356,28 @@ func Unreachable(err error) bool {
 	var ne net.Error
 	return errors.As(ce, &ne) || pgconn.Timeout(ce) || errors.Is(ce, context.DeadlineExceeded) ||
 		errors.Is(ce, io.EOF) || errors.Is(ce, io.ErrUnexpectedEOF)
+}
+
+// oneLineError is a connect error of pgx in one line. pgx writes one as a
+// header and a tab-indented line per address and TLS mode tried (the same
+// line twice under sslmode=prefer), so a failed start printed three lines,
+// which a log read by line cuts into three records.
+type oneLineError struct{ err error }
+
+func (e oneLineError) Unwrap() error { return e.err }
+
+func (e oneLineError) Error() string {
+	lines := strings.Split(e.err.Error(), "\n")
+	tried := make([]string, 0, len(lines)-1)
+	for _, l := range lines[1:] {
+		if l = strings.TrimSpace(l); l != "" && !slices.Contains(tried, l) {
+			tried = append(tried, l)
+		}
+	}
+	if len(tried) == 0 {
+		return strings.TrimSpace(lines[0])
+	}
+	return strings.TrimSpace(lines[0]) + " " + strings.Join(tried, "; ")
 }
 
 // urlError says why a database URL could not be parsed without quoting it.

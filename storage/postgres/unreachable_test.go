@@ -2,10 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestUnreachableOnlyForWhatWaitingCures: kassa serve tries a database that
@@ -64,5 +68,38 @@ func TestUnreachableOnlyForWhatWaitingCures(t *testing.T) {
 		if got := Unreachable(err); got != c.want {
 			t.Errorf("%s: Unreachable = %v, want %v (%v)", c.name, got, c.want, err)
 		}
+	}
+}
+
+// TestOpenErrorIsOneLine: pgx writes a failed connect as a header and one
+// tab-indented line per address and TLS mode tried, so kassa settle, store
+// copy and serve's start printed three lines for one failure, and a log
+// shipper reading stderr by line cut it into three records, two of them
+// without the "kassa:" that says whose. Open's error is one line; the
+// error it wraps is still pgx's, for Unreachable and errors.As.
+func TestOpenErrorIsOneLine(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// sslmode=prefer (the default) tries twice: two lines under pgx's header.
+	_, err = Open(ctx, "postgres://kassa@"+closed+"/x", Options{})
+	if err == nil {
+		t.Fatal("opened")
+	}
+	msg := err.Error()
+	if strings.ContainsAny(msg, "\n\t") {
+		t.Errorf("Open's error spans lines: %q", msg)
+	}
+	if !strings.Contains(msg, "failed to connect") || !strings.Contains(msg, "connection refused") || !strings.HasPrefix(msg, "postgres: ") {
+		t.Errorf("Open's error lost what pgx said: %q", msg)
+	}
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) || !Unreachable(err) {
+		t.Errorf("Open's error no longer wraps pgx's ConnectError: %#v", err)
 	}
 }
