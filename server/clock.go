@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kassahq/kassa/fault"
@@ -82,6 +83,14 @@ func (c *Clock) Advance(d time.Duration) error {
 func (c *Clock) move(off time.Duration) error {
 	if c.persist != nil {
 		if err := c.persist(off); err != nil {
+			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+				// The new record did not fit beside the old one, which
+				// stands, as does the clock: the move may be sent again
+				// once space is freed, as a write the bbolt store has no
+				// room for.
+				return &fault.Error{Kind: fault.Unavailable, Code: "store_unavailable",
+					Message: "the data directory's disk is full; the clock was not moved, retry once space is freed", Err: err}
+			}
 			return fault.Internalf(err, "record the sandbox clock")
 		}
 	}

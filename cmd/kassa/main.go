@@ -602,7 +602,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	// Writes of these files that a crash cut short left temporaries beside them.
-	for _, p := range []string{filepath.Join(c.data, "server.key"), filepath.Join(c.data, "sandbox-clock.json"), filepath.Join(companiesDir(c.data), "*.csv")} {
+	for _, p := range []string{filepath.Join(c.data, "server.key"), filepath.Join(c.data, "sandbox-clock.json"), filepath.Join(c.data, "kassa.db"), filepath.Join(companiesDir(c.data), "*.csv")} {
 		if n, err := durable.RemoveLeftovers(p); err != nil {
 			log.Warn("removing leftover temporary files", "path", p, "err", err)
 		} else if n > 0 {

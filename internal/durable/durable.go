@@ -16,8 +16,16 @@ import (
 // temporary file in the same directory renamed over it, then the directory
 // synced so that the rename itself is on disk.
 func WriteFile(path string, b []byte, perm os.FileMode) error {
-	_, err := place(path, b, perm, os.Rename)
+	_, err := place(path, perm, bytesOf(b), os.Rename)
 	return err
+}
+
+// bytesOf writes b to a temporary file.
+func bytesOf(b []byte) func(*os.File) error {
+	return func(f *os.File) error {
+		_, err := f.Write(b)
+		return err
+	}
 }
 
 // named makes err name path: most failures are of the temporary beside it,
@@ -34,27 +42,39 @@ func named(path string, err error) error {
 // is, so that of several processes creating the same file at once exactly
 // one wins and the others can read what it wrote.
 func CreateFile(path string, b []byte, perm os.FileMode) (created bool, err error) {
-	return place(path, b, perm, func(tmp, path string) error {
-		if err := os.Link(tmp, path); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				return errExists
-			}
-			return err
+	return place(path, perm, bytesOf(b), link)
+}
+
+// CreateWith is CreateFile for content that fill writes to the temporary
+// file, named by its path (a database that lays out its own new file):
+// whatever fill leaves when it fails (a disk with room for part of it) is
+// never put at path.
+func CreateWith(path string, perm os.FileMode, fill func(name string) error) (created bool, err error) {
+	return place(path, perm, func(f *os.File) error { return fill(f.Name()) }, link)
+}
+
+// link puts tmp at path only if no file is there (errExists).
+func link(tmp, path string) error {
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return errExists
 		}
-		return nil
-	})
+		return err
+	}
+	return nil
 }
 
 var errExists = errors.New("exists")
 
-// place writes b to a synced temporary file beside path, puts it at path
-// with put (rename, or link to create only), and syncs the directory.
-func place(path string, b []byte, perm os.FileMode, put func(tmp, path string) error) (bool, error) {
-	created, err := placeTemp(path, b, perm, put)
+// place writes a temporary file beside path with write, syncs it, puts it
+// at path with put (rename, or link to create only), and syncs the
+// directory.
+func place(path string, perm os.FileMode, write func(*os.File) error, put func(tmp, path string) error) (bool, error) {
+	created, err := placeTemp(path, perm, write, put)
 	return created, named(path, err)
 }
 
-func placeTemp(path string, b []byte, perm os.FileMode, put func(tmp, path string) error) (bool, error) {
+func placeTemp(path string, perm os.FileMode, write func(*os.File) error, put func(tmp, path string) error) (bool, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return false, err
@@ -64,7 +84,7 @@ func placeTemp(path string, b []byte, perm os.FileMode, put func(tmp, path strin
 		tmp.Close()
 		return false, err
 	}
-	if _, err := tmp.Write(b); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return false, err
 	}

@@ -152,7 +152,7 @@ func TestLeftoverOfADeadWriteIsRemoved(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "server.key")
 	died := errors.New("died")
-	_, err := place(path, []byte("x"), 0o600, func(tmp, _ string) error {
+	_, err := place(path, 0o600, bytesOf([]byte("x")), func(tmp, _ string) error {
 		old := time.Now().Add(-time.Hour)
 		if err := os.Chtimes(tmp, old, old); err != nil {
 			return err

@@ -121,3 +121,50 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFirstOpenOnAFullDisk: a store created on a disk with room for only
+// part of a new file (bbolt writes its first four pages at once) fails to
+// open, and leaves no file behind: once space is freed the next open creates
+// the store. Before, the pages that fitted stayed as kassa.db, which every
+// later open refused as cut short, until an operator removed it by hand.
+func TestFirstOpenOnAFullDisk(t *testing.T) {
+	dir := mountSmallDisk(t, "1m")
+	path := filepath.Join(dir, "kassa.db")
+	filler := filepath.Join(dir, "filler")
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, room := range []int64{0, 4 << 10, 8 << 10, 12 << 10} {
+		if err := os.WriteFile(filler, make([]byte, int64(st.Bavail)*st.Bsize-room), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := bolt.Open(path, bolt.Options{})
+		if err == nil {
+			s.Close()
+			t.Fatalf("a store opened with %d bytes of room", room)
+		}
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Errorf("open with %d bytes of room: %v, want it to wrap ENOSPC", room, err)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Errorf("open with %d bytes of room left %d entries, want only the filler", room, len(entries))
+		}
+		if err := os.Remove(filler); err != nil {
+			t.Fatal(err)
+		}
+		s, err = bolt.Open(path, bolt.Options{})
+		if err != nil {
+			t.Fatalf("open once space was freed after a first open with %d bytes of room: %v", room, err)
+		}
+		if err := s.Check(); err != nil {
+			t.Fatalf("consistency: %v", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -71,6 +71,7 @@ import (
 	bberrors "go.etcd.io/bbolt/errors"
 
 	"github.com/kassahq/kassa/fault"
+	"github.com/kassahq/kassa/internal/durable"
 	"github.com/kassahq/kassa/ordercache"
 	"github.com/kassahq/kassa/storage"
 )
@@ -173,6 +174,21 @@ func Open(path string, opts Options) (s *Store, err error) {
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 1000
+	}
+	// A new file is laid out beside path and put there only once whole:
+	// bbolt writes its first pages at once, and of a disk with room for
+	// some of them, the ones that fitted stayed as a file every later open
+	// refused as cut short, until an operator removed it.
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if _, err := durable.CreateWith(path, 0o600, func(name string) error {
+			db, err := bbolt.Open(name, 0o600, &bbolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync})
+			if err != nil {
+				return err
+			}
+			return db.Close()
+		}); err != nil {
+			return nil, fault.Internalf(err, "create the store")
+		}
 	}
 	// A read-write open reads the freelist, which in a file cut short lies
 	// past its end: a fault of the process. A read-only open reads the meta

@@ -1229,7 +1229,8 @@ func queryCanceled(err error) bool {
 // dbErr turns a database error into a fault: a unique violation is a
 // Conflict; text PostgreSQL cannot hold (NUL, invalid UTF-8), which neither
 // matches a stored value nor may be stored, is Invalid; a statement the
-// database cancelled is Unavailable; anything else is Internal. The cause
+// database cancelled, or a disk with no room, is Unavailable; anything else
+// is Internal. The cause
 // is kept for errors.As.
 func dbErr(err error, what string) error {
 	var h *heldErr
@@ -1254,6 +1255,15 @@ func dbErr(err error, what string) error {
 			// context is told apart in once (storage.WaitEnded); the commit
 			// cancelled past commitTimeout, in wire.commit.
 			return storeUnavailable(statementCancelled, err)
+		case "53100":
+			// disk_full: a table, an index or a temporary file could not
+			// grow. The error aborted the transaction (a COMMIT after it
+			// is answered ROLLBACK), so nothing is written, and the same
+			// request succeeds once space is freed: as the bbolt store's
+			// full disk, not an internal error. (A write-ahead log with
+			// no room is not this error: the server stops, and the
+			// connection is lost.)
+			return storeUnavailable("the database's disk is full", err)
 		}
 	}
 	return fault.Internalf(err, "postgres: %s", what)
