@@ -112,6 +112,12 @@ func TestBoltRefusesAnotherSigningKey(t *testing.T) {
 	if code := run([]string{"store", "rekey", "--data", data}, &out, &errb); code != 0 || !strings.Contains(out.String(), "refused") {
 		t.Fatalf("store rekey: exit %d, %s%s", code, out.String(), errb.String())
 	}
+	// server.key is still there: a start without KASSA_KEY would record the
+	// old key again, which the rekey says rather than promising the old
+	// links dead.
+	if keyFile := filepath.Join(data, "server.key"); !strings.Contains(out.String(), keyFile+", which still holds the key used so far") {
+		t.Fatalf("store rekey beside %s does not say it still holds the old key: %s", keyFile, out.String())
+	}
 	newKey := strings.Repeat("cd", 32)
 	t.Setenv("KASSA_KEY", newKey)
 	base, done = serveInProcess(t, boltServe(data)...)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/kassahq/kassa/storage/bolt"
@@ -79,6 +81,14 @@ func storeRekey(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s no longer records the signing key: the next replica to start records the one it is given (KASSA_KEY, or else its DATA/server.key, which the replicas without KASSA_KEY then share: if the old key was a replica's server.key, that file still holds it, so to leave a key that leaked set KASSA_KEY or remove the replicas' server.key files), and the access tokens, document links and checkout links signed with the old one are refused\n", where)
 		return 0
 	}
-	fmt.Fprintf(stdout, "%s no longer records the signing key: the next start records the one it is given (KASSA_KEY, or else DATA/server.key), and the access tokens, document links and checkout links signed with the old one are refused\n", where)
+	// A server.key left in place is the old key again at a start without
+	// KASSA_KEY: the rekey would then change nothing, which an operator
+	// rotating a leaked key must be told.
+	keyFile := filepath.Join(*data, "server.key")
+	if _, err := os.Stat(keyFile); err == nil {
+		fmt.Fprintf(stdout, "%s no longer records the signing key: the next start records the one it is given, KASSA_KEY, or else %s, which still holds the key used so far (to leave that key, set KASSA_KEY or remove %s so that the next start makes a new one); the access tokens, document links and checkout links signed with a key other than the one recorded then are refused\n", where, keyFile, keyFile)
+		return 0
+	}
+	fmt.Fprintf(stdout, "%s no longer records the signing key: the next start records the one it is given (KASSA_KEY, or else a new DATA/server.key), and the access tokens, document links and checkout links signed with the old one are refused\n", where)
 	return 0
 }
