@@ -45,6 +45,7 @@ type failureLog struct {
 }
 
 type failingCause struct {
+	ended    string              // the message that says it ended
 	failing  time.Time           // the first failure since the cause last ended; zero when none
 	logged   time.Time           // when a failure was last logged
 	reported bool                // a failure was logged since the cause last ended
@@ -57,8 +58,9 @@ func newFailureLog(log *slog.Logger) *failureLog {
 }
 
 // failed records a failure of cause on route, logging it as msg at level,
-// with attrs, when none of cause was logged in the last every.
-func (f *failureLog) failed(ctx context.Context, cause, route string, level slog.Level, msg string, attrs ...slog.Attr) {
+// with attrs, when none of cause was logged in the last every; ended is
+// the message that will say it ended.
+func (f *failureLog) failed(ctx context.Context, cause, route string, level slog.Level, msg, ended string, attrs ...slog.Attr) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := f.causes[cause]
@@ -68,7 +70,7 @@ func (f *failureLog) failed(ctx context.Context, cause, route string, level slog
 			c = f.causes[cause]
 		}
 		if c == nil {
-			c = &failingCause{}
+			c = &failingCause{ended: ended}
 			f.causes[cause] = c
 		}
 	}
@@ -94,8 +96,8 @@ func (f *failureLog) failed(ctx context.Context, cause, route string, level slog
 }
 
 // succeeded ends the causes that failed on route, which has just answered
-// 2xx, logging msg for each whose failure was logged.
-func (f *failureLog) succeeded(ctx context.Context, route, msg string) {
+// 2xx, logging the end of each whose failure was logged.
+func (f *failureLog) succeeded(ctx context.Context, route string) {
 	if f.active.Load() == 0 {
 		return
 	}
@@ -106,7 +108,7 @@ func (f *failureLog) succeeded(ctx context.Context, route, msg string) {
 			continue
 		}
 		if c.reported {
-			f.log.LogAttrs(ctx, slog.LevelInfo, msg, slog.String("cause", cause),
+			f.log.LogAttrs(ctx, slog.LevelInfo, c.ended, slog.String("cause", cause),
 				slog.String("failedFor", f.now().Sub(c.failing).Round(time.Second).String()), slog.Int("notLogged", c.unlogged))
 			c.reported, c.unlogged = false, 0
 		}
@@ -123,15 +125,32 @@ func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error, 
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "unavailable", attrs...)
 		return
 	}
-	cause := err.Error()
+	s.failures.failed(r.Context(), causeOf(err, err.Error()), routeOf(w, r), slog.LevelWarn, "unavailable", "available again", attrs...)
+}
+
+// notReady records a /readyz answered 503 because err, logged at error:
+// the endpoint takes no credentials and is probed by every balancer, so
+// its failures are bounded as a 503's.
+func (s *Server) notReady(w http.ResponseWriter, r *http.Request, err error) {
+	s.failures.failed(r.Context(), "not ready: "+causeOf(err, "the store did not answer"), routeOf(w, r),
+		slog.LevelError, "not ready", "ready again", slog.Any("err", err))
+}
+
+// causeOf is what tells err's failures apart: the fault's own words, not
+// its chain's, which can name a request's order or an address; fallback
+// for an error that is not a fault.
+func causeOf(err error, fallback string) string {
 	if fe := (*fault.Error)(nil); errors.As(err, &fe) {
-		// The fault's own words, not its chain's, which can name a
-		// request's order or an address.
-		cause = fe.Code + ": " + fe.Message
+		return fe.Code + ": " + fe.Message
 	}
+	return fallback
+}
+
+// routeOf is r's route as failureLog names it, "METHOD pattern".
+func routeOf(w http.ResponseWriter, r *http.Request) string {
 	route := "unmatched"
 	if sr, ok := w.(*statusRecorder); ok {
 		route = sr.route
 	}
-	s.failures.failed(r.Context(), cause, r.Method+" "+route, slog.LevelWarn, "unavailable", attrs...)
+	return r.Method + " " + route
 }

@@ -398,7 +398,7 @@ func (s *Server) serve(router *httprouter.Router, level slog.Level, w http.Respo
 		s.metrics.ObserveRequest(methodLabel(method), route, rec.status, d)
 		if rec.status >= 200 && rec.status < 300 {
 			// A route that failed with a cause answers again: it ended.
-			s.failures.succeeded(ctx, r.Method+" "+route, "available again")
+			s.failures.succeeded(ctx, r.Method+" "+route)
 		}
 		attrs := []slog.Attr{
 			slog.String("requestId", id), slog.String("method", method), slog.String("path", logPath(r.URL.Path, route != "unmatched")),

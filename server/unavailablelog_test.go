@@ -195,3 +195,44 @@ func TestUnavailableIsLoggedOncePerCauseAndWindow(t *testing.T) {
 		t.Errorf("after the flapping's window: %v, want a line with notLogged 50", warned)
 	}
 }
+
+// TestNotReadyIsLoggedOncePerWindow: /readyz takes no credentials and is on
+// the API's port, and each failing one logged an error line: probes of
+// every balancer, or anyone calling it in a loop, wrote one a call for as
+// long as the store was down. Now as a 503 answer's cause: once a window,
+// with the count, and once when it answers ready again.
+func TestNotReadyIsLoggedOncePerWindow(t *testing.T) {
+	logs := &logBuffer{}
+	clock := NewClock(true)
+	var down atomic.Bool
+	down.Store(true)
+	e := newEnvOn(t, false, clock, openStore(t, clock.Now), func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+		c.Ready = func(context.Context) error {
+			if down.Load() {
+				return fmt.Errorf("database down")
+			}
+			return nil
+		}
+	})
+	h, ops := e.srv.Handler(), e.srv.OpsHandler()
+	for i := range 100 {
+		hh := h
+		if i%2 == 1 {
+			hh = ops
+		}
+		if code := serveDirect(hh, "GET", "/readyz", "", fmt.Sprintf("probe-%d", i)); code != http.StatusServiceUnavailable {
+			t.Fatalf("/readyz with the store down: %d", code)
+		}
+	}
+	if l := linesOf(t, logs, "not ready"); len(l) != 1 || l[0]["level"] != "ERROR" || l[0]["err"] != "database down" || l[0]["requestId"] != "probe-0" {
+		t.Fatalf("not-ready lines of 100 probes: %v, want one, of probe-0, with the reason", l)
+	}
+	down.Store(false)
+	for i := range 3 {
+		serveDirect(h, "GET", "/readyz", "", fmt.Sprintf("up-%d", i))
+	}
+	if l := linesOf(t, logs, "ready again"); len(l) != 1 || l[0]["notLogged"] != 99.0 {
+		t.Fatalf("ready-again lines: %v, want one with notLogged 99", l)
+	}
+}
