@@ -321,7 +321,7 @@ func (s *Server) checkoutFailure(w http.ResponseWriter, r *http.Request, err err
 		s.log.DebugContext(r.Context(), "client closed the request", slog.Any("err", err))
 		status = statusClientClosed
 	case kind == fault.Unavailable:
-		s.log.WarnContext(r.Context(), "unavailable", slog.Any("err", err))
+		s.unavailable(w, r, err)
 		w.Header().Set("Retry-After", "1")
 		status, msg = http.StatusServiceUnavailable, t.Unavailable
 	default:

@@ -100,7 +100,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ httproute
 		if err := s.cfg.Ready(ctx); err != nil {
 			// The reason goes to the log only: it can name the database's
 			// host and user, and this endpoint takes no credentials.
-			s.log.ErrorContext(r.Context(), "not ready", slog.Any("err", err))
+			s.notReady(w, r, err)
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "the store did not answer; see the server log"})
 			return
 		}

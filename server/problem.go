@@ -100,7 +100,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			p.Detail = "the store did not confirm whether this request's change was made: read what it changes before sending it again (a request sent with an Idempotency-Key can simply be sent again with it)"
 		}
 	case fe.Kind == fault.Unavailable:
-		s.log.WarnContext(r.Context(), "unavailable", slog.String("requestId", p.RequestID), slog.Any("err", err))
+		s.unavailable(w, r, err, slog.String("requestId", p.RequestID))
 		w.Header().Set("Retry-After", "1")
 	}
 	if status == http.StatusUnauthorized {

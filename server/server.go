@@ -154,6 +154,8 @@ type Server struct {
 	openAPI func() []byte
 	// draining is set by Drain: /readyz says the server is stopping.
 	draining atomic.Bool
+	// failures logs the 503 answers of a cause at a bounded rate.
+	failures *failureLog
 }
 
 // Drain makes /readyz answer 503 {"status":"draining"} from now on, while
@@ -212,7 +214,7 @@ func New(cfg Config) *Server {
 		cfg.CompanySearchRate = 20
 	}
 	s := &Server{cfg: cfg, ledger: cfg.Ledger, log: cfg.Logger, metrics: cfg.Metrics, mount: mount, budget: budget,
-		limiter: newRateLimiter(cfg.CompanySearchRate, max(1, 10*cfg.CompanySearchRate))}
+		limiter: newRateLimiter(cfg.CompanySearchRate, max(1, 10*cfg.CompanySearchRate)), failures: newFailureLog(cfg.Logger)}
 	s.openAPI = func() []byte { return servedOpenAPI(cfg.Sandbox, cfg.SeparateOps) }
 	if mount != "" {
 		s.openAPI = sync.OnceValue(func() []byte { return openAPIFor(cfg.Sandbox, cfg.SeparateOps, mount) })
@@ -394,6 +396,10 @@ func (s *Server) serve(router *httprouter.Router, level slog.Level, w http.Respo
 		d := time.Since(start)
 		route := rec.route
 		s.metrics.ObserveRequest(methodLabel(method), route, rec.status, d)
+		if rec.status >= 200 && rec.status < 300 {
+			// A route that failed with a cause answers again: it ended.
+			s.failures.succeeded(ctx, r.Method+" "+route)
+		}
 		attrs := []slog.Attr{
 			slog.String("requestId", id), slog.String("method", method), slog.String("path", logPath(r.URL.Path, route != "unmatched")),
 			slog.String("route", route), slog.Int("status", rec.status), slog.Int("bytes", rec.bytes),
