@@ -25,13 +25,7 @@ func storeCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	in := catchInterrupts()
 	defer in.stop()
-	src, code := openStopped(in, *data, "check", 2, stderr)
-	if in.caught() != nil {
-		if src != nil {
-			src.Close()
-		}
-		return in.report(stderr, "store check", "nothing was checked (a check writes nothing)")
-	}
+	src, code := openStopped(in, *data, "check", "nothing was checked (a check writes nothing)", 2, stderr)
 	if src == nil {
 		return code
 	}

@@ -74,13 +74,7 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 	}
 	in := catchInterrupts()
 	defer in.stop()
-	src, code := openStopped(in, *data, "copy", 1, stderr)
-	if in.caught() != nil {
-		if src != nil {
-			src.Close()
-		}
-		return in.report(stderr, "store copy", "nothing was copied")
-	}
+	src, code := openStopped(in, *data, "copy", "nothing was copied", 1, stderr)
 	if src == nil {
 		return code
 	}
@@ -174,17 +168,21 @@ func boltStoreAt(data string, stderr io.Writer) (string, bool) {
 // server holding it makes the open fail within 2 s rather than read a store
 // that goes on changing. On failure it says why on stderr and returns nil and
 // the exit code: 2 for a store in use, failed (the command's own) for one
-// missing or unreadable. then is what to do once the server is stopped.
-// An open that fails after in caught a signal says nothing: the command
-// reports the interrupt.
-func openStopped(in *interrupts, data, then string, failed int, stderr io.Writer) (*bolt.ReadOnly, int) {
+// missing or unreadable. then is what to do once the server is stopped,
+// and the command's name after "store". After in caught a signal, whatever
+// the open did, it reports the interrupt, with interrupted for what the
+// command left, and the code is the signal's.
+func openStopped(in *interrupts, data, then, interrupted string, failed int, stderr io.Writer) (*bolt.ReadOnly, int) {
 	path, ok := boltStoreAt(data, stderr)
 	if !ok {
 		return nil, failed
 	}
 	src, err := bolt.OpenReadOnly(path, 2*time.Second)
-	if err != nil && in.caught() != nil {
-		return nil, 1
+	if in.caught() != nil {
+		if err == nil {
+			src.Close()
+		}
+		return nil, in.report(stderr, "store "+then, interrupted)
 	}
 	if errors.Is(err, bolt.ErrInUse) {
 		fmt.Fprintf(stderr, "kassa: %s is in use by another process (a kassa serve or kassa settle on this data directory): stop it, then %s\n", path, then)
