@@ -251,6 +251,9 @@ func (w *wire) commit() error {
 		defer ccancel()
 		pg.CancelRequest(cctx)
 	})
+	// Closed already (fn went on after a statement that broke it): the
+	// round trip then sends nothing, and pgx says "conn closed".
+	closedBefore := w.conn.Conn().IsClosed()
 	reached, committed := false, false
 	err := w.roundTrip("commit", nil, func(br pgx.BatchResults) error {
 		reached, w.probed = true, !w.readOnly
@@ -307,7 +310,15 @@ func (w *wire) commit() error {
 	// (a pooler that lost its server) may answer FATAL for a server that
 	// committed before it died.
 	ended := fatal && slices.Contains(serverEndedBackend, pe.Code)
-	if pgconn.SafeToRetry(err) || w.conn.Conn().IsClosed() && (preprocessing || !reached && ended) {
+	// pgconn.SafeToRetry means not a byte was sent, but "conn closed", which
+	// it also calls safe, is what pgx answers a read with once the
+	// connection broke: in the exec and simple_protocol query modes (the
+	// URL's default_query_exec_mode, as behind a transaction pooler) a read
+	// that failed midway through the answer is dropped, and the next one
+	// says the connection is closed. Only a connection closed before the
+	// round trip began proves it was not sent.
+	unsent := pgconn.SafeToRetry(err) && (closedBefore || !errors.Is(err, pgconn.ErrConnClosed))
+	if unsent || w.conn.Conn().IsClosed() && (preprocessing || !reached && ended) {
 		// COMMIT never ran: not a byte of the round trip was sent, or the
 		// server ended the connection at an earlier statement (a FATAL in
 		// the held part), or in the prepare round trip, which pgx finishes
