@@ -210,10 +210,24 @@ func (s *Store) durably(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx)
 // makes this pgx report "conn closed", which it takes as never sent
 // (TestStoreCopyCommitAnswerLost), and a copy the database had committed
 // was then reported as not made.
+//
+// The severity read is the unlocalized one: Severity is in the server's
+// lc_messages ("FATALT" in Swedish). A PANIC (a WAL write or fsync that
+// failed) ends the backend as a FATAL does, after a commit record it may
+// have written.
 func commitFailed(err error) error {
 	var pe *pgconn.PgError
-	if errors.Is(err, pgx.ErrTxCommitRollback) || errors.As(err, &pe) && pe.Severity != "FATAL" {
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
 		return err
+	}
+	if errors.As(err, &pe) {
+		severity := pe.SeverityUnlocalized
+		if severity == "" {
+			severity = pe.Severity // a server before 9.6
+		}
+		if severity != "FATAL" && severity != "PANIC" {
+			return err
+		}
 	}
 	return fault.OutcomeUnknown(err, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")
 }
