@@ -1199,9 +1199,9 @@ func companies(args []string, stdout, stderr io.Writer) int {
 	intr := catchInterrupts()
 	defer intr.stop()
 	unchanged := fmt.Sprintf("the %s directory was not changed", *country)
-	in, err := os.Open(fs.Arg(0))
+	in, err := openCtx(intr.ctx, fs.Arg(0)) // a FIFO's open waits for a writer
 	if err != nil && intr.caught() != nil {
-		return intr.report(stderr, "companies import", unchanged) // a FIFO's open waits for a writer
+		return intr.report(stderr, "companies import", unchanged)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)
