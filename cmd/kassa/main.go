@@ -98,6 +98,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version", "--version", "-v":
 		// Every other command refuses what it does not take; a script's
 		// "kassa version --json" must not pass as if it were understood.
+		// Its help succeeds as theirs does ("kassa help version").
+		if len(args) == 2 && isHelp(args[1]) {
+			fmt.Fprintln(stdout, "usage: kassa version (prints the version)")
+			return 0
+		}
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "kassa version: unexpected argument %q\n", args[1])
 			return 2
