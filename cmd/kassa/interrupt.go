@@ -88,3 +88,30 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// openCtx opens name for reading unless ctx ends first: the open of a FIFO
+// waits for a writer, and open(2) is restarted after a signal, so an
+// interrupt would not end it. A file the open gives after ctx ended is
+// closed.
+func openCtx(ctx context.Context, name string) (*os.File, error) {
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(name)
+		ch <- opened{f, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.f, o.err
+	case <-ctx.Done():
+		go func() {
+			if o := <-ch; o.f != nil {
+				o.f.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}

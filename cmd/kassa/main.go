@@ -98,6 +98,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version", "--version", "-v":
 		// Every other command refuses what it does not take; a script's
 		// "kassa version --json" must not pass as if it were understood.
+		// Its help succeeds as theirs does ("kassa help version").
+		if len(args) == 2 && isHelp(args[1]) {
+			fmt.Fprintln(stdout, "usage: kassa version (prints the version)")
+			return 0
+		}
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "kassa version: unexpected argument %q\n", args[1])
 			return 2
@@ -1199,9 +1204,9 @@ func companies(args []string, stdout, stderr io.Writer) int {
 	intr := catchInterrupts()
 	defer intr.stop()
 	unchanged := fmt.Sprintf("the %s directory was not changed", *country)
-	in, err := os.Open(fs.Arg(0))
+	in, err := openCtx(intr.ctx, fs.Arg(0)) // a FIFO's open waits for a writer
 	if err != nil && intr.caught() != nil {
-		return intr.report(stderr, "companies import", unchanged) // a FIFO's open waits for a writer
+		return intr.report(stderr, "companies import", unchanged)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kassa: %v\n", err)

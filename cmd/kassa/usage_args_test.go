@@ -26,6 +26,10 @@ func TestVersionAndHelpTakeNoStrayArguments(t *testing.T) {
 		{[]string{"help", "help"}, 0, "Usage", ""},
 		{[]string{"help", "--help"}, 0, "Usage", ""},
 		{[]string{"help", "nonsense"}, 2, "", `unknown command "nonsense"`},
+		// version's help succeeds as every other command's does.
+		{[]string{"help", "version"}, 0, "usage: kassa version", ""},
+		{[]string{"version", "--help"}, 0, "usage: kassa version", ""},
+		{[]string{"-v", "-h"}, 0, "usage: kassa version", ""},
 	} {
 		code, out, errb := run3(tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.out) || !strings.Contains(errb, tc.err) {

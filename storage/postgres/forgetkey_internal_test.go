@@ -2,9 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
@@ -61,6 +65,77 @@ func TestForgetSigningKeyRefusedThroughAPooler(t *testing.T) {
 	}
 	var n int
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM signing_key`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("signing_key rows: %d, %v; want the key still recorded", n, err)
+	}
+}
+
+// TestForgetSigningKeyRefusedBesideAnotherRolesSession: a role that is not
+// a superuser (nor pg_read_all_stats) sees another role's sessions in
+// pg_stat_activity with their application_name but without their state or
+// backend_type. Such a session, a replica connecting as another user than
+// the operator's rekey, counts as in use: it cannot be told from a replica
+// serving. Before, the backend_type filter left it out, and the key was
+// forgotten under a replica still signing with it.
+func TestForgetSigningKeyRefusedBesideAnotherRolesSession(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.FreshDatabase(t, "")
+	admin, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var db string
+	if err := admin.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	owner, replica := db+"_owner", db+"_replica"
+	for _, role := range []string{owner, replica} {
+		if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN`); err != nil {
+			t.Skipf("cannot create a role: %v", err)
+		}
+		t.Cleanup(func() {
+			c, err := pgx.Connect(context.Background(), pgtest.URL(t))
+			if err != nil {
+				return
+			}
+			defer c.Close(context.Background())
+			c.Exec(context.Background(), `DROP DATABASE `+db+` WITH (FORCE)`)
+			c.Exec(context.Background(), `DROP ROLE `+role)
+		})
+	}
+	if _, err := admin.Exec(ctx, `ALTER DATABASE `+db+` OWNER TO `+owner); err != nil {
+		t.Fatal(err)
+	}
+	as := func(role string) string {
+		pu, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pu.User = url.User(role)
+		return pu.String()
+	}
+	rekey, err := Open(ctx, as(owner), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rekey.Close()
+	if _, err := rekey.SigningKey(ctx, make([]byte, 32), false); err != nil {
+		t.Fatal(err)
+	}
+	other, err := pgx.Connect(ctx, as(replica)+"?application_name=kassa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, err := other.Exec(ctx, `SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	forgot, err := rekey.ForgetSigningKey(ctx)
+	if forgot || !errors.Is(err, ErrInUse) {
+		t.Fatalf("forget beside another role's kassa session: %v, %v; want ErrInUse", forgot, err)
+	}
+	var n int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM signing_key`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("signing_key rows: %d, %v; want the key still recorded", n, err)
 	}
 }

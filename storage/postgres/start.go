@@ -120,9 +120,12 @@ func (s *Store) ForgetSigningKey(ctx context.Context) (forgot bool, err error) {
 }
 
 // otherSessions selects, in pg_stat_activity a, the pids of the sessions
-// ForgetSigningKey refuses to run beside ($1: the store's own pids).
+// ForgetSigningKey refuses to run beside ($1: the store's own pids). A
+// session of another role is shown to a role without pg_read_all_stats
+// with its application_name but no backend_type or state (NULL): it is
+// one that cannot be seen, so it counts.
 const otherSessions = `SELECT a.pid FROM pg_stat_activity a WHERE a.datname = current_database()
-	AND a.backend_type = 'client backend' AND a.application_name = current_setting('application_name')
+	AND coalesce(a.backend_type, 'client backend') = 'client backend' AND a.application_name = current_setting('application_name')
 	AND a.pid <> ALL($1::int4[])
 	AND (a.state IS DISTINCT FROM 'idle' OR a.state_change IS NULL OR a.state_change > clock_timestamp() - $2::float8 * interval '1 second')`
 
@@ -207,10 +210,24 @@ func (s *Store) durably(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx)
 // makes this pgx report "conn closed", which it takes as never sent
 // (TestStoreCopyCommitAnswerLost), and a copy the database had committed
 // was then reported as not made.
+//
+// The severity read is the unlocalized one: Severity is in the server's
+// lc_messages ("FATALT" in Swedish). A PANIC (a WAL write or fsync that
+// failed) ends the backend as a FATAL does, after a commit record it may
+// have written.
 func commitFailed(err error) error {
 	var pe *pgconn.PgError
-	if errors.Is(err, pgx.ErrTxCommitRollback) || errors.As(err, &pe) && pe.Severity != "FATAL" {
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
 		return err
+	}
+	if errors.As(err, &pe) {
+		severity := pe.SeverityUnlocalized
+		if severity == "" {
+			severity = pe.Severity // a server before 9.6
+		}
+		if severity != "FATAL" && severity != "PANIC" {
+			return err
+		}
 	}
 	return fault.OutcomeUnknown(err, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")
 }
