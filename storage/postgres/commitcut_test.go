@@ -85,6 +85,10 @@ type cutter struct {
 	// is cut (the exec and simple_protocol modes send it as text in every
 	// round trip; the others name a prepared statement).
 	commitText atomic.Bool
+	// localized: the pooler's FATAL says its severity in Swedish
+	// ("FATALT"), as a server whose lc_messages is Swedish says its own,
+	// with the unlocalized one beside it.
+	localized atomic.Bool
 }
 
 func newCutter(t *testing.T) *cutter {
@@ -236,8 +240,11 @@ func (l *cutLink) fromClient() {
 }
 
 // poolerFatal is the FATAL a pooler sends for a server connection it lost.
-func poolerFatal() []byte {
+func poolerFatal(localized bool) []byte {
 	body := []byte("SFATAL\x00VFATAL\x00C08P01\x00Mserver conn crashed?\x00\x00")
+	if localized {
+		body = []byte("SFATALT\x00VFATAL\x00C08P01\x00Mserver conn crashed?\x00\x00")
+	}
 	msg := []byte{'E', 0, 0, 0, 0}
 	binary.BigEndian.PutUint32(msg[1:], uint32(len(body)+4))
 	return append(msg, body...)
@@ -279,7 +286,7 @@ func (l *cutLink) fromServer() {
 		case c == atCommit && isCommit:
 			return
 		case c == poolerFirst && first, c == poolerAtCommit && isCommit:
-			l.client.Write(poolerFatal())
+			l.client.Write(poolerFatal(l.p.localized.Load()))
 			drain()
 			return
 		}
@@ -417,6 +424,15 @@ func TestCutAnywhereAppliesOnce(t *testing.T) {
 				beforeProbe := c != atCommit && c != halfCommit && c != afterReady && c != poolerAtCommit
 				run("commit/"+c.String(), nil, func() { p.arm(c) }, beforeProbe)
 			}
+			// A FATAL whose severity is written in the server's language
+			// (lc_messages) is a FATAL all the same: read as an ordinary
+			// error, one in COMMIT's place was answered "nothing done"
+			// (an Internal error) for a commit the server had made.
+			p.localized.Store(true)
+			for _, c := range []cut{poolerFirst, poolerAtCommit} {
+				run("commit/"+c.String()+"/localized", nil, func() { p.arm(c) }, c == poolerFirst)
+			}
+			p.localized.Store(false)
 			// The same, with the server gone once the cut is made: where
 			// COMMIT may have run, the outcome is unknown, not "nothing was
 			// done". (At COMMIT's answer, the server is asked about for 5 s:

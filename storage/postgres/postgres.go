@@ -221,6 +221,9 @@ func parseURL(url string) (*pgxpool.Config, error) {
 		return nil, err
 	}
 	cfg.ConnConfig.DialFunc = dialFunc(cfg.ConnConfig.ConnectTimeout, userTimeout)
+	// pgx closes a connection on a FATAL by its localized severity only,
+	// which a server with lc_messages other than English writes otherwise.
+	cfg.ConnConfig.OnPgError = func(_ *pgconn.PgConn, pe *pgconn.PgError) bool { return !endsBackend(pe) }
 	return cfg, nil
 }
 

@@ -220,14 +220,8 @@ func commitFailed(err error) error {
 	if errors.Is(err, pgx.ErrTxCommitRollback) {
 		return err
 	}
-	if errors.As(err, &pe) {
-		severity := pe.SeverityUnlocalized
-		if severity == "" {
-			severity = pe.Severity // a server before 9.6
-		}
-		if severity != "FATAL" && severity != "PANIC" {
-			return err
-		}
+	if errors.As(err, &pe) && !endsBackend(pe) {
+		return err
 	}
 	return fault.OutcomeUnknown(err, "postgres: COMMIT was sent but not answered, so whether it committed is unknown")
 }

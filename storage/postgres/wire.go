@@ -285,7 +285,7 @@ func (w *wire) commit() error {
 	var pe *pgconn.PgError
 	var pre pgx.ErrPreprocessingBatch
 	answered, preprocessing := errors.As(err, &pe), errors.As(err, &pre)
-	fatal := answered && pe.Severity == "FATAL"
+	fatal := answered && endsBackend(pe)
 	if w.readOnly && (fatal || !answered) && !errors.Is(err, pgx.ErrTxCommitRollback) {
 		// A read's result stands whatever became of its COMMIT on a
 		// connection that broke (no answer, a termination notice): it was
@@ -441,6 +441,20 @@ var settling = make(chan struct{}, 4)
 // settleWait bounds settle. With commitTimeout and cancelWait it stays
 // under kassa serve's 30 s shutdown grace.
 const settleWait = 5 * time.Second
+
+// endsBackend reports whether pe ends the connection it came on: a FATAL,
+// or a PANIC (a failed write or sync of the write-ahead log), which may
+// follow a commit record written. The severity read is the unlocalized one:
+// Severity is in the server's lc_messages ("FATALT" in Swedish), and a
+// FATAL read as an ordinary error answered a commit the server had made
+// as if nothing was done.
+func endsBackend(pe *pgconn.PgError) bool {
+	severity := pe.SeverityUnlocalized
+	if severity == "" {
+		severity = pe.Severity // a server before 9.6
+	}
+	return severity == "FATAL" || severity == "PANIC"
+}
 
 // serverEndedBackend are the SQLSTATEs of the FATAL a PostgreSQL server
 // sends when it ends a backend itself: pg_terminate_backend or a shutdown
