@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,4 +84,55 @@ func TestServeWaitsForTheDatabaseToComeUp(t *testing.T) {
 	}()
 	_, done := serveInProcess(t, args("late", "30s")[1:]...)
 	stopInProcess(t, done)
+}
+
+// TestStartGivesUpWithTheDatabasesAnswerAfterAStall: the last attempt
+// goes a moment before the start's deadline, so that the error reported is
+// the database's; a pause that overran the deadline (a stalled machine)
+// then made an attempt fail on the deadline alone, before dialing, and the
+// start ended "did not complete within 2s: postgres: context deadline
+// exceeded", the message of a wait for another replica's migration, without
+// the database's refusal or the attempts made. The pause here oversleeps as
+// a loaded machine does.
+func TestStartGivesUpWithTheDatabasesAnswerAfterAStall(t *testing.T) {
+	defer func(p func(time.Duration)) { startPause = p }(startPause)
+	startPause = func(d time.Duration) { time.Sleep(d + 300*time.Millisecond) }
+	addr, _ := refusingAddr(t)
+	var logb lockedBuffer
+	_, err := openStore("postgres", t.TempDir(), "postgres://kassa@"+addr+"/kassa", time.Now, 0, 0,
+		slog.New(slog.NewJSONHandler(&logb, nil)), time.Second)
+	logged := strings.Count(logb.String(), "database not reachable yet")
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("could not be reached within 1s (--start-timeout), %d attempts", logged)) ||
+		!strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("after %d attempts logged: %v; want the database's refusal, and the attempts", logged, err)
+	}
+}
+
+// refusingAddr holds a port of 127.0.0.1 bound and not listening: the
+// kernel refuses connections to it, as to a database not started yet, and
+// no other process can take it meanwhile, as it can a port closed to be
+// listened on again later. listen starts listening on it.
+func refusingAddr(t *testing.T) (addr string, listen func() (net.Listener, error)) {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.CloseOnExec(fd)
+	f := os.NewFile(uintptr(fd), "refusing")
+	t.Cleanup(func() { f.Close() })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen = func() (net.Listener, error) {
+		if err := syscall.Listen(fd, 128); err != nil {
+			return nil, err
+		}
+		return net.FileListener(f) // a copy of fd, closed apart
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port), listen
 }
