@@ -1315,12 +1315,24 @@ func openStore(ctx context.Context, kind, data, databaseURL string, clock func()
 				return nil, fmt.Errorf("the database could not be reached within %v (--start-timeout), %d attempts: %w", retryFor, attempt, err)
 			}
 			log.Warn("database not reachable yet; trying again", "attempt", attempt, "in", wait.Round(time.Millisecond).String(), "err", err)
-			time.Sleep(wait)
+			startPause(wait)
+			if !time.Now().Before(d) {
+				// The pause overran the deadline (a stalled machine): an
+				// attempt now would fail on the deadline before it dialed,
+				// and read as a migration's wait running out. By the clock,
+				// not ctx.Err: the timer that cancels ctx may not have run
+				// yet when the pause ends.
+				return nil, fmt.Errorf("the database could not be reached within %v (--start-timeout), %d attempts: %w", retryFor, attempt, err)
+			}
 			pause = min(pause*2, 5*time.Second)
 		}
 	}
 	return nil, fmt.Errorf("unknown --store %q (bolt or postgres)", kind)
 }
+
+// startPause waits between openStore's attempts; a test replaces it to
+// oversleep, as a loaded machine does.
+var startPause = time.Sleep
 
 // storeInUse is openStore's error for a bolt store that another process
 // holds: a server or a settle writing it, or a store check or store copy

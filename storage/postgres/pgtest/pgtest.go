@@ -23,8 +23,10 @@ import (
 
 // URL returns the test database's URL or skips the test. The database is
 // this package's own: made once, on the server of KASSA_TEST_DATABASE_URL,
-// named after that URL's database and the package's directory, with that
-// database's locale (sameLocale), and kept for the package's next run. go
+// named after that URL's database, the package's directory and that
+// database's locale, with that locale (sameLocale), and kept for the
+// package's next run: the URL's database made again with another locale
+// gets another package database, not the one kept from before. go
 // test runs the packages' test processes at once, and a migration's
 // CREATE INDEX CONCURRENTLY waits for every older transaction of its
 // database, while holding, as long as migration 8 is
@@ -67,22 +69,25 @@ func packageDatabase(base string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256([]byte(dir))
-	name := strings.TrimPrefix(u.Path, "/")
-	if name == "" {
-		name = "kassa"
-	}
-	name = fmt.Sprintf("%.40s_p%x", name, sum[:4])
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		return "", err
 	}
 	defer conn.Close(ctx)
-	opts, err := sameLocale(ctx, conn)
+	opts, loc, err := sameLocale(ctx, conn)
 	if err != nil {
 		return "", err
 	}
+	// The locale is in the name: a database kept from a run when the URL's
+	// database had another locale (made again since, with an ICU
+	// collation to test it, say) would run the tests on that other one.
+	sum := sha256.Sum256([]byte(dir + "\x00" + loc))
+	name := strings.TrimPrefix(u.Path, "/")
+	if name == "" {
+		name = "kassa"
+	}
+	name = fmt.Sprintf("%.40s_p%x", name, sum[:4])
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+opts)
 	var pe *pgconn.PgError
 	// 42P04: made by an earlier run; 23505: by another process of the
@@ -97,28 +102,33 @@ func packageDatabase(base string) (string, error) {
 // sameLocale returns the options of CREATE DATABASE that give a new
 // database the locale (provider, collation, character classes) of the one
 // conn is connected to, or "" when template1, the default template, has it
-// already. The tests then run on a database collating as the one
+// already; and that locale, as text that differs with it. The tests then run on a database collating as the one
 // KASSA_TEST_DATABASE_URL names (an ICU sv-SE one, say), not on the
 // cluster's default. Read as JSON, so that the ICU locale's column is found
 // under its name in PostgreSQL 15 and 16 (daticulocale) and after
 // (datlocale).
-func sameLocale(ctx context.Context, conn *pgx.Conn) (string, error) {
+func sameLocale(ctx context.Context, conn *pgx.Conn) (opts, locale string, err error) {
 	var cur, tmpl map[string]any
 	if err := conn.QueryRow(ctx, `SELECT to_jsonb(c), to_jsonb(t) FROM pg_database c, pg_database t
 		WHERE c.datname = current_database() AND t.datname = 'template1'`).Scan(&cur, &tmpl); err != nil {
-		return "", err
+		return "", "", err
 	}
-	return localeOptions(cur, tmpl), nil
+	for _, k := range localeKeys {
+		locale += fmt.Sprintf("%s=%v\x00", k, cur[k])
+	}
+	return localeOptions(cur, tmpl), locale, nil
 }
+
+// localeKeys are the columns of pg_database that make up its locale.
+var localeKeys = []string{"datlocprovider", "datcollate", "datctype", "daticulocale", "datlocale", "daticurules"}
 
 // localeOptions is sameLocale's answer for the pg_database rows (as JSON
 // objects) of the database to copy the locale of and of template1. The
 // provider is always named: left out, it is template0's, and on a cluster
 // whose default is ICU a database of libc's C.UTF-8 came out ICU.
 func localeOptions(cur, tmpl map[string]any) string {
-	keys := []string{"datlocprovider", "datcollate", "datctype", "daticulocale", "datlocale", "daticurules"}
 	same := true
-	for _, k := range keys {
+	for _, k := range localeKeys {
 		if fmt.Sprint(cur[k]) != fmt.Sprint(tmpl[k]) {
 			same = false
 		}

@@ -71,7 +71,7 @@ func TestSameLocaleCopiesTheLocale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts, err := sameLocale(ctx, c)
+	opts, _, err := sameLocale(ctx, c)
 	c.Close(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestPackageDatabaseHasTheURLsLocale(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close(ctx)
-			got, err := sameLocale(ctx, conn)
+			got, _, err := sameLocale(ctx, conn)
 			if err != nil || (opts == "") != (got == "") {
 				t.Fatalf("sameLocale: %q, %v; want options only for a locale not template1's", got, err)
 			}
@@ -148,4 +148,65 @@ func locale(t *testing.T, conn *pgx.Conn, dbURL string) string {
 		s += fmt.Sprintf("%s=%v ", k, d[k])
 	}
 	return s
+}
+
+// TestPackageDatabaseFollowsTheURLsLocale: the package's database is kept
+// for the next run, so one made while the URL's database had another locale
+// (dropped and made again with a Danish ICU collation, say, to run the
+// tests on it) was taken again as it was: the tests ran on the old
+// collation, and passed or failed for it, not for the one the URL names.
+func TestPackageDatabaseFollowsTheURLsLocale(t *testing.T) {
+	ctx := context.Background()
+	before, after := "TEMPLATE template0 LOCALE_PROVIDER libc LOCALE 'C'", "TEMPLATE template0 LOCALE_PROVIDER libc LOCALE 'C.UTF-8'"
+	if ICUDatabases(t) {
+		after = "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'da-DK' LOCALE 'C.UTF-8'"
+	}
+	src := FreshDatabase(t, before)
+	u, err := url.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()
+	conn, err := pgx.Connect(ctx, URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	made := func() string {
+		t.Helper()
+		m, err := packageDatabase(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu, _ := url.Parse(m)
+		t.Cleanup(func() { // kept for the next run, were it a package's
+			conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{strings.TrimPrefix(mu.Path, "/")}.Sanitize()+" WITH (FORCE)")
+		})
+		return m
+	}
+	first := made()
+	if want, have := locale(t, conn, src), locale(t, conn, first); want != have {
+		t.Fatalf("the package's database has the locale %s; want the URL's, %s", have, want)
+	}
+	if _, err := conn.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" "+after); err != nil {
+		t.Fatal(err)
+	}
+	second := made()
+	if want, have := locale(t, conn, src), locale(t, conn, second); want != have {
+		t.Fatalf("after the URL's database was made again with another locale, the package's database has %s; want the URL's, %s", have, want)
+	}
+	// The first is still the one for the first locale: switching back and
+	// forth makes nothing again.
+	if _, err := conn.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" "+before); err != nil {
+		t.Fatal(err)
+	}
+	if again := made(); again != first {
+		t.Fatalf("back on the first locale, the package's database is %s; want the first one, %s", again, first)
+	}
 }
