@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -119,7 +120,7 @@ func TestStartGivesUpWithTheDatabasesAnswerAfterAStall(t *testing.T) {
 	startPause = func(d time.Duration) { time.Sleep(d + 300*time.Millisecond) }
 	addr, _ := refusingAddr(t)
 	var logb lockedBuffer
-	_, err := openStore("postgres", t.TempDir(), "postgres://kassa@"+addr+"/kassa", time.Now, 0, 0,
+	_, err := openStore(context.Background(), "postgres", t.TempDir(), "postgres://kassa@"+addr+"/kassa", time.Now, 0, 0,
 		slog.New(slog.NewJSONHandler(&logb, nil)), time.Second)
 	logged := strings.Count(logb.String(), "database not reachable yet")
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("could not be reached within 1s (--start-timeout), %d attempts", logged)) ||
