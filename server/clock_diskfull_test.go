@@ -4,11 +4,14 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kassahq/kassa/fault"
 )
 
 // TestSandboxClockOnAFullDisk: a move of the sandbox clock whose file the
@@ -61,5 +64,35 @@ func TestSandboxClockOnAFullDisk(t *testing.T) {
 	}
 	if err != nil || rec.Offset != time.Hour {
 		t.Fatalf("clock file %s: %v, want the 1h offset recorded", b, err)
+	}
+}
+
+// TestClockMoveNotRecordedForLackOfSpace: a clock file the disk has no room
+// for, or the user's quota, is a 503 (store_unavailable, the clock
+// unmoved); another failure to record it is 500 internal. Without root's
+// small tmpfs (TestSandboxClockOnAFullDisk) and for EDQUOT, which no disk
+// here can be made to answer.
+func TestClockMoveNotRecordedForLackOfSpace(t *testing.T) {
+	for _, tc := range []struct {
+		errno syscall.Errno
+		kind  fault.Kind
+		code  string
+	}{
+		{syscall.ENOSPC, fault.Unavailable, "store_unavailable"},
+		{syscall.EDQUOT, fault.Unavailable, "store_unavailable"},
+		{syscall.EIO, fault.Internal, "internal"},
+	} {
+		clock := NewClock(true)
+		clock.persist = func(time.Duration) error {
+			return &os.PathError{Op: "write", Path: "sandbox-clock.json", Err: tc.errno}
+		}
+		err := clock.Advance(time.Hour)
+		var fe *fault.Error
+		if !errors.As(err, &fe) || fe.Kind != tc.kind || fe.Code != tc.code || !errors.Is(err, tc.errno) {
+			t.Errorf("a move whose record failed with %v: %#v, want %v %s wrapping it", tc.errno, err, tc.kind, tc.code)
+		}
+		if got := clock.Offset(); got != 0 {
+			t.Errorf("a move not recorded (%v) moved the clock by %v", tc.errno, got)
+		}
 	}
 }

@@ -104,8 +104,8 @@ func TestUnavailableIsLoggedOncePerCauseAndWindow(t *testing.T) {
 	if len(warned) != 1 {
 		t.Fatalf("%d requests answered 503 for one cause logged %d unavailable lines, want 1", n, len(warned))
 	}
-	if w := warned[0]; w["level"] != "WARN" || w["err"] != down.Error() || w["requestId"] == "" || w["notLogged"] != nil {
-		t.Errorf("the first unavailable line: %v, want WARN with the cause and a request id", w)
+	if w := warned[0]; w["level"] != "WARN" || w["err"] != down.Error() || w["requestId"] == "" || w["notLogged"] != nil || w["failingFor"] != nil {
+		t.Errorf("the first unavailable line: %v, want WARN with the cause and a request id, and neither a count nor a duration", w)
 	}
 	access := map[string]bool{}
 	for _, l := range linesOf(t, logs, "request") {
@@ -234,5 +234,71 @@ func TestNotReadyIsLoggedOncePerWindow(t *testing.T) {
 	}
 	if l := linesOf(t, logs, "ready again"); len(l) != 1 || l[0]["notLogged"] != 99.0 {
 		t.Fatalf("ready-again lines: %v, want one with notLogged 99", l)
+	}
+}
+
+// TestUnavailableEndsOnlyOnItsRoute: a cause ends when a route that failed
+// with it answers 2xx, not when another route does: /healthz, which reads
+// no store, answers 200 through a store outage, and probes call it every
+// few seconds. Once every cause has ended a success no longer locks
+// (active is back to 0).
+func TestUnavailableEndsOnlyOnItsRoute(t *testing.T) {
+	logs := &logBuffer{}
+	clock := NewClock(true)
+	st := &downStore{Store: openStore(t, clock.Now)}
+	e := newEnvOn(t, false, clock, st, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(logs, nil)) })
+	h := e.srv.Handler()
+
+	st.fail(&fault.Error{Kind: fault.Unavailable, Code: "store_unavailable", Message: "the database cannot be reached; nothing was done, retry shortly"})
+	if code := serveDirect(h, "GET", "/v1/orders", e.auth, "down-0"); code != http.StatusServiceUnavailable {
+		t.Fatalf("with the store down: %d, want 503", code)
+	}
+	for i := range 3 {
+		if code := serveDirect(h, "GET", "/healthz", "", fmt.Sprintf("health-%d", i)); code != http.StatusOK {
+			t.Fatalf("/healthz with the store down: %d, want 200", code)
+		}
+	}
+	if l := linesOf(t, logs, "available again"); len(l) != 0 {
+		t.Fatalf("/healthz answering 200 through the outage: %v, want no recovery line", l)
+	}
+	if n := e.srv.failures.active.Load(); n != 1 {
+		t.Fatalf("causes failing after /healthz answered: %d, want 1", n)
+	}
+	serveDirect(h, "GET", "/v1/orders", e.auth, "down-1")
+
+	st.fail(nil)
+	if code := serveDirect(h, "GET", "/v1/orders", e.auth, "up-0"); code != http.StatusOK {
+		t.Fatalf("with the store back: %d", code)
+	}
+	if l := linesOf(t, logs, "available again"); len(l) != 1 || l[0]["requestId"] != "up-0" || l[0]["notLogged"] != 1.0 {
+		t.Fatalf("recovery lines: %v, want one, of up-0, with notLogged 1", l)
+	}
+	if n := e.srv.failures.active.Load(); n != 0 {
+		t.Errorf("causes failing once the route answered again: %d, want 0", n)
+	}
+}
+
+// TestFailureLogBoundsItsCauses: causes are told apart up to maxCauses;
+// the failures of any more share one entry, logged once a window, so that
+// a store whose messages varied could neither grow the map without bound
+// nor log a line a request.
+func TestFailureLogBoundsItsCauses(t *testing.T) {
+	logs := &logBuffer{}
+	f := newFailureLog(slog.New(slog.NewJSONHandler(logs, nil)))
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f.now = func() time.Time { return now }
+	ctx := context.Background()
+	for i := range maxCauses + 10 {
+		f.failed(ctx, fmt.Sprintf("cause %d", i), "GET /v1/orders", slog.LevelWarn, "unavailable", "available again")
+	}
+	if n := len(linesOf(t, logs, "unavailable")); n != maxCauses+1 {
+		t.Errorf("%d causes logged %d lines, want %d: one each up to maxCauses and one for the rest", maxCauses+10, n, maxCauses+1)
+	}
+	if len(f.causes) != maxCauses+1 || f.causes["other causes"] == nil || f.causes["other causes"].unlogged != 9 {
+		t.Errorf("causes held: %d, want %d, the last 10 as other causes with 9 not logged", len(f.causes), maxCauses+1)
+	}
+	f.succeeded(ctx, "GET /v1/orders")
+	if n := len(linesOf(t, logs, "available again")); n != maxCauses+1 || f.active.Load() != 0 {
+		t.Errorf("recovery: %d lines, %d still failing; want %d and 0", n, f.active.Load(), maxCauses+1)
 	}
 }
