@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -42,5 +43,29 @@ func TestCommitFailedReadsTheUnlocalizedSeverity(t *testing.T) {
 				t.Fatalf("commitFailed(%v) = %v: lost the cause", tc.err, err)
 			}
 		})
+	}
+}
+
+// TestDurablyOnAConnectionLostBeforeCommit: a connection that broke before
+// COMMIT was sent committed nothing, which durably's error must not call
+// of unknown outcome (COMMIT on it fails as "conn closed", as it does
+// when the answer is lost).
+func TestDurablyOnAConnectionLostBeforeCommit(t *testing.T) {
+	s := openFresh(t, 2)
+	ctx := context.Background()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	err = s.durably(ctx, conn, func(tx pgx.Tx) error {
+		// The session ends under the transaction; its error is what a
+		// caller that read it would return, and is ignored here so that
+		// durably goes on to COMMIT.
+		tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+		return nil
+	})
+	if err == nil || fault.IsOutcomeUnknown(err) {
+		t.Fatalf("durably on a connection lost before COMMIT: %v, want an error that is not of unknown outcome", err)
 	}
 }

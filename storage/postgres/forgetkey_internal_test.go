@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kassahq/kassa/storage/postgres/pgtest"
 )
@@ -137,5 +138,68 @@ func TestForgetSigningKeyRefusedBesideAnotherRolesSession(t *testing.T) {
 	var n int
 	if err := admin.QueryRow(ctx, `SELECT count(*) FROM signing_key`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("signing_key rows: %d, %v; want the key still recorded", n, err)
+	}
+}
+
+// TestForgetSigningKeyBesideItsOwnPool: the store's own pooled connections,
+// kassa sessions active a moment ago, are not taken for a replica's.
+func TestForgetSigningKeyBesideItsOwnPool(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.FreshDatabase(t, "")
+	s, err := Open(ctx, u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.SigningKey(ctx, make([]byte, 32), false); err != nil {
+		t.Fatal(err)
+	}
+	var held []*pgxpool.Conn
+	for range 3 {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Exec(ctx, `SELECT 1`); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	for _, c := range held {
+		c.Release()
+	}
+	if forgot, err := s.ForgetSigningKey(ctx); !forgot || err != nil {
+		t.Fatalf("forget beside the store's own %d pooled connections: %v, %v; want forgotten", len(held), forgot, err)
+	}
+}
+
+// TestForgetSigningKeyWaitsForASessionEnding: a kassa session seen at the
+// first look that ends a moment later (Open's migration lock connection,
+// whose backend ends after it was closed) does not refuse the rekey: the
+// look is made again for about a second.
+func TestForgetSigningKeyWaitsForASessionEnding(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.FreshDatabase(t, "")
+	s, err := Open(ctx, u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.SigningKey(ctx, make([]byte, 32), false); err != nil {
+		t.Fatal(err)
+	}
+	other, err := pgx.Connect(ctx, u+"?application_name=kassa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Exec(ctx, `SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		other.Close(context.Background())
+	}()
+	if forgot, err := s.ForgetSigningKey(ctx); !forgot || err != nil {
+		t.Fatalf("forget beside a session that ended 300 ms later: %v, %v; want forgotten", forgot, err)
 	}
 }
