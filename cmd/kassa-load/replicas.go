@@ -21,7 +21,8 @@ import (
 // and drives contended traffic across them: captures and refunds of the same
 // order sent to different replicas at once, and the same Idempotency-Key sent
 // to two replicas at once. With -kill one replica is SIGKILLed mid-run; its
-// unanswered requests are retried, with their keys, on the others. Afterwards
+// unanswered requests (and any answered outcome_unknown) are retried, with
+// their keys, on the others. Afterwards
 // every order must match the tally to the minor unit (read through a replica
 // started after the run, so no cache of the run answers), the server must hold
 // no order the tally does not, and a key answered twice must have answered
@@ -98,6 +99,9 @@ func replicas(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "replicas: %d processes, %d orders, %d captures, %d refunds; %d same-key pairs sent to two replicas (%d both answered, compared in differing replays); %d unanswered requests retried on another replica; %d mismatches, %d differing replays\n",
 		*n, len(run.tl.orders), run.captures.Load(), run.refunds.Load(), run.dupPairs.Load(), run.dupBoth.Load(), retried, bad, run.differ.Load())
+	if u := run.unknown.Load(); u > 0 {
+		fmt.Fprintf(stdout, "%d requests answered outcome_unknown, retried with their keys among those\n", u)
+	}
 	if bad > 0 || run.differ.Load() > 0 || run.failed.Load() > 0 || run.extras.Load() > 0 {
 		fmt.Fprintf(stdout, "FAILED: %d mismatches, %d differing replays, %d unexpected answers, %d payments taken after a recourse\n", bad, run.differ.Load(), run.failed.Load(), run.extras.Load())
 		return 1
@@ -198,6 +202,9 @@ type contended struct {
 	pending []pendingCall
 
 	captures, refunds, dupPairs, dupBoth, differ, failed atomic.Int64
+	// unknown counts the keyed requests answered outcome_unknown, each
+	// retried with its key like an unanswered one.
+	unknown atomic.Int64
 
 	// With -recourse (recourse.go).
 	recourse                                                 bool
@@ -238,8 +245,16 @@ func (r *contended) send(i int, method, path string, body any, key string, onOK 
 // applied, and no failure.
 func (r *contended) sendOr(i int, method, path string, body any, key string, refusable bool, onOK func(response)) (response, bool) {
 	resp, err := r.clientOf(i).do(context.Background(), method, path, body, key)
+	// outcome_unknown: the replica's COMMIT lost its answer and the
+	// database could not say in time (a pooler or the database restarting
+	// under the run); the answer asks for the request again with its key,
+	// as for one never answered.
+	unknown := err == nil && resp.status == 500 && bytes.Contains(resp.body, []byte(`"code":"outcome_unknown"`))
+	if unknown && key != "" {
+		r.unknown.Add(1)
+	}
 	switch {
-	case err != nil, resp.status == 409 && bytes.Contains(resp.body, []byte("idempotency_request_in_progress")):
+	case err != nil, resp.status == 409 && bytes.Contains(resp.body, []byte("idempotency_request_in_progress")), unknown && key != "":
 		if key != "" {
 			r.mu.Lock()
 			r.pending = append(r.pending, pendingCall{method, path, key, body, onOK, refusable})

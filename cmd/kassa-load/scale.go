@@ -217,7 +217,10 @@ func rawInserts(url string, conc int, d time.Duration, size int) (float64, []tim
 		return 0, nil, err
 	}
 	defer pool.Exec(ctx, `DROP TABLE IF EXISTS kassa_load_raw`)
-	body, _ := json.Marshal(map[string]string{"pad": strings.Repeat("x", max(size-12, 1))})
+	// Text, not []byte: the exec and simple_protocol query modes (a URL
+	// for a transaction pooler) send []byte as bytea, which jsonb refuses.
+	b, _ := json.Marshal(map[string]string{"pad": strings.Repeat("x", max(size-12, 1))})
+	body := string(b)
 	tctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var col collector

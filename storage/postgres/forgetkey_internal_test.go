@@ -52,7 +52,7 @@ func TestForgetSigningKeyIgnoresLongIdleSessions(t *testing.T) {
 // ForgetSigningKey refuses and asks for a URL to the database itself.
 func TestForgetSigningKeyRefusedThroughAPooler(t *testing.T) {
 	ctx := context.Background()
-	u := pgtest.PoolerDatabase(t) + "?default_query_exec_mode=cache_describe"
+	u := pgtest.PoolerDatabase(t)
 	s, err := Open(ctx, u, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 // replicas starting together migrated at once (one failed with a duplicate
 // key in pg_type), and the unlock, run wherever, left the lock behind.
 func TestStartLocksExcludeThroughATransactionPooler(t *testing.T) {
-	u := pgtest.PoolerDatabase(t) + "?default_query_exec_mode=cache_describe"
+	u := pgtest.PoolerDatabase(t)
 	ctx := context.Background()
 	a, err := Open(ctx, u, Options{MaxConns: 4})
 	if err != nil {

@@ -28,6 +28,16 @@ func TestConformance(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) storage.Store { return open(t, freshSchema(t)) })
 }
 
+// TestConformanceThroughAPooler runs the conformance suite through the
+// transaction pooler of KASSA_TEST_POOLER_URL, each store on a database of
+// its own (PgBouncer refuses search_path), in that URL's query mode
+// (pgtest.PoolerDatabase: cache_describe unless it names another), so
+// that a pass of the suite in each mode docs/postgres.md says serves
+// behind a pooler takes one variable.
+func TestConformanceThroughAPooler(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Store { return open(t, pgtest.PoolerDatabase(t)) })
+}
+
 // TestURLErrorsShowNoPassword: an error about a database URL that cannot be
 // parsed names no part of its password, which would reach the logs. pgx
 // quotes the URL with its password masked, but only as best it can: after

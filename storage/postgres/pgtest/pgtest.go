@@ -183,7 +183,10 @@ func FreshSchema(t testing.TB) string {
 // mode in front of that server that serves any database name, "* =
 // host=…"; docs/postgres.md, Connection poolers), or skips the test. A
 // database rather than a schema: PgBouncer refuses search_path in the
-// startup packet.
+// startup packet. The URL keeps the pooler URL's parameters, and its query
+// mode: default_query_exec_mode if that URL names one (exec or
+// simple_protocol, for a pass of the tests in that mode), else
+// cache_describe, the one docs/postgres.md gives.
 func PoolerDatabase(t testing.TB) string {
 	t.Helper()
 	pooler := os.Getenv("KASSA_TEST_POOLER_URL")
@@ -191,11 +194,22 @@ func PoolerDatabase(t testing.TB) string {
 		t.Skip("KASSA_TEST_POOLER_URL not set: skipping tests through a connection pooler")
 	}
 	name := create(t, URL(t), "DATABASE", "", "WITH (FORCE)")
+	return poolerURL(t, pooler, name)
+}
+
+// poolerURL is the URL of database name through the pooler of pooler, in
+// pooler's query mode or cache_describe.
+func poolerURL(t testing.TB, pooler, name string) string {
 	u, err := url.Parse(pooler)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	u.Path = "/" + name
+	q := u.Query()
+	if q.Get("default_query_exec_mode") == "" {
+		q.Set("default_query_exec_mode", "cache_describe")
+	}
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 
