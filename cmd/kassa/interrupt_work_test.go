@@ -22,8 +22,8 @@ import (
 )
 
 // These tests interrupt settle, store copy and store check once their work
-// is under way (the store open and read), not while they wait for the
-// store (TestInterruptedCommandsSayWhatTheyLeft): the command runs in this
+// is under way, past the wait for the bolt store that
+// TestInterruptedCommandsSayWhatTheyLeft interrupts: the command runs in this
 // process, which sends itself SIGINT, and each says what it left as it
 // does when interrupted earlier, with exit 130.
 
@@ -176,6 +176,58 @@ func TestStoreCopyInterruptedDuringLoad(t *testing.T) {
 	}
 	if n := records(); n != 0 {
 		t.Fatalf("records in the database after the interrupted copy: %d, want none", n)
+	}
+	var o, e bytes.Buffer
+	if code := run([]string{"store", "copy", "--data", dir, "--database-url", dbURL}, &o, &e); code != 0 || !strings.Contains(o.String(), "copied ") {
+		t.Fatalf("the rerun: exit %d, stdout %q, stderr %s", code, o.String(), e.String())
+	}
+	var merchants int
+	if err := holder.QueryRow(ctx, `SELECT count(*) FROM merchants`).Scan(&merchants); err != nil || merchants != 1 {
+		t.Fatalf("merchants after the rerun: %d %v, want 1", merchants, err)
+	}
+}
+
+// TestStoreCopyInterruptedWhileTheDatabaseOpens: store copy, interrupted
+// while its open of the database waits for the schema's migration lock
+// (held by the test, as by a replica migrating), says nothing was copied
+// and exits 130; a rerun copies.
+func TestStoreCopyInterruptedWhileTheDatabaseOpens(t *testing.T) {
+	dbURL := pgtest.FreshSchema(t)
+	t.Setenv("KASSA_KEY", "")
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := kassa.New(st, kassa.Options{}).EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	holder, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	// The migration lock (storage/postgres: lockMigrate, schemaKey).
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock(1801548545, hashtext(coalesce(current_schema(), '')))`); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() bool {
+		var n int
+		if err := holder.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND pid <> pg_backend_pid() AND position('pg_try_advisory_xact_lock' in query) > 0`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+
+	code, out, errs := runInterrupted(t, waiting, "store", "copy", "--data", dir, "--database-url", dbURL)
+	if want := "kassa store copy: interrupted (SIGINT); nothing was copied\n"; code != 130 || out != "" || errs != want {
+		t.Fatalf("store copy interrupted while the database opens: exit %d, stdout %q, stderr %q; want 130, nothing, %q", code, out, errs, want)
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
+		t.Fatal(err)
 	}
 	var o, e bytes.Buffer
 	if code := run([]string{"store", "copy", "--data", dir, "--database-url", dbURL}, &o, &e); code != 0 || !strings.Contains(o.String(), "copied ") {
