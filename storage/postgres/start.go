@@ -191,11 +191,19 @@ func (s *Store) durably(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx)
 		return err
 	}
 	// As in Update (wire.go), the caller's context does not reach COMMIT:
-	// once it is sent the server may apply it whatever the client does.
+	// once it is sent the server may apply it whatever the client does. Its
+	// answer is waited for as Update's is, bounded by commitTimeout (a
+	// connection gone silent, a synchronous standby gone): without the
+	// bound, store copy, store rekey and a replica's start waited for good.
 	if tx.Conn().IsClosed() {
 		return errors.New("postgres: the connection was lost before COMMIT was sent")
 	}
-	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+	commitCtx, stop := boundCommit(ctx, tx.Conn().PgConn())
+	err = tx.Commit(commitCtx)
+	if stop() {
+		tx.Conn().Close(context.Background()) // dropped by the pool on release
+	}
+	if err != nil {
 		return commitFailed(err)
 	}
 	return nil

@@ -234,23 +234,9 @@ func (w *wire) commit() error {
 			dest: []any{&w.xid, &w.life}})
 	}
 	callerCtx := w.ctx
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), commitTimeout+cancelWait)
-	defer cancel()
+	ctx, stop := boundCommit(callerCtx, w.conn.Conn().PgConn())
 	w.ctx = ctx
 	defer func() { w.ctx = callerCtx }()
-	// Past commitTimeout the statement running is cancelled rather than the
-	// connection dropped: a held write waiting on a lock held elsewhere
-	// would otherwise go on waiting on the server, and commit once the lock
-	// is released, after the caller was told the outcome is unknown. The
-	// server's answer then says what happened.
-	pg := w.conn.Conn().PgConn()
-	cancelled := make(chan struct{})
-	timer := time.AfterFunc(commitTimeout, func() {
-		defer close(cancelled)
-		cctx, ccancel := context.WithTimeout(context.Background(), cancelWait)
-		defer ccancel()
-		pg.CancelRequest(cctx)
-	})
 	// Closed already (fn went on after a statement that broke it): the
 	// round trip then sends nothing, and pgx says "conn closed".
 	closedBefore := w.conn.Conn().IsClosed()
@@ -268,13 +254,9 @@ func (w *wire) commit() error {
 		}
 		return nil
 	})
-	cancelledHere := !timer.Stop()
+	cancelledHere := stop()
 	if cancelledHere {
-		// A cancel request may reach the server after the answer, and would
-		// then cancel whatever this connection ran next: it is closed once
-		// the answer is judged.
-		<-cancelled
-		defer w.conn.Conn().Close(context.Background())
+		defer w.conn.Conn().Close(context.Background()) // once the answer is judged
 	}
 	if err == nil || committed {
 		// COMMIT was answered COMMIT: a failure after it (a FATAL read
@@ -475,6 +457,38 @@ var afterCommitForTests string
 // shutdown grace, so a commit in flight at SIGTERM is answered. A variable
 // for tests.
 var commitTimeout = 15 * time.Second
+
+// boundCommit bounds the wait for the answer to a round trip that carries
+// COMMIT on pg (wire.commit, durably), which the caller's context does not
+// reach: the context it returns ends commitTimeout+cancelWait from now,
+// whatever caller's does. Past commitTimeout the statement running is
+// cancelled rather than the connection dropped: one waiting on the server
+// (a held write on a lock held elsewhere, a synchronous standby) would
+// otherwise go on there, and commit once it may, after the caller was told
+// the outcome is unknown. The server's answer then says what happened.
+//
+// stop ends the bound and reports whether the cancel request was sent. The
+// caller must then close the connection once it has judged the answer: the
+// request may reach the server after the answer, and would cancel whatever
+// the connection ran next.
+func boundCommit(caller context.Context, pg *pgconn.PgConn) (ctx context.Context, stop func() (cancelled bool)) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(caller), commitTimeout+cancelWait)
+	sent := make(chan struct{})
+	timer := time.AfterFunc(commitTimeout, func() {
+		defer close(sent)
+		cctx, ccancel := context.WithTimeout(context.Background(), cancelWait)
+		defer ccancel()
+		pg.CancelRequest(cctx)
+	})
+	return ctx, func() bool {
+		defer cancel()
+		if timer.Stop() {
+			return false
+		}
+		<-sent
+		return true
+	}
+}
 
 // cancelWait bounds the cancel request and the wait for the answer to the
 // statement it cancelled; a connection silent that long leaves the outcome
