@@ -189,7 +189,16 @@ func readMsg(r *bufio.Reader, typed bool) ([]byte, error) {
 }
 
 func (l *cutLink) fromClient() {
-	defer l.server.Close()
+	// noAnswer leaves the server's side to fromServer, which reads the
+	// answer to its end first: closed here, right after the round trip
+	// was written, the server could find its client gone before it ran
+	// COMMIT, and the cut would not be the lost answer it is named for.
+	keepServer := false
+	defer func() {
+		if !keepServer {
+			l.server.Close()
+		}
+	}()
 	r := bufio.NewReader(l.client)
 	startup, err := readMsg(r, false)
 	if err != nil {
@@ -229,7 +238,7 @@ func (l *cutLink) fromClient() {
 			case noAnswer:
 				l.server.Write(trip)
 				l.client.Close()
-				io.Copy(io.Discard, r)
+				keepServer = true
 				return
 			}
 		}
