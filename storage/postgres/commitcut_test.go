@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kassahq/kassa"
 	"github.com/kassahq/kassa/capture"
@@ -548,74 +547,4 @@ func merchantOf(s storage.Store) (*storage.Merchant, error) {
 		return err
 	})
 	return m, err
-}
-
-// TestBackendEndedInSwedishRunsAgain: a server whose lc_messages is Swedish
-// ends a backend (pg_terminate_backend, as a restart does) while it waits
-// for the commit's round trip, which the termination notice then answers
-// as "FATALT" (57P01). pgx on its own closes a connection on a FATAL read
-// by the localized severity only (parseURL's OnPgError reads the
-// unlocalized one); left open, the store took the round trip's answer as
-// lost with COMMIT in it: an unknown outcome, in the exec and
-// simple_protocol query modes, for a transaction the server had rolled
-// back. It runs again, and writes once. Nothing else checked that
-// OnPgError: every other localized FATAL is one the test's proxy wrote.
-func TestBackendEndedInSwedishRunsAgain(t *testing.T) {
-	swedish := "&options=-c%20lc_messages%3Dsv_SE.UTF-8"
-	ctx := context.Background()
-	probe, err := pgx.Connect(ctx, freshSchema(t)+swedish)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == "42501" || pe.Code == "22023") {
-		t.Skipf("the server takes no Swedish lc_messages from this role: %v", err) // not a superuser; no such locale
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = probe.Exec(ctx, `SELECT 1/0`)
-	probe.Close(ctx)
-	if !errors.As(err, &pe) || pe.Severity == pe.SeverityUnlocalized {
-		t.Skipf("the server's messages are not translated (%v)", err)
-	}
-	for _, mode := range []string{"cache_statement", "exec", "simple_protocol"} {
-		t.Run(mode, func(t *testing.T) {
-			app := "kassa_cut_" + rand.Text()[:8]
-			u := freshSchema(t) + "&default_query_exec_mode=" + mode
-			s := openNow(t, u+"&application_name="+app+swedish)
-			putMerchantM1(t, s)
-			attempts := 0
-			err := s.Update(ctx, func(tx storage.Tx) error {
-				attempts++
-				m, err := tx.GetMerchant("m1")
-				if err != nil {
-					return err
-				}
-				m.Name += "+"
-				if err := tx.PutMerchant(m); err != nil {
-					return err
-				}
-				if err := tx.ScheduleTask(&storage.Task{ID: rand.Text(), Kind: "autoCapture", MerchantID: m.ID, OrderID: "o", DueAt: time.Now().Add(time.Hour)}); err != nil {
-					return err
-				}
-				if attempts == 1 {
-					cutConnections(t, app) // the writes are held for the commit's round trip
-				}
-				return nil
-			})
-			if err != nil || attempts != 2 {
-				t.Fatalf("an update whose backend was ended in Swedish before its commit: %v after %d attempts; want a success on the second", err, attempts)
-			}
-			db, err := pgx.Connect(ctx, u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close(ctx)
-			var tasks int
-			if err := db.QueryRow(ctx, `SELECT count(*) FROM tasks`).Scan(&tasks); err != nil {
-				t.Fatal(err)
-			}
-			if name := merchantName(t, s); tasks != 1 || name != "m+" {
-				t.Fatalf("after the update: %d tasks, merchant %q; want 1 task and \"m+\"", tasks, name)
-			}
-		})
-	}
 }
