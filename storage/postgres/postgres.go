@@ -1085,6 +1085,13 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 			if isLost {
 				return lost.err
 			}
+			if spent && retryable(err) {
+				// Every attempt lost to another transaction (a lock held
+				// past lock_timeout, a serialization failure, a deadlock):
+				// each was rolled back, so nothing was done, and the same
+				// request may succeed once the contention passes.
+				return storeUnavailable("the database refused the change for contention on every attempt (a lock held elsewhere, a serialization failure or a deadlock)", err)
+			}
 			return readOnlyUnavailable(err)
 		}
 		pause := time.Duration(rand.IntN(min(attempt*5, 50))+1) * time.Millisecond

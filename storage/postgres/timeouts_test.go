@@ -208,3 +208,69 @@ func TestMigrationsOutliveStatementTimeout(t *testing.T) {
 		check(t, s)
 	})
 }
+
+// TestContentionOutlastingTheRetriesIsStoreUnavailable: a database or role
+// with a lock_timeout ends a lock wait with 55P03, which the store retries
+// as a lost race, forty times. When every attempt loses (a lock held
+// longer than the retries last), the transaction wrote nothing and the same
+// request may succeed later: store_unavailable, 503 with Retry-After, as a
+// statement_timeout's cut is. It was an internal error, 500, which reads
+// as a fault of the server and of unknown outcome.
+func TestContentionOutlastingTheRetriesIsStoreUnavailable(t *testing.T) {
+	ctx := context.Background()
+	u := freshSchema(t)
+	s := open(t, u)
+	limited := open(t, withSetting(u, "lock_timeout=20ms"))
+
+	holding, release := make(chan struct{}), make(chan struct{})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	held := make(chan error, 1)
+	go func() {
+		held <- s.Update(ctx, func(tx storage.Tx) error {
+			if _, err := tx.NextSequence("m1", "held"); err != nil {
+				return err
+			}
+			close(holding)
+			<-release
+			return nil
+		})
+	}()
+	<-holding
+	attempts := 0
+	err := limited.Update(ctx, func(tx storage.Tx) error {
+		attempts++
+		_, err := tx.NextSequence("m1", "held")
+		return err
+	})
+	close(release)
+	if fault.KindOf(err) != fault.Unavailable || fault.CodeOf(err) != "store_unavailable" {
+		t.Fatalf("a lock wait cut by lock_timeout on each of %d attempts: %v (kind %v, code %s), want store_unavailable", attempts, err, fault.KindOf(err), fault.CodeOf(err))
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "55P03" {
+		t.Fatalf("the error does not keep the database's: %v", err)
+	}
+	if attempts < 2 {
+		t.Fatalf("%d attempts: a lost race is run again", attempts)
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("the holder: %v", err)
+	}
+	var n int64
+	if err := s.Update(ctx, func(tx storage.Tx) error {
+		var err error
+		n, err = tx.NextSequence("m1", "held")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("next number %d, want 2: an attempt that lost took one", n)
+	}
+}
