@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,33 +35,14 @@ func TestStatementTimeoutIsStoreUnavailable(t *testing.T) {
 	s := open(t, u)
 	limited := open(t, withSetting(u, "statement_timeout=100ms"))
 
-	holding, release := make(chan struct{}), make(chan struct{})
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	}()
-	held := make(chan error, 1)
-	go func() {
-		held <- s.Update(ctx, func(tx storage.Tx) error {
-			if _, err := tx.NextSequence("m1", "held"); err != nil {
-				return err
-			}
-			close(holding)
-			<-release
-			return nil
-		})
-	}()
-	<-holding
+	release := holdNumber(t, s)
+	defer release()
 	start := time.Now()
 	err := limited.Update(ctx, func(tx storage.Tx) error {
 		_, err := tx.NextSequence("m1", "held")
 		return err
 	})
 	waited := time.Since(start)
-	close(release)
 	if fault.KindOf(err) != fault.Unavailable || fault.CodeOf(err) != "store_unavailable" {
 		t.Fatalf("a lock wait cut by statement_timeout: %v (kind %v, code %s), want store_unavailable", err, fault.KindOf(err), fault.CodeOf(err))
 	}
@@ -74,20 +56,8 @@ func TestStatementTimeoutIsStoreUnavailable(t *testing.T) {
 	if waited > 10*time.Second {
 		t.Fatalf("the Update returned after %v", waited)
 	}
-	if err := <-held; err != nil {
-		t.Fatalf("the holder: %v", err)
-	}
-	var n int64
-	if err := s.Update(ctx, func(tx storage.Tx) error {
-		var err error
-		n, err = tx.NextSequence("m1", "held")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if n != 2 {
-		t.Fatalf("next number %d, want 2: the cancelled Update took one", n)
-	}
+	release()
+	nextNumberIs(t, s, 2, "the cancelled Update took one")
 }
 
 // waitForLockWait waits until a backend of c's database runs a statement
@@ -222,33 +192,14 @@ func TestContentionOutlastingTheRetriesIsStoreUnavailable(t *testing.T) {
 	s := open(t, u)
 	limited := open(t, withSetting(u, "lock_timeout=20ms"))
 
-	holding, release := make(chan struct{}), make(chan struct{})
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	}()
-	held := make(chan error, 1)
-	go func() {
-		held <- s.Update(ctx, func(tx storage.Tx) error {
-			if _, err := tx.NextSequence("m1", "held"); err != nil {
-				return err
-			}
-			close(holding)
-			<-release
-			return nil
-		})
-	}()
-	<-holding
+	release := holdNumber(t, s)
+	defer release()
 	attempts := 0
 	err := limited.Update(ctx, func(tx storage.Tx) error {
 		attempts++
 		_, err := tx.NextSequence("m1", "held")
 		return err
 	})
-	close(release)
 	if fault.KindOf(err) != fault.Unavailable || fault.CodeOf(err) != "store_unavailable" {
 		t.Fatalf("a lock wait cut by lock_timeout on each of %d attempts: %v (kind %v, code %s), want store_unavailable", attempts, err, fault.KindOf(err), fault.CodeOf(err))
 	}
@@ -259,18 +210,55 @@ func TestContentionOutlastingTheRetriesIsStoreUnavailable(t *testing.T) {
 	if attempts < 2 {
 		t.Fatalf("%d attempts: a lost race is run again", attempts)
 	}
-	if err := <-held; err != nil {
+	release()
+	nextNumberIs(t, s, 2, "an attempt that lost took one")
+}
+
+// holdNumber takes m1's "held" number in a transaction of s and holds it,
+// its row locked, until release, which reports the holder's failure.
+func holdNumber(t *testing.T, s *postgres.Store) (release func()) {
+	t.Helper()
+	holding, done := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- s.Update(context.Background(), func(tx storage.Tx) error {
+			if _, err := tx.NextSequence("m1", "held"); err != nil {
+				return err
+			}
+			close(holding)
+			<-done
+			return nil
+		})
+	}()
+	select {
+	case <-holding:
+	case err := <-held:
 		t.Fatalf("the holder: %v", err)
 	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			if err := <-held; err != nil {
+				t.Errorf("the holder: %v", err)
+			}
+		})
+	}
+}
+
+// nextNumberIs checks that m1's next "held" number is want: an Update that
+// failed took none.
+func nextNumberIs(t *testing.T, s *postgres.Store, want int64, why string) {
+	t.Helper()
 	var n int64
-	if err := s.Update(ctx, func(tx storage.Tx) error {
+	if err := s.Update(context.Background(), func(tx storage.Tx) error {
 		var err error
 		n, err = tx.NextSequence("m1", "held")
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n != 2 {
-		t.Fatalf("next number %d, want 2: an attempt that lost took one", n)
+	if n != want {
+		t.Fatalf("next number %d, want %d: %s", n, want, why)
 	}
 }
