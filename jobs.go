@@ -169,8 +169,13 @@ func (l *Ledger) RunTasks(ctx context.Context, limit int) (TaskStats, error) {
 		// A store that is out of reach, or a commit whose outcome it cannot
 		// tell (a database crash lost the answer), is no fault of the task:
 		// the run ends, and the next one does the task if it was not done,
-		// rather than set it aside for a growing delay.
-		if err != nil && claimed != nil && ctx.Err() == nil && !fault.Is(err, fault.Unavailable) && !fault.IsOutcomeUnknown(err) {
+		// rather than set it aside for a growing delay. Contention that
+		// outlasted the store's retries (the task's order locked by a
+		// change that goes on, a transaction left open) is the task's
+		// own rows': ending the run would hold up every task behind it
+		// for as long as the lock is held.
+		storeOut := fault.Is(err, fault.Unavailable) && !errors.Is(err, storage.ErrContended)
+		if err != nil && claimed != nil && ctx.Err() == nil && !storeOut && !fault.IsOutcomeUnknown(err) {
 			if err := l.setTaskAside(ctx, claimed); err != nil {
 				return stats, errors.Join(append(failures, err)...)
 			}

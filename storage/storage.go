@@ -27,6 +27,16 @@ import (
 // from other failures. Every store returns this one value.
 var ErrClosed error = fault.Internalf(errors.New("storage: the store is closed"), "the store is closed")
 
+// ErrContended is in the chain of the error of an Update or View that lost
+// to other transactions on every attempt the store makes (a PostgreSQL
+// store's serialization failures, deadlocks, and rows locked NOWAIT or past
+// lock_timeout): each attempt was rolled back, so nothing was written, and
+// the error is the store_unavailable fault. errors.Is tells it apart from
+// a store out of reach: the contention is over the rows the transaction
+// wanted, so a background task that meets it is set aside and the run goes
+// on with the tasks behind it.
+var ErrContended = errors.New("storage: lost to other transactions on every attempt")
+
 // WaitEnded is the error of an Update or View whose caller's context ended
 // before the transaction could commit: it was still waiting for the store (a
 // free database connection, a row or advisory lock held by another

@@ -1090,7 +1090,9 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, writable bool, fn f
 				// past lock_timeout, a serialization failure, a deadlock):
 				// each was rolled back, so nothing was done, and the same
 				// request may succeed once the contention passes.
-				return storeUnavailable("the database refused the change for contention on every attempt (a lock held elsewhere, a serialization failure or a deadlock)", err)
+				// storage.ErrContended tells it from an outage.
+				return storeUnavailable("the database refused the change for contention on every attempt (a lock held elsewhere, a serialization failure or a deadlock)",
+					fmt.Errorf("%w: %w", storage.ErrContended, err))
 			}
 			return readOnlyUnavailable(err)
 		}
