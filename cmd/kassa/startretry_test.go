@@ -128,7 +128,9 @@ func TestStartGivesUpWithTheDatabasesAnswerAfterAStall(t *testing.T) {
 	// logging it too): either count, never a migration's timeout.
 	var attempts int
 	if err != nil {
-		fmt.Sscanf(err.Error()[strings.Index(err.Error(), "(--start-timeout), ")+len("(--start-timeout), "):], "%d attempts", &attempts)
+		if _, after, ok := strings.Cut(err.Error(), "(--start-timeout), "); ok {
+			fmt.Sscanf(after, "%d attempts", &attempts)
+		}
 	}
 	if err == nil || !strings.Contains(err.Error(), "could not be reached within 1s (--start-timeout), ") ||
 		attempts != logged && attempts != logged+1 || !strings.Contains(err.Error(), "connection refused") {

@@ -34,6 +34,11 @@ func inSwedish(t *testing.T, u string) string {
 	}
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, `SELECT 1/0`)
+	if errors.As(err, &pe) && pe.Code == "22012" && pe.Severity == "ERROR" {
+		// The locale is there, the translations are not (a build
+		// without NLS, an image that strips /usr/share/locale).
+		t.Skipf("the server has no Swedish messages: %v", err)
+	}
 	if !errors.As(err, &pe) || pe.Code != "22012" || pe.Severity != "FEL" || pe.SeverityUnlocalized != "ERROR" {
 		t.Fatalf("SELECT 1/0 on a server asked for Swedish: %#v, want severity FEL", err)
 	}

@@ -192,9 +192,12 @@ func (s *Store) durably(ctx context.Context, conn *pgxpool.Conn, fn func(pgx.Tx)
 	}
 	// As in Update (wire.go), the caller's context does not reach COMMIT:
 	// once it is sent the server may apply it whatever the client does. Its
-	// answer is waited for as Update's is, bounded by commitTimeout (a
-	// connection gone silent, a synchronous standby gone): without the
-	// bound, store copy, store rekey and a replica's start waited for good.
+	// answer is waited for as Update's is, bounded by commitTimeout: a
+	// connection gone silent is then of unknown outcome, and a COMMIT
+	// waiting for a synchronous standby that is gone is cancelled, which
+	// PostgreSQL answers as committed locally (docs/postgres.md). Without
+	// the bound, store copy, store rekey and a replica's start waited for
+	// good.
 	if tx.Conn().IsClosed() {
 		return errors.New("postgres: the connection was lost before COMMIT was sent")
 	}
