@@ -165,6 +165,27 @@ func noArguments(fs *flag.FlagSet, stderr io.Writer) bool {
 	return false
 }
 
+// parseStoreCommand parses the flags of a command that works on either
+// store (settle, store rekey): --data, --store and --database-url, each
+// checked, the URL's password hidden from the usage. done, with the exit
+// code, when the command ends here, which is said on stderr.
+func parseStoreCommand(name string, args []string, stderr io.Writer, dataUsage, urlUsage string) (data, kind, dbURL *string, code int, done bool) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data = fs.String("data", envDefault("data", "./kassa-data"), dataUsage)
+	kind = fs.String("store", envDefault("store", "bolt"), "bolt or postgres (KASSA_STORE)")
+	dbURL = fs.String("database-url", envDefault("database-url", ""), urlUsage)
+	hideSecrets(fs)
+	if code, done := parseDataCommand(fs, args, data); done {
+		return nil, nil, nil, code, true
+	}
+	if err := checkStore(*kind, *dbURL); err != nil {
+		fmt.Fprintf(stderr, "kassa: %v\n", err)
+		return nil, nil, nil, 2, true
+	}
+	return data, kind, dbURL, 0, false
+}
+
 // parseDataCommand parses the flags of a command that takes flags only,
 // one of them the data directory: done, with the exit code, when the
 // command ends here (help, a flag or an argument it does not take, an
@@ -1768,18 +1789,10 @@ func fileExists(path string) bool {
 
 // settle runs settlements on a stopped server's data ("kassa settle").
 func settle(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("settle", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", envDefault("data", "./kassa-data"), "data directory (KASSA_DATA)")
-	kind := fs.String("store", envDefault("store", "bolt"), "bolt or postgres (KASSA_STORE)")
-	dbURL := fs.String("database-url", envDefault("database-url", ""), "PostgreSQL URL for --store postgres (KASSA_DATABASE_URL)")
-	hideSecrets(fs)
-	if code, done := parseDataCommand(fs, args, data); done {
+	data, kind, dbURL, code, done := parseStoreCommand("settle", args, stderr, "data directory (KASSA_DATA)",
+		"PostgreSQL URL for --store postgres (KASSA_DATABASE_URL)")
+	if done {
 		return code
-	}
-	if err := checkStore(*kind, *dbURL); err != nil {
-		fmt.Fprintf(stderr, "kassa: %v\n", err)
-		return 2
 	}
 	in := catchInterrupts()
 	defer in.stop()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,18 +30,10 @@ type keyForgetter interface {
 // its replicas hold no lock of while they serve, while kassa sessions are
 // on it (postgres.Store.ForgetSigningKey, docs/decisions.md).
 func storeRekey(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("store rekey", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", envDefault("data", "./kassa-data"), "data directory of the bolt store, DATA/kassa.db (KASSA_DATA)")
-	kind := fs.String("store", envDefault("store", "bolt"), "bolt or postgres (KASSA_STORE)")
-	dbURL := fs.String("database-url", envDefault("database-url", ""), "PostgreSQL URL for --store postgres (KASSA_DATABASE_URL), to the database itself, not through a connection pooler")
-	hideSecrets(fs)
-	if code, done := parseDataCommand(fs, args, data); done {
+	data, kind, dbURL, code, done := parseStoreCommand("store rekey", args, stderr, "data directory of the bolt store, DATA/kassa.db (KASSA_DATA)",
+		"PostgreSQL URL for --store postgres (KASSA_DATABASE_URL), to the database itself, not through a connection pooler")
+	if done {
 		return code
-	}
-	if err := checkStore(*kind, *dbURL); err != nil {
-		fmt.Fprintf(stderr, "kassa: %v\n", err)
-		return 2
 	}
 	where := "the database"
 	if *kind == "bolt" {
