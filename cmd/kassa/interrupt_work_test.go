@@ -134,15 +134,7 @@ func TestStoreCopyInterruptedDuringLoad(t *testing.T) {
 	dbURL := pgtest.FreshSchema(t)
 	t.Setenv("KASSA_KEY", "")
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := kassa.New(st, kassa.Options{}).EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true}); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	dir := oneMerchantStore(t)
 	// The schema is migrated first, so that the test has a table to lock.
 	db, err := postgres.Open(ctx, dbURL, postgres.Options{})
 	if err != nil {
@@ -177,14 +169,7 @@ func TestStoreCopyInterruptedDuringLoad(t *testing.T) {
 	if n := records(); n != 0 {
 		t.Fatalf("records in the database after the interrupted copy: %d, want none", n)
 	}
-	var o, e bytes.Buffer
-	if code := run([]string{"store", "copy", "--data", dir, "--database-url", dbURL}, &o, &e); code != 0 || !strings.Contains(o.String(), "copied ") {
-		t.Fatalf("the rerun: exit %d, stdout %q, stderr %s", code, o.String(), e.String())
-	}
-	var merchants int
-	if err := holder.QueryRow(ctx, `SELECT count(*) FROM merchants`).Scan(&merchants); err != nil || merchants != 1 {
-		t.Fatalf("merchants after the rerun: %d %v, want 1", merchants, err)
-	}
+	rerunCopiesOneMerchant(t, holder, dir, dbURL)
 }
 
 // TestStoreCopyInterruptedWhileTheDatabaseOpens: store copy, interrupted
@@ -195,15 +180,7 @@ func TestStoreCopyInterruptedWhileTheDatabaseOpens(t *testing.T) {
 	dbURL := pgtest.FreshSchema(t)
 	t.Setenv("KASSA_KEY", "")
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := kassa.New(st, kassa.Options{}).EnsureMerchant(ctx, kassa.MerchantOptions{Name: "m", Sandbox: true}); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	dir := oneMerchantStore(t)
 	holder, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -229,14 +206,7 @@ func TestStoreCopyInterruptedWhileTheDatabaseOpens(t *testing.T) {
 	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
 		t.Fatal(err)
 	}
-	var o, e bytes.Buffer
-	if code := run([]string{"store", "copy", "--data", dir, "--database-url", dbURL}, &o, &e); code != 0 || !strings.Contains(o.String(), "copied ") {
-		t.Fatalf("the rerun: exit %d, stdout %q, stderr %s", code, o.String(), e.String())
-	}
-	var merchants int
-	if err := holder.QueryRow(ctx, `SELECT count(*) FROM merchants`).Scan(&merchants); err != nil || merchants != 1 {
-		t.Fatalf("merchants after the rerun: %d %v, want 1", merchants, err)
-	}
+	rerunCopiesOneMerchant(t, holder, dir, dbURL)
 }
 
 // TestStoreCheckInterruptedDuringCheck: store check, interrupted while it
@@ -295,3 +265,33 @@ func TestStoreCheckInterruptedDuringCheck(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// oneMerchantStore is the data directory of a bolt store holding one
+// sandbox merchant, for store copy.
+func oneMerchantStore(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := bolt.Open(filepath.Join(dir, "kassa.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, _, err := kassa.New(st, kassa.Options{}).EnsureMerchant(context.Background(), kassa.MerchantOptions{Name: "m", Sandbox: true}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// rerunCopiesOneMerchant runs store copy of dir into dbURL again, which must
+// copy, and finds the one merchant there through holder.
+func rerunCopiesOneMerchant(t *testing.T, holder *pgx.Conn, dir, dbURL string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	if code := run([]string{"store", "copy", "--data", dir, "--database-url", dbURL}, &o, &e); code != 0 || !strings.Contains(o.String(), "copied ") {
+		t.Fatalf("the rerun: exit %d, stdout %q, stderr %s", code, o.String(), e.String())
+	}
+	var merchants int
+	if err := holder.QueryRow(context.Background(), `SELECT count(*) FROM merchants`).Scan(&merchants); err != nil || merchants != 1 {
+		t.Fatalf("merchants after the rerun: %d %v, want 1", merchants, err)
+	}
+}
