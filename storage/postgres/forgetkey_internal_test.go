@@ -145,15 +145,7 @@ func TestForgetSigningKeyRefusedBesideAnotherRolesSession(t *testing.T) {
 // kassa sessions active a moment ago, are not taken for a replica's.
 func TestForgetSigningKeyBesideItsOwnPool(t *testing.T) {
 	ctx := context.Background()
-	u := pgtest.FreshDatabase(t, "")
-	s, err := Open(ctx, u, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.SigningKey(ctx, make([]byte, 32), false); err != nil {
-		t.Fatal(err)
-	}
+	_, s := keyedDatabase(t)
 	var held []*pgxpool.Conn
 	for range 3 {
 		c, err := s.pool.Acquire(ctx)
@@ -179,15 +171,7 @@ func TestForgetSigningKeyBesideItsOwnPool(t *testing.T) {
 // look is made again for about a second.
 func TestForgetSigningKeyWaitsForASessionEnding(t *testing.T) {
 	ctx := context.Background()
-	u := pgtest.FreshDatabase(t, "")
-	s, err := Open(ctx, u, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.SigningKey(ctx, make([]byte, 32), false); err != nil {
-		t.Fatal(err)
-	}
+	u, s := keyedDatabase(t)
 	other, err := pgx.Connect(ctx, u+"?application_name=kassa")
 	if err != nil {
 		t.Fatal(err)
@@ -202,4 +186,20 @@ func TestForgetSigningKeyWaitsForASessionEnding(t *testing.T) {
 	if forgot, err := s.ForgetSigningKey(ctx); !forgot || err != nil {
 		t.Fatalf("forget beside a session that ended 300 ms later: %v, %v; want forgotten", forgot, err)
 	}
+}
+
+// keyedDatabase is a fresh database's URL and a store open on it that has
+// recorded a signing key, for ForgetSigningKey to forget.
+func keyedDatabase(t *testing.T) (string, *Store) {
+	t.Helper()
+	u := pgtest.FreshDatabase(t, "")
+	s, err := Open(context.Background(), u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.SigningKey(context.Background(), make([]byte, 32), false); err != nil {
+		t.Fatal(err)
+	}
+	return u, s
 }
