@@ -375,15 +375,7 @@ func TestCutAnywhereAppliesOnce(t *testing.T) {
 						first()
 					}
 					began = true
-					m, err := tx.GetMerchant("m1")
-					if err != nil {
-						return err
-					}
-					m.Name += "+"
-					if err := tx.PutMerchant(m); err != nil {
-						return err
-					}
-					if err := tx.ScheduleTask(&storage.Task{ID: rand.Text(), Kind: "autoCapture", MerchantID: "m1", OrderID: "o", DueAt: time.Now().Add(time.Hour)}); err != nil {
+					if err := renameAndSchedule(tx); err != nil {
 						return err
 					}
 					if !wrote && beforeCommit != nil {
@@ -547,4 +539,19 @@ func merchantOf(s storage.Store) (*storage.Merchant, error) {
 		return err
 	})
 	return m, err
+}
+
+// renameAndSchedule is the write of the cut tests: "+" added to merchant
+// m1's name, and a task with a random id, a write held back to travel with
+// COMMIT; the two counted after tell how often it committed.
+func renameAndSchedule(tx storage.Tx) error {
+	m, err := tx.GetMerchant("m1")
+	if err != nil {
+		return err
+	}
+	m.Name += "+"
+	if err := tx.PutMerchant(m); err != nil {
+		return err
+	}
+	return tx.ScheduleTask(&storage.Task{ID: rand.Text(), Kind: "autoCapture", MerchantID: "m1", OrderID: "o", DueAt: time.Now().Add(time.Hour)})
 }

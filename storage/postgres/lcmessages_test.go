@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -101,15 +100,7 @@ func TestTerminatedOnAServerThatSpeaksSwedish(t *testing.T) {
 				attempts := 0
 				err := s.Update(ctx, func(tx storage.Tx) error {
 					attempts++
-					m, err := tx.GetMerchant("m1")
-					if err != nil {
-						return err
-					}
-					m.Name += "+"
-					if err := tx.PutMerchant(m); err != nil {
-						return err
-					}
-					if err := tx.ScheduleTask(&storage.Task{ID: rand.Text(), Kind: "autoCapture", MerchantID: "m1", OrderID: "o", DueAt: time.Now().Add(time.Hour)}); err != nil {
+					if err := renameAndSchedule(tx); err != nil {
 						return err
 					}
 					if attempts == 1 {
